@@ -1,5 +1,38 @@
-//! The `ferroce` command. Thin: argument parsing and printing only.
+//! The `ferroce` command. Thin: argument parsing and printing only; the
+//! protocol work lives in the library crates.
 
 mod capture;
+mod cmd;
 
-fn main() {}
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// RoCE (RDMA over Converged Ethernet) in userspace.
+#[derive(Debug, Parser)]
+#[command(name = "ferroce", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the RoCE packets of a pcap/pcapng capture, one per line.
+    Dump(cmd::dump::DumpArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Dump(args) => cmd::dump::run(args),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("ferroce: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

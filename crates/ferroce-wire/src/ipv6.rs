@@ -1,0 +1,103 @@
+//! IPv6 header (RFC 8200) as RoCE v2 carries it, and the GRH of RoCE v1 and
+//! InfiniBand (IBA vol. 1 §5.2.4), which has the same 40-byte layout with
+//! next header 0x1B. Traffic class, flow label and hop limit are masked out
+//! of the ICRC. Extension headers are not followed.
+
+use std::net::Ipv6Addr;
+
+use crate::field::{read_u16, read_u32, write_u16, write_u32};
+use crate::{Error, Header, Result};
+
+/// Header length (IPv6 and GRH alike).
+pub const HEADER_LEN: usize = 40;
+/// GRH next header: IBA transport (a BTH) follows.
+pub const NEXT_HEADER_IBA: u8 = 0x1b;
+
+/// The content of an IPv6 header or a GRH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv6Repr {
+    pub traffic_class: u8,
+    pub flow_label: u32,
+    pub payload_len: u16,
+    pub next_header: u8,
+    pub hop_limit: u8,
+    /// Source address (the SGID in a GRH).
+    pub src: Ipv6Addr,
+    /// Destination address (the DGID in a GRH).
+    pub dst: Ipv6Addr,
+}
+
+impl Ipv6Repr {
+    /// Parses the header at the start of `b`. `header` names it in errors
+    /// (`Header::Ipv6` or `Header::Grh`); the version must be 6.
+    pub fn parse_as(header: Header, b: &[u8]) -> Result<Self> {
+        crate::field::check(header, HEADER_LEN, b.len())?;
+        if b[0] >> 4 != 6 {
+            return Err(Error::BadVersion {
+                field: if header == Header::Grh {
+                    "grh.ipver"
+                } else {
+                    "ipv6.version"
+                },
+                value: b[0] >> 4,
+            });
+        }
+        let w = read_u32(b, 0..4);
+        let mut src = [0; 16];
+        let mut dst = [0; 16];
+        src.copy_from_slice(&b[8..24]);
+        dst.copy_from_slice(&b[24..40]);
+        Ok(Self {
+            traffic_class: (w >> 20) as u8,
+            flow_label: w & 0xf_ffff,
+            payload_len: read_u16(b, 4..6),
+            next_header: b[6],
+            hop_limit: b[7],
+            src: Ipv6Addr::from(src),
+            dst: Ipv6Addr::from(dst),
+        })
+    }
+
+    /// Parses an IPv6 header.
+    pub fn parse(b: &[u8]) -> Result<Self> {
+        Self::parse_as(Header::Ipv6, b)
+    }
+
+    /// Parses a GRH: version 6 and next header 0x1B.
+    pub fn parse_grh(b: &[u8]) -> Result<Self> {
+        let r = Self::parse_as(Header::Grh, b)?;
+        if r.next_header != NEXT_HEADER_IBA {
+            return Err(Error::BadNextHeader {
+                value: r.next_header,
+            });
+        }
+        Ok(r)
+    }
+
+    pub fn dscp(&self) -> u8 {
+        self.traffic_class >> 2
+    }
+
+    pub fn ecn(&self) -> u8 {
+        self.traffic_class & 3
+    }
+
+    /// Writes the 40-byte header.
+    pub fn emit(&self, b: &mut [u8]) -> Result<()> {
+        crate::field::check(Header::Ipv6, HEADER_LEN, b.len())?;
+        if self.flow_label > 0xf_ffff {
+            return Err(Error::FieldOverflow {
+                field: "ipv6.flow_label",
+                value: self.flow_label.into(),
+            });
+        }
+        let w = (6 << 28) | (u32::from(self.traffic_class) << 20) | self.flow_label;
+        write_u32(b, 0..4, w);
+        write_u16(b, 4..6, self.payload_len);
+        b[6] = self.next_header;
+        b[7] = self.hop_limit;
+        b[8..24].copy_from_slice(&self.src.octets());
+        b[24..40].copy_from_slice(&self.dst.octets());
+        Ok(())
+    }
+}

@@ -1,0 +1,68 @@
+//! UDP header (RFC 768), as RoCE v2 uses it: destination port 4791, the
+//! source port an entropy value (0xC000 | flow hash) and, as rxe sends it, a
+//! zero checksum over IPv4 and IPv6 alike.
+
+use crate::field::{read_u16, write_u16};
+use crate::{Header, Result};
+
+/// The IANA port of RoCE v2.
+pub const ROCE_V2_PORT: u16 = 4791;
+/// UDP header length.
+pub const HEADER_LEN: usize = 8;
+
+/// The content of a UDP header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpRepr {
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// Header plus payload, as the header says.
+    pub length: u16,
+    pub checksum: u16,
+}
+
+impl UdpRepr {
+    pub fn parse(b: &[u8]) -> Result<Self> {
+        crate::field::check(Header::Udp, HEADER_LEN, b.len())?;
+        Ok(Self {
+            src_port: read_u16(b, 0..2),
+            dst_port: read_u16(b, 2..4),
+            length: read_u16(b, 4..6),
+            checksum: read_u16(b, 6..8),
+        })
+    }
+
+    pub fn emit(&self, b: &mut [u8]) -> Result<()> {
+        crate::field::check(Header::Udp, HEADER_LEN, b.len())?;
+        write_u16(b, 0..2, self.src_port);
+        write_u16(b, 2..4, self.dst_port);
+        write_u16(b, 4..6, self.length);
+        write_u16(b, 6..8, self.checksum);
+        Ok(())
+    }
+}
+
+/// The RoCE v2 UDP source port for a flow label, as rxe and RoCE NICs
+/// compute it: the 20-bit label folded to 14 bits, in 0xC000..=0xFFFF.
+pub const fn source_port_from_flow_label(fl: u32) -> u16 {
+    let fl = fl & 0xf_ffff;
+    0xc000 | (((fl & 0x3fff) ^ (fl >> 14)) as u16)
+}
+
+/// The 20-bit flow label rdma-core and the kernel derive from a connected
+/// QP pair: a hash of the product of the two QP numbers.
+pub const fn flow_label_from_qpns(lqpn: u32, rqpn: u32) -> u32 {
+    let v = (lqpn as u64) * (rqpn as u64);
+    ((v ^ (v >> 20) ^ (v >> 40)) & 0xf_ffff) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rxe_source_ports() {
+        // ../shared/rig/README.md §5: QPN 0x11 <-> 0x11 gives 49441.
+        let fl = flow_label_from_qpns(0x11, 0x11);
+        assert_eq!(source_port_from_flow_label(fl), 49441);
+    }
+}
