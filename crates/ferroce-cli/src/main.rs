@@ -20,12 +20,15 @@ struct Cli {
 enum Command {
     /// Print the RoCE packets of a pcap/pcapng capture, one per line.
     Dump(cmd::dump::DumpArgs),
+    /// Write ferroce's sample packets (every opcode, v1 and v2) as a pcap.
+    Sample(cmd::sample::SampleArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Dump(args) => cmd::dump::run(args),
+        Command::Sample(args) => cmd::sample::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

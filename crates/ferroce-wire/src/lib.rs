@@ -18,6 +18,7 @@
 //! | [`ethernet`], [`ipv4`], [`ipv6`] (and GRH), [`udp`], [`lrh`] | framing |
 //! | [`mad`] | management datagrams and the CM messages on QP1 |
 //! | [`psn`] | 24-bit PSNs with serial-number order |
+//! | [`samples`] | a fixed set of valid packets (tests, benches, demo capture) |
 //!
 //! Not supported: IPv6 extension headers, IPv4 options on emit, more than
 //! one VLAN tag on emit.
@@ -41,6 +42,7 @@ pub mod opcode;
 pub mod psn;
 pub mod reth;
 pub mod roce;
+pub mod samples;
 pub mod transport;
 pub mod udp;
 

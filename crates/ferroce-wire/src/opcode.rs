@@ -46,7 +46,7 @@ impl ExtHeader {
     ];
 
     /// Length on the wire in bytes.
-    pub const fn len(self) -> usize {
+    pub const fn wire_len(self) -> usize {
         match self {
             Self::Rdeth | Self::Xrceth | Self::Feth | Self::Aeth | Self::ImmDt | Self::Ieth => 4,
             Self::Deth | Self::AtomicAckEth => 8,
@@ -101,7 +101,7 @@ impl ExtSet {
         let mut i = 0;
         while i < ExtHeader::ALL.len() {
             if self.contains(ExtHeader::ALL[i]) {
-                n += ExtHeader::ALL[i].len();
+                n += ExtHeader::ALL[i].wire_len();
             }
             i += 1;
         }
@@ -126,7 +126,7 @@ impl ExtSet {
                 return Some(n);
             }
             if self.contains(e) {
-                n += e.len();
+                n += e.wire_len();
             }
             i += 1;
         }

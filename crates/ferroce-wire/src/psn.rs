@@ -122,7 +122,7 @@ mod tests {
                 Ordering::Less
             };
             prop_assert_eq!(pb.cmp_serial(pa), expect);
-            prop_assert_eq!((pb - d), pa);
+            prop_assert_eq!(pb - d, pa);
         }
     }
 }

@@ -60,14 +60,14 @@ impl<T: AsRef<[u8]>> TransportPacket<T> {
         let body = b.len() - BTH_LEN - ICRC_LEN;
         let mut off = 0;
         for h in info.headers.iter() {
-            if off + h.len() > body {
+            if off + h.wire_len() > body {
                 return Err(Error::Truncated {
                     header: h.header(),
-                    needed: h.len(),
+                    needed: h.wire_len(),
                     available: body - off,
                 });
             }
-            off += h.len();
+            off += h.wire_len();
         }
         let rest = body - off;
         let pad = bth.pad_count();
@@ -106,7 +106,7 @@ impl<T: AsRef<[u8]>> TransportPacket<T> {
     /// The bytes of extension header `h`, if the opcode carries it.
     pub fn ext(&self, h: ExtHeader) -> Option<&[u8]> {
         let off = BTH_LEN + self.info().headers.offset(h)?;
-        Some(&self.b()[off..off + h.len()])
+        Some(&self.b()[off..off + h.wire_len()])
     }
 
     pub fn rdeth(&self) -> Option<Rdeth<&[u8]>> {
@@ -367,7 +367,7 @@ impl TransportRepr {
         self.bth.emit(&mut Bth::new_unchecked(&mut buf[..BTH_LEN]))?;
         for h in info.headers.iter() {
             let off = BTH_LEN + info.headers.offset(h).unwrap_or(0);
-            self.emit_ext(h, &mut buf[off..off + h.len()])?;
+            self.emit_ext(h, &mut buf[off..off + h.wire_len()])?;
         }
         let start = BTH_LEN + info.headers.len();
         buf[start..start + payload.len()].copy_from_slice(payload);

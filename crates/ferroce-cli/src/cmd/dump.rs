@@ -152,6 +152,7 @@ fn text_line(frame: &Frame, t: f64, located: Located<'_>, verdict: &Verdict<'_>)
     match verdict {
         Verdict::Parsed { frame: f, icrc_ok } => {
             let p = &f.transport;
+            s.push_str(&qos_text(f));
             s.push_str(&transport_text(p));
             s.push_str(if *icrc_ok { " ICRC ok" } else { " ICRC BAD" });
             if !icrc_ok {
@@ -160,6 +161,10 @@ fn text_line(frame: &Frame, t: f64, located: Located<'_>, verdict: &Verdict<'_>)
                     p.icrc().swap_bytes(),
                     f.computed_icrc().swap_bytes()
                 ));
+            }
+            if let Some(cm) = cm_text(p) {
+                s.push_str(" | ");
+                s.push_str(&cm);
             }
         }
         Verdict::Malformed(e) => {
@@ -248,10 +253,29 @@ fn transport_text(p: &TransportPacket<&[u8]>) -> String {
             s.push_str(&format!(" pad={}", bth.pad_count()));
         }
     }
-    if let Some(cm) = cm_text(p) {
-        s.push_str(" | ");
-        s.push_str(&cm);
+    s
+}
+
+/// VLAN priority and IP DSCP/ECN, when not the defaults: what PFC and ECN act on.
+fn qos_text(f: &RoceFrame<'_>) -> String {
+    let mut s = String::new();
+    if let Some(tag) = f.ethernet.and_then(|e| e.vlan) {
+        s.push_str(&format!(" VLAN={} PCP={}", tag.vid, tag.pcp));
     }
+    let (dscp, ecn) = match f.network {
+        Network::V1 { grh } => (grh.dscp(), grh.ecn()),
+        Network::V2Ipv4 { ip, .. } => (ip.dscp, ip.ecn),
+        Network::V2Ipv6 { ip, .. } => (ip.dscp(), ip.ecn()),
+    };
+    if dscp != 0 {
+        s.push_str(&format!(" DSCP={dscp}"));
+    }
+    s.push_str(match ecn {
+        1 => " ECT(1)",
+        2 => " ECT(0)",
+        3 => " ECN=CE",
+        _ => "",
+    });
     s
 }
 

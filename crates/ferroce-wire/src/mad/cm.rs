@@ -1,0 +1,1007 @@
+//! Communication Manager message bodies (IBA vol. 1 §12.6, tables 106-113).
+//!
+//! Each message occupies the [`CM_DATA_LEN`] bytes that follow the MAD
+//! header. Offsets below are relative to that data area and bits are counted
+//! from the most significant bit of a byte, as in the spec's `Byte[Bit]`
+//! notation. `parse` never fails on field values (reserved bits are ignored),
+//! except a REJ whose ARI length exceeds the ARI field. `emit` writes the whole
+//! data area, reserved bits as zero, and refuses values wider than their field.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::{CM_DATA_LEN, attr};
+use crate::field::{
+    Field, read_u16, read_u24, read_u32, read_u64, write_u16, write_u24, write_u32, write_u64,
+};
+use crate::{Error, Header, Psn, Result};
+
+/// Transport service type of a REQ: reliable connection.
+pub const TRANSPORT_RC: u8 = 0x0;
+/// Transport service type of a REQ: unreliable connection.
+pub const TRANSPORT_UC: u8 = 0x1;
+/// Transport service type of a REQ: reliable datagram.
+pub const TRANSPORT_RD: u8 = 0x2;
+
+/// rdma_cm port space of TCP-like (RC) connections.
+pub const IP_CM_PS_TCP: u16 = 0x0106;
+/// rdma_cm port space of UDP-like (UD) endpoints.
+pub const IP_CM_PS_UDP: u16 = 0x0111;
+/// rdma_cm port space of native IB endpoints.
+pub const IP_CM_PS_IB: u16 = 0x013f;
+
+/// The length of the rdma_cm IP header at the start of the private data.
+const IP_CM_HEADER_LEN: usize = 36;
+
+/// The data area of a message being parsed, or `Truncated`.
+fn data_in(data: &[u8]) -> Result<&[u8]> {
+    crate::field::check(Header::Mad, CM_DATA_LEN, data.len())?;
+    Ok(&data[..CM_DATA_LEN])
+}
+
+/// The zeroed data area of a message being emitted, or `BufferTooSmall`.
+fn data_out(data: &mut [u8]) -> Result<&mut [u8]> {
+    if data.len() < CM_DATA_LEN {
+        return Err(Error::BufferTooSmall {
+            needed: CM_DATA_LEN,
+            available: data.len(),
+        });
+    }
+    let out = &mut data[..CM_DATA_LEN];
+    out.fill(0);
+    Ok(out)
+}
+
+/// `width` bits of `byte`, starting `offset` bits below its most significant bit.
+const fn bits(byte: u8, offset: u32, width: u32) -> u8 {
+    ((byte as u32 >> (8 - offset - width)) & ((1 << width) - 1)) as u8
+}
+
+/// Bit `offset` (from the most significant) of `byte`.
+const fn bit(byte: u8, offset: u32) -> bool {
+    bits(byte, offset, 1) == 1
+}
+
+/// `value` placed at `offset` bits below the most significant bit of a byte.
+fn place(field: &'static str, value: u8, offset: u32, width: u32) -> Result<u8> {
+    if u32::from(value) >> width != 0 {
+        return Err(Error::FieldOverflow {
+            field,
+            value: value.into(),
+        });
+    }
+    Ok(value << (8 - offset - width))
+}
+
+/// A flag placed at bit `offset` (from the most significant) of a byte.
+fn flag(value: bool, offset: u32) -> u8 {
+    u8::from(value) << (7 - offset)
+}
+
+/// Writes a 24-bit field, refusing wider values.
+fn put_u24(field: &'static str, b: &mut [u8], f: Field, value: u32) -> Result<()> {
+    if value > 0x00ff_ffff {
+        return Err(Error::FieldOverflow {
+            field,
+            value: value.into(),
+        });
+    }
+    write_u24(b, f, value);
+    Ok(())
+}
+
+fn array<const N: usize>(b: &[u8], start: usize) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&b[start..start + N]);
+    a
+}
+
+/// The names used in errors for the fields of one path of a REQ.
+struct PathFields {
+    flow_label: &'static str,
+    packet_rate: &'static str,
+    sl: &'static str,
+    local_ack_timeout: &'static str,
+}
+
+const PRIMARY: PathFields = PathFields {
+    flow_label: "req.primary_path.flow_label",
+    packet_rate: "req.primary_path.packet_rate",
+    sl: "req.primary_path.sl",
+    local_ack_timeout: "req.primary_path.local_ack_timeout",
+};
+
+const ALTERNATE: PathFields = PathFields {
+    flow_label: "req.alternate_path.flow_label",
+    packet_rate: "req.alternate_path.packet_rate",
+    sl: "req.alternate_path.sl",
+    local_ack_timeout: "req.alternate_path.local_ack_timeout",
+};
+
+/// The primary or alternate path of a REQ (44 bytes each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CmPath {
+    /// 0xFFFF (permissive) over RoCE.
+    pub local_port_lid: u16,
+    pub remote_port_lid: u16,
+    /// Over RoCE, the sender's GID (an IPv4-mapped IPv6 address for IPv4).
+    pub local_port_gid: [u8; 16],
+    pub remote_port_gid: [u8; 16],
+    /// 20 bits.
+    pub flow_label: u32,
+    /// 6 bits, IBA static rate encoding.
+    pub packet_rate: u8,
+    pub traffic_class: u8,
+    pub hop_limit: u8,
+    /// 4 bits.
+    pub sl: u8,
+    pub subnet_local: bool,
+    /// 5 bits: 4.096 µs × 2^value.
+    pub local_ack_timeout: u8,
+}
+
+impl CmPath {
+    const LEN: usize = 44;
+
+    fn parse(b: &[u8]) -> Self {
+        Self {
+            local_port_lid: read_u16(b, 0..2),
+            remote_port_lid: read_u16(b, 2..4),
+            local_port_gid: array(b, 4),
+            remote_port_gid: array(b, 20),
+            flow_label: read_u32(b, 36..40) >> 12,
+            packet_rate: bits(b[39], 2, 6),
+            traffic_class: b[40],
+            hop_limit: b[41],
+            sl: bits(b[42], 0, 4),
+            subnet_local: bit(b[42], 4),
+            local_ack_timeout: bits(b[43], 0, 5),
+        }
+    }
+
+    fn emit(&self, b: &mut [u8], names: &PathFields) -> Result<()> {
+        if self.flow_label > 0x000f_ffff {
+            return Err(Error::FieldOverflow {
+                field: names.flow_label,
+                value: self.flow_label.into(),
+            });
+        }
+        let rate = place(names.packet_rate, self.packet_rate, 2, 6)?;
+        write_u16(b, 0..2, self.local_port_lid);
+        write_u16(b, 2..4, self.remote_port_lid);
+        b[4..20].copy_from_slice(&self.local_port_gid);
+        b[20..36].copy_from_slice(&self.remote_port_gid);
+        write_u32(b, 36..40, self.flow_label << 12 | u32::from(rate));
+        b[40] = self.traffic_class;
+        b[41] = self.hop_limit;
+        b[42] = place(names.sl, self.sl, 0, 4)? | flag(self.subnet_local, 4);
+        b[43] = place(names.local_ack_timeout, self.local_ack_timeout, 0, 5)?;
+        Ok(())
+    }
+}
+
+/// ConnectRequest (REQ, attribute 0x0010), table 106.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CmReq {
+    pub local_comm_id: u32,
+    pub service_id: u64,
+    pub local_ca_guid: u64,
+    pub local_qkey: u32,
+    /// 24 bits.
+    pub local_qpn: u32,
+    pub responder_resources: u8,
+    /// 24 bits.
+    pub local_eecn: u32,
+    pub initiator_depth: u8,
+    /// 24 bits.
+    pub remote_eecn: u32,
+    /// 5 bits: 4.096 µs × 2^value.
+    pub remote_cm_response_timeout: u8,
+    /// 2 bits: [`TRANSPORT_RC`], [`TRANSPORT_UC`], [`TRANSPORT_RD`], or 3 (see
+    /// `extended_transport_type`).
+    pub transport_service_type: u8,
+    pub end_to_end_flow_control: bool,
+    /// The first PSN the *passive* side sends with (the active side's
+    /// expected receive PSN); the kernel CM sets it as the responder's SQ PSN.
+    pub starting_psn: Psn,
+    /// 5 bits.
+    pub local_cm_response_timeout: u8,
+    /// 3 bits.
+    pub retry_count: u8,
+    pub partition_key: u16,
+    /// 4 bits, IBA MTU encoding (1 = 256 ... 5 = 4096).
+    pub path_packet_mtu: u8,
+    pub rdc_exists: bool,
+    /// 3 bits; 7 means retry forever.
+    pub rnr_retry_count: u8,
+    /// 4 bits.
+    pub max_cm_retries: u8,
+    pub srq: bool,
+    /// 3 bits; 1 is XRC when `transport_service_type` is 3.
+    pub extended_transport_type: u8,
+    pub primary_path: CmPath,
+    /// All zero when there is no alternate path.
+    pub alternate_path: CmPath,
+    pub sap_supported: bool,
+    pub private_data: [u8; 92],
+}
+
+impl CmReq {
+    const PRIMARY_PATH: usize = 52;
+    const ALTERNATE_PATH: usize = 96;
+    const PRIVATE_DATA: usize = 140;
+
+    /// Decodes a REQ from the data area of a CM MAD.
+    pub fn parse(data: &[u8]) -> Result<Self> {
+        let b = data_in(data)?;
+        let alternate = &b[Self::ALTERNATE_PATH..Self::ALTERNATE_PATH + CmPath::LEN];
+        Ok(Self {
+            local_comm_id: read_u32(b, 0..4),
+            service_id: read_u64(b, 8..16),
+            local_ca_guid: read_u64(b, 16..24),
+            local_qkey: read_u32(b, 28..32),
+            local_qpn: read_u24(b, 32..35),
+            responder_resources: b[35],
+            local_eecn: read_u24(b, 36..39),
+            initiator_depth: b[39],
+            remote_eecn: read_u24(b, 40..43),
+            remote_cm_response_timeout: bits(b[43], 0, 5),
+            transport_service_type: bits(b[43], 5, 2),
+            end_to_end_flow_control: bit(b[43], 7),
+            starting_psn: Psn::new(read_u24(b, 44..47)),
+            local_cm_response_timeout: bits(b[47], 0, 5),
+            retry_count: bits(b[47], 5, 3),
+            partition_key: read_u16(b, 48..50),
+            path_packet_mtu: bits(b[50], 0, 4),
+            rdc_exists: bit(b[50], 4),
+            rnr_retry_count: bits(b[50], 5, 3),
+            max_cm_retries: bits(b[51], 0, 4),
+            srq: bit(b[51], 4),
+            extended_transport_type: bits(b[51], 5, 3),
+            primary_path: CmPath::parse(&b[Self::PRIMARY_PATH..]),
+            alternate_path: CmPath::parse(alternate),
+            sap_supported: bit(alternate[43], 5),
+            private_data: array(b, Self::PRIVATE_DATA),
+        })
+    }
+
+    /// Encodes the REQ into the data area of a CM MAD.
+    pub fn emit(&self, data: &mut [u8]) -> Result<()> {
+        let b = data_out(data)?;
+        write_u32(b, 0..4, self.local_comm_id);
+        write_u64(b, 8..16, self.service_id);
+        write_u64(b, 16..24, self.local_ca_guid);
+        write_u32(b, 28..32, self.local_qkey);
+        put_u24("req.local_qpn", b, 32..35, self.local_qpn)?;
+        b[35] = self.responder_resources;
+        put_u24("req.local_eecn", b, 36..39, self.local_eecn)?;
+        b[39] = self.initiator_depth;
+        put_u24("req.remote_eecn", b, 40..43, self.remote_eecn)?;
+        b[43] = place(
+            "req.remote_cm_response_timeout",
+            self.remote_cm_response_timeout,
+            0,
+            5,
+        )? | place(
+            "req.transport_service_type",
+            self.transport_service_type,
+            5,
+            2,
+        )? | flag(self.end_to_end_flow_control, 7);
+        write_u24(b, 44..47, self.starting_psn.value());
+        b[47] = place(
+            "req.local_cm_response_timeout",
+            self.local_cm_response_timeout,
+            0,
+            5,
+        )? | place("req.retry_count", self.retry_count, 5, 3)?;
+        write_u16(b, 48..50, self.partition_key);
+        b[50] = place("req.path_packet_mtu", self.path_packet_mtu, 0, 4)?
+            | flag(self.rdc_exists, 4)
+            | place("req.rnr_retry_count", self.rnr_retry_count, 5, 3)?;
+        b[51] = place("req.max_cm_retries", self.max_cm_retries, 0, 4)?
+            | flag(self.srq, 4)
+            | place(
+                "req.extended_transport_type",
+                self.extended_transport_type,
+                5,
+                3,
+            )?;
+        self.primary_path
+            .emit(&mut b[Self::PRIMARY_PATH..Self::ALTERNATE_PATH], &PRIMARY)?;
+        let alternate = &mut b[Self::ALTERNATE_PATH..Self::PRIVATE_DATA];
+        self.alternate_path.emit(alternate, &ALTERNATE)?;
+        alternate[43] |= flag(self.sap_supported, 5);
+        b[Self::PRIVATE_DATA..].copy_from_slice(&self.private_data);
+        Ok(())
+    }
+
+    /// The rdma_cm IP addressing carried by this REQ, if its service ID is in
+    /// an rdma_cm IP port space and its private data starts with a valid
+    /// rdma_cm header (version 0, IP version 4 or 6).
+    pub fn ip_cm(&self) -> Option<IpCmPrivateData> {
+        let service = IpCmService::from_service_id(self.service_id)?;
+        let p = &self.private_data[..IP_CM_HEADER_LEN];
+        if p[0] != 0 {
+            return None;
+        }
+        let ip_version = p[1] >> 4;
+        let address = |start: usize| -> Option<IpAddr> {
+            let raw: [u8; 16] = array(p, start);
+            match ip_version {
+                4 => Some(IpAddr::V4(Ipv4Addr::new(
+                    raw[12], raw[13], raw[14], raw[15],
+                ))),
+                6 => Some(IpAddr::V6(Ipv6Addr::from(raw))),
+                _ => None,
+            }
+        };
+        Some(IpCmPrivateData {
+            ip_version,
+            port_space: service.port_space,
+            source_port: read_u16(p, 2..4),
+            destination_port: service.port,
+            source_ip: address(4)?,
+            destination_ip: address(20)?,
+        })
+    }
+}
+
+/// The rdma_cm service ID layout: `0x0000_0000_01xx_pppp` where `01xx` is the
+/// port space ([`IP_CM_PS_TCP`], [`IP_CM_PS_UDP`], [`IP_CM_PS_IB`]) and `pppp`
+/// the destination port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IpCmService {
+    pub port_space: u16,
+    pub port: u16,
+}
+
+impl IpCmService {
+    /// Splits a service ID, or `None` if it is outside the rdma_cm IP ranges.
+    pub const fn from_service_id(service_id: u64) -> Option<Self> {
+        let port_space = (service_id >> 16) as u16;
+        let known = matches!(port_space, IP_CM_PS_TCP | IP_CM_PS_UDP | IP_CM_PS_IB);
+        if service_id >> 32 != 0 || !known {
+            return None;
+        }
+        Some(Self {
+            port_space,
+            port: service_id as u16,
+        })
+    }
+
+    /// The service ID this port space and port map to.
+    pub const fn service_id(self) -> u64 {
+        (self.port_space as u64) << 16 | self.port as u64
+    }
+}
+
+/// The rdma_cm header at the start of a REQ's private data: version byte (0),
+/// IP version in the high nibble of byte 1, source port, then the source and
+/// destination addresses in 16-byte fields (IPv4 in the last 4 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IpCmPrivateData {
+    /// 4 or 6.
+    pub ip_version: u8,
+    /// From the service ID.
+    pub port_space: u16,
+    pub source_port: u16,
+    /// From the service ID.
+    pub destination_port: u16,
+    pub source_ip: IpAddr,
+    pub destination_ip: IpAddr,
+}
+
+/// MessageReceiptAcknowledgement (MRA, attribute 0x0011), table 107.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CmMra {
+    pub local_comm_id: u32,
+    pub remote_comm_id: u32,
+    /// 2 bits: 0 REQ, 1 REP, 2 LAP.
+    pub message_mraed: u8,
+    /// 5 bits: 4.096 µs × 2^value.
+    pub service_timeout: u8,
+    pub private_data: [u8; 222],
+}
+
+impl CmMra {
+    /// Decodes an MRA from the data area of a CM MAD.
+    pub fn parse(data: &[u8]) -> Result<Self> {
+        let b = data_in(data)?;
+        Ok(Self {
+            local_comm_id: read_u32(b, 0..4),
+            remote_comm_id: read_u32(b, 4..8),
+            message_mraed: bits(b[8], 0, 2),
+            service_timeout: bits(b[9], 0, 5),
+            private_data: array(b, 10),
+        })
+    }
+
+    /// Encodes the MRA into the data area of a CM MAD.
+    pub fn emit(&self, data: &mut [u8]) -> Result<()> {
+        let b = data_out(data)?;
+        write_u32(b, 0..4, self.local_comm_id);
+        write_u32(b, 4..8, self.remote_comm_id);
+        b[8] = place("mra.message_mraed", self.message_mraed, 0, 2)?;
+        b[9] = place("mra.service_timeout", self.service_timeout, 0, 5)?;
+        b[10..].copy_from_slice(&self.private_data);
+        Ok(())
+    }
+}
+
+/// ConnectReject (REJ, attribute 0x0012), table 108.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CmRej {
+    pub local_comm_id: u32,
+    pub remote_comm_id: u32,
+    /// 2 bits: 0 REQ, 1 REP, 2 no message.
+    pub message_rejected: u8,
+    /// 7 bits, at most 72: how many bytes of `ari` are meaningful.
+    pub rejected_info_length: u8,
+    /// The rejection reason code (28 = consumer reject).
+    pub reason: u16,
+    /// Additional rejection information.
+    pub ari: [u8; 72],
+    pub private_data: [u8; 148],
+}
+
+impl CmRej {
+    /// Decodes a REJ from the data area of a CM MAD.
+    pub fn parse(data: &[u8]) -> Result<Self> {
+        let b = data_in(data)?;
+        let rejected_info_length = bits(b[9], 0, 7);
+        if usize::from(rejected_info_length) > 72 {
+            return Err(Error::BadMad {
+                field: "rej.rejected_info_length",
+                value: rejected_info_length.into(),
+            });
+        }
+        Ok(Self {
+            local_comm_id: read_u32(b, 0..4),
+            remote_comm_id: read_u32(b, 4..8),
+            message_rejected: bits(b[8], 0, 2),
+            rejected_info_length,
+            reason: read_u16(b, 10..12),
+            ari: array(b, 12),
+            private_data: array(b, 84),
+        })
+    }
+
+    /// Encodes the REJ into the data area of a CM MAD.
+    pub fn emit(&self, data: &mut [u8]) -> Result<()> {
+        if self.rejected_info_length > 72 {
+            return Err(Error::FieldOverflow {
+                field: "rej.rejected_info_length",
+                value: self.rejected_info_length.into(),
+            });
+        }
+        let b = data_out(data)?;
+        write_u32(b, 0..4, self.local_comm_id);
+        write_u32(b, 4..8, self.remote_comm_id);
+        b[8] = place("rej.message_rejected", self.message_rejected, 0, 2)?;
+        b[9] = self.rejected_info_length << 1;
+        write_u16(b, 10..12, self.reason);
+        b[12..84].copy_from_slice(&self.ari);
+        b[84..].copy_from_slice(&self.private_data);
+        Ok(())
+    }
+
+    /// The meaningful part of the ARI.
+    pub fn ari_bytes(&self) -> &[u8] {
+        let len = usize::from(self.rejected_info_length).min(self.ari.len());
+        &self.ari[..len]
+    }
+}
+
+/// ConnectReply (REP, attribute 0x0013), table 110.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CmRep {
+    pub local_comm_id: u32,
+    pub remote_comm_id: u32,
+    pub local_qkey: u32,
+    /// 24 bits.
+    pub local_qpn: u32,
+    /// 24 bits.
+    pub local_eecn: u32,
+    /// The first PSN the *active* side sends with (the passive side's
+    /// expected receive PSN).
+    pub starting_psn: Psn,
+    pub responder_resources: u8,
+    pub initiator_depth: u8,
+    /// 5 bits.
+    pub target_ack_delay: u8,
+    /// 2 bits: 0 accepted, 1 rejected, 2 unsupported.
+    pub failover_accepted: u8,
+    pub end_to_end_flow_control: bool,
+    /// 3 bits.
+    pub rnr_retry_count: u8,
+    pub srq: bool,
+    pub local_ca_guid: u64,
+    pub private_data: [u8; 196],
+}
+
+impl CmRep {
+    /// Decodes a REP from the data area of a CM MAD.
+    pub fn parse(data: &[u8]) -> Result<Self> {
+        let b = data_in(data)?;
+        Ok(Self {
+            local_comm_id: read_u32(b, 0..4),
+            remote_comm_id: read_u32(b, 4..8),
+            local_qkey: read_u32(b, 8..12),
+            local_qpn: read_u24(b, 12..15),
+            local_eecn: read_u24(b, 16..19),
+            starting_psn: Psn::new(read_u24(b, 20..23)),
+            responder_resources: b[24],
+            initiator_depth: b[25],
+            target_ack_delay: bits(b[26], 0, 5),
+            failover_accepted: bits(b[26], 5, 2),
+            end_to_end_flow_control: bit(b[26], 7),
+            rnr_retry_count: bits(b[27], 0, 3),
+            srq: bit(b[27], 3),
+            local_ca_guid: read_u64(b, 28..36),
+            private_data: array(b, 36),
+        })
+    }
+
+    /// Encodes the REP into the data area of a CM MAD.
+    pub fn emit(&self, data: &mut [u8]) -> Result<()> {
+        let b = data_out(data)?;
+        write_u32(b, 0..4, self.local_comm_id);
+        write_u32(b, 4..8, self.remote_comm_id);
+        write_u32(b, 8..12, self.local_qkey);
+        put_u24("rep.local_qpn", b, 12..15, self.local_qpn)?;
+        put_u24("rep.local_eecn", b, 16..19, self.local_eecn)?;
+        write_u24(b, 20..23, self.starting_psn.value());
+        b[24] = self.responder_resources;
+        b[25] = self.initiator_depth;
+        b[26] = place("rep.target_ack_delay", self.target_ack_delay, 0, 5)?
+            | place("rep.failover_accepted", self.failover_accepted, 5, 2)?
+            | flag(self.end_to_end_flow_control, 7);
+        b[27] = place("rep.rnr_retry_count", self.rnr_retry_count, 0, 3)? | flag(self.srq, 3);
+        write_u64(b, 28..36, self.local_ca_guid);
+        b[36..].copy_from_slice(&self.private_data);
+        Ok(())
+    }
+}
+
+/// ReadyToUse (RTU, attribute 0x0014), table 111.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CmRtu {
+    pub local_comm_id: u32,
+    pub remote_comm_id: u32,
+    pub private_data: [u8; 224],
+}
+
+/// DisconnectReply (DREP, attribute 0x0016), table 113; same layout as RTU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CmDrep {
+    pub local_comm_id: u32,
+    pub remote_comm_id: u32,
+    pub private_data: [u8; 224],
+}
+
+/// RTU and DREP: two comm IDs and private data.
+macro_rules! comm_ids_only {
+    ($name:ident, $what:literal) => {
+        impl $name {
+            #[doc = concat!("Decodes ", $what, " from the data area of a CM MAD.")]
+            pub fn parse(data: &[u8]) -> Result<Self> {
+                let b = data_in(data)?;
+                Ok(Self {
+                    local_comm_id: read_u32(b, 0..4),
+                    remote_comm_id: read_u32(b, 4..8),
+                    private_data: array(b, 8),
+                })
+            }
+
+            #[doc = concat!("Encodes ", $what, " into the data area of a CM MAD.")]
+            pub fn emit(&self, data: &mut [u8]) -> Result<()> {
+                let b = data_out(data)?;
+                write_u32(b, 0..4, self.local_comm_id);
+                write_u32(b, 4..8, self.remote_comm_id);
+                b[8..].copy_from_slice(&self.private_data);
+                Ok(())
+            }
+        }
+    };
+}
+
+comm_ids_only!(CmRtu, "an RTU");
+comm_ids_only!(CmDrep, "a DREP");
+
+/// DisconnectRequest (DREQ, attribute 0x0015), table 112.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CmDreq {
+    pub local_comm_id: u32,
+    pub remote_comm_id: u32,
+    /// 24 bits: the receiver's QPN (or EECN for RD).
+    pub remote_qpn: u32,
+    pub private_data: [u8; 220],
+}
+
+impl CmDreq {
+    /// Decodes a DREQ from the data area of a CM MAD.
+    pub fn parse(data: &[u8]) -> Result<Self> {
+        let b = data_in(data)?;
+        Ok(Self {
+            local_comm_id: read_u32(b, 0..4),
+            remote_comm_id: read_u32(b, 4..8),
+            remote_qpn: read_u24(b, 8..11),
+            private_data: array(b, 12),
+        })
+    }
+
+    /// Encodes the DREQ into the data area of a CM MAD.
+    pub fn emit(&self, data: &mut [u8]) -> Result<()> {
+        let b = data_out(data)?;
+        write_u32(b, 0..4, self.local_comm_id);
+        write_u32(b, 4..8, self.remote_comm_id);
+        put_u24("dreq.remote_qpn", b, 8..11, self.remote_qpn)?;
+        b[12..].copy_from_slice(&self.private_data);
+        Ok(())
+    }
+}
+
+/// One decoded CM message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CmMessage {
+    Req(CmReq),
+    Mra(CmMra),
+    Rej(CmRej),
+    Rep(CmRep),
+    Rtu(CmRtu),
+    Dreq(CmDreq),
+    Drep(CmDrep),
+}
+
+impl CmMessage {
+    /// Decodes the data area of a CM MAD with attribute `attribute_id`;
+    /// `Ok(None)` for attributes other than the seven connection messages.
+    pub fn parse(attribute_id: u16, data: &[u8]) -> Result<Option<Self>> {
+        Ok(Some(match attribute_id {
+            attr::REQ => Self::Req(CmReq::parse(data)?),
+            attr::MRA => Self::Mra(CmMra::parse(data)?),
+            attr::REJ => Self::Rej(CmRej::parse(data)?),
+            attr::REP => Self::Rep(CmRep::parse(data)?),
+            attr::RTU => Self::Rtu(CmRtu::parse(data)?),
+            attr::DREQ => Self::Dreq(CmDreq::parse(data)?),
+            attr::DREP => Self::Drep(CmDrep::parse(data)?),
+            _ => return Ok(None),
+        }))
+    }
+
+    /// Encodes the message into the data area of a CM MAD.
+    pub fn emit(&self, data: &mut [u8]) -> Result<()> {
+        match self {
+            Self::Req(m) => m.emit(data),
+            Self::Mra(m) => m.emit(data),
+            Self::Rej(m) => m.emit(data),
+            Self::Rep(m) => m.emit(data),
+            Self::Rtu(m) => m.emit(data),
+            Self::Dreq(m) => m.emit(data),
+            Self::Drep(m) => m.emit(data),
+        }
+    }
+
+    /// The MAD attribute ID of this message.
+    pub const fn attribute_id(&self) -> u16 {
+        match self {
+            Self::Req(_) => attr::REQ,
+            Self::Mra(_) => attr::MRA,
+            Self::Rej(_) => attr::REJ,
+            Self::Rep(_) => attr::REP,
+            Self::Rtu(_) => attr::RTU,
+            Self::Dreq(_) => attr::DREQ,
+            Self::Drep(_) => attr::DREP,
+        }
+    }
+
+    /// The short name: `"REQ"`, `"REP"`, ...
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Self::Req(_) => "REQ",
+            Self::Mra(_) => "MRA",
+            Self::Rej(_) => "REJ",
+            Self::Rep(_) => "REP",
+            Self::Rtu(_) => "RTU",
+            Self::Dreq(_) => "DREQ",
+            Self::Drep(_) => "DREP",
+        }
+    }
+
+    /// The sender's communication ID.
+    pub const fn local_comm_id(&self) -> u32 {
+        match self {
+            Self::Req(m) => m.local_comm_id,
+            Self::Mra(m) => m.local_comm_id,
+            Self::Rej(m) => m.local_comm_id,
+            Self::Rep(m) => m.local_comm_id,
+            Self::Rtu(m) => m.local_comm_id,
+            Self::Dreq(m) => m.local_comm_id,
+            Self::Drep(m) => m.local_comm_id,
+        }
+    }
+
+    /// The receiver's communication ID; a REQ has none yet.
+    pub const fn remote_comm_id(&self) -> Option<u32> {
+        match self {
+            Self::Req(_) => None,
+            Self::Mra(m) => Some(m.remote_comm_id),
+            Self::Rej(m) => Some(m.remote_comm_id),
+            Self::Rep(m) => Some(m.remote_comm_id),
+            Self::Rtu(m) => Some(m.remote_comm_id),
+            Self::Dreq(m) => Some(m.remote_comm_id),
+            Self::Drep(m) => Some(m.remote_comm_id),
+        }
+    }
+
+    /// The private data field (its full fixed size; the CM does not carry
+    /// the length the consumer gave).
+    pub const fn private_data(&self) -> &[u8] {
+        match self {
+            Self::Req(m) => &m.private_data,
+            Self::Mra(m) => &m.private_data,
+            Self::Rej(m) => &m.private_data,
+            Self::Rep(m) => &m.private_data,
+            Self::Rtu(m) => &m.private_data,
+            Self::Dreq(m) => &m.private_data,
+            Self::Drep(m) => &m.private_data,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn bytes<const N: usize>() -> impl Strategy<Value = [u8; N]> {
+        prop::collection::vec(any::<u8>(), N).prop_map(|v| {
+            let mut a = [0u8; N];
+            a.copy_from_slice(&v);
+            a
+        })
+    }
+
+    prop_compose! {
+        fn path()(
+            lids in any::<(u16, u16)>(),
+            gids in (bytes::<16>(), bytes::<16>()),
+            flow_label in 0u32..1 << 20,
+            packet_rate in 0u8..1 << 6,
+            class_and_hops in any::<(u8, u8)>(),
+            sl in 0u8..1 << 4,
+            subnet_local in any::<bool>(),
+            local_ack_timeout in 0u8..1 << 5,
+        ) -> CmPath {
+            CmPath {
+                local_port_lid: lids.0,
+                remote_port_lid: lids.1,
+                local_port_gid: gids.0,
+                remote_port_gid: gids.1,
+                flow_label,
+                packet_rate,
+                traffic_class: class_and_hops.0,
+                hop_limit: class_and_hops.1,
+                sl,
+                subnet_local,
+                local_ack_timeout,
+            }
+        }
+    }
+
+    prop_compose! {
+        fn req()(
+            ids in any::<(u32, u64, u64, u32)>(),
+            qp in (0u32..1 << 24, any::<u8>(), 0u32..1 << 24, any::<u8>(), 0u32..1 << 24),
+            timeouts in (0u8..1 << 5, 0u8..1 << 5),
+            transport in (0u8..1 << 2, any::<bool>(), 0u8..1 << 3),
+            starting_psn in 0u32..1 << 24,
+            retries in (0u8..1 << 3, 0u8..1 << 3, 0u8..1 << 4),
+            partition_key in any::<u16>(),
+            path_packet_mtu in 0u8..1 << 4,
+            flags in any::<(bool, bool, bool)>(),
+            paths in (path(), path()),
+            private_data in bytes::<92>(),
+        ) -> CmReq {
+            CmReq {
+                local_comm_id: ids.0,
+                service_id: ids.1,
+                local_ca_guid: ids.2,
+                local_qkey: ids.3,
+                local_qpn: qp.0,
+                responder_resources: qp.1,
+                local_eecn: qp.2,
+                initiator_depth: qp.3,
+                remote_eecn: qp.4,
+                remote_cm_response_timeout: timeouts.0,
+                transport_service_type: transport.0,
+                end_to_end_flow_control: transport.1,
+                starting_psn: Psn::new(starting_psn),
+                local_cm_response_timeout: timeouts.1,
+                retry_count: retries.0,
+                partition_key,
+                path_packet_mtu,
+                rdc_exists: flags.0,
+                rnr_retry_count: retries.1,
+                max_cm_retries: retries.2,
+                srq: flags.1,
+                extended_transport_type: transport.2,
+                primary_path: paths.0,
+                alternate_path: paths.1,
+                sap_supported: flags.2,
+                private_data,
+            }
+        }
+    }
+
+    prop_compose! {
+        fn rep()(
+            ids in any::<(u32, u32, u32, u64)>(),
+            qp in (0u32..1 << 24, 0u32..1 << 24, 0u32..1 << 24),
+            depth in any::<(u8, u8)>(),
+            target_ack_delay in 0u8..1 << 5,
+            failover_accepted in 0u8..1 << 2,
+            rnr_retry_count in 0u8..1 << 3,
+            flags in any::<(bool, bool)>(),
+            private_data in bytes::<196>(),
+        ) -> CmRep {
+            CmRep {
+                local_comm_id: ids.0,
+                remote_comm_id: ids.1,
+                local_qkey: ids.2,
+                local_qpn: qp.0,
+                local_eecn: qp.1,
+                starting_psn: Psn::new(qp.2),
+                responder_resources: depth.0,
+                initiator_depth: depth.1,
+                target_ack_delay,
+                failover_accepted,
+                end_to_end_flow_control: flags.0,
+                rnr_retry_count,
+                srq: flags.1,
+                local_ca_guid: ids.3,
+                private_data,
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn req_round_trips(req in req()) {
+            let mut data = [0xffu8; CM_DATA_LEN];
+            req.emit(&mut data).unwrap();
+            prop_assert_eq!(CmReq::parse(&data).unwrap(), req);
+        }
+
+        #[test]
+        fn rep_round_trips(rep in rep()) {
+            let mut data = [0xffu8; CM_DATA_LEN];
+            rep.emit(&mut data).unwrap();
+            prop_assert_eq!(CmRep::parse(&data).unwrap(), rep);
+        }
+
+        #[test]
+        fn short_messages_round_trip(
+            ids in any::<(u32, u32)>(),
+            small in (0u8..1 << 2, 0u8..1 << 5, 0u8..=72, any::<u16>()),
+            remote_qpn in 0u32..1 << 24,
+            private_data in bytes::<224>(),
+        ) {
+            let messages = [
+                CmMessage::Mra(CmMra {
+                    local_comm_id: ids.0,
+                    remote_comm_id: ids.1,
+                    message_mraed: small.0,
+                    service_timeout: small.1,
+                    private_data: private_data[..222].try_into().unwrap(),
+                }),
+                CmMessage::Rej(CmRej {
+                    local_comm_id: ids.0,
+                    remote_comm_id: ids.1,
+                    message_rejected: small.0,
+                    rejected_info_length: small.2,
+                    reason: small.3,
+                    ari: private_data[..72].try_into().unwrap(),
+                    private_data: private_data[76..].try_into().unwrap(),
+                }),
+                CmMessage::Rtu(CmRtu { local_comm_id: ids.0, remote_comm_id: ids.1, private_data }),
+                CmMessage::Dreq(CmDreq {
+                    local_comm_id: ids.0,
+                    remote_comm_id: ids.1,
+                    remote_qpn,
+                    private_data: private_data[4..].try_into().unwrap(),
+                }),
+                CmMessage::Drep(CmDrep { local_comm_id: ids.0, remote_comm_id: ids.1, private_data }),
+            ];
+            for message in messages {
+                let mut data = [0xffu8; CM_DATA_LEN];
+                message.emit(&mut data).unwrap();
+                let back = CmMessage::parse(message.attribute_id(), &data).unwrap();
+                prop_assert_eq!(back, Some(message));
+                prop_assert_eq!(message.local_comm_id(), ids.0);
+                prop_assert_eq!(message.remote_comm_id(), Some(ids.1));
+            }
+        }
+    }
+
+    fn sample_req() -> CmReq {
+        let mut data = [0u8; CM_DATA_LEN];
+        data[8..16].copy_from_slice(&0x0000_0000_0111_1234u64.to_be_bytes());
+        CmReq::parse(&data).unwrap()
+    }
+
+    #[test]
+    fn emit_refuses_values_wider_than_their_field() {
+        let overflow = |field, value| Err(Error::FieldOverflow { field, value });
+        let mut data = [0u8; CM_DATA_LEN];
+        let mut req = sample_req();
+        req.local_qpn = 0x0100_0000;
+        assert_eq!(req.emit(&mut data), overflow("req.local_qpn", 0x0100_0000));
+        let mut req = sample_req();
+        req.transport_service_type = 4;
+        assert_eq!(
+            req.emit(&mut data),
+            overflow("req.transport_service_type", 4)
+        );
+        let mut req = sample_req();
+        req.alternate_path.flow_label = 0x10_0000;
+        let expected = overflow("req.alternate_path.flow_label", 0x10_0000);
+        assert_eq!(req.emit(&mut data), expected);
+        let mut req = sample_req();
+        req.primary_path.sl = 16;
+        assert_eq!(req.emit(&mut data), overflow("req.primary_path.sl", 16));
+        let mut rep = CmRep::parse(&data).unwrap();
+        rep.rnr_retry_count = 8;
+        assert_eq!(rep.emit(&mut data), overflow("rep.rnr_retry_count", 8));
+        let mut rej = CmRej::parse(&[0u8; CM_DATA_LEN]).unwrap();
+        rej.rejected_info_length = 73;
+        assert_eq!(
+            rej.emit(&mut data),
+            overflow("rej.rejected_info_length", 73)
+        );
+        let mut dreq = CmDreq::parse(&[0u8; CM_DATA_LEN]).unwrap();
+        dreq.remote_qpn = 0x0100_0000;
+        assert_eq!(
+            dreq.emit(&mut data),
+            overflow("dreq.remote_qpn", 0x0100_0000)
+        );
+        let err = sample_req().emit(&mut data[..CM_DATA_LEN - 1]);
+        assert!(matches!(
+            err,
+            Err(Error::BufferTooSmall { needed: 232, .. })
+        ));
+    }
+
+    #[test]
+    fn ip_cm_needs_an_ip_service_id_and_a_valid_header() {
+        let mut req = sample_req();
+        req.private_data[1] = 0x60;
+        req.private_data[2..4].copy_from_slice(&[0x12, 0x34]);
+        req.private_data[4..20]
+            .copy_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        let ip = req.ip_cm().unwrap();
+        assert_eq!((ip.port_space, ip.destination_port), (IP_CM_PS_UDP, 0x1234));
+        assert_eq!(ip.source_port, 0x1234);
+        assert_eq!(ip.source_ip, "fe80::1".parse::<IpAddr>().unwrap());
+        assert_eq!(ip.destination_ip, "::".parse::<IpAddr>().unwrap());
+        req.private_data[0] = 0x01;
+        assert_eq!(req.ip_cm(), None);
+        req.private_data[0] = 0x00;
+        req.private_data[1] = 0x50;
+        assert_eq!(req.ip_cm(), None);
+        req.private_data[1] = 0x60;
+        req.service_id = 0x0000_0001_0106_1234;
+        assert_eq!(req.ip_cm(), None);
+        req.service_id = 0x0000_0000_0107_1234;
+        assert_eq!(req.ip_cm(), None);
+        let service = IpCmService {
+            port_space: IP_CM_PS_IB,
+            port: 0x4791,
+        };
+        assert_eq!(service.service_id(), 0x0000_0000_013f_4791);
+        assert_eq!(
+            IpCmService::from_service_id(service.service_id()),
+            Some(service)
+        );
+    }
+}
