@@ -66,40 +66,27 @@ const PCAPNG_NUMBERED_NON_PACKETS: [u32; 6] = [
     0x0000_0221,
 ];
 
-/// The link-layer framing of a captured packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LinkType {
-    /// `LINKTYPE_ETHERNET` (1).
-    Ethernet,
-    /// `LINKTYPE_LINUX_SLL` (113): 16-byte Linux cooked header, protocol at bytes 14..16.
-    LinuxSll,
-    /// `LINKTYPE_LINUX_SLL2` (276): 20-byte Linux cooked v2 header, protocol at bytes 0..2.
-    LinuxSll2,
-    /// `LINKTYPE_RAW` (101), `LINKTYPE_IPV4` (228) or `LINKTYPE_IPV6` (229): the packet
-    /// starts with the IP header; its version nibble tells v4 from v6.
-    RawIp,
+pub(crate) use ferroce_wire::LinkType;
+
+/// Maps a pcap / pcapng link-type number; `None` for the ones this module does not read:
+/// 1 Ethernet, 113 Linux cooked v1, 276 Linux cooked v2, 101/228/229 raw IP.
+fn link_from_number(linktype: u32) -> Option<LinkType> {
+    match linktype {
+        1 => Some(LinkType::Ethernet),
+        113 => Some(LinkType::LinuxSll),
+        276 => Some(LinkType::LinuxSll2),
+        101 | 228 | 229 => Some(LinkType::RawIp),
+        _ => None,
+    }
 }
 
-impl LinkType {
-    /// Maps a pcap / pcapng link-type number; `None` for the ones this module does not read.
-    fn from_number(linktype: u32) -> Option<Self> {
-        match linktype {
-            1 => Some(Self::Ethernet),
-            113 => Some(Self::LinuxSll),
-            276 => Some(Self::LinuxSll2),
-            101 | 228 | 229 => Some(Self::RawIp),
-            _ => None,
-        }
-    }
-
-    /// The link-type number written to a file.
-    fn number(self) -> u32 {
-        match self {
-            Self::Ethernet => 1,
-            Self::LinuxSll => 113,
-            Self::LinuxSll2 => 276,
-            Self::RawIp => 101,
-        }
+/// The link-type number written to a file.
+fn link_number(link: LinkType) -> u32 {
+    match link {
+        LinkType::Ethernet => 1,
+        LinkType::LinuxSll => 113,
+        LinkType::LinuxSll2 => 276,
+        LinkType::RawIp => 101,
     }
 }
 
@@ -260,7 +247,7 @@ pub(crate) fn write_pcap(
         ts_correction: 0,
         ts_accuracy: 0,
         snaplen: WRITE_SNAPLEN,
-        datalink: DataLink::from(link.number()),
+        datalink: DataLink::from(link_number(link)),
         ts_resolution: TsResolution::NanoSecond,
         endianness: Endianness::Little,
     };
@@ -280,9 +267,8 @@ pub(crate) fn write_pcap(
     writer
         .into_writer()
         .into_inner()
-        .map_err(|e| err(CaptureErrorKind::Io(e.into_error())))?
-        .sync_all()
-        .map_err(|e| err(CaptureErrorKind::Io(e)))
+        .map(drop) // flushed; the file is closed here
+        .map_err(|e| err(CaptureErrorKind::Io(e.into_error())))
 }
 
 /// Byte offset of `rest` within `all` (`rest` is a tail of `all`).
@@ -296,8 +282,7 @@ fn read_pcap(bytes: &[u8]) -> Result<Vec<Frame>, CaptureErrorKind> {
     let header = parser.header();
     // The upper 16 bits may carry FCS-length flags (libpcap's LT_LINKTYPE mask).
     let linktype = u32::from(header.datalink) & 0xFFFF;
-    let link =
-        LinkType::from_number(linktype).ok_or(CaptureErrorKind::UnsupportedLinkType(linktype))?;
+    let link = link_from_number(linktype).ok_or(CaptureErrorKind::UnsupportedLinkType(linktype))?;
     let frac_unit_ns = match header.ts_resolution {
         TsResolution::MicroSecond => 1_000,
         TsResolution::NanoSecond => 1,
@@ -414,7 +399,7 @@ fn read_pcapng(bytes: &[u8]) -> Result<Vec<Frame>, CaptureErrorKind> {
                 interface_id: packet.interface_id,
                 offset,
             })?;
-        let link = LinkType::from_number(interface.linktype)
+        let link = link_from_number(interface.linktype)
             .ok_or(CaptureErrorKind::UnsupportedLinkType(interface.linktype))?;
         let (timestamp, data) = match packet.ticks {
             Some(ticks) => (interface.timestamp(ticks), packet.data),
@@ -715,7 +700,7 @@ mod tests {
                 "little-endian ns magic"
             );
             assert_eq!(bytes[16..20], WRITE_SNAPLEN.to_le_bytes());
-            assert_eq!(bytes[20..24], link.number().to_le_bytes());
+            assert_eq!(bytes[20..24], link_number(link).to_le_bytes());
             let frames = read(&path);
             assert_eq!(frames.len(), records.len());
             for (i, (frame, (timestamp, data))) in frames.iter().zip(&records).enumerate() {

@@ -88,11 +88,17 @@ impl NakCode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Syndrome {
     /// ACK; `credits` is the 5-bit credit count (31 = invalid / unlimited).
-    Ack { credits: u8 },
+    Ack {
+        credits: u8,
+    },
     /// Receiver not ready; `timer` is the 5-bit RNR timer code.
-    RnrNak { timer: u8 },
+    RnrNak {
+        timer: u8,
+    },
     /// Type `10`: reserved by the IBA; `value` is the low five bits.
-    Reserved { value: u8 },
+    Reserved {
+        value: u8,
+    },
     Nak(NakCode),
 }
 

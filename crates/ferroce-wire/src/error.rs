@@ -180,7 +180,10 @@ impl fmt::Display for Error {
             } => write!(f, "bad {field}: says {claimed}, {actual} present"),
             Self::BadVersion { field, value } => write!(f, "bad {field}: {value}"),
             Self::BadNextHeader { value } => {
-                write!(f, "GRH next header is {value:#04x}, not 0x1b (IBA transport)")
+                write!(
+                    f,
+                    "GRH next header is {value:#04x}, not 0x1b (IBA transport)"
+                )
             }
             Self::UnknownOpcode { opcode } => write!(f, "unknown BTH opcode {opcode:#04x}"),
             Self::PadExceedsPayload { pad, available } => write!(

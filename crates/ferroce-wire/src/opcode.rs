@@ -135,7 +135,9 @@ impl ExtSet {
 
     /// The headers in wire order.
     pub fn iter(self) -> impl Iterator<Item = ExtHeader> {
-        ExtHeader::ALL.into_iter().filter(move |h| self.contains(*h))
+        ExtHeader::ALL
+            .into_iter()
+            .filter(move |h| self.contains(*h))
     }
 }
 
@@ -184,6 +186,33 @@ pub struct OpcodeInfo {
     pub payload: bool,
     /// Whether the packet is a response (ACK, ATOMIC ACK, READ RESPONSE).
     pub response: bool,
+    /// Total length of the extension headers (`headers.len()`, precomputed).
+    pub headers_len: usize,
+    /// Offset of each header after the BTH, indexed by `ExtHeader as usize`;
+    /// `u8::MAX` where absent (`headers.offset()`, precomputed).
+    offsets: [u8; 11],
+}
+
+/// The entry a view falls back to for an opcode it was not checked for.
+pub(crate) const UNKNOWN_INFO: OpcodeInfo = OpcodeInfo {
+    name: "UNKNOWN",
+    operation: "UNKNOWN",
+    transport: Transport::Rc,
+    headers: ExtSet::EMPTY,
+    payload: true,
+    response: false,
+    headers_len: 0,
+    offsets: [u8::MAX; 11],
+};
+
+impl OpcodeInfo {
+    /// Offset of `h` from the end of the BTH, if this opcode carries it.
+    pub const fn offset(&self, h: ExtHeader) -> Option<usize> {
+        match self.offsets[h as usize] {
+            u8::MAX => None,
+            o => Some(o as usize),
+        }
+    }
 }
 
 /// A BTH opcode. Any byte is an `Opcode`; [`Opcode::info`] says whether it is
@@ -309,6 +338,14 @@ const fn build(code: u8) -> Option<OpcodeInfo> {
         },
         _ => return None,
     };
+    let mut offsets = [u8::MAX; 11];
+    let mut i = 0;
+    while i < ExtHeader::ALL.len() {
+        if let Some(o) = headers.offset(ExtHeader::ALL[i]) {
+            offsets[i] = o as u8;
+        }
+        i += 1;
+    }
     Some(OpcodeInfo {
         name: NAMES[code as usize],
         operation: name,
@@ -316,6 +353,8 @@ const fn build(code: u8) -> Option<OpcodeInfo> {
         headers,
         payload,
         response,
+        headers_len: headers.len(),
+        offsets,
     })
 }
 
@@ -531,15 +570,22 @@ mod tests {
         for o in Opcode::all() {
             let info = o.info().unwrap();
             assert!(!info.name.is_empty(), "{:#x}", o.0);
-            assert!(info.name.starts_with(info.transport.name()), "{}", info.name);
+            assert!(
+                info.name.starts_with(info.transport.name()),
+                "{}",
+                info.name
+            );
             assert_eq!(
                 info.name,
-                format!("{}_{}", info.transport.name(), info.operation)
-                    .replace("CNP_CNP", "CNP")
+                format!("{}_{}", info.transport.name(), info.operation).replace("CNP_CNP", "CNP")
             );
         }
         for c in 0..=255u8 {
-            assert_eq!(NAMES[c as usize].is_empty(), Opcode(c).info().is_none(), "{c:#x}");
+            assert_eq!(
+                NAMES[c as usize].is_empty(),
+                Opcode(c).info().is_none(),
+                "{c:#x}"
+            );
         }
     }
 
@@ -555,12 +601,21 @@ mod tests {
         assert_eq!(h(0xb2), E.with(Aeth).with(AtomicAckEth));
         assert_eq!(h(0x1c).iter().collect::<Vec<_>>(), vec![Feth, Reth]);
         assert_eq!(h(0x81).len(), 16);
+        for o in Opcode::all() {
+            let i = o.info().unwrap();
+            assert_eq!(i.headers_len, i.headers.len());
+            for e in ExtHeader::ALL {
+                assert_eq!(i.offset(e), i.headers.offset(e), "{o} {e:?}");
+            }
+        }
         assert_eq!(h(0x65).iter().collect::<Vec<_>>(), vec![Deth, ImmDt]);
     }
 
     #[test]
     fn unknown_opcodes() {
-        for c in [0x15, 0x18, 0x1e, 0x1f, 0x2c, 0x30, 0x56, 0x60, 0x66, 0x80, 0xb5, 0xc0, 0xff] {
+        for c in [
+            0x15, 0x18, 0x1e, 0x1f, 0x2c, 0x30, 0x56, 0x60, 0x66, 0x80, 0xb5, 0xc0, 0xff,
+        ] {
             assert!(Opcode(c).info().is_none(), "{c:#x}");
         }
         // 85 = RC 25 + UC 12 + RD 22 + UD 2 + CNP 1 + XRC 23 (0xb5 reserved).

@@ -94,7 +94,10 @@ mod tests {
 
     #[test]
     fn serial_order_across_wrap() {
-        assert_eq!(Psn::new(0).cmp_serial(Psn::new(0xff_ffff)), Ordering::Greater);
+        assert_eq!(
+            Psn::new(0).cmp_serial(Psn::new(0xff_ffff)),
+            Ordering::Greater
+        );
         assert_eq!(Psn::new(0xff_fff0).cmp_serial(Psn::new(5)), Ordering::Less);
         assert_eq!(Psn::new(7).distance(Psn::new(0xff_fffe)), 9);
         assert_eq!(Psn::new(0x7f_ffff).distance(Psn::new(0)), 0x7f_ffff);

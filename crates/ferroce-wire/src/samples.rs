@@ -229,13 +229,21 @@ pub fn all() -> Vec<Sample> {
         syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
         msn: 9,
     });
-    out.push(sample("v2-ipv4 NAK PSN sequence error".into(), v2_ipv4(nak, 1), vec![]));
+    out.push(sample(
+        "v2-ipv4 NAK PSN sequence error".into(),
+        v2_ipv4(nak, 1),
+        vec![],
+    ));
     let mut rnr = nak;
     rnr.aeth = Some(AethRepr {
         syndrome: Syndrome::RnrNak { timer: 14 },
         msn: 9,
     });
-    out.push(sample("v2-ipv4 RNR NAK 1.28 ms".into(), v2_ipv4(rnr, 2), vec![]));
+    out.push(sample(
+        "v2-ipv4 RNR NAK 1.28 ms".into(),
+        v2_ipv4(rnr, 2),
+        vec![],
+    ));
     let mut ce = transport(Opcode::RC_RDMA_WRITE_MIDDLE, 300, 1024);
     ce.bth.fecn = true;
     let mut ce_repr = v2_ipv4(ce, 3);

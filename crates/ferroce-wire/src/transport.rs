@@ -45,7 +45,13 @@ impl<T: AsRef<[u8]>> TransportPacket<T> {
     /// The structural checks listed in the module docs.
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
-        let bth = Bth::new_checked(b)?;
+        if b.len() < BTH_LEN {
+            return Err(Error::Truncated {
+                header: Header::Bth,
+                needed: BTH_LEN,
+                available: b.len(),
+            });
+        }
         if b.len() < BTH_LEN + ICRC_LEN {
             return Err(Error::Truncated {
                 header: Header::Icrc,
@@ -53,23 +59,21 @@ impl<T: AsRef<[u8]>> TransportPacket<T> {
                 available: b.len(),
             });
         }
-        let info = BthRepr::parse(&bth).map(|r| r.opcode.info())?;
-        let info = info.ok_or(Error::UnknownOpcode {
+        let bth = Bth::new_unchecked(b);
+        if bth.tver() != 0 {
+            return Err(Error::BadVersion {
+                field: "bth.tver",
+                value: bth.tver(),
+            });
+        }
+        let info = bth.opcode().info().ok_or(Error::UnknownOpcode {
             opcode: bth.opcode().0,
         })?;
         let body = b.len() - BTH_LEN - ICRC_LEN;
-        let mut off = 0;
-        for h in info.headers.iter() {
-            if off + h.wire_len() > body {
-                return Err(Error::Truncated {
-                    header: h.header(),
-                    needed: h.wire_len(),
-                    available: body - off,
-                });
-            }
-            off += h.wire_len();
+        if body < info.headers_len {
+            return Err(truncated_ext(info, body));
         }
-        let rest = body - off;
+        let rest = body - info.headers_len;
         let pad = bth.pad_count();
         if usize::from(pad) > rest {
             return Err(Error::PadExceedsPayload {
@@ -97,15 +101,17 @@ impl<T: AsRef<[u8]>> TransportPacket<T> {
 
     /// The opcode's table entry (known to exist once checked).
     pub fn info(&self) -> &'static OpcodeInfo {
-        match self.bth().opcode().info() {
-            Some(i) => i,
-            None => unreachable_info(),
-        }
+        // Only a view made with `new_unchecked` over an unknown opcode has no
+        // entry; treat it as an opcode with no headers rather than panic.
+        self.bth()
+            .opcode()
+            .info()
+            .unwrap_or(&crate::opcode::UNKNOWN_INFO)
     }
 
     /// The bytes of extension header `h`, if the opcode carries it.
     pub fn ext(&self, h: ExtHeader) -> Option<&[u8]> {
-        let off = BTH_LEN + self.info().headers.offset(h)?;
+        let off = BTH_LEN + self.info().offset(h)?;
         Some(&self.b()[off..off + h.wire_len()])
     }
 
@@ -149,7 +155,7 @@ impl<T: AsRef<[u8]>> TransportPacket<T> {
     }
 
     fn payload_start(&self) -> usize {
-        BTH_LEN + self.info().headers.len()
+        BTH_LEN + self.info().headers_len
     }
 
     fn icrc_start(&self) -> usize {
@@ -202,19 +208,26 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TransportPacket<T> {
     }
 }
 
+/// The error for a body too short for the opcode's headers: names the first
+/// header that does not fit.
 #[cold]
-fn unreachable_info() -> &'static OpcodeInfo {
-    // A view made with `new_unchecked` over an unknown opcode: behave as an
-    // opcode with no headers and a payload, rather than panic.
-    const NONE: OpcodeInfo = OpcodeInfo {
-        name: "UNKNOWN",
-        operation: "UNKNOWN",
-        transport: crate::Transport::Rc,
-        headers: ExtSet::EMPTY,
-        payload: true,
-        response: false,
-    };
-    &NONE
+fn truncated_ext(info: &OpcodeInfo, body: usize) -> Error {
+    let mut off = 0;
+    for h in info.headers.iter() {
+        if off + h.wire_len() > body {
+            return Error::Truncated {
+                header: h.header(),
+                needed: h.wire_len(),
+                available: body - off,
+            };
+        }
+        off += h.wire_len();
+    }
+    Error::Truncated {
+        header: Header::Bth,
+        needed: info.headers_len,
+        available: body,
+    }
 }
 
 /// The validated content of the transport part, payload excluded.
@@ -313,7 +326,7 @@ impl TransportRepr {
 
     /// BTH .. ICRC length for this repr.
     pub fn buffer_len(&self) -> usize {
-        let headers = self.bth.opcode.info().map_or(0, |i| i.headers.len());
+        let headers = self.bth.opcode.info().map_or(0, |i| i.headers_len);
         BTH_LEN + headers + self.payload_len + usize::from(self.bth.pad_count) + ICRC_LEN
     }
 
@@ -364,12 +377,13 @@ impl TransportRepr {
             });
         }
         let buf = &mut buf[..len];
-        self.bth.emit(&mut Bth::new_unchecked(&mut buf[..BTH_LEN]))?;
+        self.bth
+            .emit(&mut Bth::new_unchecked(&mut buf[..BTH_LEN]))?;
         for h in info.headers.iter() {
-            let off = BTH_LEN + info.headers.offset(h).unwrap_or(0);
+            let off = BTH_LEN + info.offset(h).unwrap_or(0);
             self.emit_ext(h, &mut buf[off..off + h.wire_len()])?;
         }
-        let start = BTH_LEN + info.headers.len();
+        let start = BTH_LEN + info.headers_len;
         buf[start..start + payload.len()].copy_from_slice(payload);
         buf[start + payload.len()..].fill(0);
         Ok(len)
@@ -385,9 +399,9 @@ impl TransportRepr {
                 Ok(())
             }),
             ExtHeader::Reth => emit_opt(self.reth, |r| r.emit(&mut Reth::new_unchecked(b))),
-            ExtHeader::AtomicEth => {
-                emit_opt(self.atomic_eth, |r| r.emit(&mut AtomicEth::new_unchecked(b)))
-            }
+            ExtHeader::AtomicEth => emit_opt(self.atomic_eth, |r| {
+                r.emit(&mut AtomicEth::new_unchecked(b))
+            }),
             ExtHeader::Aeth => emit_opt(self.aeth, |r| r.emit(&mut Aeth::new_unchecked(b))),
             ExtHeader::AtomicAckEth => emit_opt(self.atomic_ack, |v| {
                 AtomicAckEth::new_unchecked(b).set_orig(v);

@@ -43,7 +43,13 @@ fn transport_for(op: Opcode) -> impl Strategy<Value = (TransportRepr, Vec<u8>)> 
         payload,
     )
         .prop_map(
-            move |((se, mig, pkey, fecn), (becn, qp, ack, psn), (va, rkey, len, swap), (cmp, syn, msn, imm), payload)| {
+            move |(
+                (se, mig, pkey, fecn),
+                (becn, qp, ack, psn),
+                (va, rkey, len, swap),
+                (cmp, syn, msn, imm),
+                payload,
+            )| {
                 let bth = BthRepr {
                     opcode: op,
                     solicited: se,

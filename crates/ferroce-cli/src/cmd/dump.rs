@@ -51,7 +51,7 @@ pub(crate) fn run(args: &DumpArgs) -> Result<bool, String> {
         ..Tally::default()
     };
     for frame in &frames {
-        let Some(located) = ferroce_wire::locate(wire_link(frame.link), &frame.data) else {
+        let Some(located) = ferroce_wire::locate(frame.link, &frame.data) else {
             continue;
         };
         tally.roce += 1;
@@ -427,13 +427,4 @@ fn transport_json(p: &TransportPacket<&[u8]>, m: &mut Map<String, Value>) {
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn wire_link(l: capture::LinkType) -> ferroce_wire::LinkType {
-    match l {
-        capture::LinkType::Ethernet => ferroce_wire::LinkType::Ethernet,
-        capture::LinkType::LinuxSll => ferroce_wire::LinkType::LinuxSll,
-        capture::LinkType::LinuxSll2 => ferroce_wire::LinkType::LinuxSll2,
-        capture::LinkType::RawIp => ferroce_wire::LinkType::RawIp,
-    }
 }

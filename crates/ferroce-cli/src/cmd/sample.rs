@@ -29,7 +29,8 @@ pub(crate) fn run(args: &SampleArgs) -> Result<bool, String> {
         .enumerate()
         .map(|(i, f)| (START + Duration::from_millis(i as u64), &f[..]))
         .collect();
-    capture::write_pcap(&args.out, capture::LinkType::Ethernet, &timed).map_err(|e| e.to_string())?;
+    capture::write_pcap(&args.out, capture::LinkType::Ethernet, &timed)
+        .map_err(|e| e.to_string())?;
     eprintln!("wrote {} packets to {}", frames.len(), args.out.display());
     Ok(true)
 }

@@ -1,0 +1,141 @@
+//! Parse + ICRC verify, and emit + ICRC, of RoCE v2 packets, each beside a
+//! plain CRC-32 (crc32fast, the same engine) over the same bytes, measured in
+//! the same run. Run with `cargo bench -p ferroce-wire --bench wire`.
+//!
+//! Each case is timed in several rounds of a fixed batch; the median round is
+//! reported. The machine is shared and noisy: compare the ratios, which are
+//! measured side by side, rather than the absolute figures.
+
+use std::hint::black_box;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use ferroce_wire::udp::{flow_label_from_qpns, source_port_from_flow_label};
+use ferroce_wire::{LinkType, Opcode, RoceRepr, locate, samples};
+
+const ROUNDS: usize = 15;
+const TARGET_ROUND: Duration = Duration::from_millis(40);
+
+/// An IPv4 + UDP + BTH + RETH + payload + ICRC RDMA WRITE ONLY.
+fn packet(payload_len: usize) -> (RoceRepr, Vec<u8>, Vec<u8>) {
+    let t = samples::transport(Opcode::RC_RDMA_WRITE_ONLY, 77, payload_len);
+    let sport = source_port_from_flow_label(flow_label_from_qpns(0x11, 0x12));
+    let repr = RoceRepr::v2_ipv4(
+        Ipv4Addr::new(127, 0, 0, 1),
+        Ipv4Addr::new(127, 0, 0, 2),
+        1,
+        sport,
+        t,
+    );
+    let payload: Vec<u8> = (0..payload_len).map(|i| i as u8).collect();
+    let mut buf = vec![0u8; repr.buffer_len()];
+    let n = repr.emit(&mut buf, &payload).expect("emit");
+    buf.truncate(n);
+    (repr, payload, buf)
+}
+
+/// Median nanoseconds per call of `f` over `ROUNDS` rounds.
+fn time(mut f: impl FnMut()) -> f64 {
+    // Calibrate the batch so one round takes about TARGET_ROUND.
+    let mut batch = 1u64;
+    loop {
+        let t = Instant::now();
+        for _ in 0..batch {
+            f();
+        }
+        if t.elapsed() >= TARGET_ROUND / 4 || batch >= 1 << 30 {
+            break;
+        }
+        batch *= 2;
+    }
+    batch *= 4;
+    let mut samples: Vec<f64> = (0..ROUNDS)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..batch {
+                f();
+            }
+            t.elapsed().as_nanos() as f64 / batch as f64
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    samples[ROUNDS / 2]
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` runs this too,
+    // with fewer rounds being pointless: just check it works then.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    println!("ferroce-wire: RoCE v2/IPv4 RDMA WRITE ONLY, median of {ROUNDS} rounds");
+    println!(
+        "{:<26} {:>7} {:>10} {:>10} {:>12} {:>12} {:>7}",
+        "case", "bytes", "ns/pkt", "GB/s", "plain ns", "plain GB/s", "ratio"
+    );
+    for payload_len in [4096usize, 64] {
+        let (repr, payload, wire) = packet(payload_len);
+        // What the ICRC covers, as one contiguous slice: the plain-CRC baseline.
+        let covered = &wire[..wire.len() - 4];
+        if quick {
+            let f = locate(LinkType::RawIp, &wire).unwrap().parse().unwrap();
+            assert!(f.icrc_ok());
+            continue;
+        }
+        let plain = time(|| {
+            black_box(crc32fast::hash(black_box(covered)));
+        });
+        let parse = time(|| {
+            let f = locate(LinkType::RawIp, black_box(&wire))
+                .and_then(|l| l.parse().ok())
+                .expect("valid");
+            black_box(f.verify_icrc().is_ok());
+        });
+        let parse_only = time(|| {
+            let f = locate(LinkType::RawIp, black_box(&wire))
+                .and_then(|l| l.parse().ok())
+                .expect("valid");
+            black_box(f.transport.icrc());
+        });
+        let icrc_only = time(|| {
+            black_box(
+                ferroce_wire::icrc::compute(
+                    ferroce_wire::icrc::IcrcScope::RoceV2Ipv4,
+                    black_box(&wire),
+                )
+                .ok(),
+            );
+        });
+        eprintln!("EXP parse_only {parse_only:.1} icrc_only {icrc_only:.1}");
+        let mut out = vec![0u8; wire.len()];
+        let emit = time(|| {
+            black_box(repr.emit(black_box(&mut out), black_box(&payload)).ok());
+        });
+        // The baseline for emit is a copy of the payload plus the CRC: the
+        // least any emitter must do.
+        let mut copy = vec![0u8; payload.len()];
+        let plain_emit = time(|| {
+            copy.copy_from_slice(black_box(&payload));
+            black_box(crc32fast::hash(black_box(covered)));
+        });
+        let gbs = |ns: f64| wire.len() as f64 / ns;
+        for (name, ns, base) in [
+            (format!("parse+verify {payload_len} B"), parse, plain),
+            (format!("emit+icrc {payload_len} B"), emit, plain_emit),
+        ] {
+            println!(
+                "{:<26} {:>7} {:>10.1} {:>10.2} {:>12.1} {:>12.2} {:>6.0}%",
+                name,
+                wire.len(),
+                ns,
+                gbs(ns),
+                base,
+                gbs(base),
+                100.0 * base / ns
+            );
+        }
+    }
+    if !quick {
+        println!(
+            "ratio = throughput as a share of the baseline (plain CRC-32; for emit, copy + CRC-32)"
+        );
+    }
+}

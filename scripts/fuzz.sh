@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Fuzz the ferroce-wire packet parser (cargo-fuzz target `parse`) for SECONDS seconds
+# (default 30, at most 3600); exit non-zero if it finds a crash.
+#
+#   scripts/fuzz.sh [SECONDS]
+#
+# Installs cargo-fuzz (`cargo install cargo-fuzz --locked`) when `cargo fuzz` is missing.
+# Runs on the stable toolchain: cargo-fuzz passes nightly-only flags (-Zsanitizer,
+# sancov passes), which RUSTC_BOOTSTRAP=1 lets stable accept. The sanitizer is
+# FUZZ_SANITIZER (default: address; `none` is also fine for this forbid(unsafe_code)
+# crate, and faster).
+#
+# The committed seeds (fuzz/corpus/parse/, from scripts/fuzz-seeds.py) are copied into
+# the git-ignored fuzz/corpus-run/parse/, and libFuzzer adds what it finds there only, so
+# the committed corpus never grows. That directory is kept between runs; delete it to
+# start again from the seeds. Crash inputs go to fuzz/artifacts/parse/ and are printed
+# in hex; replay one with `RUSTC_BOOTSTRAP=1 cargo fuzz run parse FILE` in fuzz/.
+set -euo pipefail
+
+seconds=${1:-30}
+if ! [[ $seconds =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ] || [ "$seconds" -gt 3600 ]; then
+    echo "usage: $0 [SECONDS]  (1..3600, default 30)" >&2
+    exit 2
+fi
+sanitizer=${FUZZ_SANITIZER:-address}
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+fuzz=$repo/fuzz
+seeds=$fuzz/corpus/parse
+corpus=$fuzz/corpus-run/parse
+artifacts=$fuzz/artifacts/parse
+
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    echo "fuzz: installing cargo-fuzz"
+    cargo install cargo-fuzz --locked
+fi
+cargo fuzz --version
+
+export RUSTC_BOOTSTRAP=1
+mkdir -p "$corpus" "$artifacts"
+cp -R "$seeds/." "$corpus/"
+marker=$(mktemp)
+trap 'rm -f "$marker"' EXIT
+
+cd "$fuzz"
+start=$(date +%s)
+cargo fuzz build --sanitizer "$sanitizer" parse
+echo "fuzz: build took $(($(date +%s) - start)) s; fuzzing for $seconds s (sanitizer $sanitizer)"
+status=0
+cargo fuzz run --sanitizer "$sanitizer" parse "$corpus" -- \
+    -max_total_time="$seconds" -timeout=10 -print_final_stats=1 || status=$?
+if [ "$status" -ne 0 ]; then
+    echo "fuzz: FAILED (exit $status); new inputs in $artifacts:" >&2
+    find "$artifacts" -type f -newer "$marker" | while read -r f; do
+        echo "== $f" >&2
+        od -An -tx1 -v "$f" >&2
+    done
+    exit "$status"
+fi
+echo "fuzz: no crash in $seconds s; corpus $(find "$corpus" -type f | wc -l) inputs"

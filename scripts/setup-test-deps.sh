@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Install what scripts/test.sh needs, when it is missing. Idempotent.
+# Meant for a fresh Debian machine, run as root with no terminal (CI); elsewhere it only
+# checks, and says what to install if something is missing.
+#
+#   tshark, editcap, mergecap  Debian packages tshark + wireshark-common: the capture tests
+#                              of ferroce-cli cross-check against Wireshark
+#   python3 with venv          Debian python3-venv: peercheck's virtualenv
+#   peercheck's .venv (Scapy)  "$FERROCE_SHARED/peercheck/setup.sh"
+#
+# Not here: cargo-fuzz (the fuzzing script installs its own tools).
+#
+# FERROCE_SHARED: the shared/ directory (vectors, peercheck); default: ../shared beside
+# the repository.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+shared=${FERROCE_SHARED:-$repo/../shared}
+if [ ! -d "$shared/peercheck" ]; then
+    echo "setup-test-deps: no peercheck/ in '$shared'; set FERROCE_SHARED to the shared/ directory" >&2
+    exit 1
+fi
+shared=$(cd "$shared" && pwd)
+
+# Debian packages, installed only when a command they provide is missing.
+missing=()
+command -v tshark >/dev/null 2>&1 || missing+=(tshark)
+if ! command -v editcap >/dev/null 2>&1 || ! command -v mergecap >/dev/null 2>&1; then
+    missing+=(wireshark-common)
+fi
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+# `python3 -m venv` needs ensurepip, which Debian ships separately.
+if ! command -v python3 >/dev/null 2>&1 || ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+    missing+=(python3-venv)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "setup-test-deps: missing Debian packages: ${missing[*]}; run this script as root" >&2
+        exit 1
+    fi
+    echo "setup-test-deps: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q "${missing[@]}" </dev/null
+fi
+
+# tshark, editcap and mergecap come from the same Wireshark release; print it once.
+editcap -v | sed -n 1p
+
+# Scapy in peercheck's own virtualenv (its setup.sh is idempotent, and also checks tshark).
+"$shared/peercheck/setup.sh" </dev/null

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Run every test of the workspace; exit non-zero on the first failure.
+#
+# FERROCE_SHARED: the shared/ directory (vectors, peercheck); default: ../shared beside
+# the repository. Exported for the tests that read the shared vectors.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+FERROCE_SHARED=$(cd "${FERROCE_SHARED:-$repo/../shared}" && pwd)
+export FERROCE_SHARED
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "test dependencies"
+scripts/setup-test-deps.sh
+
+step "cargo test"
+cargo test --workspace --all-targets
+
+# ---- STEP: fuzz, 30 s (to be added; uses its own script and cargo-fuzz) ----------------
+
+step "all tests passed"
