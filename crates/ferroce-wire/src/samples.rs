@@ -194,8 +194,9 @@ fn sample(description: String, repr: RoceRepr, payload: Vec<u8>) -> Sample {
 /// The whole sample set, in a fixed order.
 pub fn all() -> Vec<Sample> {
     let mut out = Vec::new();
-    let mut psn = 0x00ff_fffa; // wraps within the set
+    // PSNs start just below 2^24 so that they wrap within the set.
     for (i, op) in Opcode::all().enumerate() {
+        let psn = 0x00ff_fffa + i as u32;
         let len = [0, 1, 2, 3, 13, 256, 1024][i % 7];
         let t = transport(op, psn, len);
         let body = payload(t.payload_len, i as u8);
@@ -205,7 +206,6 @@ pub fn all() -> Vec<Sample> {
             v2_ipv4(t, 0x4000 + i as u16),
             body,
         ));
-        psn += 1;
     }
     let some = [
         Opcode::RC_SEND_ONLY,

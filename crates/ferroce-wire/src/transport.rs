@@ -94,6 +94,16 @@ impl<T: AsRef<[u8]>> TransportPacket<T> {
         self.buffer.as_ref()
     }
 
+    /// The whole transport, BTH through ICRC.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    /// The wrapped buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
     /// The BTH.
     pub fn bth(&self) -> Bth<&[u8]> {
         Bth::new_unchecked(&self.b()[..BTH_LEN])
