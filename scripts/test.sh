@@ -18,6 +18,12 @@ scripts/setup-test-deps.sh
 step "cargo test"
 cargo test --workspace --all-targets
 
-# ---- STEP: fuzz, 30 s (to be added; uses its own script and cargo-fuzz) ----------------
+fuzz_seconds=${FERROCE_FUZZ_SECONDS:-30}
+if [ "$fuzz_seconds" -gt 0 ]; then
+    step "fuzz the parser for $fuzz_seconds s (FERROCE_FUZZ_SECONDS=0 skips)"
+    scripts/fuzz.sh "$fuzz_seconds"
+else
+    step "fuzzing skipped (FERROCE_FUZZ_SECONDS=0)"
+fi
 
 step "all tests passed"
