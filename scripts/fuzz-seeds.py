@@ -89,7 +89,12 @@ def main():
     written = seen = skipped = 0
     names = set()
     for path in sources:
-        for linktype, frame in frames(path):
+        try:
+            records = list(frames(path))
+        except (OSError, ValueError) as e:
+            print(f"fuzz-seeds: {e}", file=sys.stderr)
+            return 1
+        for linktype, frame in records:
             seen += 1
             selector = SELECTORS.get(linktype)
             if selector is None:
