@@ -396,9 +396,12 @@ impl RoceRepr {
     /// Bytes from the first header to the ICRC inclusive (Ethernet included
     /// when present).
     pub fn buffer_len(&self) -> usize {
-        self.ethernet.map_or(0, |e| e.header_len())
-            + self.network.header_len()
-            + self.transport.buffer_len()
+        // `emit` writes an option-less IPv4 header whatever `header_len` says.
+        let network = match self.network {
+            Network::V2Ipv4 { .. } => 20 + udp::HEADER_LEN,
+            n => n.header_len(),
+        };
+        self.ethernet.map_or(0, |e| e.header_len()) + network + self.transport.buffer_len()
     }
 
     /// Sets every length field, the ethertype and the IPv4 header checksum
@@ -407,13 +410,13 @@ impl RoceRepr {
         let tlen = self.transport.buffer_len();
         match &mut self.network {
             Network::V1 { grh } => {
-                grh.payload_len = tlen as u16;
+                grh.payload_len = tlen.min(0xffff) as u16;
                 grh.next_header = ipv6::NEXT_HEADER_IBA;
             }
             Network::V2Ipv4 { ip, udp } => {
                 ip.header_len = 20;
-                udp.length = (udp::HEADER_LEN + tlen) as u16;
-                ip.total_len = 20 + udp.length;
+                udp.length = (udp::HEADER_LEN + tlen).min(0xffff) as u16;
+                ip.total_len = udp.length.saturating_add(20);
                 let mut h = [0u8; 20];
                 // An option-less header always fits 20 bytes.
                 if ip.emit(&mut h).is_ok() {
@@ -421,7 +424,7 @@ impl RoceRepr {
                 }
             }
             Network::V2Ipv6 { ip, udp } => {
-                udp.length = (udp::HEADER_LEN + tlen) as u16;
+                udp.length = (udp::HEADER_LEN + tlen).min(0xffff) as u16;
                 ip.payload_len = udp.length;
             }
         }
@@ -440,10 +443,18 @@ impl RoceRepr {
     /// than the 16-bit length fields allow is refused.
     pub fn emit(&self, buf: &mut [u8], payload: &[u8]) -> Result<usize> {
         let len = self.buffer_len();
-        if len > 0xffff {
+        let l3_len = len - self.ethernet.map_or(0, |e| e.header_len());
+        // The largest 16-bit length field: IPv4 total length, or the
+        // IPv6/GRH payload length (which excludes the 40-byte header).
+        let (field, value) = match self.network {
+            Network::V2Ipv4 { .. } => ("ipv4.total_len", l3_len),
+            Network::V2Ipv6 { .. } => ("ipv6.payload_len", l3_len - ipv6::HEADER_LEN),
+            Network::V1 { .. } => ("grh.paylen", l3_len - ipv6::HEADER_LEN),
+        };
+        if value > 0xffff {
             return Err(Error::FieldOverflow {
-                field: "ip length",
-                value: len as u64,
+                field,
+                value: value as u64,
             });
         }
         if buf.len() < len {

@@ -286,3 +286,76 @@ fn emit_refuses_layout_mismatch() {
     t2.bth.opcode = Opcode::RC_ACKNOWLEDGE;
     assert!(t2.emit(&mut buf, &[1, 2, 3, 4]).is_err());
 }
+
+/// Found by the fuzzer: a parsed IPv4 header with options made `buffer_len`
+/// count the options that `emit` does not write.
+#[test]
+fn ipv4_options_are_dropped_consistently_on_emit() {
+    let frame: [u8; 52] = [
+        0x46, 0x00, 0x00, 0x34, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0x7f, 0x00, 0x00,
+        0x01, 0x7f, 0x00, 0x00, 0x02, 0x01, 0x01, 0x01, 0x01, 0xc0, 0x00, 0x12, 0xb7, 0x00, 0x1c,
+        0x00, 0x00, 0x11, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x12, 0x00, 0x00, 0x00, 0x01, 0x1f,
+        0x00, 0x00, 0x07, 0x00, 0x00, 0x00, 0x00,
+    ];
+    let f = locate(LinkType::RawIp, &frame).unwrap().parse().unwrap();
+    let repr = RoceRepr::parse(&f).unwrap();
+    let mut buf = vec![0u8; repr.buffer_len()];
+    let n = repr.emit(&mut buf, f.transport.payload()).unwrap();
+    assert_eq!(n, buf.len());
+    assert_eq!(n, frame.len() - 4);
+    let back = locate(LinkType::RawIp, &buf).unwrap().parse().unwrap();
+    assert!(back.icrc_ok());
+}
+
+#[test]
+fn oversized_packets_are_refused_not_wrapped() {
+    let bth = BthRepr {
+        opcode: Opcode::RC_SEND_ONLY,
+        solicited: false,
+        mig_req: false,
+        pad_count: 0,
+        pkey: 0xffff,
+        fecn: false,
+        becn: false,
+        dest_qp: 0x11,
+        ack_req: true,
+        psn: Psn::new(1),
+    };
+    let big = vec![0u8; 65_491];
+    let repr = RoceRepr::v2_ipv4(
+        Ipv4Addr::LOCALHOST,
+        Ipv4Addr::LOCALHOST,
+        1,
+        0xc000,
+        TransportRepr::new(bth, big.len()),
+    );
+    let mut buf = vec![0u8; repr.buffer_len()];
+    assert!(matches!(
+        repr.emit(&mut buf, &big),
+        Err(ferroce_wire::Error::FieldOverflow { .. })
+    ));
+    // The largest 4-byte-aligned payload that fits, behind Ethernet (the
+    // Ethernet header does not count against the IPv4 total length).
+    let max = (0xffff - 20 - 8 - 12 - 4) & !3;
+    let mut repr = RoceRepr::v2_ipv4(
+        Ipv4Addr::LOCALHOST,
+        Ipv4Addr::LOCALHOST,
+        1,
+        0xc000,
+        TransportRepr::new(bth, max),
+    );
+    repr.ethernet = Some(EthernetRepr {
+        dst: [2, 0, 0, 0, 0, 1],
+        src: [2, 0, 0, 0, 0, 2],
+        vlan: None,
+        ethertype: 0,
+    });
+    let payload = vec![7u8; max];
+    let mut buf = vec![0u8; repr.buffer_len()];
+    let n = repr.emit(&mut buf, &payload).unwrap();
+    let f = locate(LinkType::Ethernet, &buf[..n])
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(f.icrc_ok());
+}
