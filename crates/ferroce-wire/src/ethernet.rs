@@ -56,6 +56,7 @@ pub struct EthernetRepr {
 
 impl EthernetRepr {
     /// Parses the header at the start of `frame`; returns it and its length.
+    #[inline]
     pub fn parse(frame: &[u8]) -> Result<(Self, usize)> {
         crate::field::check(Header::Ethernet, HEADER_LEN, frame.len())?;
         let mut dst = [0; 6];

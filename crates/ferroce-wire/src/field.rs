@@ -6,20 +6,24 @@
 /// A byte range inside a header.
 pub(crate) type Field = core::ops::Range<usize>;
 
+#[inline]
 pub(crate) fn read_u16(b: &[u8], f: Field) -> u16 {
     u16::from_be_bytes([b[f.start], b[f.start + 1]])
 }
 
+#[inline]
 pub(crate) fn read_u24(b: &[u8], f: Field) -> u32 {
     u32::from_be_bytes([0, b[f.start], b[f.start + 1], b[f.start + 2]])
 }
 
+#[inline]
 pub(crate) fn read_u32(b: &[u8], f: Field) -> u32 {
     let mut a = [0u8; 4];
     a.copy_from_slice(&b[f]);
     u32::from_be_bytes(a)
 }
 
+#[inline]
 pub(crate) fn read_u64(b: &[u8], f: Field) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[f]);
@@ -43,6 +47,7 @@ pub(crate) fn write_u64(b: &mut [u8], f: Field, v: u64) {
 }
 
 /// Returns `Err(Truncated)` unless `len >= needed`.
+#[inline]
 pub(crate) fn check(header: crate::Header, needed: usize, len: usize) -> crate::Result<()> {
     if len < needed {
         Err(crate::Error::Truncated {

@@ -47,42 +47,126 @@ pub enum IcrcScope {
 
 /// Computes the ICRC value of `packet`, which starts at the first header the
 /// scope names and ends with the 4 ICRC bytes (which are not read).
+#[inline]
 pub fn compute(scope: IcrcScope, packet: &[u8]) -> Result<u32> {
     let (prefix_len, start) = layout(scope, packet)?;
+    Ok(compute_laid_out(scope, prefix_len, start, packet))
+}
+
+/// The ICRC of a RoCE packet whose transport starts at `transport_start`
+/// (the caller has checked the headers and that the BTH and ICRC are there).
+#[inline]
+pub(crate) fn compute_roce(scope: IcrcScope, transport_start: usize, packet: &[u8]) -> u32 {
+    compute_laid_out(scope, transport_start + BTH_LEN, AFTER_MASKED_LRH, packet)
+}
+
+/// [`compute`] once `layout` has checked the lengths.
+#[inline]
+fn compute_laid_out(scope: IcrcScope, prefix_len: usize, start: u32, packet: &[u8]) -> u32 {
     let body_end = packet.len() - ICRC_LEN;
     let mut stage = [0u8; STAGE];
-    stage[..prefix_len].copy_from_slice(&packet[..prefix_len]);
-    Ok(hash_staged(
-        scope,
-        start,
-        &mut stage,
-        prefix_len,
-        &packet[prefix_len..body_end],
-    ))
+    let fast = match (scope, prefix_len) {
+        (IcrcScope::RoceV2Ipv4, V4_PREFIX) => Some(&V4_MASK),
+        (IcrcScope::RoceV2Ipv6, V6_PREFIX) => Some(&V6_MASK),
+        (IcrcScope::RoceV1, V1_PREFIX) => Some(&V1_MASK),
+        _ => None,
+    };
+    match fast {
+        Some(m) if packet.len() >= prefix_len.next_multiple_of(16) => {
+            stage_words(&mut stage, packet, m, prefix_len);
+        }
+        _ => {
+            let m = or_mask(scope, prefix_len, packet[1] & 3 == 3);
+            for i in 0..prefix_len {
+                stage[i] = packet[i] | m[i];
+            }
+        }
+    }
+    let mut h = Hasher::new_with_initial(start);
+    h.update(&stage[..prefix_len]);
+    h.update(&packet[prefix_len..body_end]);
+    h.finalize()
 }
 
 /// Room for the largest masked prefix (IPv4 with options: 60 + 8 + 12).
 ///
-/// Measured alternatives that were slower (`cargo bench --bench wire`):
-/// masking in place in the packet (the CRC's vector loads then stall on the
-/// fresh byte stores) and topping the stage up to 128 bytes so both calls
-/// take crc32fast's folding path (same stall, on the stage).
+/// Measured alternatives, all slower (`cargo bench -p ferroce-wire --bench
+/// wire`): masking the packet in place and hashing it in one call, staging
+/// 128 or 256 bytes so the first call takes crc32fast's folding path, and
+/// per-distance lookup tables that fold the masked headers into the CRC
+/// register without a call.
 const STAGE: usize = 128;
 
-/// Masks `stage[..prefix_len]` (the headers, laid out as `scope` says) and
-/// hashes it, then `rest` in place.
-fn hash_staged(
-    scope: IcrcScope,
-    start: u32,
-    stage: &mut [u8; STAGE],
-    prefix_len: usize,
-    rest: &[u8],
-) -> u32 {
-    mask(scope, &mut stage[..prefix_len]);
-    let mut h = Hasher::new_with_initial(start);
-    h.update(&stage[..prefix_len]);
-    h.update(rest);
-    h.finalize()
+/// Copies and masks the prefix 16 bytes at a time. The CRC then reads the
+/// stage with 16-byte loads that the 16-byte stores forward to directly;
+/// masking byte by byte instead made those loads wait for the byte stores
+/// to drain, which cost more than the whole header parse. Reads `len`
+/// rounded up to 16 bytes of `src`.
+#[inline]
+fn stage_words(stage: &mut [u8; STAGE], src: &[u8], mask: &[u8; STAGE], len: usize) {
+    for k in 0..len.div_ceil(16) {
+        let r = k * 16..k * 16 + 16;
+        let mut w = [0u8; 16];
+        let mut m = [0u8; 16];
+        w.copy_from_slice(&src[r.clone()]);
+        m.copy_from_slice(&mask[r.clone()]);
+        let v = u128::from_ne_bytes(w) | u128::from_ne_bytes(m);
+        stage[r].copy_from_slice(&v.to_ne_bytes());
+    }
+}
+
+const V4_PREFIX: usize = 20 + 8 + BTH_LEN;
+const V6_PREFIX: usize = 40 + 8 + BTH_LEN;
+const V1_PREFIX: usize = 40 + BTH_LEN;
+const V4_MASK: [u8; STAGE] = or_mask(IcrcScope::RoceV2Ipv4, V4_PREFIX, false);
+const V6_MASK: [u8; STAGE] = or_mask(IcrcScope::RoceV2Ipv6, V6_PREFIX, false);
+const V1_MASK: [u8; STAGE] = or_mask(IcrcScope::RoceV1, V1_PREFIX, false);
+
+/// The bits of a `len`-byte prefix laid out as `scope` says that the ICRC
+/// replaces with ones: OR-ing it in is the masking. `ib_global`: a native IB
+/// packet whose LRH says a GRH follows.
+const fn or_mask(scope: IcrcScope, len: usize, ib_global: bool) -> [u8; STAGE] {
+    let mut m = [0u8; STAGE];
+    let bth = len - BTH_LEN;
+    match scope {
+        IcrcScope::RoceV1 => grh_mask(&mut m, 0),
+        IcrcScope::RoceV2Ipv6 => {
+            grh_mask(&mut m, 0);
+            m[46] = 0xff; // UDP checksum
+            m[47] = 0xff;
+        }
+        IcrcScope::RoceV2Ipv4 => {
+            m[1] = 0xff; // TOS: DSCP and ECN
+            m[8] = 0xff; // TTL
+            m[10] = 0xff; // header checksum
+            m[11] = 0xff;
+            m[bth - 2] = 0xff; // UDP checksum
+            m[bth - 1] = 0xff;
+        }
+        IcrcScope::Infiniband => {
+            if ib_global {
+                let mut i = 0;
+                while i < 8 {
+                    m[i] = 0xff; // the whole LRH
+                    i += 1;
+                }
+                grh_mask(&mut m, 8);
+            } else {
+                m[0] = 0xf0; // VL
+            }
+        }
+    }
+    m[bth + 4] = 0xff; // FECN, BECN, resv6
+    m
+}
+
+/// GRH / IPv6: traffic class, flow label, hop limit.
+const fn grh_mask(m: &mut [u8; STAGE], at: usize) {
+    m[at] = 0x0f;
+    m[at + 1] = 0xff;
+    m[at + 2] = 0xff;
+    m[at + 3] = 0xff;
+    m[at + 7] = 0xff;
 }
 
 /// Checks the ICRC stored at the end of `packet` (see [`compute`]).
@@ -131,16 +215,18 @@ pub fn compute_v2_parts(ip_header: &[u8], udp_header: &[u8], transport: &[u8]) -
     stage[..ip_len].copy_from_slice(ip_header);
     stage[ip_len..ip_len + 8].copy_from_slice(&udp_header[..8]);
     stage[ip_len + 8..prefix_len].copy_from_slice(&transport[..BTH_LEN]);
-    Ok(hash_staged(
-        scope,
-        AFTER_MASKED_LRH,
-        &mut stage,
-        prefix_len,
-        &transport[BTH_LEN..],
-    ))
+    let m = or_mask(scope, prefix_len, false);
+    for i in 0..prefix_len {
+        stage[i] |= m[i];
+    }
+    let mut h = Hasher::new_with_initial(AFTER_MASKED_LRH);
+    h.update(&stage[..prefix_len]);
+    h.update(&transport[BTH_LEN..]);
+    Ok(h.finalize())
 }
 
 /// Length of the masked prefix and the CRC state to start from.
+#[inline]
 fn layout(scope: IcrcScope, p: &[u8]) -> Result<(usize, u32)> {
     let (prefix_len, start) = match scope {
         IcrcScope::RoceV1 => (40 + BTH_LEN, AFTER_MASKED_LRH),
@@ -159,47 +245,6 @@ fn layout(scope: IcrcScope, p: &[u8]) -> Result<(usize, u32)> {
     };
     crate::field::check(Header::Icrc, prefix_len + ICRC_LEN, p.len())?;
     Ok((prefix_len, start))
-}
-
-/// Masks the variant fields of a prefix laid out as the scope says.
-fn mask(scope: IcrcScope, h: &mut [u8]) {
-    let bth = h.len() - BTH_LEN;
-    match scope {
-        IcrcScope::RoceV1 => mask_grh(&mut h[..40]),
-        IcrcScope::RoceV2Ipv6 => {
-            mask_grh(&mut h[..40]);
-            mask_udp(&mut h[40..48]);
-        }
-        IcrcScope::RoceV2Ipv4 => {
-            h[1] = 0xff; // TOS
-            h[8] = 0xff; // TTL
-            h[10] = 0xff; // header checksum
-            h[11] = 0xff;
-            mask_udp(&mut h[bth - 8..bth]);
-        }
-        IcrcScope::Infiniband => {
-            if h[1] & 3 == 3 {
-                h[..8].fill(0xff);
-                mask_grh(&mut h[8..48]);
-            } else {
-                h[0] |= 0xf0; // VL
-            }
-        }
-    }
-    h[bth + 4] = 0xff; // FECN, BECN, resv6
-}
-
-fn mask_grh(g: &mut [u8]) {
-    g[0] |= 0x0f; // traffic class, high nibble
-    g[1] = 0xff; // traffic class low nibble, flow label
-    g[2] = 0xff;
-    g[3] = 0xff;
-    g[7] = 0xff; // hop limit
-}
-
-fn mask_udp(u: &mut [u8]) {
-    u[6] = 0xff;
-    u[7] = 0xff;
 }
 
 #[cfg(test)]

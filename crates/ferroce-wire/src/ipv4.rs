@@ -35,6 +35,7 @@ pub struct Ipv4Repr {
 impl Ipv4Repr {
     /// Parses the header at the start of `b`. Checks the version and the
     /// header length; the checksum is reported by [`checksum_ok`], not judged.
+    #[inline]
     pub fn parse(b: &[u8]) -> Result<Self> {
         crate::field::check(Header::Ipv4, MIN_HEADER_LEN, b.len())?;
         if b[0] >> 4 != 4 {
@@ -71,6 +72,7 @@ impl Ipv4Repr {
     }
 
     /// Whether this is a fragment (MF set or a non-zero offset).
+    #[inline]
     pub fn is_fragment(&self) -> bool {
         self.more_frags || self.frag_offset != 0
     }

@@ -30,6 +30,7 @@ pub struct Ipv6Repr {
 impl Ipv6Repr {
     /// Parses the header at the start of `b`. `header` names it in errors
     /// (`Header::Ipv6` or `Header::Grh`); the version must be 6.
+    #[inline]
     pub fn parse_as(header: Header, b: &[u8]) -> Result<Self> {
         crate::field::check(header, HEADER_LEN, b.len())?;
         if b[0] >> 4 != 6 {
@@ -59,11 +60,13 @@ impl Ipv6Repr {
     }
 
     /// Parses an IPv6 header.
+    #[inline]
     pub fn parse(b: &[u8]) -> Result<Self> {
         Self::parse_as(Header::Ipv6, b)
     }
 
     /// Parses a GRH: version 6 and next header 0x1B.
+    #[inline]
     pub fn parse_grh(b: &[u8]) -> Result<Self> {
         let r = Self::parse_as(Header::Grh, b)?;
         if r.next_header != NEXT_HEADER_IBA {

@@ -36,6 +36,7 @@ impl<T: AsRef<[u8]>> TransportPacket<T> {
     }
 
     /// Wraps after the checks listed in the module docs.
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let p = Self::new_unchecked(buffer);
         p.check_len()?;
@@ -43,6 +44,7 @@ impl<T: AsRef<[u8]>> TransportPacket<T> {
     }
 
     /// The structural checks listed in the module docs.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
         if b.len() < BTH_LEN {

@@ -21,6 +21,7 @@ pub struct UdpRepr {
 }
 
 impl UdpRepr {
+    #[inline]
     pub fn parse(b: &[u8]) -> Result<Self> {
         crate::field::check(Header::Udp, HEADER_LEN, b.len())?;
         Ok(Self {
