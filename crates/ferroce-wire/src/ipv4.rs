@@ -103,13 +103,12 @@ impl Ipv4Repr {
 /// The Internet checksum of `header` (with its checksum field as it is).
 pub fn checksum(header: &[u8]) -> u16 {
     let mut sum: u32 = 0;
-    for c in header.chunks(2) {
-        let w = if c.len() == 2 {
-            u16::from_be_bytes([c[0], c[1]])
-        } else {
-            u16::from_be_bytes([c[0], 0])
-        };
-        sum += u32::from(w);
+    let (words, odd) = header.as_chunks::<2>();
+    for w in words {
+        sum += u32::from(u16::from_be_bytes(*w));
+    }
+    if let [last] = odd {
+        sum += u32::from(*last) << 8;
     }
     while sum >> 16 != 0 {
         sum = (sum & 0xffff) + (sum >> 16);

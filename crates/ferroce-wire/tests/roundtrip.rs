@@ -183,6 +183,8 @@ proptest! {
         prop_assert_eq!(frame.transport.payload(), &payload[..]);
         let back = RoceRepr::parse(&frame).unwrap();
         prop_assert_eq!(back, repr);
+        let fast = located.parse_transport_verified().unwrap();
+        prop_assert_eq!(fast.as_bytes(), frame.transport.as_bytes());
     }
 
     #[test]
@@ -203,6 +205,7 @@ proptest! {
             && let Ok(f) = l.parse()
         {
             prop_assert!(!f.icrc_ok(), "flip at {} not caught", i);
+            prop_assert!(l.parse_transport_verified().is_err());
         }
     }
 
@@ -225,8 +228,9 @@ proptest! {
             }
         }
         buf[tstart + 4] |= 0xc0; // FECN, BECN
-        let f = locate(LinkType::Ethernet, &buf).unwrap().parse().unwrap();
-        prop_assert!(f.icrc_ok());
+        let l = locate(LinkType::Ethernet, &buf).unwrap();
+        prop_assert!(l.parse().unwrap().icrc_ok());
+        prop_assert!(l.parse_transport_verified().is_ok());
     }
 
     #[test]
