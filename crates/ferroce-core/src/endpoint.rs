@@ -1,0 +1,563 @@
+//! The endpoint: one RDMA device's worth of objects (PDs, MRs, CQs, QPs)
+//! and the sans-IO loop that drives them.
+//!
+//! Contract, in quinn-proto's style:
+//! * inputs: [`Endpoint::handle_datagram`] with a received transport packet
+//!   (BTH through ICRC; the I/O layer has already verified the ICRC) and
+//!   [`Endpoint::handle_timeout`] when [`Endpoint::poll_timeout`]'s instant
+//!   has passed;
+//! * outputs: [`Endpoint::poll_transmit`] until it returns `None`, and
+//!   [`Endpoint::poll_cq`];
+//! * commands: the verbs (`alloc_pd`, `reg_mr`, `create_cq`, `create_qp`,
+//!   `modify_qp`, `post_send`, `post_recv`).
+//!
+//! After any input or command, call `poll_transmit` until `None`, then
+//! `poll_timeout`. The endpoint never reads a clock and opens no socket;
+//! its randomness (keys) comes from the seed in [`EndpointConfig`].
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr};
+
+use ferroce_wire::{TransportPacket, TransportRepr};
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+use crate::cq::Cq;
+use crate::mr::{Mr, MrInfo, MrTable, sg_len};
+use crate::qp::{self, Qp, QpInit, SendWqe, completer, requester, responder};
+use crate::time::Instant;
+use crate::verbs::{
+    Access, Path, QpAttr, QpState, QpType, RecvWr, SendOp, SendWr, VerbsError, WcOpcode, WcStatus,
+    WorkCompletion,
+};
+
+/// Largest message (ibv_devinfo's max_msg_sz as rxe reports it).
+pub const MAX_MSG_SIZE: u64 = 0x80_0000;
+
+/// Where a packet goes when a QP has no path yet (never sent: QPs without a
+/// path are not in RTS).
+pub(crate) const NO_PATH: Path = Path {
+    remote: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+    udp_src_port: 0xc000,
+    traffic_class: 0,
+    hop_limit: 64,
+};
+
+/// Endpoint settings.
+#[derive(Debug, Clone, Copy)]
+pub struct EndpointConfig {
+    /// Seed of the random keys (rkeys, lkeys, first QPN offset).
+    pub seed: u64,
+}
+
+/// A packet to send: the transport (BTH through ICRC, the ICRC bytes left
+/// zero for the I/O layer, which knows the IP header it covers) and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    pub path: Path,
+    pub data: Vec<u8>,
+}
+
+impl Transmit {
+    pub(crate) fn build(path: Path, t: &TransportRepr, payload: &[u8]) -> Self {
+        let mut data = vec![0u8; t.buffer_len()];
+        // The engine builds reprs from its own valid state; a refusal here
+        // would be a bug, and yields an empty packet the peer drops.
+        if t.emit(&mut data, payload).is_err() {
+            data.clear();
+        }
+        Self { path, data }
+    }
+}
+
+/// Counters of what was dropped and why.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_malformed: u64,
+    pub rx_unknown_qp: u64,
+    pub rx_wrong_state: u64,
+    pub rx_wrong_source: u64,
+    pub rx_bad_qkey: u64,
+    pub rx_duplicate: u64,
+    pub rx_out_of_sequence: u64,
+    pub rx_unexpected: u64,
+    pub retransmits: u64,
+    pub rnr_naks_sent: u64,
+}
+
+/// One device's objects and engine. See the module docs for the contract.
+#[derive(Debug)]
+pub struct Endpoint {
+    rng: ChaCha8Rng,
+    pds: HashSet<u32>,
+    next_handle: u32,
+    pub(crate) mrs: MrTable,
+    pub(crate) cqs: HashMap<u32, Cq>,
+    pub(crate) qps: HashMap<u32, Qp>,
+    /// QPNs in creation order, for fair round-robin transmission.
+    order: Vec<u32>,
+    rr: usize,
+    next_qpn: u32,
+    pub(crate) stats: Stats,
+}
+
+impl Endpoint {
+    pub fn new(config: EndpointConfig) -> Self {
+        Self {
+            rng: ChaCha8Rng::seed_from_u64(config.seed),
+            pds: HashSet::new(),
+            next_handle: 1,
+            mrs: MrTable::default(),
+            cqs: HashMap::new(),
+            qps: HashMap::new(),
+            order: Vec::new(),
+            rr: 0,
+            // QP0 and QP1 are the SMI and GSI; rxe starts user QPs at 0x11.
+            next_qpn: 0x11,
+            stats: Stats::default(),
+        }
+    }
+
+    /// The drop and traffic counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    fn handle(&mut self) -> u32 {
+        let h = self.next_handle;
+        self.next_handle += 1;
+        h
+    }
+
+    pub fn alloc_pd(&mut self) -> u32 {
+        let h = self.handle();
+        self.pds.insert(h);
+        h
+    }
+
+    pub fn dealloc_pd(&mut self, pd: u32) -> Result<(), VerbsError> {
+        if !self.pds.contains(&pd) {
+            return Err(VerbsError::NoSuchPd(pd));
+        }
+        if self.mrs.pd_in_use(pd) {
+            return Err(VerbsError::Busy("memory regions registered in this PD"));
+        }
+        if self.qps.values().any(|q| q.init.pd == pd) {
+            return Err(VerbsError::Busy("queue pairs created in this PD"));
+        }
+        self.pds.remove(&pd);
+        Ok(())
+    }
+
+    /// Registers a zeroed region of `len` bytes owned by the endpoint.
+    pub fn reg_mr(&mut self, pd: u32, len: usize, access: Access) -> Result<MrInfo, VerbsError> {
+        if !self.pds.contains(&pd) {
+            return Err(VerbsError::NoSuchPd(pd));
+        }
+        let remote = Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
+        if access.bits() & remote.bits() != 0 && !access.contains(Access::LOCAL_WRITE) {
+            // ibv_reg_mr: remote write or atomic needs local write too.
+            return Err(VerbsError::BadValue {
+                what: "access (REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE)",
+                value: access.bits().into(),
+            });
+        }
+        let (lkey, rkey) = loop {
+            let l = self.rng.next_u32();
+            let r = self.rng.next_u32();
+            if l != r && !self.mrs.contains_key(l) && !self.mrs.contains_key(r) {
+                break (l, r);
+            }
+        };
+        // A page-aligned address unique to the region, as a real one would be.
+        let addr = (u64::from(self.rng.next_u32()) << 16) & !0xfff;
+        Ok(self.mrs.insert(Mr {
+            pd,
+            access,
+            addr,
+            lkey,
+            rkey,
+            buf: vec![0u8; len].into_boxed_slice(),
+            invalid: false,
+        }))
+    }
+
+    pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), VerbsError> {
+        self.mrs
+            .remove(lkey)
+            .map(|_| ())
+            .ok_or(VerbsError::NoSuchMr(lkey))
+    }
+
+    /// The bytes of a region, as the local CPU sees them.
+    pub fn mr_bytes(&self, lkey: u32) -> Result<&[u8], VerbsError> {
+        self.mrs
+            .get(lkey)
+            .map(|m| &m.buf[..])
+            .ok_or(VerbsError::NoSuchMr(lkey))
+    }
+
+    pub fn mr_bytes_mut(&mut self, lkey: u32) -> Result<&mut [u8], VerbsError> {
+        self.mrs
+            .get_mut(lkey)
+            .map(|m| &mut m.buf[..])
+            .ok_or(VerbsError::NoSuchMr(lkey))
+    }
+
+    pub fn create_cq(&mut self, depth: u32) -> Result<u32, VerbsError> {
+        if depth == 0 || depth > 1 << 20 {
+            return Err(VerbsError::BadValue {
+                what: "cq depth",
+                value: depth.into(),
+            });
+        }
+        let h = self.handle();
+        self.cqs.insert(h, Cq::new(depth as usize));
+        Ok(h)
+    }
+
+    /// Takes up to `max` completions.
+    pub fn poll_cq(&mut self, cq: u32, max: usize) -> Result<Vec<WorkCompletion>, VerbsError> {
+        let q = self.cqs.get_mut(&cq).ok_or(VerbsError::NoSuchCq(cq))?;
+        Ok(std::iter::from_fn(|| q.pop()).take(max).collect())
+    }
+
+    /// Whether the CQ overflowed (completions were lost).
+    pub fn cq_overflowed(&self, cq: u32) -> Result<bool, VerbsError> {
+        self.cqs
+            .get(&cq)
+            .map(|q| q.overflowed)
+            .ok_or(VerbsError::NoSuchCq(cq))
+    }
+
+    pub fn create_qp(&mut self, init: QpInit) -> Result<u32, VerbsError> {
+        if !self.pds.contains(&init.pd) {
+            return Err(VerbsError::NoSuchPd(init.pd));
+        }
+        for cq in [init.send_cq, init.recv_cq] {
+            if !self.cqs.contains_key(&cq) {
+                return Err(VerbsError::NoSuchCq(cq));
+            }
+        }
+        for (what, v) in [
+            ("max_send_wr", init.max_send_wr),
+            ("max_recv_wr", init.max_recv_wr),
+        ] {
+            if v == 0 || v > 1 << 15 {
+                return Err(VerbsError::BadValue {
+                    what,
+                    value: v.into(),
+                });
+            }
+        }
+        let qpn = self.next_qpn;
+        self.next_qpn = (self.next_qpn + 1) & 0xff_ffff;
+        self.qps.insert(qpn, Qp::new(qpn, init));
+        self.order.push(qpn);
+        Ok(qpn)
+    }
+
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
+        self.qps.remove(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        self.order.retain(|&q| q != qpn);
+        Ok(())
+    }
+
+    /// The QP's current state.
+    pub fn qp_state(&self, qpn: u32) -> Result<QpState, VerbsError> {
+        self.qps
+            .get(&qpn)
+            .map(|q| q.state)
+            .ok_or(VerbsError::NoSuchQp(qpn))
+    }
+
+    /// `ibv_modify_qp`: checked as ibverbs checks it (see `qp::state`).
+    pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr) -> Result<(), VerbsError> {
+        let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        let to = qp::state::check_modify(q.init.qp_type, q.state, attr)?;
+        let c = &mut q.cfg;
+        if let Some(v) = attr.qkey {
+            c.qkey = v;
+        }
+        if let Some(v) = attr.access {
+            c.access = v;
+        }
+        if let Some(v) = attr.path {
+            c.path = Some(v);
+        }
+        if let Some(v) = attr.path_mtu {
+            c.mtu = v;
+        }
+        if let Some(v) = attr.dest_qpn {
+            c.dest_qpn = v;
+        }
+        if let Some(v) = attr.timeout {
+            c.timeout = v;
+        }
+        if let Some(v) = attr.retry_cnt {
+            c.retry_cnt = v;
+            q.comp.retry_left = v;
+        }
+        if let Some(v) = attr.rnr_retry {
+            c.rnr_retry = v;
+            q.comp.rnr_left = v;
+        }
+        if let Some(v) = attr.min_rnr_timer {
+            c.min_rnr_timer = v;
+        }
+        if let Some(v) = attr.max_rd_atomic {
+            c.max_rd_atomic = v;
+        }
+        if let Some(v) = attr.max_dest_rd_atomic {
+            c.max_dest_rd_atomic = v;
+        }
+        if let Some(p) = attr.rq_psn {
+            q.resp.epsn = p;
+        }
+        if let Some(p) = attr.sq_psn {
+            q.req.next_psn = p;
+        }
+        match to {
+            QpState::Reset => {
+                let init = q.init;
+                *q = Qp::new(qpn, init);
+            }
+            QpState::Err if q.state != QpState::Err => {
+                q.state = QpState::Err;
+                completer::flush(q, &mut self.cqs);
+            }
+            _ => q.state = to,
+        }
+        Ok(())
+    }
+
+    pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), VerbsError> {
+        let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        let qp_type = q.init.qp_type;
+        if matches!(q.state, QpState::Reset | QpState::Init | QpState::Rtr) {
+            return Err(VerbsError::WrongState {
+                qpn,
+                state: q.state,
+                call: "post_send",
+            });
+        }
+        if q.sq.len() >= q.init.max_send_wr as usize {
+            return Err(VerbsError::QueueFull {
+                qpn,
+                queue: "send queue",
+                depth: q.init.max_send_wr,
+            });
+        }
+        let op_name = match wr.op {
+            SendOp::Send => "SEND",
+            SendOp::SendWithImm(_) => "SEND_WITH_IMM",
+            SendOp::SendWithInv(_) => "SEND_WITH_INV",
+            SendOp::Write { .. } => "RDMA_WRITE",
+            SendOp::WriteWithImm { .. } => "RDMA_WRITE_WITH_IMM",
+            SendOp::Read { .. } => "RDMA_READ",
+            SendOp::CompareSwap { .. } => "ATOMIC_CMP_AND_SWP",
+            SendOp::FetchAdd { .. } => "ATOMIC_FETCH_AND_ADD",
+        };
+        let allowed = match qp_type {
+            QpType::Rc => true,
+            QpType::Uc => matches!(
+                wr.op,
+                SendOp::Send
+                    | SendOp::SendWithImm(_)
+                    | SendOp::Write { .. }
+                    | SendOp::WriteWithImm { .. }
+            ),
+            QpType::Ud => matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)),
+        };
+        if !allowed {
+            return Err(VerbsError::BadOpForQpType {
+                op: op_name,
+                qp_type,
+            });
+        }
+        if qp_type == QpType::Ud && wr.ud.is_none() {
+            return Err(VerbsError::BadValue {
+                what: "UD send without a destination (ud)",
+                value: 0,
+            });
+        }
+        let is_atomic = matches!(wr.op, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. });
+        let writes_local = matches!(
+            wr.op,
+            SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+        );
+        if wr.inline.is_some() && writes_local {
+            return Err(VerbsError::BadValue {
+                what: "inline data on a READ or atomic",
+                value: 0,
+            });
+        }
+        for sge in &wr.sg {
+            self.mrs.check_sge(q.init.pd, sge, writes_local)?;
+        }
+        let len = wr
+            .inline
+            .as_ref()
+            .map_or_else(|| sg_len(&wr.sg), |d| d.len() as u64);
+        if is_atomic {
+            let (SendOp::CompareSwap { remote_addr, .. } | SendOp::FetchAdd { remote_addr, .. }) =
+                wr.op
+            else {
+                unreachable!("is_atomic")
+            };
+            if remote_addr % 8 != 0 {
+                return Err(VerbsError::Unaligned(remote_addr));
+            }
+            if len != 8 {
+                return Err(VerbsError::BadValue {
+                    what: "atomic local buffer length (must be 8)",
+                    value: len,
+                });
+            }
+        }
+        let max = if qp_type == QpType::Ud {
+            q.cfg.mtu.bytes() as u64
+        } else {
+            MAX_MSG_SIZE
+        };
+        if len > max {
+            return Err(VerbsError::TooLong { len, max });
+        }
+        q.sq.push_back(SendWqe {
+            wr,
+            len,
+            first_psn: q.req.next_psn,
+            npkts: 0,
+            started: false,
+            done: false,
+            status: WcStatus::Success,
+            read_received: 0,
+        });
+        Ok(())
+    }
+
+    pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), VerbsError> {
+        let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        if q.state == QpState::Reset {
+            return Err(VerbsError::WrongState {
+                qpn,
+                state: q.state,
+                call: "post_recv",
+            });
+        }
+        if q.rq.len() >= q.init.max_recv_wr as usize {
+            return Err(VerbsError::QueueFull {
+                qpn,
+                queue: "receive queue",
+                depth: q.init.max_recv_wr,
+            });
+        }
+        for sge in &wr.sg {
+            self.mrs.check_sge(q.init.pd, sge, true)?;
+        }
+        if q.state == QpState::Err {
+            // Posted to a QP in error: completes at once, flushed.
+            if let Some(cq) = self.cqs.get_mut(&q.init.recv_cq) {
+                cq.push(WorkCompletion {
+                    wr_id: wr.wr_id,
+                    status: WcStatus::WrFlushErr,
+                    opcode: WcOpcode::Recv,
+                    qpn,
+                    byte_len: 0,
+                    imm: None,
+                    invalidated_rkey: None,
+                    src_qp: 0,
+                });
+            }
+            return Ok(());
+        }
+        q.rq.push_back(wr);
+        Ok(())
+    }
+
+    /// A received transport packet (BTH through ICRC, ICRC already checked)
+    /// from `from`. Malformed or unexpected packets are dropped and counted.
+    pub fn handle_datagram(&mut self, now: Instant, from: IpAddr, data: &[u8]) {
+        self.stats.rx_packets += 1;
+        let Ok(pkt) = TransportPacket::new_checked(data) else {
+            self.stats.rx_malformed += 1;
+            return;
+        };
+        let dqpn = pkt.bth().dest_qp();
+        let Some(q) = self.qps.get_mut(&dqpn) else {
+            self.stats.rx_unknown_qp += 1;
+            return;
+        };
+        if !matches!(
+            q.state,
+            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+        ) {
+            self.stats.rx_wrong_state += 1;
+            return;
+        }
+        let transport = pkt.info().transport;
+        let expected = match q.init.qp_type {
+            QpType::Rc => ferroce_wire::Transport::Rc,
+            QpType::Uc => ferroce_wire::Transport::Uc,
+            QpType::Ud => ferroce_wire::Transport::Ud,
+        };
+        if transport != expected {
+            self.stats.rx_unexpected += 1;
+            return;
+        }
+        if q.init.qp_type != QpType::Ud && q.cfg.path.is_some_and(|p| p.remote != from) {
+            self.stats.rx_wrong_source += 1;
+            return;
+        }
+        if pkt.info().response {
+            completer::on_response(q, &pkt, &mut self.mrs, &mut self.cqs, &mut self.stats, now);
+        } else {
+            responder::on_request(q, &pkt, from, &mut self.mrs, &mut self.cqs, &mut self.stats);
+        }
+    }
+
+    /// The next packet to send, if any. Responses go before new requests.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        let n = self.order.len();
+        for pass in 0..2 {
+            for i in 0..n {
+                let qpn = self.order[(self.rr + i) % n];
+                let Some(q) = self.qps.get_mut(&qpn) else {
+                    continue;
+                };
+                let t = if pass == 0 {
+                    responder::next_response(q, &self.mrs)
+                } else {
+                    requester::next_packet(q, &self.mrs, now)
+                };
+                if let Some(t) = t {
+                    self.rr = (self.rr + i + 1) % n;
+                    self.stats.tx_packets += 1;
+                    if q.init.qp_type != QpType::Rc {
+                        completer::complete_done(q, &mut self.cqs);
+                    }
+                    return Some(t);
+                }
+            }
+        }
+        None
+    }
+
+    /// When `handle_timeout` is next due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.qps
+            .values()
+            .flat_map(|q| [q.comp.retransmit_at, q.comp.rnr_until])
+            .flatten()
+            .min()
+    }
+
+    /// Runs the timers due at `now`: retransmission and the end of RNR waits.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for q in self.qps.values_mut() {
+            completer::on_timeout(q, &mut self.cqs, &mut self.stats, now);
+        }
+    }
+}

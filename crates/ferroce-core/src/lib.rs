@@ -1,0 +1,34 @@
+//! The RoCE transport engine, sans-IO: verbs objects (PD, MR, CQ, QP) and
+//! the RC, UC and UD transports, split as the kernel's rxe splits them into
+//! requester, responder and completer.
+//!
+//! Datagrams in, datagrams and completions out, time passed in: the engine
+//! opens no socket, starts no thread, reads no clock, and takes its
+//! randomness from a seed. [`Endpoint`]'s docs give the calling contract.
+//!
+//! | where | what |
+//! |---|---|
+//! | [`endpoint`] | the objects and the input/output loop |
+//! | [`verbs`] | ibverbs-shaped types: attributes, work requests, completions, errors |
+//! | `qp::requester` / `qp::responder` / `qp::completer` | the three engines |
+//! | `qp::state` | the `modify_qp` state machine |
+//! | `mr` | registered memory (owned by the engine) and key checks |
+//!
+//! Not yet: SRQ, XRC, memory windows, atomic write and flush, congestion
+//! control, multicast.
+#![forbid(unsafe_code)]
+
+mod cq;
+pub mod endpoint;
+mod mr;
+mod qp;
+pub mod time;
+pub mod verbs;
+
+#[cfg(test)]
+mod tests;
+
+pub use endpoint::{Endpoint, EndpointConfig, MAX_MSG_SIZE, Stats, Transmit};
+pub use mr::MrInfo;
+pub use qp::QpInit;
+pub use time::Instant;

@@ -1,0 +1,336 @@
+//! The completer: processes ACKs, NAKs, READ responses and atomic ACKs,
+//! retransmits (go-back-N) on the local ACK timeout and on NAKs, waits out
+//! RNR NAKs, and completes send work requests in posting order.
+
+use std::collections::HashMap;
+
+use ferroce_wire::aeth::{NakCode, Syndrome, rnr_timer_us};
+use ferroce_wire::{Psn, TransportPacket};
+
+use super::{Qp, requester};
+use crate::cq::Cq;
+use crate::endpoint::Stats;
+use crate::mr::MrTable;
+use crate::time::{Instant, local_ack_timeout};
+use crate::verbs::{QpState, SendOp, WcOpcode, WcStatus, WorkCompletion};
+
+/// A response packet for this QP.
+pub(crate) fn on_response(
+    qp: &mut Qp,
+    pkt: &TransportPacket<&[u8]>,
+    mrs: &mut MrTable,
+    cqs: &mut HashMap<u32, Cq>,
+    stats: &mut Stats,
+    now: Instant,
+) {
+    if qp.state != QpState::Rts && qp.state != QpState::Sqd {
+        stats.rx_wrong_state += 1;
+        return;
+    }
+    let psn = pkt.bth().psn();
+    let op = pkt.bth().opcode().operation();
+    match op {
+        // READ RESPONSE FIRST / MIDDLE / LAST / ONLY
+        0x0d..=0x10 => read_response(qp, pkt, psn, op, mrs, stats),
+        // ATOMIC ACKNOWLEDGE
+        0x12 => atomic_ack(qp, pkt, psn, mrs, stats),
+        _ => {}
+    }
+    if let Some(aeth) = pkt.aeth() {
+        match aeth.syndrome() {
+            Syndrome::Ack { .. } => {
+                if let Some(lost) = acknowledge(qp, psn, op) {
+                    stats.retransmits += 1;
+                    requester::rewind(qp, lost);
+                }
+            }
+            Syndrome::RnrNak { timer } => rnr_nak(qp, psn, timer, now),
+            Syndrome::Nak(NakCode::PsnSequenceError) => {
+                // Everything before `psn` arrived; resend from `psn`, or
+                // from a READ or atomic whose response was lost before it.
+                let from = acknowledge(qp, psn - 1, 0x11).unwrap_or(psn);
+                stats.retransmits += 1;
+                requester::rewind(qp, from);
+            }
+            Syndrome::Nak(code) => {
+                let status = match code {
+                    NakCode::InvalidRequest => WcStatus::RemInvReqErr,
+                    NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+                    _ => WcStatus::RemOpErr,
+                };
+                let _ = acknowledge(qp, psn - 1, 0x11);
+                fail_at(qp, psn, status, cqs);
+                return;
+            }
+            Syndrome::Reserved { .. } => stats.rx_unexpected += 1,
+        }
+    }
+    complete_done(qp, cqs);
+    rearm(qp, now);
+}
+
+/// Marks done every send/write WQE acknowledged by `psn`. A plain ACK past
+/// an unfinished READ or atomic means its response was lost: returns the
+/// PSN to resend from.
+fn acknowledge(qp: &mut Qp, psn: Psn, op: u8) -> Option<Psn> {
+    let mut progress = false;
+    let mut lost_response = None;
+    let mut blocked_at = None;
+    for w in qp.sq.iter_mut() {
+        if !w.started || w.done {
+            continue;
+        }
+        if psn.distance(w.first_psn) < 0 {
+            break;
+        }
+        if w.is_read_or_atomic() {
+            // Its own response completes it. A plain ACK at or past it
+            // means that response was lost (IBA 9.7.5.1.3, implied NAK).
+            blocked_at = Some(w.first_psn);
+            if op == 0x11 && psn.distance(w.last_psn()) >= 0 {
+                lost_response = Some(w.first_psn);
+            }
+            break;
+        }
+        if psn.distance(w.last_psn()) < 0 {
+            break; // part of a multi-packet message
+        }
+        w.done = true;
+        progress = true;
+    }
+    let acked_to = blocked_at.map_or(psn, |p| p - 1);
+    if qp.comp.acked.is_none_or(|a| acked_to.distance(a) > 0) {
+        qp.comp.acked = Some(acked_to);
+        progress = true;
+    }
+    if progress {
+        qp.comp.retry_left = qp.cfg.retry_cnt;
+        qp.comp.rnr_left = qp.cfg.rnr_retry;
+    }
+    lost_response
+}
+
+fn read_response(
+    qp: &mut Qp,
+    pkt: &TransportPacket<&[u8]>,
+    psn: Psn,
+    op: u8,
+    mrs: &mut MrTable,
+    stats: &mut Stats,
+) {
+    let mtu = qp.cfg.mtu.bytes() as u64;
+    let Some((idx, w)) = qp
+        .sq
+        .iter_mut()
+        .enumerate()
+        .find(|(_, w)| w.started && !w.done && matches!(w.wr.op, SendOp::Read { .. }))
+    else {
+        stats.rx_unexpected += 1;
+        return;
+    };
+    let expected = w.first_psn + (w.read_received / mtu) as u32;
+    if psn != expected {
+        stats.rx_out_of_sequence += 1;
+        // A gap (not a stale duplicate): ask at once for the rest, unless
+        // that request is already queued.
+        let gap = psn.distance(expected) > 0;
+        if gap && qp.req.wqe > idx {
+            stats.retransmits += 1;
+            requester::rewind(qp, expected);
+        }
+        return;
+    }
+    let data = pkt.payload();
+    let last = matches!(op, 0x0f | 0x10);
+    let fits = w.read_received + data.len() as u64 <= w.len;
+    let full_size = last || data.len() as u64 == mtu;
+    if !fits || !full_size || !mrs.scatter(&w.wr.sg, w.read_received, data) {
+        w.done = true;
+        w.status = WcStatus::BadRespErr;
+        return;
+    }
+    w.read_received += data.len() as u64;
+    if last {
+        w.done = true;
+        if w.read_received != w.len {
+            w.status = WcStatus::BadRespErr;
+        }
+    }
+    // Progress: the retry budget starts over.
+    qp.comp.retry_left = qp.cfg.retry_cnt;
+}
+
+fn atomic_ack(
+    qp: &mut Qp,
+    pkt: &TransportPacket<&[u8]>,
+    psn: Psn,
+    mrs: &mut MrTable,
+    stats: &mut Stats,
+) {
+    let Some(orig) = pkt.atomic_ack_eth().map(|a| a.orig()) else {
+        return;
+    };
+    let Some(w) = qp.sq.iter_mut().find(|w| {
+        w.started
+            && !w.done
+            && w.first_psn == psn
+            && matches!(
+                w.wr.op,
+                SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+            )
+    }) else {
+        stats.rx_duplicate += 1;
+        return;
+    };
+    // The original value lands in local memory in host byte order, as
+    // ibverbs atomics deliver it.
+    if !mrs.scatter(&w.wr.sg, 0, &orig.to_ne_bytes()) {
+        w.status = WcStatus::LocProtErr;
+    }
+    w.done = true;
+}
+
+fn rnr_nak(qp: &mut Qp, psn: Psn, timer: u8, now: Instant) {
+    if qp.cfg.rnr_retry != 7 {
+        if qp.comp.rnr_left == 0 {
+            if let Some(w) = qp.sq.iter_mut().find(|w| w.started && !w.done) {
+                w.done = true;
+                w.status = WcStatus::RnrRetryExcErr;
+            }
+            qp.state = QpState::Err;
+            return;
+        }
+        qp.comp.rnr_left -= 1;
+    }
+    let wait = core::time::Duration::from_micros(rnr_timer_us(timer).into());
+    qp.comp.rnr_until = Some(now.after(wait));
+    qp.comp.retransmit_at = None;
+    requester::rewind(qp, psn);
+}
+
+/// A NAK other than sequence or RNR: the WQE holding `psn` fails; the QP
+/// goes to the error state and the rest is flushed.
+fn fail_at(qp: &mut Qp, psn: Psn, status: WcStatus, cqs: &mut HashMap<u32, Cq>) {
+    if let Some(w) = qp
+        .sq
+        .iter_mut()
+        .find(|w| w.started && !w.done && psn.distance(w.last_psn()) <= 0)
+    {
+        w.done = true;
+        w.status = status;
+    }
+    complete_done(qp, cqs);
+    qp.state = QpState::Err;
+    flush(qp, cqs);
+}
+
+/// Completes finished WQEs from the head of the send queue, in order.
+pub(crate) fn complete_done(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>) {
+    while qp.sq.front().is_some_and(|w| w.done) {
+        let Some(w) = qp.sq.pop_front() else { break };
+        qp.req.wqe = qp.req.wqe.saturating_sub(1);
+        let failed = w.status != WcStatus::Success;
+        if qp.signals(&w)
+            && let Some(cq) = cqs.get_mut(&qp.init.send_cq)
+        {
+            cq.push(WorkCompletion {
+                wr_id: w.wr.wr_id,
+                status: w.status,
+                opcode: w.wc_opcode(),
+                qpn: qp.qpn,
+                byte_len: w.len as u32,
+                imm: None,
+                invalidated_rkey: None,
+                src_qp: 0,
+            });
+        }
+        if failed {
+            qp.state = QpState::Err;
+            flush(qp, cqs);
+            return;
+        }
+    }
+}
+
+/// Completes every queued work request with `WR_FLUSH_ERR` (QP in error).
+pub(crate) fn flush(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>) {
+    qp.comp.retransmit_at = None;
+    qp.comp.rnr_until = None;
+    for w in qp.sq.drain(..) {
+        if let Some(cq) = cqs.get_mut(&qp.init.send_cq) {
+            cq.push(WorkCompletion {
+                wr_id: w.wr.wr_id,
+                status: WcStatus::WrFlushErr,
+                opcode: w.wc_opcode(),
+                qpn: qp.qpn,
+                byte_len: 0,
+                imm: None,
+                invalidated_rkey: None,
+                src_qp: 0,
+            });
+        }
+    }
+    qp.req.wqe = 0;
+    qp.req.offset = 0;
+    let pending = qp.resp.recv.take().map(|(wr, _)| wr);
+    for wr in pending.into_iter().chain(qp.rq.drain(..)) {
+        if let Some(cq) = cqs.get_mut(&qp.init.recv_cq) {
+            cq.push(WorkCompletion {
+                wr_id: wr.wr_id,
+                status: WcStatus::WrFlushErr,
+                opcode: WcOpcode::Recv,
+                qpn: qp.qpn,
+                byte_len: 0,
+                imm: None,
+                invalidated_rkey: None,
+                src_qp: 0,
+            });
+        }
+    }
+}
+
+/// Restarts the retransmit timer while anything is unacknowledged.
+fn rearm(qp: &mut Qp, now: Instant) {
+    let outstanding = qp.sq.iter().any(|w| w.started && !w.done);
+    qp.comp.retransmit_at = if outstanding && qp.comp.rnr_until.is_none() {
+        local_ack_timeout(qp.cfg.timeout).map(|d| now.after(d))
+    } else {
+        None
+    };
+}
+
+/// The timers of this QP at `now`.
+pub(crate) fn on_timeout(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>, stats: &mut Stats, now: Instant) {
+    if qp.comp.rnr_until.is_some_and(|t| t <= now) {
+        qp.comp.rnr_until = None;
+        rearm(qp, now);
+    }
+    if qp.comp.retransmit_at.is_some_and(|t| t <= now) {
+        let Some(head) = qp.sq.iter().find(|w| w.started && !w.done) else {
+            qp.comp.retransmit_at = None;
+            return;
+        };
+        if qp.comp.retry_left == 0 {
+            let psn = head.first_psn;
+            fail_at(qp, psn, WcStatus::RetryExcErr, cqs);
+            return;
+        }
+        qp.comp.retry_left -= 1;
+        // Resume after what was acknowledged, inside the oldest message.
+        let from = match qp.comp.acked {
+            Some(a)
+                if (a + 1).distance(head.first_psn) > 0
+                    && (a + 1).distance(head.last_psn()) <= 0
+                    && !head.is_read_or_atomic() =>
+            {
+                a + 1
+            }
+            // `rewind` resumes a READ after the responses it has.
+            _ if matches!(head.wr.op, SendOp::Read { .. }) => head.last_psn(),
+            _ => head.first_psn,
+        };
+        stats.retransmits += 1;
+        requester::rewind(qp, from);
+        rearm(qp, now);
+    }
+}

@@ -1,0 +1,226 @@
+//! Queue pairs: their attributes and queues, and the three engines that
+//! drive them, split as the kernel's rxe splits them:
+//!
+//! | file | role |
+//! |---|---|
+//! | [`requester`] | turns send work requests into request packets |
+//! | [`responder`] | executes incoming requests, sends ACKs, NAKs and READ responses |
+//! | [`completer`] | processes ACKs and responses, retransmits, completes work requests |
+//! | [`state`] | which `modify_qp` calls are legal |
+
+pub(crate) mod completer;
+pub(crate) mod requester;
+pub(crate) mod responder;
+pub(crate) mod state;
+
+use std::collections::VecDeque;
+
+use ferroce_wire::Psn;
+
+use crate::time::Instant;
+use crate::verbs::{
+    Access, Mtu, Path, QpState, QpType, RecvWr, SendOp, SendWr, WcOpcode, WcStatus,
+};
+
+/// What `create_qp` takes (`ibv_qp_init_attr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpInit {
+    pub pd: u32,
+    pub qp_type: QpType,
+    pub send_cq: u32,
+    pub recv_cq: u32,
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    /// Every send work request completes with a CQE, signaled or not.
+    pub sq_sig_all: bool,
+}
+
+/// The attributes a QP has been given by `modify_qp`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QpConfig {
+    pub(crate) path: Option<Path>,
+    pub(crate) mtu: Mtu,
+    pub(crate) dest_qpn: u32,
+    pub(crate) qkey: u32,
+    pub(crate) access: Access,
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) min_rnr_timer: u8,
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) max_dest_rd_atomic: u8,
+}
+
+/// A send work request on the send queue, with its progress.
+#[derive(Debug, Clone)]
+pub(crate) struct SendWqe {
+    pub(crate) wr: SendWr,
+    /// Message length in bytes.
+    pub(crate) len: u64,
+    /// PSN of its first packet, once started.
+    pub(crate) first_psn: Psn,
+    /// Packets (for a READ: response packets) the message spans.
+    pub(crate) npkts: u32,
+    pub(crate) started: bool,
+    /// Acknowledged (or failed): ready to complete in order.
+    pub(crate) done: bool,
+    pub(crate) status: WcStatus,
+    /// READ: bytes of response received so far.
+    pub(crate) read_received: u64,
+}
+
+impl SendWqe {
+    pub(crate) fn last_psn(&self) -> Psn {
+        self.first_psn + self.npkts.saturating_sub(1)
+    }
+
+    pub(crate) fn is_read_or_atomic(&self) -> bool {
+        matches!(
+            self.wr.op,
+            SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+        )
+    }
+
+    pub(crate) fn wc_opcode(&self) -> WcOpcode {
+        match self.wr.op {
+            SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => WcOpcode::Send,
+            SendOp::Write { .. } | SendOp::WriteWithImm { .. } => WcOpcode::RdmaWrite,
+            SendOp::Read { .. } => WcOpcode::RdmaRead,
+            SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
+            SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+        }
+    }
+}
+
+/// Requester progress: where in the send queue the next packet comes from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Requester {
+    pub(crate) next_psn: Psn,
+    /// Index in `sq` of the WQE being (or next to be) sent.
+    pub(crate) wqe: usize,
+    /// Bytes of that WQE already sent.
+    pub(crate) offset: u64,
+}
+
+/// Completer state: retries and timers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Completer {
+    pub(crate) retry_left: u8,
+    pub(crate) rnr_left: u8,
+    /// When the oldest unacknowledged packet is retransmitted.
+    pub(crate) retransmit_at: Option<Instant>,
+    /// Set while waiting out an RNR NAK.
+    pub(crate) rnr_until: Option<Instant>,
+    /// The last PSN acknowledged, if any.
+    pub(crate) acked: Option<Psn>,
+}
+
+/// Responder state.
+#[derive(Debug, Default)]
+pub(crate) struct Responder {
+    /// Next PSN expected.
+    pub(crate) epsn: Psn,
+    pub(crate) msn: u32,
+    /// The receive WQE a multi-packet SEND is filling, and bytes so far.
+    pub(crate) recv: Option<(RecvWr, u64)>,
+    /// Where a multi-packet WRITE lands: region lkey, offset, bytes left.
+    pub(crate) write: Option<(u32, usize, usize)>,
+    /// A sequence NAK was sent and the expected PSN has not arrived yet.
+    pub(crate) nak_sent: bool,
+    /// Responses to send, in PSN order (an ACK must not overtake the READ
+    /// responses before it, or the requester reads it as a lost response).
+    pub(crate) out: VecDeque<Response>,
+    /// Atomic results by request PSN, to answer duplicates without
+    /// executing them twice.
+    pub(crate) atomic_replay: VecDeque<(Psn, u64)>,
+}
+
+/// One response owed to the requester.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Response {
+    Ack {
+        psn: Psn,
+        syndrome: ferroce_wire::aeth::Syndrome,
+        msn: u32,
+    },
+    Read(ReadJob),
+    Atomic {
+        psn: Psn,
+        orig: u64,
+        msn: u32,
+    },
+}
+
+/// A READ being answered.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadJob {
+    pub(crate) psn: Psn,
+    pub(crate) lkey: u32,
+    pub(crate) offset: usize,
+    pub(crate) len: usize,
+    pub(crate) sent: usize,
+    pub(crate) msn: u32,
+}
+
+/// A queue pair.
+#[derive(Debug)]
+pub(crate) struct Qp {
+    pub(crate) qpn: u32,
+    pub(crate) init: QpInit,
+    pub(crate) state: QpState,
+    pub(crate) cfg: QpConfig,
+    pub(crate) sq: VecDeque<SendWqe>,
+    pub(crate) rq: VecDeque<RecvWr>,
+    pub(crate) req: Requester,
+    pub(crate) comp: Completer,
+    pub(crate) resp: Responder,
+}
+
+impl Qp {
+    pub(crate) fn new(qpn: u32, init: QpInit) -> Self {
+        Self {
+            qpn,
+            init,
+            state: QpState::Reset,
+            cfg: QpConfig {
+                path: None,
+                mtu: Mtu::Mtu1024,
+                dest_qpn: 0,
+                qkey: 0,
+                access: Access::NONE,
+                timeout: 14,
+                retry_cnt: 7,
+                rnr_retry: 7,
+                min_rnr_timer: 12,
+                max_rd_atomic: 1,
+                max_dest_rd_atomic: 1,
+            },
+            sq: VecDeque::new(),
+            rq: VecDeque::new(),
+            req: Requester {
+                next_psn: Psn::new(0),
+                wqe: 0,
+                offset: 0,
+            },
+            comp: Completer {
+                retry_left: 7,
+                rnr_left: 7,
+                retransmit_at: None,
+                rnr_until: None,
+                acked: None,
+            },
+            resp: Responder::default(),
+        }
+    }
+
+    /// Packets a message of `len` bytes takes at this QP's MTU.
+    pub(crate) fn packets_for(&self, len: u64) -> u32 {
+        let mtu = self.cfg.mtu.bytes() as u64;
+        len.div_ceil(mtu).max(1) as u32
+    }
+
+    /// Whether a signaled completion is due for this WQE.
+    pub(crate) fn signals(&self, wqe: &SendWqe) -> bool {
+        self.init.sq_sig_all || wqe.wr.signaled || wqe.status != WcStatus::Success
+    }
+}

@@ -1,0 +1,322 @@
+//! The requester: turns the send queue into request packets, one at a time,
+//! segmenting at the path MTU and numbering with PSNs. It sends within a
+//! window and the initiator-depth limit; going back to retransmit is the
+//! completer's decision (see [`rewind`]).
+
+use ferroce_wire::atomic_eth::AtomicEthRepr;
+use ferroce_wire::bth::BthRepr;
+use ferroce_wire::deth::DethRepr;
+use ferroce_wire::reth::RethRepr;
+use ferroce_wire::{Opcode, Psn, TransportRepr};
+
+use super::{Qp, SendWqe};
+use crate::endpoint::Transmit;
+use crate::mr::MrTable;
+use crate::time::{Instant, local_ack_timeout};
+use crate::verbs::{QpState, QpType, SendOp, WcStatus};
+
+/// At most this many PSNs in flight past the oldest unacknowledged one.
+pub(crate) const WINDOW: u32 = 512;
+
+/// Which packet of a message.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Position {
+    First,
+    Middle,
+    Last,
+    Only,
+}
+
+/// The next request packet of this QP, if it may send one now.
+pub(crate) fn next_packet(qp: &mut Qp, mrs: &MrTable, now: Instant) -> Option<Transmit> {
+    if !matches!(qp.state, QpState::Rts) || qp.comp.rnr_until.is_some() {
+        return None;
+    }
+    let idx = qp.req.wqe;
+    let wqe = qp.sq.get(idx)?;
+    if !wqe.started && !may_start(qp, idx) {
+        return None;
+    }
+    if qp.init.qp_type == QpType::Rc {
+        let oldest = qp
+            .sq
+            .iter()
+            .find(|w| w.started && !w.done)
+            .map(|w| w.first_psn);
+        if let Some(oldest) = oldest
+            && qp.req.next_psn.distance(oldest) >= WINDOW as i32
+        {
+            return None;
+        }
+    }
+    if !qp.sq[idx].started {
+        let npkts = match qp.sq[idx].wr.op {
+            SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => 1,
+            _ => qp.packets_for(qp.sq[idx].len),
+        };
+        let w = &mut qp.sq[idx];
+        w.first_psn = qp.req.next_psn;
+        w.npkts = npkts;
+        w.started = true;
+        qp.req.offset = 0;
+    }
+    let t = build(qp, idx, mrs);
+    if qp.init.qp_type == QpType::Rc && qp.comp.retransmit_at.is_none() {
+        qp.comp.retransmit_at = local_ack_timeout(qp.cfg.timeout).map(|d| now.after(d));
+    }
+    t
+}
+
+/// Fence and initiator depth: may WQE `idx` start now?
+fn may_start(qp: &Qp, idx: usize) -> bool {
+    let wqe = &qp.sq[idx];
+    let outstanding = qp
+        .sq
+        .iter()
+        .take(idx)
+        .filter(|w| w.started && !w.done && w.is_read_or_atomic())
+        .count();
+    if wqe.wr.fence && outstanding > 0 {
+        return false;
+    }
+    !(wqe.is_read_or_atomic() && outstanding >= usize::from(qp.cfg.max_rd_atomic.max(1)))
+}
+
+/// Builds the packet at the requester's position and advances it.
+fn build(qp: &mut Qp, idx: usize, mrs: &MrTable) -> Option<Transmit> {
+    let mtu = qp.cfg.mtu.bytes() as u64;
+    let wqe = qp.sq[idx].clone();
+    let qp_type = qp.init.qp_type;
+    let offset = qp.req.offset;
+    let psn = wqe.first_psn + (offset / mtu) as u32;
+    let seg = (wqe.len - offset.min(wqe.len)).min(mtu);
+    let single = wqe.len <= mtu;
+    let pos = match (offset == 0, offset + seg >= wqe.len) {
+        _ if single => Position::Only,
+        (true, _) => Position::First,
+        (false, true) => Position::Last,
+        (false, false) => Position::Middle,
+    };
+    let base = match qp_type {
+        QpType::Rc => 0x00,
+        QpType::Uc => 0x20,
+        QpType::Ud => 0x60,
+    };
+    let (low, reth) = match wqe.wr.op {
+        SendOp::Read { remote_addr, rkey } => {
+            // After a lost response the READ resumes where the responses
+            // stopped: the rest of the data, from the missing PSN
+            // (IBA 9.7.5.1.4 lets the responder serve such a request).
+            let mut t = transport(Opcode::RC_RDMA_READ_REQUEST, psn, 0);
+            t.reth = Some(RethRepr {
+                va: remote_addr + offset,
+                rkey,
+                dma_len: (wqe.len - offset) as u32,
+            });
+            qp.req.next_psn = wqe.first_psn + wqe.npkts;
+            finish_wqe(qp, idx);
+            return Some(transmit(qp, t, &[], &wqe));
+        }
+        SendOp::CompareSwap {
+            remote_addr,
+            rkey,
+            compare,
+            swap,
+        } => {
+            return Some(atomic(
+                qp,
+                idx,
+                &wqe,
+                Opcode::RC_COMPARE_SWAP,
+                remote_addr,
+                rkey,
+                swap,
+                compare,
+            ));
+        }
+        SendOp::FetchAdd {
+            remote_addr,
+            rkey,
+            add,
+        } => {
+            return Some(atomic(
+                qp,
+                idx,
+                &wqe,
+                Opcode::RC_FETCH_ADD,
+                remote_addr,
+                rkey,
+                add,
+                0,
+            ));
+        }
+        SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => {
+            let low = match (pos, wqe.wr.op) {
+                (Position::First, _) => 0x00,
+                (Position::Middle, _) => 0x01,
+                (Position::Last, SendOp::SendWithImm(_)) => 0x03,
+                (Position::Last, SendOp::SendWithInv(_)) => 0x16,
+                (Position::Last, _) => 0x02,
+                (Position::Only, SendOp::SendWithImm(_)) => 0x05,
+                (Position::Only, SendOp::SendWithInv(_)) => 0x17,
+                (Position::Only, _) => 0x04,
+            };
+            (low, None)
+        }
+        SendOp::Write { remote_addr, rkey }
+        | SendOp::WriteWithImm {
+            remote_addr, rkey, ..
+        } => {
+            let imm = matches!(wqe.wr.op, SendOp::WriteWithImm { .. });
+            let low = match pos {
+                Position::First => 0x06,
+                Position::Middle => 0x07,
+                Position::Last if imm => 0x09,
+                Position::Last => 0x08,
+                Position::Only if imm => 0x0b,
+                Position::Only => 0x0a,
+            };
+            let reth = matches!(pos, Position::First | Position::Only).then_some(RethRepr {
+                va: remote_addr,
+                rkey,
+                dma_len: wqe.len as u32,
+            });
+            (low, reth)
+        }
+    };
+    let mut t = transport(Opcode(base | low), psn, seg as usize);
+    t.reth = reth;
+    let mut payload = vec![0; seg as usize];
+    let ok = match &wqe.wr.inline {
+        Some(data) => {
+            let s = offset as usize;
+            data.get(s..s + seg as usize)
+                .map(|d| payload.copy_from_slice(d))
+                .is_some()
+        }
+        None => mrs.gather(&wqe.wr.sg, offset, &mut payload),
+    };
+    if !ok {
+        // The region went away or shrank under a posted request.
+        qp.sq[idx].status = WcStatus::LocProtErr;
+    }
+    match wqe.wr.op {
+        SendOp::SendWithImm(imm) | SendOp::WriteWithImm { imm, .. }
+            if matches!(pos, Position::Last | Position::Only) =>
+        {
+            t.imm = Some(imm);
+        }
+        SendOp::SendWithInv(rkey) if matches!(pos, Position::Last | Position::Only) => {
+            t.ieth = Some(rkey);
+        }
+        _ => {}
+    }
+    if qp_type == QpType::Ud
+        && let Some(ud) = wqe.wr.ud
+    {
+        t.deth = Some(DethRepr {
+            qkey: ud.qkey,
+            src_qp: qp.qpn,
+        });
+        t.bth.dest_qp = ud.qpn;
+    }
+    t.bth.solicited = wqe.wr.solicited && matches!(pos, Position::Last | Position::Only);
+    t.bth.ack_req = qp_type == QpType::Rc && matches!(pos, Position::Last | Position::Only);
+    qp.req.next_psn = psn + 1;
+    qp.req.offset = offset + seg;
+    if qp.req.offset >= wqe.len {
+        finish_wqe(qp, idx);
+    }
+    Some(transmit(qp, t, &payload, &wqe))
+}
+
+/// The requester is done sending WQE `idx`; UC and UD need no response, so
+/// the message is complete once sent.
+fn finish_wqe(qp: &mut Qp, idx: usize) {
+    qp.req.wqe = idx + 1;
+    qp.req.offset = 0;
+    if qp.init.qp_type != QpType::Rc {
+        qp.sq[idx].done = true;
+    }
+}
+
+/// An atomic request: one packet, one PSN.
+#[allow(clippy::too_many_arguments)]
+fn atomic(
+    qp: &mut Qp,
+    idx: usize,
+    wqe: &SendWqe,
+    op: Opcode,
+    va: u64,
+    rkey: u32,
+    swap_add: u64,
+    compare: u64,
+) -> Transmit {
+    let mut t = transport(op, wqe.first_psn, 0);
+    t.atomic_eth = Some(AtomicEthRepr {
+        va,
+        rkey,
+        swap_add,
+        compare,
+    });
+    qp.req.next_psn = wqe.first_psn + 1;
+    finish_wqe(qp, idx);
+    transmit(qp, t, &[], wqe)
+}
+
+fn transport(op: Opcode, psn: Psn, payload_len: usize) -> TransportRepr {
+    TransportRepr::new(
+        BthRepr {
+            opcode: op,
+            solicited: false,
+            mig_req: false,
+            pad_count: 0,
+            pkey: 0xffff,
+            fecn: false,
+            becn: false,
+            dest_qp: 0,
+            ack_req: true,
+            psn,
+        },
+        payload_len,
+    )
+}
+
+fn transmit(qp: &Qp, mut t: TransportRepr, payload: &[u8], wqe: &SendWqe) -> Transmit {
+    let path = match (qp.init.qp_type, wqe.wr.ud) {
+        (QpType::Ud, Some(ud)) => ud.path,
+        _ => qp.cfg.path.unwrap_or(crate::endpoint::NO_PATH),
+    };
+    if qp.init.qp_type != QpType::Ud {
+        t.bth.dest_qp = qp.cfg.dest_qpn;
+    }
+    Transmit::build(path, &t, payload)
+}
+
+/// Goes back to retransmit from `psn` (go-back-N): the requester resumes at
+/// the WQE that holds it, at the packet it names.
+pub(crate) fn rewind(qp: &mut Qp, psn: Psn) {
+    let mtu = qp.cfg.mtu.bytes() as u64;
+    for (i, w) in qp.sq.iter_mut().enumerate() {
+        if !w.started || w.done {
+            continue;
+        }
+        if psn.distance(w.last_psn()) > 0 {
+            continue; // `psn` is past this message
+        }
+        let mut k = psn.distance(w.first_psn).max(0) as u64;
+        qp.req.wqe = i;
+        match w.wr.op {
+            SendOp::Read { .. } => {
+                // Resume after the responses already received, no further.
+                k = k.min(w.read_received / mtu);
+                w.read_received = k * mtu;
+            }
+            SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => k = 0,
+            _ => {}
+        }
+        qp.req.offset = k * mtu;
+        qp.req.next_psn = w.first_psn + k as u32;
+        return;
+    }
+}

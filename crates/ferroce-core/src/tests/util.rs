@@ -1,0 +1,293 @@
+//! A deterministic simulated network between endpoints on a virtual clock,
+//! with seeded loss, duplication, reordering (random extra delay) and
+//! corruption (dropped, as the I/O layer's ICRC check would).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+use crate::verbs::WorkCompletion;
+use crate::verbs::{Access, Mtu, Path, QpAttr, QpState, QpType, RecvWr, SendWr, Sge};
+use crate::{Endpoint, EndpointConfig, Instant, MrInfo, QpInit};
+use ferroce_wire::Psn;
+
+/// Fault rates in [0, 1], per packet.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Faults {
+    pub(crate) loss: f64,
+    pub(crate) duplicate: f64,
+    /// Chance a packet is delayed by up to `jitter` (so overtaken).
+    pub(crate) reorder: f64,
+    pub(crate) corrupt: f64,
+}
+
+/// A packet on the wire: arrival time, sequence (ties), receiver, bytes.
+type InFlight = (Instant, u64, usize, Vec<u8>);
+
+pub(crate) struct Pair {
+    pub(crate) now: Instant,
+    pub(crate) eps: [Endpoint; 2],
+    pub(crate) addrs: [IpAddr; 2],
+    pub(crate) faults: Faults,
+    pub(crate) latency: Duration,
+    pub(crate) jitter: Duration,
+    rng: ChaCha8Rng,
+    seq: u64,
+    in_flight: BinaryHeap<Reverse<InFlight>>,
+    pub(crate) delivered: u64,
+    pub(crate) dropped: u64,
+}
+
+impl Pair {
+    pub(crate) fn new(seed: u64) -> Self {
+        Self {
+            now: Instant::ZERO,
+            eps: [
+                Endpoint::new(EndpointConfig { seed: seed ^ 1 }),
+                Endpoint::new(EndpointConfig { seed: seed ^ 2 }),
+            ],
+            addrs: [
+                IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)),
+                IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)),
+            ],
+            faults: Faults::default(),
+            latency: Duration::from_micros(5),
+            jitter: Duration::from_micros(50),
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            seq: 0,
+            in_flight: BinaryHeap::new(),
+            delivered: 0,
+            dropped: 0,
+        }
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && (self.rng.next_u64() as f64 / u64::MAX as f64) < p
+    }
+
+    /// Moves every packet both endpoints want to send into the network.
+    fn transmit(&mut self) {
+        for i in 0..2 {
+            while let Some(t) = self.eps[i].poll_transmit(self.now) {
+                let to = usize::from(t.path.remote != self.addrs[0]);
+                assert_eq!(
+                    self.addrs[to], t.path.remote,
+                    "packet to an unknown address"
+                );
+                let copies = if self.chance(self.faults.duplicate) {
+                    2
+                } else {
+                    1
+                };
+                for _ in 0..copies {
+                    if self.chance(self.faults.loss) || self.chance(self.faults.corrupt) {
+                        self.dropped += 1;
+                        continue;
+                    }
+                    let mut at = self.now.after(self.latency);
+                    if self.chance(self.faults.reorder) {
+                        let extra = self.rng.next_u64() % self.jitter.as_nanos().max(1) as u64;
+                        at = at.after(Duration::from_nanos(extra));
+                    }
+                    self.seq += 1;
+                    self.in_flight
+                        .push(Reverse((at, self.seq, to, t.data.clone())));
+                }
+            }
+        }
+    }
+
+    /// One step: send, deliver what is due, or jump the clock to the next
+    /// event. Returns false when nothing at all is pending.
+    pub(crate) fn step(&mut self) -> bool {
+        self.transmit();
+        if let Some(Reverse((at, _, _, _))) = self.in_flight.peek()
+            && *at <= self.now
+        {
+            let Some(Reverse((_, _, to, data))) = self.in_flight.pop() else {
+                return false;
+            };
+            let from = self.addrs[1 - to];
+            if std::env::var_os("SIM_TRACE").is_some()
+                && let Ok(t) = ferroce_wire::TransportPacket::new_checked(&data[..])
+            {
+                let aeth = t.aeth().map(|a| a.syndrome());
+                eprintln!(
+                    "{:>10} {} -> {to} {} psn={} {aeth:?}",
+                    self.now.as_nanos(),
+                    1 - to,
+                    t.bth().opcode(),
+                    t.bth().psn()
+                );
+            }
+            self.eps[to].handle_datagram(self.now, from, &data);
+            self.delivered += 1;
+            return true;
+        }
+        let next_packet = self.in_flight.peek().map(|Reverse((at, ..))| *at);
+        let next_timer = self.eps.iter().filter_map(|e| e.poll_timeout()).min();
+        let next = match (next_packet, next_timer) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => match a.or(b) {
+                Some(t) => t,
+                None => return false,
+            },
+        };
+        self.now = self.now.max(next);
+        for e in &mut self.eps {
+            e.handle_timeout(self.now);
+        }
+        true
+    }
+
+    /// Steps until `done` holds; panics after `max_steps` (a hang).
+    pub(crate) fn drive_until(
+        &mut self,
+        max_steps: usize,
+        mut done: impl FnMut(&mut Self) -> bool,
+    ) {
+        for _ in 0..max_steps {
+            if done(self) {
+                return;
+            }
+            if !self.step() && done(self) {
+                return;
+            }
+        }
+        assert!(
+            done(self),
+            "not done after {max_steps} steps (t = {:?})",
+            self.now
+        );
+    }
+
+    /// Drains every completion of `cq` on endpoint `i`.
+    pub(crate) fn completions(&mut self, i: usize, cq: u32) -> Vec<WorkCompletion> {
+        self.eps[i].poll_cq(cq, usize::MAX).unwrap()
+    }
+}
+
+/// One side of a connected pair of QPs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Side {
+    pub(crate) cq: u32,
+    pub(crate) qpn: u32,
+    pub(crate) mr: MrInfo,
+}
+
+/// Creates a QP of `qp_type` and a region of `mr_len` bytes on each side
+/// and brings the QPs to RTS, connected to each other.
+pub(crate) fn connect(p: &mut Pair, qp_type: QpType, mr_len: usize, mtu: Mtu) -> [Side; 2] {
+    let access =
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+    let sides: Vec<Side> = (0..2)
+        .map(|i| {
+            let e = &mut p.eps[i];
+            let pd = e.alloc_pd();
+            let cq = e.create_cq(4096).unwrap();
+            let qpn = e
+                .create_qp(QpInit {
+                    pd,
+                    qp_type,
+                    send_cq: cq,
+                    recv_cq: cq,
+                    max_send_wr: 1024,
+                    max_recv_wr: 1024,
+                    sq_sig_all: false,
+                })
+                .unwrap();
+            let mr = e.reg_mr(pd, mr_len, access).unwrap();
+            Side { cq, qpn, mr }
+        })
+        .collect();
+    let sides = [sides[0], sides[1]];
+    for i in 0..2 {
+        let peer = sides[1 - i];
+        let e = &mut p.eps[i];
+        let q = sides[i].qpn;
+        let ud = qp_type == QpType::Ud;
+        let rc = qp_type == QpType::Rc;
+        e.modify_qp(
+            q,
+            &QpAttr {
+                state: Some(QpState::Init),
+                pkey_index: Some(0),
+                port: Some(1),
+                access: (!ud).then_some(access),
+                qkey: ud.then_some(0x1111_1111),
+                ..QpAttr::default()
+            },
+        )
+        .unwrap();
+        let path = Path {
+            remote: p.addrs[1 - i],
+            udp_src_port: 0xc000 | (q as u16 & 0x3fff),
+            traffic_class: 0,
+            hop_limit: 64,
+        };
+        e.modify_qp(
+            q,
+            &QpAttr {
+                state: Some(QpState::Rtr),
+                path: (!ud).then_some(path),
+                path_mtu: (!ud).then_some(mtu),
+                dest_qpn: (!ud).then_some(peer.qpn),
+                rq_psn: (!ud).then_some(Psn::new(0xff_fff0 + peer.qpn)),
+                max_dest_rd_atomic: rc.then_some(16),
+                min_rnr_timer: rc.then_some(1),
+                ..QpAttr::default()
+            },
+        )
+        .unwrap();
+        e.modify_qp(
+            q,
+            &QpAttr {
+                state: Some(QpState::Rts),
+                sq_psn: Some(Psn::new(0xff_fff0 + q)),
+                timeout: rc.then_some(8),
+                retry_cnt: rc.then_some(7),
+                rnr_retry: rc.then_some(7),
+                max_rd_atomic: rc.then_some(16),
+                ..QpAttr::default()
+            },
+        )
+        .unwrap();
+    }
+    sides
+}
+
+pub(crate) fn sge(side: &Side, offset: u64, len: u32) -> Vec<Sge> {
+    vec![Sge {
+        lkey: side.mr.lkey,
+        offset,
+        len,
+    }]
+}
+
+pub(crate) fn send_wr(wr_id: u64, op: crate::verbs::SendOp, sg: Vec<Sge>) -> SendWr {
+    SendWr {
+        wr_id,
+        op,
+        sg,
+        signaled: true,
+        fence: false,
+        solicited: false,
+        inline: None,
+        ud: None,
+    }
+}
+
+pub(crate) fn recv_wr(wr_id: u64, sg: Vec<Sge>) -> RecvWr {
+    RecvWr { wr_id, sg }
+}
+
+/// Deterministic bytes for a test buffer.
+pub(crate) fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(37).wrapping_add(seed) ^ (i >> 8) as u8)
+        .collect()
+}
