@@ -1,0 +1,15 @@
+//! Network backends for ferroce. Today: RoCE v2 over the kernel's UDP
+//! sockets ([`udp`]), IPv4 and IPv6, with batched system calls and the ICRC
+//! filled in on send and checked on receive (as far as a UDP socket shows
+//! the headers; [`icrc`] says exactly what is verified).
+//!
+//! No protocol logic lives here, and it does not depend on ferroce-core:
+//! it moves transport bytes (BTH through ICRC) between the wire and its
+//! caller. All `unsafe` is in the `sys` module.
+#![deny(unsafe_code)]
+
+pub mod icrc;
+mod sys;
+pub mod udp;
+
+pub use udp::{OutDatagram, UdpBackend, UdpConfig, UdpStats};

@@ -1,0 +1,246 @@
+//! Linux system calls. Every `unsafe` block says why it is sound.
+
+use std::io;
+use std::mem::{MaybeUninit, size_of, zeroed};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::RawFd;
+
+/// `UDP_NO_CHECK6_TX` / `UDP_NO_CHECK6_RX` (linux/udp.h): send IPv6 UDP
+/// with checksum 0, and accept such datagrams, as RoCE v2 peers send them.
+const UDP_NO_CHECK6_TX: libc::c_int = 101;
+const UDP_NO_CHECK6_RX: libc::c_int = 102;
+
+fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: `value` is a live c_int and the length passed is its size;
+    // the kernel only reads that many bytes. `fd` is a socket we own.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&raw const value).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Sets DF and never fragments (IP_PMTUDISC_DO). On an unconnected socket
+/// Linux then sends IPv4 Identification 0, which makes the IPv4 header, and
+/// so the ICRC, predictable.
+pub(crate) fn set_dont_fragment(fd: RawFd) -> io::Result<()> {
+    setsockopt_int(
+        fd,
+        libc::IPPROTO_IP,
+        libc::IP_MTU_DISCOVER,
+        libc::IP_PMTUDISC_DO,
+    )
+}
+
+/// IPv6: do not fragment either.
+pub(crate) fn set_dont_fragment_v6(fd: RawFd) -> io::Result<()> {
+    setsockopt_int(
+        fd,
+        libc::IPPROTO_IPV6,
+        libc::IPV6_MTU_DISCOVER,
+        libc::IP_PMTUDISC_DO,
+    )
+}
+
+/// IPv6: send and accept UDP checksum 0.
+pub(crate) fn set_udp_no_check6(fd: RawFd) -> io::Result<()> {
+    setsockopt_int(fd, libc::IPPROTO_UDP, UDP_NO_CHECK6_TX, 1)?;
+    setsockopt_int(fd, libc::IPPROTO_UDP, UDP_NO_CHECK6_RX, 1)
+}
+
+/// A socket address in the C layout.
+fn to_storage(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
+    let mut storage: libc::sockaddr_storage = unsafe { zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            unsafe { (&raw mut storage).cast::<libc::sockaddr_in>().write(sin) };
+            size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            unsafe { (&raw mut storage).cast::<libc::sockaddr_in6>().write(sin6) };
+            size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
+}
+
+fn from_storage(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match s.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in.
+            let sin = unsafe { &*(&raw const *s).cast::<libc::sockaddr_in>() };
+            let ip = Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
+            Some(SocketAddr::new(IpAddr::V4(ip), u16::from_be(sin.sin_port)))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6.
+            let sin6 = unsafe { &*(&raw const *s).cast::<libc::sockaddr_in6>() };
+            let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            Some(SocketAddr::new(
+                IpAddr::V6(ip),
+                u16::from_be(sin6.sin6_port),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// Sends each `(destination, bytes)` with one `sendmmsg` per 64; returns
+/// how many were sent (a full socket buffer stops early, not an error).
+pub(crate) fn send_batch(fd: RawFd, msgs: &[(SocketAddr, &[u8])]) -> io::Result<usize> {
+    const CHUNK: usize = 64;
+    let mut sent = 0;
+    for chunk in msgs.chunks(CHUNK) {
+        let mut addrs: Vec<(libc::sockaddr_storage, libc::socklen_t)> =
+            chunk.iter().map(|(a, _)| to_storage(a)).collect();
+        let mut iovs: Vec<libc::iovec> = chunk
+            .iter()
+            .map(|(_, b)| libc::iovec {
+                iov_base: b.as_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            })
+            .collect();
+        let mut hdrs: Vec<libc::mmsghdr> = (0..chunk.len())
+            .map(|i| {
+                // SAFETY: mmsghdr is plain data; all-zero is a valid value.
+                let mut h: libc::mmsghdr = unsafe { zeroed() };
+                h.msg_hdr.msg_name = (&raw mut addrs[i].0).cast();
+                h.msg_hdr.msg_namelen = addrs[i].1;
+                h.msg_hdr.msg_iov = &raw mut iovs[i];
+                h.msg_hdr.msg_iovlen = 1;
+                h
+            })
+            .collect();
+        // SAFETY: every header points into `addrs` and `iovs`, which live
+        // until after the call; the iovecs point into the caller's slices,
+        // which the kernel only reads.
+        let n = unsafe {
+            libc::sendmmsg(
+                fd,
+                hdrs.as_mut_ptr(),
+                hdrs.len() as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::WouldBlock {
+                return Ok(sent);
+            }
+            return Err(e);
+        }
+        sent += n as usize;
+        if (n as usize) < chunk.len() {
+            break;
+        }
+    }
+    Ok(sent)
+}
+
+/// One received datagram: its source and length in its buffer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Received {
+    /// Which buffer holds it.
+    pub(crate) index: usize,
+    pub(crate) from: SocketAddr,
+    pub(crate) len: usize,
+    /// The datagram did not fit its buffer.
+    pub(crate) truncated: bool,
+}
+
+/// Receives up to `bufs.len()` datagrams with one non-blocking `recvmmsg`.
+pub(crate) fn recv_batch(
+    fd: RawFd,
+    bufs: &mut [Vec<u8>],
+    out: &mut Vec<Received>,
+) -> io::Result<usize> {
+    out.clear();
+    let n = bufs.len();
+    let mut addrs: Vec<MaybeUninit<libc::sockaddr_storage>> = vec![MaybeUninit::zeroed(); n];
+    let mut iovs: Vec<libc::iovec> = bufs
+        .iter_mut()
+        .map(|b| libc::iovec {
+            iov_base: b.as_mut_ptr().cast(),
+            iov_len: b.len(),
+        })
+        .collect();
+    let mut hdrs: Vec<libc::mmsghdr> = (0..n)
+        .map(|i| {
+            // SAFETY: mmsghdr is plain data; all-zero is a valid value.
+            let mut h: libc::mmsghdr = unsafe { zeroed() };
+            h.msg_hdr.msg_name = addrs[i].as_mut_ptr().cast();
+            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_hdr.msg_iov = &raw mut iovs[i];
+            h.msg_hdr.msg_iovlen = 1;
+            h
+        })
+        .collect();
+    // SAFETY: the headers point into `addrs`, `iovs` and the caller's
+    // buffers, all alive and exclusively borrowed for the call; the kernel
+    // writes at most `iov_len` bytes into each buffer and at most
+    // `msg_namelen` into each address.
+    let got = unsafe {
+        libc::recvmmsg(
+            fd,
+            hdrs.as_mut_ptr(),
+            n as libc::c_uint,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    };
+    if got < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::WouldBlock {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    for (i, h) in hdrs.iter().take(got as usize).enumerate() {
+        // SAFETY: the kernel filled this address (or left it zeroed, which
+        // `from_storage` rejects by family).
+        let storage = unsafe { addrs[i].assume_init_ref() };
+        if let Some(from) = from_storage(storage) {
+            out.push(Received {
+                index: i,
+                from,
+                len: h.msg_len as usize,
+                truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+            });
+        }
+    }
+    Ok(got as usize)
+}
