@@ -113,7 +113,7 @@ impl Basis {
             }
             if v != 0 {
                 rows.push((v, ids));
-                rows.sort_by(|a, b| b.0.cmp(&a.0));
+                rows.sort_by_key(|r| std::cmp::Reverse(r.0));
             }
         }
         Self(rows)
