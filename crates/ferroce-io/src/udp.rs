@@ -100,12 +100,23 @@ fn new_socket(local: IpAddr) -> io::Result<Socket> {
     Ok(s)
 }
 
+/// 8 MiB socket buffers: forced if the process may (root in CI), else as
+/// large as `net.core.rmem_max`/`wmem_max` allow.
+fn set_buffers(s: &Socket) -> io::Result<()> {
+    const SIZE: usize = 8 << 20;
+    if sys::force_buffers(s.as_raw_fd(), SIZE as libc::c_int).is_err() {
+        s.set_recv_buffer_size(SIZE)?;
+        s.set_send_buffer_size(SIZE)?;
+    }
+    Ok(())
+}
+
 impl UdpBackend {
     /// Binds the receive socket. Fails if the port is taken (for instance by
     /// the kernel's rdma_rxe on the same address).
     pub fn bind(cfg: UdpConfig) -> io::Result<Self> {
         let rx = new_socket(cfg.local)?;
-        rx.set_recv_buffer_size(8 << 20)?;
+        set_buffers(&rx)?;
         rx.bind(&SocketAddr::new(cfg.local, cfg.port).into())?;
         Ok(Self {
             cfg,
@@ -134,7 +145,7 @@ impl UdpBackend {
     fn tx_socket(&mut self, port: u16) -> io::Result<&Socket> {
         if !self.tx.contains_key(&port) {
             let s = new_socket(self.cfg.local)?;
-            s.set_send_buffer_size(8 << 20)?;
+            set_buffers(&s)?;
             s.set_reuse_address(true)?;
             s.bind(&SocketAddr::new(self.cfg.local, port).into())?;
             self.tx.insert(port, s);

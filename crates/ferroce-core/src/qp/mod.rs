@@ -100,6 +100,8 @@ pub(crate) struct Requester {
     pub(crate) wqe: usize,
     /// Bytes of that WQE already sent.
     pub(crate) offset: u64,
+    /// Packets sent since the last one that asked for an ACK.
+    pub(crate) since_ack_req: u32,
 }
 
 /// Completer state: retries and timers.
@@ -201,6 +203,7 @@ impl Qp {
                 next_psn: Psn::new(0),
                 wqe: 0,
                 offset: 0,
+                since_ack_req: 0,
             },
             comp: Completer {
                 retry_left: 7,

@@ -15,8 +15,13 @@ use crate::mr::MrTable;
 use crate::time::{Instant, local_ack_timeout};
 use crate::verbs::{QpState, QpType, SendOp, WcStatus};
 
-/// At most this many PSNs in flight past the oldest unacknowledged one.
-pub(crate) const WINDOW: u32 = 512;
+/// At most this many PSNs in flight past the oldest unacknowledged one
+/// (rxe's RXE_MAX_UNACKED_PSNS).
+pub(crate) const WINDOW: u32 = 128;
+
+/// Ask for an ACK at least this often inside long messages, so the window
+/// keeps moving (rxe's RXE_MAX_PKT_PER_ACK).
+pub(crate) const PACKETS_PER_ACK: u32 = 64;
 
 /// Which packet of a message.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -38,11 +43,14 @@ pub(crate) fn next_packet(qp: &mut Qp, mrs: &MrTable, now: Instant) -> Option<Tr
         return None;
     }
     if qp.init.qp_type == QpType::Rc {
-        let oldest = qp
-            .sq
-            .iter()
-            .find(|w| w.started && !w.done)
-            .map(|w| w.first_psn);
+        // The oldest unacknowledged PSN: inside a long message, the ACKs it
+        // asked for move it forward.
+        let oldest = qp.sq.iter().find(|w| w.started && !w.done).map(|w| {
+            match qp.comp.acked {
+                Some(a) if (a + 1).distance(w.first_psn) > 0 => a + 1,
+                _ => w.first_psn,
+            }
+        });
         if let Some(oldest) = oldest
             && qp.req.next_psn.distance(oldest) >= WINDOW as i32
         {
@@ -221,7 +229,12 @@ fn build(qp: &mut Qp, idx: usize, mrs: &MrTable) -> Option<Transmit> {
         t.bth.dest_qp = ud.qpn;
     }
     t.bth.solicited = wqe.wr.solicited && matches!(pos, Position::Last | Position::Only);
-    t.bth.ack_req = qp_type == QpType::Rc && matches!(pos, Position::Last | Position::Only);
+    qp.req.since_ack_req += 1;
+    t.bth.ack_req = qp_type == QpType::Rc
+        && (matches!(pos, Position::Last | Position::Only) || qp.req.since_ack_req >= PACKETS_PER_ACK);
+    if t.bth.ack_req {
+        qp.req.since_ack_req = 0;
+    }
     qp.req.next_psn = psn + 1;
     qp.req.offset = offset + seg;
     if qp.req.offset >= wqe.len {

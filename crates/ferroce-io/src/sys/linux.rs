@@ -56,6 +56,13 @@ pub(crate) fn set_dont_fragment_v6(fd: RawFd) -> io::Result<()> {
     )
 }
 
+/// Socket buffer sizes past `net.core.rmem_max`/`wmem_max`, which a
+/// privileged process may set (SO_RCVBUFFORCE / SO_SNDBUFFORCE).
+pub(crate) fn force_buffers(fd: RawFd, bytes: libc::c_int) -> io::Result<()> {
+    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, bytes)?;
+    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, bytes)
+}
+
 /// IPv6: send and accept UDP checksum 0.
 pub(crate) fn set_udp_no_check6(fd: RawFd) -> io::Result<()> {
     setsockopt_int(fd, libc::IPPROTO_UDP, UDP_NO_CHECK6_TX, 1)?;

@@ -1,0 +1,173 @@
+//! The API end to end over real UDP sockets on loopback: two contexts in
+//! one process (each test uses its own 127.0.0.x pair, port 4791).
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use ferroce::{
+    Access, CompletionQueue, Context, MemoryRegion, Mtu, Psn, QpInitAttr, QpType, QueuePair,
+    RecvWr, SendOp, SendWr, WcStatus, WorkCompletion, connect_qp,
+};
+
+fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut v = Vec::new();
+    while v.len() < n {
+        v.extend(cq.poll(n - v.len()).unwrap());
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {n} completions",
+            v.len()
+        );
+    }
+    v
+}
+
+fn wr(wr_id: u64, op: SendOp, sg: Vec<ferroce::Sge>) -> SendWr {
+    SendWr {
+        wr_id,
+        op,
+        sg,
+        signaled: true,
+        fence: false,
+        solicited: false,
+        inline: None,
+        ud: None,
+    }
+}
+
+struct End {
+    _ctx: Context,
+    cq: CompletionQueue,
+    mr: MemoryRegion,
+    qp: QueuePair,
+}
+
+fn pair(a: &str, b: &str, qp_type: QpType, len: usize) -> (End, End) {
+    let access =
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+    let ips: [IpAddr; 2] = [a.parse().unwrap(), b.parse().unwrap()];
+    let mk = |ip: IpAddr| {
+        let ctx = Context::open(ip).unwrap();
+        let pd = ctx.alloc_pd();
+        let cq = ctx.create_cq(4096).unwrap();
+        let mr = pd.reg_mr(len, access).unwrap();
+        let mut attr = QpInitAttr::new(qp_type, &cq, &cq);
+        attr.max_send_wr = 1024;
+        attr.max_recv_wr = 1024;
+        let qp = pd.create_qp(&attr).unwrap();
+        (ctx, cq, mr, qp)
+    };
+    let (c0, q0, m0, p0) = mk(ips[0]);
+    let (c1, q1, m1, p1) = mk(ips[1]);
+    let (s0, s1) = (Psn::new(0xfffff0), Psn::new(7));
+    connect_qp(&p0, qp_type, ips[1], p1.qpn(), s0, s1, Mtu::Mtu4096).unwrap();
+    connect_qp(&p1, qp_type, ips[0], p0.qpn(), s1, s0, Mtu::Mtu4096).unwrap();
+    (
+        End {
+            _ctx: c0,
+            cq: q0,
+            mr: m0,
+            qp: p0,
+        },
+        End {
+            _ctx: c1,
+            cq: q1,
+            mr: m1,
+            qp: p1,
+        },
+    )
+}
+
+#[test]
+fn rc_write_read_8_mib_and_atomics() {
+    const LEN: usize = 8 << 20;
+    let (a, b) = pair("127.0.0.21", "127.0.0.22", QpType::Rc, 2 * LEN);
+    let data: Vec<u8> = (0..LEN)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761) as u8)
+        .collect();
+    a.mr.write(0, &data).unwrap();
+    a.qp.post_send(wr(
+        1,
+        SendOp::Write {
+            remote_addr: b.mr.addr(),
+            rkey: b.mr.rkey(),
+        },
+        vec![a.mr.sge(0, LEN as u32)],
+    ))
+    .unwrap();
+    a.qp.post_send(wr(
+        2,
+        SendOp::Read {
+            remote_addr: b.mr.addr(),
+            rkey: b.mr.rkey(),
+        },
+        vec![a.mr.sge(LEN as u64, LEN as u32)],
+    ))
+    .unwrap();
+    let wcs = wait(&a.cq, 2);
+    assert!(
+        wcs.iter().all(|w| w.status == WcStatus::Success),
+        "{wcs:?}\nA {:?}\nB {:?}",
+        a._ctx.stats(),
+        b._ctx.stats()
+    );
+    let mut back = vec![0u8; LEN];
+    b.mr.read(0, &mut back).unwrap();
+    assert!(back == data, "WRITE data differs");
+    a.mr.read(LEN, &mut back).unwrap();
+    assert!(back == data, "READ data differs");
+    // Concurrent fetch-and-adds from many posts all count once.
+    for i in 0..100 {
+        a.qp.post_send(wr(
+            10 + i,
+            SendOp::FetchAdd {
+                remote_addr: b.mr.addr() + 8,
+                rkey: b.mr.rkey(),
+                add: 1,
+            },
+            vec![a.mr.sge(0, 8)],
+        ))
+        .unwrap();
+    }
+    wait(&a.cq, 100);
+    let mut c = [0u8; 8];
+    b.mr.read(8, &mut c).unwrap();
+    assert_eq!(
+        u64::from_ne_bytes(c),
+        u64::from_ne_bytes(data[8..16].try_into().unwrap()).wrapping_add(100)
+    );
+}
+
+#[test]
+fn rc_and_uc_sends_with_immediate() {
+    for (qp_type, addrs) in [
+        (QpType::Rc, ("127.0.0.23", "127.0.0.24")),
+        (QpType::Uc, ("127.0.0.25", "127.0.0.26")),
+    ] {
+        let (a, b) = pair(addrs.0, addrs.1, qp_type, 1 << 20);
+        for i in 0..64u64 {
+            b.qp.post_recv(RecvWr {
+                wr_id: i,
+                sg: vec![b.mr.sge(i * 16384, 16384)],
+            })
+            .unwrap();
+        }
+        for i in 0..64u64 {
+            a.qp.post_send(wr(
+                i,
+                SendOp::SendWithImm(i as u32),
+                vec![a.mr.sge(0, (i * 200) as u32)],
+            ))
+            .unwrap();
+        }
+        let got = wait(&b.cq, 64);
+        for (i, w) in got.iter().enumerate() {
+            assert_eq!(
+                (w.wr_id, w.status, w.byte_len, w.imm),
+                (i as u64, WcStatus::Success, i as u32 * 200, Some(i as u32))
+            );
+        }
+        wait(&a.cq, 64);
+    }
+}
