@@ -22,6 +22,8 @@ enum Command {
     Dump(cmd::dump::DumpArgs),
     /// Write ferroce's sample packets (every opcode, v1 and v2) as a pcap.
     Sample(cmd::sample::SampleArgs),
+    /// Ping-pong RC, UC or UD messages with a peer, as ibv_*_pingpong.
+    Pingpong(cmd::pingpong::PingpongArgs),
 }
 
 fn main() -> ExitCode {
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Dump(args) => cmd::dump::run(args),
         Command::Sample(args) => cmd::sample::run(args),
+        Command::Pingpong(args) => cmd::pingpong::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -3,10 +3,15 @@
 //! that ACKs, READ responses and retransmissions happen while the
 //! application is busy elsewhere.
 //!
-//! The engine sits behind a mutex shared with the API handles. The thread
-//! busy-polls while there is traffic and backs off (spin, yield, then short
-//! sleeps bounded by the next engine timer) when there is none; a post from
-//! the API resets the back-off.
+//! The engine and the backend sit behind mutexes shared with the API
+//! handles. One round of progress (receive, timers, transmit) is
+//! [`Shared::progress`]: the driver thread runs it in a loop, busy-polling
+//! while there is traffic and backing off (spin, yield, then short sleeps
+//! bounded by the next engine timer) when there is none; the API runs it
+//! too when the application posts or polls, so a busy-polling application
+//! makes progress without waiting for the driver thread to be scheduled
+//! (on a machine with fewer cores than spinning threads, that wait is what
+//! dominates latency).
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,6 +25,7 @@ use ferroce_io::{OutDatagram, UdpBackend};
 #[derive(Debug)]
 pub(crate) struct Shared {
     engine: Mutex<Endpoint>,
+    backend: Mutex<UdpBackend>,
     /// Bumped by every API call that may create work for the driver.
     kick: AtomicU64,
     stop: AtomicBool,
@@ -29,9 +35,10 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(engine: Endpoint, local: IpAddr, port: u16) -> Self {
+    pub(crate) fn new(engine: Endpoint, backend: UdpBackend, local: IpAddr, port: u16) -> Self {
         Self {
             engine: Mutex::new(engine),
+            backend: Mutex::new(backend),
             kick: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             epoch: std::time::Instant::now(),
@@ -64,15 +71,18 @@ impl Shared {
 /// How many datagrams to move per lock.
 const BATCH: usize = 64;
 
-/// The driver loop; returns when `stop` is set.
-pub(crate) fn run(shared: Arc<Shared>, mut backend: UdpBackend) {
-    let mut out: Vec<Transmit> = Vec::with_capacity(BATCH);
-    let mut idle: u32 = 0;
-    let mut seen_kick = 0;
-    while !shared.stop.load(Ordering::Acquire) {
-        let now = shared.now();
-        let (worked, next_timer) = {
-            let mut ep = shared.engine();
+impl Shared {
+    /// One round of progress: receive what is waiting, run due timers, send
+    /// what the engine has. Returns whether anything moved and the next
+    /// timer. Returns at once if another thread is already doing this.
+    pub(crate) fn progress(&self) -> (bool, Option<Instant>) {
+        let Ok(mut backend) = self.backend.try_lock() else {
+            return (false, None);
+        };
+        let now = self.now();
+        let mut out: Vec<Transmit> = Vec::new();
+        let (received, next_timer) = {
+            let mut ep = self.engine();
             let mut received = 0;
             for _ in 0..4 {
                 let n = backend
@@ -92,11 +102,22 @@ pub(crate) fn run(shared: Arc<Shared>, mut backend: UdpBackend) {
                     None => break,
                 }
             }
-            (received > 0 || !out.is_empty(), ep.poll_timeout())
+            (received, ep.poll_timeout())
         };
+        let worked = received > 0 || !out.is_empty();
         if !out.is_empty() {
-            send_all(&mut backend, &mut out, shared.port);
+            send_all(&mut backend, &mut out, self.port);
         }
+        (worked, next_timer)
+    }
+}
+
+/// The driver loop; returns when `stop` is set.
+pub(crate) fn run(shared: Arc<Shared>) {
+    let mut idle: u32 = 0;
+    let mut seen_kick = 0;
+    while !shared.stop.load(Ordering::Acquire) {
+        let (worked, next_timer) = shared.progress();
         let kick = shared.kick.load(Ordering::Acquire);
         if worked || kick != seen_kick {
             seen_kick = kick;

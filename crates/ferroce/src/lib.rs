@@ -136,11 +136,11 @@ impl Context {
             t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32
         });
         let engine = Endpoint::new(EndpointConfig { seed });
-        let shared = Arc::new(Shared::new(engine, cfg.local, cfg.port));
+        let shared = Arc::new(Shared::new(engine, backend, cfg.local, cfg.port));
         let s = shared.clone();
         let driver = std::thread::Builder::new()
             .name("ferroce-driver".into())
-            .spawn(move || driver::run(s, backend))?;
+            .spawn(move || driver::run(s))?;
         Ok(Self {
             shared,
             driver: Some(driver),
@@ -300,8 +300,11 @@ pub struct CompletionQueue {
 }
 
 impl CompletionQueue {
-    /// Takes up to `max` completions, as `ibv_poll_cq`.
+    /// Takes up to `max` completions, as `ibv_poll_cq`. Also moves the
+    /// engine forward, so that a busy-polling caller never waits on the
+    /// driver thread.
     pub fn poll(&self, max: usize) -> Result<Vec<WorkCompletion>> {
+        self.shared.progress();
         Ok(self.shared.engine().poll_cq(self.handle, max)?)
     }
 
@@ -366,6 +369,7 @@ impl QueuePair {
     pub fn post_send(&self, wr: SendWr) -> Result<()> {
         self.shared.engine().post_send(self.qpn, wr)?;
         self.shared.kick();
+        self.shared.progress();
         Ok(())
     }
 

@@ -1,4 +1,6 @@
 //! One module per subcommand.
 
 pub(crate) mod dump;
+pub(crate) mod exchange;
+pub(crate) mod pingpong;
 pub(crate) mod sample;
