@@ -24,6 +24,8 @@ enum Command {
     Sample(cmd::sample::SampleArgs),
     /// Ping-pong RC, UC or UD messages with a peer, as ibv_*_pingpong.
     Pingpong(cmd::pingpong::PingpongArgs),
+    /// Bandwidth or latency of SEND, WRITE, READ or atomics, as perftest.
+    Perf(cmd::perf::PerfArgs),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
         Command::Dump(args) => cmd::dump::run(args),
         Command::Sample(args) => cmd::sample::run(args),
         Command::Pingpong(args) => cmd::pingpong::run(args),
+        Command::Perf(args) => cmd::perf::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -43,7 +43,7 @@ pub use ferroce_core::verbs::{
     Access, Mtu, Path, QpAttr, QpState, QpType, RecvWr, SendOp, SendWr, Sge, UdDest, VerbsError,
     WcOpcode, WcStatus, WorkCompletion,
 };
-pub use ferroce_core::{MrInfo, Stats};
+pub use ferroce_core::{MAX_MSG_SIZE, MrInfo, Stats};
 pub use ferroce_wire::Psn;
 
 use driver::Shared;

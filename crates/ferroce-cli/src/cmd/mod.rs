@@ -2,5 +2,6 @@
 
 pub(crate) mod dump;
 pub(crate) mod exchange;
+pub(crate) mod perf;
 pub(crate) mod pingpong;
 pub(crate) mod sample;

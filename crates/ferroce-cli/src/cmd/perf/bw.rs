@@ -1,0 +1,220 @@
+//! Bandwidth: the client keeps `tx_depth` requests in flight on every QP
+//! until each has completed `iters`; the server keeps receives posted for
+//! SEND and otherwise only waits (its driver thread does the work).
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use ferroce::{RecvWr, SendOp, SendWr, WcStatus};
+
+use super::Test;
+use super::setup::{self, Params, Peer, Side};
+
+const STALL: Duration = Duration::from_secs(30);
+
+fn wr(wr_id: u64, op: SendOp, sg: Vec<ferroce::Sge>) -> SendWr {
+    SendWr {
+        wr_id,
+        op,
+        sg,
+        signaled: true,
+        fence: false,
+        solicited: false,
+        inline: None,
+        ud: None,
+    }
+}
+
+pub(super) fn serve(side: &Side, p: &Params, stream: &mut TcpStream) -> Result<bool, String> {
+    if p.test != Test::Send {
+        setup::wait_word(stream)?;
+        return Ok(true);
+    }
+    let e = |e: ferroce::Error| e.to_string();
+    let index: HashMap<u32, usize> = side
+        .qps
+        .iter()
+        .enumerate()
+        .map(|(i, (q, _))| (q.qpn(), i))
+        .collect();
+    let slot = |k: u32| {
+        side.mr
+            .sge(u64::from(k % p.tx_depth) * p.size as u64, p.size as u32)
+    };
+    let mut posted = vec![0u32; side.qps.len()];
+    for (i, (qp, _)) in side.qps.iter().enumerate() {
+        for _ in 0..p.tx_depth.min(p.iters) {
+            qp.post_recv(RecvWr {
+                wr_id: i as u64,
+                sg: vec![slot(posted[i])],
+            })
+            .map_err(e)?;
+            posted[i] += 1;
+        }
+    }
+    setup::send_word(stream, "ready")?;
+    let total = u64::from(p.iters) * side.qps.len() as u64;
+    let mut received = 0u64;
+    let mut last = Instant::now();
+    while received < total {
+        let wcs = side.cq.poll(64).map_err(e)?;
+        if wcs.is_empty() {
+            if last.elapsed() > STALL {
+                return Err(format!(
+                    "server: received {received} of {total}, then nothing for {} s",
+                    STALL.as_secs()
+                ));
+            }
+            continue;
+        }
+        last = Instant::now();
+        for wc in wcs {
+            if wc.status != WcStatus::Success {
+                return Err(format!("server: receive failed with {:?}", wc.status));
+            }
+            received += 1;
+            let i = index[&wc.qpn];
+            if posted[i] < p.iters {
+                side.qps[i]
+                    .0
+                    .post_recv(RecvWr {
+                        wr_id: i as u64,
+                        sg: vec![slot(posted[i])],
+                    })
+                    .map_err(e)?;
+                posted[i] += 1;
+            }
+        }
+    }
+    setup::wait_word(stream)?;
+    Ok(true)
+}
+
+pub(super) fn run(
+    side: &Side,
+    peer: &Peer,
+    p: &Params,
+    stream: &mut TcpStream,
+    progress: bool,
+) -> Result<bool, String> {
+    if p.test == Test::Send && setup::wait_word(stream)? != "ready" {
+        return Err("server did not get ready".into());
+    }
+    let e = |e: ferroce::Error| e.to_string();
+    let n = side.qps.len();
+    let index: HashMap<u32, usize> = side
+        .qps
+        .iter()
+        .enumerate()
+        .map(|(i, (q, _))| (q.qpn(), i))
+        .collect();
+    let (mut posted, mut inflight) = (vec![0u32; n], vec![0u32; n]);
+    let total = u64::from(p.iters) * n as u64;
+    let mut done = 0u64;
+    let mut marks: Vec<(Instant, u64)> = Vec::with_capacity(256);
+    let bar = progress && std::io::stderr().is_terminal();
+    let start = Instant::now();
+    marks.push((start, 0));
+    let mut last = start;
+    while done < total {
+        for i in 0..n {
+            while inflight[i] < p.tx_depth && posted[i] < p.iters {
+                let k = posted[i] % p.tx_depth;
+                let off = u64::from(k) * p.size as u64;
+                let remote = peer.va + off;
+                let op = match p.test {
+                    Test::Send => SendOp::Send,
+                    Test::Write => SendOp::Write {
+                        remote_addr: remote,
+                        rkey: peer.rkey,
+                    },
+                    Test::Read => SendOp::Read {
+                        remote_addr: remote,
+                        rkey: peer.rkey,
+                    },
+                    Test::Atomic => SendOp::FetchAdd {
+                        remote_addr: remote,
+                        rkey: peer.rkey,
+                        add: 1,
+                    },
+                };
+                side.qps[i]
+                    .0
+                    .post_send(wr(i as u64, op, vec![side.mr.sge(off, p.size as u32)]))
+                    .map_err(e)?;
+                posted[i] += 1;
+                inflight[i] += 1;
+            }
+        }
+        let wcs = side.cq.poll(64).map_err(e)?;
+        if wcs.is_empty() {
+            if last.elapsed() > STALL {
+                return Err(format!(
+                    "{done} of {total} completed, then nothing for {} s",
+                    STALL.as_secs()
+                ));
+            }
+            continue;
+        }
+        last = Instant::now();
+        for wc in wcs {
+            if wc.status != WcStatus::Success {
+                return Err(format!("work request failed with {:?}", wc.status));
+            }
+            inflight[index[&wc.qpn]] -= 1;
+            done += 1;
+        }
+        if done * 100 / total > (marks.len() as u64 - 1) {
+            marks.push((last, done));
+            if bar {
+                eprint!(
+                    "\r  [{:<50}] {:>3}%",
+                    "#".repeat((done * 50 / total) as usize),
+                    done * 100 / total
+                );
+            }
+        }
+    }
+    let elapsed = start.elapsed();
+    if bar {
+        eprintln!();
+    }
+    setup::send_word(stream, "done")?;
+    report(p, total, elapsed, &marks);
+    Ok(true)
+}
+
+/// perftest's table: MB is 2^20 bytes, as perftest counts it.
+fn report(p: &Params, total: u64, elapsed: Duration, marks: &[(Instant, u64)]) {
+    const MB: f64 = 1_048_576.0;
+    let bytes = total as f64 * p.size as f64;
+    let avg = bytes / elapsed.as_secs_f64() / MB;
+    // Peak: the best rate over any stretch of at least 5% of the run.
+    let mut peak = avg;
+    for (i, a) in marks.iter().enumerate() {
+        for b in &marks[i + 1..] {
+            let n = b.1 - a.1;
+            let t = b.0.duration_since(a.0).as_secs_f64();
+            if n * 20 >= total && t > 0.0 {
+                peak = peak.max(n as f64 * p.size as f64 / t / MB);
+            }
+        }
+    }
+    let line = "-".repeat(87);
+    println!("{line}");
+    println!(
+        " {:<10} {:<14} {:<18} {:<20} {:<14}",
+        "#bytes", "#iterations", "BW peak[MB/sec]", "BW average[MB/sec]", "MsgRate[Mpps]"
+    );
+    println!(
+        " {:<10} {:<14} {:<18.2} {:<20.2} {:<14.6}",
+        p.size,
+        total,
+        peak,
+        avg,
+        total as f64 / elapsed.as_secs_f64() / 1e6
+    );
+    println!("{line}");
+}

@@ -1,0 +1,223 @@
+//! Latency, as perftest's `ib_*_lat` measure it: SEND and RDMA WRITE as a
+//! ping-pong between the two sides (reported one way: round trip / 2),
+//! READ and atomics as a single request waited for (reported round trip).
+//! Only the first QP is used.
+
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use ferroce::{RecvWr, SendOp, SendWr, WcStatus, WorkCompletion};
+
+use super::Test;
+use super::setup::{self, Params, Peer, Side};
+
+const STALL: Duration = Duration::from_secs(30);
+
+fn wr(op: SendOp, sg: Vec<ferroce::Sge>) -> SendWr {
+    SendWr {
+        wr_id: 0,
+        op,
+        sg,
+        signaled: true,
+        fence: false,
+        solicited: false,
+        inline: None,
+        ud: None,
+    }
+}
+
+/// Waits for one completion.
+fn wait(side: &Side) -> Result<WorkCompletion, String> {
+    let start = Instant::now();
+    loop {
+        if let Some(wc) = side.cq.poll(1).map_err(|e| e.to_string())?.pop() {
+            if wc.status != WcStatus::Success {
+                return Err(format!("work request failed with {:?}", wc.status));
+            }
+            return Ok(wc);
+        }
+        if start.elapsed() > STALL {
+            return Err(format!("no completion for {} s", STALL.as_secs()));
+        }
+    }
+}
+
+/// Waits until the region's first 8 bytes hold `want` (written by the peer).
+fn wait_value(side: &Side, want: u64) -> Result<(), String> {
+    let start = Instant::now();
+    loop {
+        let mut b = [0u8; 8];
+        side.mr.read(0, &mut b).map_err(|e| e.to_string())?;
+        if u64::from_ne_bytes(b) == want {
+            return Ok(());
+        }
+        if start.elapsed() > STALL {
+            return Err(format!("the peer's write {want} never arrived"));
+        }
+        // Progress the engine while waiting (the write comes from the peer).
+        side.cq.poll(0).map_err(|e| e.to_string())?;
+    }
+}
+
+pub(super) fn serve(
+    side: &Side,
+    peer: &Peer,
+    p: &Params,
+    stream: &mut TcpStream,
+) -> Result<bool, String> {
+    let e = |e: ferroce::Error| e.to_string();
+    let qp = &side.qps[0].0;
+    match p.test {
+        Test::Send => {
+            qp.post_recv(RecvWr {
+                wr_id: 0,
+                sg: vec![side.mr.sge(0, p.size as u32)],
+            })
+            .map_err(e)?;
+            setup::send_word(stream, "ready")?;
+            for _ in 0..p.iters {
+                wait(side)?; // the ping
+                qp.post_recv(RecvWr {
+                    wr_id: 0,
+                    sg: vec![side.mr.sge(0, p.size as u32)],
+                })
+                .map_err(e)?;
+                qp.post_send(wr(SendOp::Send, vec![side.mr.sge(0, p.size as u32)]))
+                    .map_err(e)?;
+                wait(side)?; // our pong's send completion
+            }
+        }
+        Test::Write => {
+            setup::send_word(stream, "ready")?;
+            for i in 1..=u64::from(p.iters) {
+                wait_value(side, i)?;
+                side.mr.write(8, &i.to_ne_bytes()).map_err(e)?;
+                let op = SendOp::Write {
+                    remote_addr: peer.va,
+                    rkey: peer.rkey,
+                };
+                qp.post_send(wr(
+                    op,
+                    vec![
+                        side.mr
+                            .sge(8, 8.max(p.size as u32).min(side.mr.len() as u32 - 8)),
+                    ],
+                ))
+                .map_err(e)?;
+                wait(side)?;
+            }
+        }
+        Test::Read | Test::Atomic => setup::send_word(stream, "ready")?,
+    }
+    setup::wait_word(stream)?;
+    Ok(true)
+}
+
+pub(super) fn run(
+    side: &Side,
+    peer: &Peer,
+    p: &Params,
+    stream: &mut TcpStream,
+) -> Result<bool, String> {
+    let e = |e: ferroce::Error| e.to_string();
+    if setup::wait_word(stream)? != "ready" {
+        return Err("server did not get ready".into());
+    }
+    let qp = &side.qps[0].0;
+    let mut samples = Vec::with_capacity(p.iters as usize);
+    let size = p.size as u32;
+    for i in 1..=u64::from(p.iters) {
+        let t = Instant::now();
+        match p.test {
+            Test::Send => {
+                qp.post_recv(RecvWr {
+                    wr_id: 1,
+                    sg: vec![side.mr.sge(0, size)],
+                })
+                .map_err(e)?;
+                qp.post_send(wr(SendOp::Send, vec![side.mr.sge(0, size)]))
+                    .map_err(e)?;
+                // Our send completes, and their pong arrives, in either order.
+                wait(side)?;
+                wait(side)?;
+            }
+            Test::Write => {
+                side.mr.write(8, &i.to_ne_bytes()).map_err(e)?;
+                let len = 8.max(size).min(side.mr.len() as u32 - 8);
+                let op = SendOp::Write {
+                    remote_addr: peer.va,
+                    rkey: peer.rkey,
+                };
+                qp.post_send(wr(op, vec![side.mr.sge(8, len)])).map_err(e)?;
+                wait(side)?;
+                wait_value(side, i)?;
+            }
+            Test::Read => {
+                let op = SendOp::Read {
+                    remote_addr: peer.va,
+                    rkey: peer.rkey,
+                };
+                qp.post_send(wr(op, vec![side.mr.sge(0, size)]))
+                    .map_err(e)?;
+                wait(side)?;
+            }
+            Test::Atomic => {
+                let op = SendOp::FetchAdd {
+                    remote_addr: peer.va,
+                    rkey: peer.rkey,
+                    add: 1,
+                };
+                qp.post_send(wr(op, vec![side.mr.sge(0, 8)])).map_err(e)?;
+                wait(side)?;
+            }
+        }
+        samples.push(t.elapsed());
+    }
+    setup::send_word(stream, "done")?;
+    let one_way = matches!(p.test, Test::Send | Test::Write);
+    report(p, &mut samples, one_way);
+    Ok(true)
+}
+
+fn report(p: &Params, samples: &mut [Duration], one_way: bool) {
+    let div = if one_way { 2.0 } else { 1.0 };
+    let mut us: Vec<f64> = samples
+        .iter()
+        .map(|d| d.as_secs_f64() * 1e6 / div)
+        .collect();
+    us.sort_by(f64::total_cmp);
+    let n = us.len();
+    let pct = |q: f64| us[((n as f64 * q) as usize).min(n - 1)];
+    let avg = us.iter().sum::<f64>() / n as f64;
+    let stdev = (us.iter().map(|x| (x - avg).powi(2)).sum::<f64>() / n as f64).sqrt();
+    let line = "-".repeat(111);
+    println!("{line}");
+    println!(
+        " {:<8} {:<12} {:<12} {:<12} {:<16} {:<12} {:<14} {:<18} {:<18}",
+        "#bytes",
+        "#iterations",
+        "t_min[usec]",
+        "t_max[usec]",
+        "t_typical[usec]",
+        "t_avg[usec]",
+        "t_stdev[usec]",
+        "99% percentile[usec]",
+        "99.9% percentile[usec]"
+    );
+    println!(
+        " {:<8} {:<12} {:<12.2} {:<12.2} {:<16.2} {:<12.2} {:<14.2} {:<18.2} {:<18.2}",
+        p.size,
+        n,
+        us[0],
+        us[n - 1],
+        pct(0.5),
+        avg,
+        stdev,
+        pct(0.99),
+        pct(0.999)
+    );
+    println!("{line}");
+    if one_way {
+        println!(" (one way: round trip / 2, as perftest reports SEND and WRITE latency)");
+    }
+}

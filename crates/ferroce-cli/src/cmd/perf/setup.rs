@@ -1,0 +1,233 @@
+//! Test parameters, per-side resources (context, QPs, one region) and the
+//! TCP exchange that connects them.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, TcpStream};
+
+use ferroce::{
+    Access, CompletionQueue, Context, MemoryRegion, Mtu, Psn, QpInitAttr, QpType, QueuePair,
+    connect_qp,
+};
+use serde_json::{Value, json};
+
+use super::{PerfArgs, Test};
+
+/// What both sides must agree on; the client sends it first.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Params {
+    pub(super) test: Test,
+    pub(super) lat: bool,
+    pub(super) size: usize,
+    pub(super) iters: u32,
+    pub(super) qps: u32,
+    pub(super) tx_depth: u32,
+    pub(super) mtu: Mtu,
+}
+
+impl Params {
+    pub(super) fn from_args(a: &PerfArgs) -> Self {
+        Self {
+            test: a.test,
+            lat: a.lat,
+            size: a.size,
+            iters: a.iters,
+            qps: a.qps,
+            tx_depth: a.tx_depth.max(1),
+            mtu: mtu_of(a.mtu),
+        }
+    }
+
+    /// Bytes of the region: one message slot per outstanding request.
+    pub(super) fn region_len(&self) -> usize {
+        self.size * self.tx_depth.max(1) as usize
+    }
+}
+
+fn mtu_of(bytes: usize) -> Mtu {
+    match bytes {
+        ..=256 => Mtu::Mtu256,
+        ..=512 => Mtu::Mtu512,
+        ..=1024 => Mtu::Mtu1024,
+        ..=2048 => Mtu::Mtu2048,
+        _ => Mtu::Mtu4096,
+    }
+}
+
+fn send_line(s: &mut TcpStream, v: &Value) -> Result<(), String> {
+    let mut line = v.to_string();
+    line.push('\n');
+    s.write_all(line.as_bytes())
+        .map_err(|e| format!("exchange: {e}"))
+}
+
+/// Reads one line byte by byte: a buffered reader could swallow the start
+/// of the next message, which belongs to a later call.
+fn read_line(s: &mut TcpStream) -> Result<Value, String> {
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return Err("exchange: the peer closed the connection".into()),
+            Ok(_) if b[0] == b'\n' => break,
+            Ok(_) if line.len() < 1 << 20 => line.push(b[0]),
+            Ok(_) => return Err("exchange: message too long".into()),
+            Err(e) => return Err(format!("exchange: {e}")),
+        }
+    }
+    serde_json::from_slice(&line).map_err(|e| format!("exchange: bad message: {e}"))
+}
+
+pub(super) fn write_params(s: &mut TcpStream, p: &Params) -> Result<(), String> {
+    send_line(
+        s,
+        &json!({"test": super::test_name(p.test), "lat": p.lat, "size": p.size, "iters": p.iters,
+                "qps": p.qps, "tx_depth": p.tx_depth, "mtu": p.mtu.bytes()}),
+    )
+}
+
+pub(super) fn read_params(s: &mut TcpStream) -> Result<Params, String> {
+    let v = read_line(s)?;
+    let num = |k: &str| {
+        v[k].as_u64()
+            .ok_or_else(|| format!("exchange: no {k} in {v}"))
+    };
+    let test = match v["test"].as_str() {
+        Some("send") => Test::Send,
+        Some("write") => Test::Write,
+        Some("read") => Test::Read,
+        Some("atomic") => Test::Atomic,
+        _ => return Err(format!("exchange: bad test in {v}")),
+    };
+    Ok(Params {
+        test,
+        lat: v["lat"].as_bool().unwrap_or(false),
+        size: num("size")? as usize,
+        iters: num("iters")? as u32,
+        qps: (num("qps")? as u32).clamp(1, 1024),
+        tx_depth: (num("tx_depth")? as u32).clamp(1, 1024),
+        mtu: mtu_of(num("mtu")? as usize),
+    })
+}
+
+/// One side's resources.
+pub(super) struct Side {
+    pub(super) local: IpAddr,
+    pub(super) cq: CompletionQueue,
+    pub(super) mr: MemoryRegion,
+    pub(super) qps: Vec<(QueuePair, Psn)>,
+    // Dropped last: the objects above hold it open.
+    _ctx: Context,
+}
+
+/// What one side tells the other.
+#[derive(Debug, Clone)]
+pub(super) struct Peer {
+    pub(super) addr: IpAddr,
+    pub(super) rkey: u32,
+    pub(super) va: u64,
+    pub(super) qps: Vec<(u32, Psn)>,
+}
+
+impl Side {
+    pub(super) fn open(local: IpAddr, p: &Params) -> Result<Self, String> {
+        let e = |e: ferroce::Error| e.to_string();
+        let ctx = Context::open(local).map_err(|e| format!("opening a device on {local}: {e}"))?;
+        let pd = ctx.alloc_pd();
+        let depth = (p.qps * (p.tx_depth + 1) * 2).min(1 << 20);
+        let cq = ctx.create_cq(depth).map_err(e)?;
+        let access = Access::LOCAL_WRITE
+            | Access::REMOTE_WRITE
+            | Access::REMOTE_READ
+            | Access::REMOTE_ATOMIC;
+        let mr = pd.reg_mr(p.region_len().max(64), access).map_err(e)?;
+        let mut qps = Vec::new();
+        for i in 0..p.qps {
+            let mut attr = QpInitAttr::new(QpType::Rc, &cq, &cq);
+            attr.max_send_wr = p.tx_depth + 1;
+            attr.max_recv_wr = p.tx_depth + 1;
+            let qp = pd.create_qp(&attr).map_err(e)?;
+            let psn = Psn::new(0x10_0000 * (i + 1) + qp.qpn());
+            qps.push((qp, psn));
+        }
+        drop(pd);
+        Ok(Self {
+            local,
+            cq,
+            mr,
+            qps,
+            _ctx: ctx,
+        })
+    }
+
+    fn describe(&self) -> Value {
+        let gid = match self.local {
+            IpAddr::V4(a) => a.to_ipv6_mapped(),
+            IpAddr::V6(a) => a,
+        };
+        json!({
+            "gid": gid.to_string(),
+            "rkey": self.mr.rkey(),
+            "va": self.mr.addr(),
+            "qps": self.qps.iter().map(|(q, p)| json!([q.qpn(), p.value()])).collect::<Vec<_>>(),
+        })
+    }
+
+    pub(super) fn connect(&self, peer: &Peer, p: &Params) -> Result<(), String> {
+        if peer.qps.len() != self.qps.len() {
+            return Err(format!(
+                "peer has {} QPs, we have {}",
+                peer.qps.len(),
+                self.qps.len()
+            ));
+        }
+        for ((qp, psn), (rqpn, rpsn)) in self.qps.iter().zip(&peer.qps) {
+            connect_qp(qp, QpType::Rc, peer.addr, *rqpn, *psn, *rpsn, p.mtu)
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+fn parse_peer(v: &Value) -> Result<Peer, String> {
+    let bad = || format!("exchange: bad peer description {v}");
+    let gid: std::net::Ipv6Addr = v["gid"]
+        .as_str()
+        .ok_or_else(bad)?
+        .parse()
+        .map_err(|_| bad())?;
+    let addr = gid.to_ipv4_mapped().map_or(IpAddr::V6(gid), IpAddr::V4);
+    let qps = v["qps"]
+        .as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|q| Some((q[0].as_u64()? as u32, Psn::new(q[1].as_u64()? as u32))))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(bad)?;
+    Ok(Peer {
+        addr,
+        rkey: v["rkey"].as_u64().ok_or_else(bad)? as u32,
+        va: v["va"].as_u64().ok_or_else(bad)?,
+        qps,
+    })
+}
+
+pub(super) fn exchange_client(s: &mut TcpStream, side: &Side) -> Result<Peer, String> {
+    send_line(s, &side.describe())?;
+    parse_peer(&read_line(s)?)
+}
+
+pub(super) fn exchange_server(s: &mut TcpStream, side: &Side) -> Result<Peer, String> {
+    let peer = parse_peer(&read_line(s)?)?;
+    send_line(s, &side.describe())?;
+    Ok(peer)
+}
+
+/// Waits for the other side's one-word signal (`done`, `ready`).
+pub(super) fn wait_word(s: &mut TcpStream) -> Result<String, String> {
+    let v = read_line(s)?;
+    Ok(v.as_str().unwrap_or_default().to_string())
+}
+
+pub(super) fn send_word(s: &mut TcpStream, w: &str) -> Result<(), String> {
+    send_line(s, &json!(w))
+}
