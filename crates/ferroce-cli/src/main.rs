@@ -26,6 +26,11 @@ enum Command {
     Pingpong(cmd::pingpong::PingpongArgs),
     /// Bandwidth or latency of SEND, WRITE, READ or atomics, as perftest.
     Perf(cmd::perf::PerfArgs),
+    /// ferroce beside raw UDP on loopback: goodput and latency, one run.
+    Bench(cmd::bench::BenchArgs),
+    /// The raw UDP side of `bench` (a sink or an echo).
+    #[command(hide = true)]
+    UdpPeer(cmd::bench::UdpPeerArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +40,8 @@ fn main() -> ExitCode {
         Command::Sample(args) => cmd::sample::run(args),
         Command::Pingpong(args) => cmd::pingpong::run(args),
         Command::Perf(args) => cmd::perf::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
+        Command::UdpPeer(args) => cmd::bench::udp_peer(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -190,6 +190,25 @@ impl UdpBackend {
         Ok(sent)
     }
 
+    /// Baseline for benchmarks: sends `batch` as plain datagrams through the
+    /// same sockets and `sendmmsg` batching, with no RoCE processing (no
+    /// ICRC). Returns how many went out.
+    pub fn send_raw(&mut self, remote: SocketAddr, src_port: u16, batch: &[&[u8]]) -> io::Result<usize> {
+        let msgs: Vec<(SocketAddr, &[u8])> = batch.iter().map(|b| (remote, *b)).collect();
+        let fd = self.tx_socket(src_port)?.as_raw_fd();
+        sys::send_batch(fd, &msgs)
+    }
+
+    /// Baseline for benchmarks: receives what is waiting with the same
+    /// `recvmmsg` batching and hands each datagram to `f` unchecked.
+    pub fn recv_raw(&mut self, mut f: impl FnMut(SocketAddr, &[u8])) -> io::Result<usize> {
+        let n = sys::recv_batch(self.rx.as_raw_fd(), &mut self.bufs, &mut self.received)?;
+        for r in &self.received {
+            f(r.from, &self.bufs[r.index][..r.len]);
+        }
+        Ok(n)
+    }
+
     /// Receives what is waiting (one `recvmmsg`), verifies each ICRC, and
     /// hands every good datagram to `f(from, src_port, transport)`.
     /// Returns the number of datagrams read (good or not).

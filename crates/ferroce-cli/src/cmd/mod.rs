@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub(crate) mod bench;
 pub(crate) mod dump;
 pub(crate) mod exchange;
 pub(crate) mod perf;

@@ -43,14 +43,12 @@ impl Params {
     }
 }
 
+/// The largest IB MTU not above `bytes` (256 at least).
 fn mtu_of(bytes: usize) -> Mtu {
-    match bytes {
-        ..=256 => Mtu::Mtu256,
-        ..=512 => Mtu::Mtu512,
-        ..=1024 => Mtu::Mtu1024,
-        ..=2048 => Mtu::Mtu2048,
-        _ => Mtu::Mtu4096,
-    }
+    [Mtu::Mtu4096, Mtu::Mtu2048, Mtu::Mtu1024, Mtu::Mtu512]
+        .into_iter()
+        .find(|m| m.bytes() <= bytes)
+        .unwrap_or(Mtu::Mtu256)
 }
 
 fn send_line(s: &mut TcpStream, v: &Value) -> Result<(), String> {
