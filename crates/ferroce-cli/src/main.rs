@@ -31,6 +31,8 @@ enum Command {
     /// The raw UDP side of `bench` (a sink or an echo).
     #[command(hide = true)]
     UdpPeer(cmd::bench::UdpPeerArgs),
+    /// Device and port attributes and the GID table, as ibv_devinfo [-v].
+    Devinfo(cmd::devinfo::DevinfoArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +44,7 @@ fn main() -> ExitCode {
         Command::Perf(args) => cmd::perf::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::UdpPeer(args) => cmd::bench::udp_peer(args),
+        Command::Devinfo(args) => cmd::devinfo::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

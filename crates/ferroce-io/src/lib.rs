@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 
 pub mod icrc;
+pub mod netif;
 mod sys;
 pub mod udp;
 

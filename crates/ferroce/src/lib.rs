@@ -28,6 +28,7 @@
 //! [`MemoryRegion::with_bytes`], which take the same lock the driver takes:
 //! no data race and no `unsafe` are reachable from this API.
 
+mod device;
 mod driver;
 
 use std::fmt;
@@ -39,6 +40,7 @@ use std::thread::JoinHandle;
 use ferroce_core::{Endpoint, EndpointConfig, QpInit};
 use ferroce_io::{UdpBackend, UdpConfig};
 
+pub use device::*;
 pub use ferroce_core::verbs::{
     Access, Mtu, Path, QpAttr, QpState, QpType, RecvWr, SendOp, SendWr, Sge, UdDest, VerbsError,
     WcOpcode, WcStatus, WorkCompletion,

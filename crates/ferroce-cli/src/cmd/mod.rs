@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub(crate) mod bench;
+pub(crate) mod devinfo;
 pub(crate) mod dump;
 pub(crate) mod exchange;
 pub(crate) mod perf;
