@@ -318,6 +318,11 @@ impl Endpoint {
         }
         if let Some(p) = attr.sq_psn {
             q.req.next_psn = p;
+            // Everything before the first PSN counts as acknowledged. Left
+            // unset, the first NAK (say a sequence error behind an RNR NAK)
+            // "acknowledged" PSN sq_psn - 1, counted that as progress and
+            // gave the retry and RNR budgets an extra round.
+            q.comp.acked = Some(p - 1);
         }
         match to {
             QpState::Reset => {
@@ -425,7 +430,7 @@ impl Endpoint {
         if len > max {
             return Err(VerbsError::TooLong { len, max });
         }
-        q.sq.push_back(SendWqe {
+        let wqe = SendWqe {
             wr,
             len,
             first_psn: q.req.next_psn,
@@ -434,7 +439,26 @@ impl Endpoint {
             done: false,
             status: WcStatus::Success,
             read_received: 0,
-        });
+        };
+        if q.state == QpState::Err {
+            // Posted to a QP in error: completes at once, flushed, as
+            // post_recv does (IBA 10.3.1, Error state). It used to wait in a
+            // send queue nothing serves, and never completed.
+            if let Some(cq) = self.cqs.get_mut(&q.init.send_cq) {
+                cq.push(WorkCompletion {
+                    wr_id: wqe.wr.wr_id,
+                    status: WcStatus::WrFlushErr,
+                    opcode: wqe.wc_opcode(),
+                    qpn,
+                    byte_len: 0,
+                    imm: None,
+                    invalidated_rkey: None,
+                    src_qp: 0,
+                });
+            }
+            return Ok(());
+        }
+        q.sq.push_back(wqe);
         Ok(())
     }
 

@@ -82,21 +82,24 @@ impl MrTable {
 
     /// Checks a local scatter/gather element against its region and PD.
     pub(crate) fn check_sge(&self, pd: u32, sge: &Sge, write: bool) -> Result<(), VerbsError> {
-        let bad = VerbsError::BadSge {
+        // Each refusal says why: one message for all of them used to call a
+        // region in another PD or without LOCAL_WRITE "outside the region".
+        let bad = |why| VerbsError::BadSge {
             lkey: sge.lkey,
             offset: sge.offset,
             len: sge.len,
+            why,
         };
-        let mr = self.by_lkey.get(&sge.lkey).ok_or(bad.clone())?;
-        let end = sge
-            .offset
-            .checked_add(u64::from(sge.len))
-            .ok_or(bad.clone())?;
-        if mr.pd != pd
-            || end > mr.buf.len() as u64
-            || (write && !mr.access.contains(Access::LOCAL_WRITE))
-        {
-            return Err(bad);
+        let mr = self.by_lkey.get(&sge.lkey).ok_or(bad("no such region"))?;
+        if mr.pd != pd {
+            return Err(bad("region in another protection domain"));
+        }
+        let end = sge.offset.checked_add(u64::from(sge.len));
+        if end.is_none_or(|end| end > mr.buf.len() as u64) {
+            return Err(bad("outside the region"));
+        }
+        if write && !mr.access.contains(Access::LOCAL_WRITE) {
+            return Err(bad("region without LOCAL_WRITE"));
         }
         Ok(())
     }

@@ -266,11 +266,13 @@ pub enum VerbsError {
         queue: &'static str,
         depth: u32,
     },
-    /// A scatter/gather element lies outside its region or names the wrong PD.
+    /// A scatter/gather element cannot be used; `why` says what is wrong
+    /// (no such region, another PD, outside the region, no LOCAL_WRITE).
     BadSge {
         lkey: u32,
         offset: u64,
         len: u32,
+        why: &'static str,
     },
     /// The operation does not exist on this QP type.
     BadOpForQpType {
@@ -310,9 +312,14 @@ impl fmt::Display for VerbsError {
             Self::QueueFull { qpn, queue, depth } => {
                 write!(f, "QP {qpn:#x}: {queue} full ({depth} entries)")
             }
-            Self::BadSge { lkey, offset, len } => write!(
+            Self::BadSge {
+                lkey,
+                offset,
+                len,
+                why,
+            } => write!(
                 f,
-                "scatter/gather element lkey {lkey:#x} offset {offset} length {len} is outside the region"
+                "scatter/gather element lkey {lkey:#x} offset {offset} length {len}: {why}"
             ),
             Self::BadOpForQpType { op, qp_type } => {
                 write!(f, "{op} is not supported on a {qp_type:?} QP")

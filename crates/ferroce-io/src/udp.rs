@@ -193,7 +193,12 @@ impl UdpBackend {
     /// Baseline for benchmarks: sends `batch` as plain datagrams through the
     /// same sockets and `sendmmsg` batching, with no RoCE processing (no
     /// ICRC). Returns how many went out.
-    pub fn send_raw(&mut self, remote: SocketAddr, src_port: u16, batch: &[&[u8]]) -> io::Result<usize> {
+    pub fn send_raw(
+        &mut self,
+        remote: SocketAddr,
+        src_port: u16,
+        batch: &[&[u8]],
+    ) -> io::Result<usize> {
         let msgs: Vec<(SocketAddr, &[u8])> = batch.iter().map(|b| (remote, *b)).collect();
         let fd = self.tx_socket(src_port)?.as_raw_fd();
         sys::send_batch(fd, &msgs)

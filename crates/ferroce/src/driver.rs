@@ -31,6 +31,7 @@ pub(crate) struct Shared {
     stop: AtomicBool,
     epoch: std::time::Instant,
     pub(crate) local: IpAddr,
+    /// The port peers receive on.
     pub(crate) port: u16,
 }
 

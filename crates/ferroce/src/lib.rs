@@ -97,8 +97,11 @@ pub type Result<T> = std::result::Result<T, Error>;
 pub struct DeviceConfig {
     /// The address to bind (the device's RoCE v2 GID).
     pub local: IpAddr,
-    /// The RoCE port, 4791 unless testing.
+    /// The RoCE port to receive on, 4791 unless testing.
     pub port: u16,
+    /// The RoCE port peers receive on, 4791 unless testing (two devices
+    /// on one address, e.g. `::1`, need two ports).
+    pub peer_port: u16,
     /// Seed for keys; from the clock if `None`.
     pub seed: Option<u64>,
 }
@@ -108,6 +111,7 @@ impl DeviceConfig {
         Self {
             local,
             port: ferroce_wire::udp::ROCE_V2_PORT,
+            peer_port: ferroce_wire::udp::ROCE_V2_PORT,
             seed: None,
         }
     }
@@ -138,7 +142,7 @@ impl Context {
             t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32
         });
         let engine = Endpoint::new(EndpointConfig { seed });
-        let shared = Arc::new(Shared::new(engine, backend, cfg.local, cfg.port));
+        let shared = Arc::new(Shared::new(engine, backend, cfg.local, cfg.peer_port));
         let s = shared.clone();
         let driver = std::thread::Builder::new()
             .name("ferroce-driver".into())

@@ -5,8 +5,8 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use ferroce::{
-    Access, CompletionQueue, Context, MemoryRegion, Mtu, Psn, QpInitAttr, QpType, QueuePair,
-    RecvWr, SendOp, SendWr, WcStatus, WorkCompletion, connect_qp,
+    Access, CompletionQueue, Context, DeviceConfig, MemoryRegion, Mtu, Psn, QpInitAttr, QpType,
+    QueuePair, RecvWr, SendOp, SendWr, WcStatus, WorkCompletion, connect_qp,
 };
 
 fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
@@ -44,11 +44,21 @@ struct End {
 }
 
 fn pair(a: &str, b: &str, qp_type: QpType, len: usize) -> (End, End) {
+    pair_on_ports(a, b, qp_type, len, [4791, 4791])
+}
+
+/// Two devices; when both have the same address they need two ports.
+fn pair_on_ports(a: &str, b: &str, qp_type: QpType, len: usize, ports: [u16; 2]) -> (End, End) {
     let access =
         Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
     let ips: [IpAddr; 2] = [a.parse().unwrap(), b.parse().unwrap()];
-    let mk = |ip: IpAddr| {
-        let ctx = Context::open(ip).unwrap();
+    let mut side = 0;
+    let mut mk = |ip: IpAddr| {
+        let mut cfg = DeviceConfig::new(ip);
+        cfg.port = ports[side];
+        cfg.peer_port = ports[1 - side];
+        side += 1;
+        let ctx = Context::open_with(cfg).unwrap();
         let pd = ctx.alloc_pd();
         let cq = ctx.create_cq(4096).unwrap();
         let mr = pd.reg_mr(len, access).unwrap();
@@ -170,4 +180,34 @@ fn rc_and_uc_sends_with_immediate() {
         }
         wait(&a.cq, 64);
     }
+}
+
+#[test]
+fn rc_over_ipv6_loopback() {
+    let (a, b) = pair_on_ports("::1", "::1", QpType::Rc, 1 << 20, [47981, 47982]);
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+    a.mr.write(0, &data).unwrap();
+    b.qp.post_recv(RecvWr {
+        wr_id: 1,
+        sg: vec![b.mr.sge(0, 400_000)],
+    })
+    .unwrap();
+    a.qp.post_send(wr(1, SendOp::Send, vec![a.mr.sge(0, 300_000)]))
+        .unwrap();
+    a.qp.post_send(wr(
+        2,
+        SendOp::Read {
+            remote_addr: b.mr.addr(),
+            rkey: b.mr.rkey(),
+        },
+        vec![a.mr.sge(500_000, 300_000)],
+    ))
+    .unwrap();
+    let r = wait(&b.cq, 1);
+    assert_eq!((r[0].status, r[0].byte_len), (WcStatus::Success, 300_000));
+    let s = wait(&a.cq, 2);
+    assert!(s.iter().all(|w| w.status == WcStatus::Success), "{s:?}");
+    let mut back = vec![0u8; 300_000];
+    a.mr.read(500_000, &mut back).unwrap();
+    assert!(back == data);
 }

@@ -59,6 +59,13 @@ pub(crate) struct PingpongArgs {
     /// Check the received data (as ibv_*_pingpong -c).
     #[arg(long, short = 'c')]
     check: bool,
+    /// UDP port this device receives RoCE on (4791; change only to run
+    /// two devices on one address, such as ::1).
+    #[arg(long, default_value_t = 4791)]
+    roce_port: u16,
+    /// UDP port the peer receives RoCE on.
+    #[arg(long, default_value_t = 4791)]
+    peer_roce_port: u16,
 }
 
 fn mtu_of(bytes: usize) -> Result<Mtu, String> {
@@ -109,8 +116,11 @@ pub(crate) fn run(args: &PingpongArgs) -> Result<bool, String> {
         ));
     }
     let e = |e: ferroce::Error| e.to_string();
-    let ctx = Context::open(args.local)
-        .map_err(|e| format!("opening a device on {}: {e}", args.local))?;
+    let mut dev = ferroce::DeviceConfig::new(args.local);
+    dev.port = args.roce_port;
+    dev.peer_port = args.peer_roce_port;
+    let ctx =
+        Context::open_with(dev).map_err(|e| format!("opening a device on {}: {e}", args.local))?;
     let pd = ctx.alloc_pd();
     let cq = ctx.create_cq(args.rx_depth + 1).map_err(e)?;
     let buf_len = size + if ud { GRH } else { 0 };

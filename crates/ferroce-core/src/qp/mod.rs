@@ -115,6 +115,11 @@ pub(crate) struct Completer {
     pub(crate) rnr_until: Option<Instant>,
     /// The last PSN acknowledged, if any.
     pub(crate) acked: Option<Psn>,
+    /// The PSN a READ was last asked to resume from after a gap in its
+    /// responses: the rest of that response stream is still arriving with
+    /// the same gap, and must not ask again (each request would have the
+    /// responder send the whole rest of the READ once more).
+    pub(crate) read_resumed_at: Option<Psn>,
 }
 
 /// Responder state.
@@ -127,6 +132,9 @@ pub(crate) struct Responder {
     pub(crate) recv: Option<(RecvWr, u64)>,
     /// Where a multi-packet WRITE lands: region lkey, offset, bytes left.
     pub(crate) write: Option<(u32, usize, usize)>,
+    /// The DMA length of that WRITE (its RETH's): a WRITE with immediate
+    /// reports it as the receive completion's byte_len, as rxe does.
+    pub(crate) write_len: u32,
     /// A sequence NAK was sent and the expected PSN has not arrived yet.
     pub(crate) nak_sent: bool,
     /// Responses to send, in PSN order (an ACK must not overtake the READ
@@ -211,6 +219,7 @@ impl Qp {
                 retransmit_at: None,
                 rnr_until: None,
                 acked: None,
+                read_resumed_at: None,
             },
             resp: Responder::default(),
         }

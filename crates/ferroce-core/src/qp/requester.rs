@@ -34,23 +34,28 @@ enum Position {
 
 /// The next request packet of this QP, if it may send one now.
 pub(crate) fn next_packet(qp: &mut Qp, mrs: &MrTable, now: Instant) -> Option<Transmit> {
-    if !matches!(qp.state, QpState::Rts) || qp.comp.rnr_until.is_some() {
-        return None;
-    }
     let idx = qp.req.wqe;
     let wqe = qp.sq.get(idx)?;
+    // SQD drains: the messages already begun are finished and retransmitted
+    // (they used to stall there until the retry count ran out), and none is
+    // begun.
+    let may_send = match qp.state {
+        QpState::Rts => true,
+        QpState::Sqd => wqe.started,
+        _ => false,
+    };
+    if !may_send || qp.comp.rnr_until.is_some() {
+        return None;
+    }
     if !wqe.started && !may_start(qp, idx) {
         return None;
     }
     if qp.init.qp_type == QpType::Rc {
-        // The oldest unacknowledged PSN: inside a long message, the ACKs it
-        // asked for move it forward.
-        let oldest = qp.sq.iter().find(|w| w.started && !w.done).map(|w| {
-            match qp.comp.acked {
-                Some(a) if (a + 1).distance(w.first_psn) > 0 => a + 1,
-                _ => w.first_psn,
-            }
-        });
+        let oldest = qp
+            .sq
+            .iter()
+            .find(|w| w.started && !w.done)
+            .map(|w| unacknowledged_from(qp, w));
         if let Some(oldest) = oldest
             && qp.req.next_psn.distance(oldest) >= WINDOW as i32
         {
@@ -73,6 +78,20 @@ pub(crate) fn next_packet(qp: &mut Qp, mrs: &MrTable, now: Instant) -> Option<Tr
         qp.comp.retransmit_at = local_ack_timeout(qp.cfg.timeout).map(|d| now.after(d));
     }
     t
+}
+
+/// The oldest unacknowledged PSN of `w`, the oldest unfinished WQE: inside
+/// a long message, the ACKs it asked for move it forward; inside a READ, the
+/// responses received do. (Without the READ case, a READ that had to be
+/// resumed more than WINDOW packets in could never send its request again,
+/// and failed with RETRY_EXC_ERR.)
+fn unacknowledged_from(qp: &Qp, w: &SendWqe) -> Psn {
+    let mtu = qp.cfg.mtu.bytes() as u64;
+    match (w.wr.op, qp.comp.acked) {
+        (SendOp::Read { .. }, _) => w.first_psn + (w.read_received / mtu) as u32,
+        (_, Some(a)) if (a + 1).distance(w.first_psn) > 0 => a + 1,
+        _ => w.first_psn,
+    }
 }
 
 /// Fence and initiator depth: may WQE `idx` start now?
@@ -223,7 +242,13 @@ fn build(qp: &mut Qp, idx: usize, mrs: &MrTable) -> Option<Transmit> {
         && let Some(ud) = wqe.wr.ud
     {
         t.deth = Some(DethRepr {
-            qkey: ud.qkey,
+            // A Q_Key with the high bit set means the QP's own (IBA
+            // C10-15); it used to be sent as is, and dropped by the peer.
+            qkey: if ud.qkey & 0x8000_0000 != 0 {
+                qp.cfg.qkey
+            } else {
+                ud.qkey
+            },
             src_qp: qp.qpn,
         });
         t.bth.dest_qp = ud.qpn;
@@ -231,7 +256,8 @@ fn build(qp: &mut Qp, idx: usize, mrs: &MrTable) -> Option<Transmit> {
     t.bth.solicited = wqe.wr.solicited && matches!(pos, Position::Last | Position::Only);
     qp.req.since_ack_req += 1;
     t.bth.ack_req = qp_type == QpType::Rc
-        && (matches!(pos, Position::Last | Position::Only) || qp.req.since_ack_req >= PACKETS_PER_ACK);
+        && (matches!(pos, Position::Last | Position::Only)
+            || qp.req.since_ack_req >= PACKETS_PER_ACK);
     if t.bth.ack_req {
         qp.req.since_ack_req = 0;
     }

@@ -251,7 +251,10 @@ fn write(
             len,
             Access::REMOTE_WRITE,
         ) {
-            Ok((lkey, off)) => qp.resp.write = Some((lkey, off, len as usize)),
+            Ok((lkey, off)) => {
+                qp.resp.write = Some((lkey, off, len as usize));
+                qp.resp.write_len = reth.dma_len();
+            }
             Err(_) => return Outcome::Nak(NakCode::RemoteAccessError),
         }
     }
@@ -273,13 +276,15 @@ fn write(
         qp.resp.msn = (qp.resp.msn + 1) & 0xff_ffff;
         if with_imm && let Some(wr) = qp.rq.pop_front() {
             let imm = pkt.imm();
+            // byte_len is the WRITE's length (it was 0 here before).
+            let len = qp.resp.write_len;
             complete_recv(
                 qp,
                 cqs,
                 &wr,
                 WcStatus::Success,
                 WcOpcode::RecvRdmaWithImm,
-                0,
+                len,
                 imm,
                 None,
             );
@@ -442,7 +447,8 @@ fn ud_receive(
         stats.rx_malformed += 1;
         return;
     };
-    // A Q_Key with the high bit set means "use the QP's own" (IBA 10.2.5).
+    // The sender has already replaced a Q_Key with the high bit set by its
+    // QP's own (IBA C10-15, in the requester): compare as is.
     if deth.qkey() != qp.cfg.qkey {
         stats.rx_bad_qkey += 1;
         return;

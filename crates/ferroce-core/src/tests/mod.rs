@@ -1,5 +1,25 @@
 //! Scenario tests on the simulated network (see `util`).
+//!
+//! | file | what |
+//! |---|---|
+//! | this one | the basic operations, and a random mix under loss |
+//! | `ops` | SEND/WRITE with immediate, SEND with invalidate, inline, (un)signaled, PSN wrap, long messages |
+//! | `rules` | fences, initiator depth, UD Q_Keys, UC gaps, RETH length |
+//! | `errors` | receive too small, RNR, remote access errors, misaligned and duplicate atomics |
+//! | `states` | SQD drain, modify to Err with work outstanding, recovery through Reset |
+//! | `calls` | refused verbs calls and their messages |
+//! | `hostile` | stray packets: dropped, counted, harmless |
+//! | `fuzz` | random packets into a connected pair: no panic, no harm |
+//! | `soak` | a long WRITE stream through loss, reordering and duplication (FERROCE_SOAK_BYTES) |
 
+mod calls;
+mod errors;
+mod fuzz;
+mod hostile;
+mod ops;
+mod rules;
+mod soak;
+mod states;
 mod util;
 
 use util::{Faults, Pair, connect, pattern, recv_wr, send_wr, sge};

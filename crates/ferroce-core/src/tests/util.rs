@@ -13,7 +13,7 @@ use rand_core::{RngCore, SeedableRng};
 use crate::verbs::WorkCompletion;
 use crate::verbs::{Access, Mtu, Path, QpAttr, QpState, QpType, RecvWr, SendWr, Sge};
 use crate::{Endpoint, EndpointConfig, Instant, MrInfo, QpInit};
-use ferroce_wire::Psn;
+use ferroce_wire::{Opcode, Psn, TransportRepr};
 
 /// Fault rates in [0, 1], per packet.
 #[derive(Debug, Clone, Copy, Default)]
@@ -83,7 +83,8 @@ impl Pair {
                 } else {
                     1
                 };
-                for _ in 0..copies {
+                let mut data = Some(t.data);
+                for copy in 0..copies {
                     if self.chance(self.faults.loss) || self.chance(self.faults.corrupt) {
                         self.dropped += 1;
                         continue;
@@ -94,8 +95,13 @@ impl Pair {
                         at = at.after(Duration::from_nanos(extra));
                     }
                     self.seq += 1;
-                    self.in_flight
-                        .push(Reverse((at, self.seq, to, t.data.clone())));
+                    // The last copy takes the buffer; an earlier one clones it.
+                    let bytes = if copy + 1 == copies {
+                        data.take().unwrap_or_default()
+                    } else {
+                        data.clone().unwrap_or_default()
+                    };
+                    self.in_flight.push(Reverse((at, self.seq, to, bytes)));
                 }
             }
         }
@@ -169,21 +175,132 @@ impl Pair {
     pub(crate) fn completions(&mut self, i: usize, cq: u32) -> Vec<WorkCompletion> {
         self.eps[i].poll_cq(cq, usize::MAX).unwrap()
     }
+
+    /// Drives until endpoint `i`'s `cq` has given `n` completions; returns
+    /// them in order.
+    pub(crate) fn wait_cqes(&mut self, i: usize, cq: u32, n: usize) -> Vec<WorkCompletion> {
+        let mut got = Vec::new();
+        self.drive_until(1_000_000, |p| {
+            got.extend(p.completions(i, cq));
+            got.len() >= n
+        });
+        got
+    }
+
+    /// Drives until nothing is in flight and no timer is armed, or `max_steps`.
+    pub(crate) fn settle(&mut self, max_steps: usize) {
+        for _ in 0..max_steps {
+            if !self.step() {
+                return;
+            }
+        }
+    }
+
+    /// Every packet endpoint `i` wants to send now, taken without
+    /// delivering it (for tests that play the network by hand).
+    pub(crate) fn take_transmits(&mut self, i: usize) -> Vec<Vec<u8>> {
+        std::iter::from_fn(|| self.eps[i].poll_transmit(self.now))
+            .map(|t| t.data)
+            .collect()
+    }
+
+    /// Hands `data` to endpoint `to` as if it came from the other one.
+    pub(crate) fn deliver(&mut self, to: usize, data: &[u8]) {
+        let from = self.addrs[1 - to];
+        self.eps[to].handle_datagram(self.now, from, data);
+    }
+}
+
+/// A packet as a peer (or an attacker) would build it: `op` at `psn` to QP
+/// `dest`, every extension header filled with plausible values by
+/// `ferroce_wire::samples::transport`, for the caller to adjust.
+pub(crate) fn craft(op: Opcode, psn: Psn, dest: u32, payload_len: usize) -> TransportRepr {
+    let mut t = ferroce_wire::samples::transport(op, psn.value(), payload_len);
+    t.bth.dest_qp = dest;
+    t
+}
+
+/// The bytes of `t` with `payload` (BTH .. ICRC, ICRC left zero).
+pub(crate) fn emit(t: &TransportRepr, payload: &[u8]) -> Vec<u8> {
+    let mut b = vec![0; t.buffer_len()];
+    let n = t.emit(&mut b, payload).expect("a well-formed test packet");
+    b.truncate(n);
+    b
+}
+
+/// Parses a packet the engine sent.
+pub(crate) fn parse(data: &[u8]) -> TransportRepr {
+    let p =
+        ferroce_wire::TransportPacket::new_checked(data).expect("the engine sends valid packets");
+    TransportRepr::parse(&p).expect("the engine sends valid packets")
 }
 
 /// One side of a connected pair of QPs.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Side {
+    pub(crate) pd: u32,
     pub(crate) cq: u32,
     pub(crate) qpn: u32,
     pub(crate) mr: MrInfo,
 }
 
+/// How [`connect_with`] sets up a connected pair of QPs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Opts {
+    pub(crate) qp_type: QpType,
+    pub(crate) mr_len: usize,
+    pub(crate) mtu: Mtu,
+    pub(crate) sq_sig_all: bool,
+    /// First PSN from endpoint 0 to endpoint 1; the other direction starts
+    /// 7 later. The default is 16 short of the wrap, so that every test
+    /// crosses 0xFFFFFF -> 0.
+    pub(crate) psn: u32,
+    /// The QPs' remote access flags (the regions always allow everything).
+    pub(crate) qp_access: Access,
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) min_rnr_timer: u8,
+    /// Initiator depth: READs and atomics outstanding at once.
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) max_send_wr: u32,
+    pub(crate) max_recv_wr: u32,
+}
+
+/// Every access right a region or QP can have.
+pub(crate) fn all_access() -> Access {
+    Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC
+}
+
+impl Opts {
+    pub(crate) fn new(qp_type: QpType, mr_len: usize, mtu: Mtu) -> Self {
+        Self {
+            qp_type,
+            mr_len,
+            mtu,
+            sq_sig_all: false,
+            psn: 0xff_fff0,
+            qp_access: all_access(),
+            timeout: 8,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            max_rd_atomic: 16,
+            max_send_wr: 1024,
+            max_recv_wr: 1024,
+        }
+    }
+}
+
 /// Creates a QP of `qp_type` and a region of `mr_len` bytes on each side
 /// and brings the QPs to RTS, connected to each other.
 pub(crate) fn connect(p: &mut Pair, qp_type: QpType, mr_len: usize, mtu: Mtu) -> [Side; 2] {
-    let access =
-        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+    connect_with(p, Opts::new(qp_type, mr_len, mtu))
+}
+
+/// [`connect`] with every knob.
+pub(crate) fn connect_with(p: &mut Pair, o: Opts) -> [Side; 2] {
+    let qp_type = o.qp_type;
     let sides: Vec<Side> = (0..2)
         .map(|i| {
             let e = &mut p.eps[i];
@@ -195,16 +312,25 @@ pub(crate) fn connect(p: &mut Pair, qp_type: QpType, mr_len: usize, mtu: Mtu) ->
                     qp_type,
                     send_cq: cq,
                     recv_cq: cq,
-                    max_send_wr: 1024,
-                    max_recv_wr: 1024,
-                    sq_sig_all: false,
+                    max_send_wr: o.max_send_wr,
+                    max_recv_wr: o.max_recv_wr,
+                    sq_sig_all: o.sq_sig_all,
                 })
                 .unwrap();
-            let mr = e.reg_mr(pd, mr_len, access).unwrap();
-            Side { cq, qpn, mr }
+            let mr = e.reg_mr(pd, o.mr_len, all_access()).unwrap();
+            Side { pd, cq, qpn, mr }
         })
         .collect();
     let sides = [sides[0], sides[1]];
+    bring_up(p, sides, o);
+    sides
+}
+
+/// Takes the QPs of `sides` from Reset to RTS, connected to each other.
+pub(crate) fn bring_up(p: &mut Pair, sides: [Side; 2], o: Opts) {
+    let qp_type = o.qp_type;
+    // The first PSN sent by endpoint i.
+    let first_psn = |i: usize| Psn::new(o.psn + 7 * i as u32);
     for i in 0..2 {
         let peer = sides[1 - i];
         let e = &mut p.eps[i];
@@ -217,7 +343,7 @@ pub(crate) fn connect(p: &mut Pair, qp_type: QpType, mr_len: usize, mtu: Mtu) ->
                 state: Some(QpState::Init),
                 pkey_index: Some(0),
                 port: Some(1),
-                access: (!ud).then_some(access),
+                access: (!ud).then_some(o.qp_access),
                 qkey: ud.then_some(0x1111_1111),
                 ..QpAttr::default()
             },
@@ -234,11 +360,11 @@ pub(crate) fn connect(p: &mut Pair, qp_type: QpType, mr_len: usize, mtu: Mtu) ->
             &QpAttr {
                 state: Some(QpState::Rtr),
                 path: (!ud).then_some(path),
-                path_mtu: (!ud).then_some(mtu),
+                path_mtu: (!ud).then_some(o.mtu),
                 dest_qpn: (!ud).then_some(peer.qpn),
-                rq_psn: (!ud).then_some(Psn::new(0xff_fff0 + peer.qpn)),
+                rq_psn: (!ud).then_some(first_psn(1 - i)),
                 max_dest_rd_atomic: rc.then_some(16),
-                min_rnr_timer: rc.then_some(1),
+                min_rnr_timer: rc.then_some(o.min_rnr_timer),
                 ..QpAttr::default()
             },
         )
@@ -247,17 +373,16 @@ pub(crate) fn connect(p: &mut Pair, qp_type: QpType, mr_len: usize, mtu: Mtu) ->
             q,
             &QpAttr {
                 state: Some(QpState::Rts),
-                sq_psn: Some(Psn::new(0xff_fff0 + q)),
-                timeout: rc.then_some(8),
-                retry_cnt: rc.then_some(7),
-                rnr_retry: rc.then_some(7),
-                max_rd_atomic: rc.then_some(16),
+                sq_psn: Some(first_psn(i)),
+                timeout: rc.then_some(o.timeout),
+                retry_cnt: rc.then_some(o.retry_cnt),
+                rnr_retry: rc.then_some(o.rnr_retry),
+                max_rd_atomic: rc.then_some(o.max_rd_atomic),
                 ..QpAttr::default()
             },
         )
         .unwrap();
     }
-    sides
 }
 
 pub(crate) fn sge(side: &Side, offset: u64, len: u32) -> Vec<Sge> {
