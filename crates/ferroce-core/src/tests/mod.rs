@@ -13,6 +13,7 @@
 //! | `soak` | a long WRITE stream through loss, reordering and duplication (FERROCE_SOAK_BYTES) |
 
 mod calls;
+mod ecn;
 mod errors;
 mod fuzz;
 mod hostile;
@@ -459,7 +460,8 @@ proptest::proptest! {
         loss in 0.0f64..0.1,
         duplicate in 0.0f64..0.1,
         reorder in 0.0f64..0.3,
+        ecn_mark in 0.0f64..0.3,
     ) {
-        run_mix(seed, Faults { loss, duplicate, reorder, corrupt: 0.0 }, &ops);
+        run_mix(seed, Faults { loss, duplicate, reorder, corrupt: 0.0, ecn_mark }, &ops);
     }
 }

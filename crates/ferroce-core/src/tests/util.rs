@@ -23,6 +23,11 @@ pub(crate) struct Faults {
     /// Chance a packet is delayed by up to `jitter` (so overtaken).
     pub(crate) reorder: f64,
     pub(crate) corrupt: f64,
+    /// Chance a packet is marked congestion-experienced on the way. The
+    /// marking lands in BTH FECN, as an IB fabric marks it (over RoCE v2 a
+    /// switch marks the IP ECN field, which the I/O layer owns); FECN is
+    /// outside the ICRC, so a marked packet stays valid.
+    pub(crate) ecn_mark: f64,
 }
 
 /// A packet on the wire: arrival time, sequence (ties), receiver, bytes.
@@ -39,6 +44,8 @@ pub(crate) struct Pair {
     seq: u64,
     in_flight: BinaryHeap<Reverse<InFlight>>,
     pub(crate) delivered: u64,
+    /// Packets marked by `Faults::ecn_mark`.
+    pub(crate) ecn_marked: u64,
     pub(crate) dropped: u64,
 }
 
@@ -61,6 +68,7 @@ impl Pair {
             seq: 0,
             in_flight: BinaryHeap::new(),
             delivered: 0,
+            ecn_marked: 0,
             dropped: 0,
         }
     }
@@ -96,11 +104,15 @@ impl Pair {
                     }
                     self.seq += 1;
                     // The last copy takes the buffer; an earlier one clones it.
-                    let bytes = if copy + 1 == copies {
+                    let mut bytes = if copy + 1 == copies {
                         data.take().unwrap_or_default()
                     } else {
                         data.clone().unwrap_or_default()
                     };
+                    if self.chance(self.faults.ecn_mark) && bytes.len() > 4 {
+                        bytes[4] |= 0x80;
+                        self.ecn_marked += 1;
+                    }
                     self.in_flight.push(Reverse((at, self.seq, to, bytes)));
                 }
             }
