@@ -4,14 +4,17 @@ use std::collections::VecDeque;
 
 use crate::verbs::WorkCompletion;
 
-/// A completion queue. Overflowing it is an asynchronous error in ibverbs;
-/// here the completion is dropped and `overflowed` is set, so the user can
-/// see it instead of silently losing it.
+/// A completion queue. Overflowing it is an asynchronous error in ibverbs
+/// (`IBV_EVENT_CQ_ERR`); here the completion is dropped, `overflowed` is
+/// set, and the endpoint raises the event once, so the user can see it
+/// instead of silently losing it.
 #[derive(Debug)]
 pub(crate) struct Cq {
     entries: VecDeque<WorkCompletion>,
     depth: usize,
     pub(crate) overflowed: bool,
+    /// The overflow event has been raised.
+    pub(crate) overflow_reported: bool,
 }
 
 impl Cq {
@@ -20,6 +23,7 @@ impl Cq {
             entries: VecDeque::with_capacity(depth.min(4096)),
             depth,
             overflowed: false,
+            overflow_reported: false,
         }
     }
 

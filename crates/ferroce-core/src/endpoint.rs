@@ -1,21 +1,21 @@
-//! The endpoint: one RDMA device's worth of objects (PDs, MRs, CQs, QPs)
-//! and the sans-IO loop that drives them.
+//! The endpoint: one RDMA device's worth of objects (PDs, MRs, CQs, QPs,
+//! SRQs) and the sans-IO loop that drives them.
 //!
 //! Contract, in quinn-proto's style:
 //! * inputs: [`Endpoint::handle_datagram`] with a received transport packet
 //!   (BTH through ICRC; the I/O layer has already verified the ICRC) and
 //!   [`Endpoint::handle_timeout`] when [`Endpoint::poll_timeout`]'s instant
 //!   has passed;
-//! * outputs: [`Endpoint::poll_transmit`] until it returns `None`, and
-//!   [`Endpoint::poll_cq`];
-//! * commands: the verbs (`alloc_pd`, `reg_mr`, `create_cq`, `create_qp`,
-//!   `modify_qp`, `post_send`, `post_recv`).
+//! * outputs: [`Endpoint::poll_transmit`] until it returns `None`,
+//!   [`Endpoint::poll_cq`], and [`Endpoint::poll_async_event`];
+//! * commands: the verbs (`alloc_pd`, `reg_mr`, `create_cq`, `create_srq`,
+//!   `create_qp`, `modify_qp`, `post_send`, `post_recv`, `post_srq_recv`).
 //!
 //! After any input or command, call `poll_transmit` until `None`, then
 //! `poll_timeout`. The endpoint never reads a clock and opens no socket;
 //! its randomness (keys) comes from the seed in [`EndpointConfig`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr};
 
 use ferroce_wire::{TransportPacket, TransportRepr};
@@ -25,10 +25,11 @@ use rand_core::{RngCore, SeedableRng};
 use crate::cq::Cq;
 use crate::mr::{Mr, MrInfo, MrTable, sg_len};
 use crate::qp::{self, Qp, QpInit, SendWqe, completer, requester, responder};
+use crate::srq::{MAX_SRQ_WR, Srq};
 use crate::time::Instant;
 use crate::verbs::{
-    Access, Path, QpAttr, QpState, QpType, RecvWr, SendOp, SendWr, VerbsError, WcOpcode, WcStatus,
-    WorkCompletion,
+    Access, AsyncEvent, Path, QpAttr, QpState, QpType, RecvWr, SendOp, SendWr, SrqAttr, SrqInfo,
+    VerbsError, WcOpcode, WcStatus, WorkCompletion,
 };
 
 /// Largest message (ibv_devinfo's max_msg_sz as rxe reports it).
@@ -96,6 +97,9 @@ pub struct Endpoint {
     pub(crate) mrs: MrTable,
     pub(crate) cqs: HashMap<u32, Cq>,
     pub(crate) qps: HashMap<u32, Qp>,
+    pub(crate) srqs: HashMap<u32, Srq>,
+    /// Asynchronous events not yet polled, oldest first.
+    events: VecDeque<AsyncEvent>,
     /// QPNs in creation order, for fair round-robin transmission.
     order: Vec<u32>,
     rr: usize,
@@ -112,6 +116,8 @@ impl Endpoint {
             mrs: MrTable::default(),
             cqs: HashMap::new(),
             qps: HashMap::new(),
+            srqs: HashMap::new(),
+            events: VecDeque::new(),
             order: Vec::new(),
             rr: 0,
             // QP0 and QP1 are the SMI and GSI; rxe starts user QPs at 0x11.
@@ -146,6 +152,9 @@ impl Endpoint {
         }
         if self.qps.values().any(|q| q.init.pd == pd) {
             return Err(VerbsError::Busy("queue pairs created in this PD"));
+        }
+        if self.srqs.values().any(|s| s.pd == pd) {
+            return Err(VerbsError::Busy("shared receive queues created in this PD"));
         }
         self.pds.remove(&pd);
         Ok(())
@@ -232,6 +241,8 @@ impl Endpoint {
             .ok_or(VerbsError::NoSuchCq(cq))
     }
 
+    /// `ibv_create_qp`. With `init.srq`, the QP takes its receive WQEs from
+    /// that SRQ (which may be in another PD) and `max_recv_wr` is ignored.
     pub fn create_qp(&mut self, init: QpInit) -> Result<u32, VerbsError> {
         if !self.pds.contains(&init.pd) {
             return Err(VerbsError::NoSuchPd(init.pd));
@@ -241,16 +252,27 @@ impl Endpoint {
                 return Err(VerbsError::NoSuchCq(cq));
             }
         }
-        for (what, v) in [
-            ("max_send_wr", init.max_send_wr),
-            ("max_recv_wr", init.max_recv_wr),
-        ] {
+        if let Some(h) = init.srq
+            && !self.srqs.contains_key(&h)
+        {
+            return Err(VerbsError::NoSuchSrq(h));
+        }
+        // max_recv_wr sizes a receive queue of the QP's own: with an SRQ
+        // there is none, and it is not checked (as rxe's rxe_qp_chk_cap).
+        let recv = init
+            .srq
+            .is_none()
+            .then_some(("max_recv_wr", init.max_recv_wr));
+        for (what, v) in [("max_send_wr", init.max_send_wr)].into_iter().chain(recv) {
             if v == 0 || v > 1 << 15 {
                 return Err(VerbsError::BadValue {
                     what,
                     value: v.into(),
                 });
             }
+        }
+        if let Some(srq) = init.srq.and_then(|h| self.srqs.get_mut(&h)) {
+            srq.users += 1;
         }
         let qpn = self.next_qpn;
         self.next_qpn = (self.next_qpn + 1) & 0xff_ffff;
@@ -259,10 +281,167 @@ impl Endpoint {
         Ok(qpn)
     }
 
+    /// `ibv_destroy_qp`. A receive WQE it had taken from its SRQ for a
+    /// message still arriving goes back to the SRQ; its events not yet
+    /// polled are dropped.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
-        self.qps.remove(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        let mut q = self.qps.remove(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        if let Some(srq) = q.init.srq.and_then(|h| self.srqs.get_mut(&h)) {
+            if let Some((wr, _)) = q.resp.recv.take() {
+                srq.give_back(wr);
+            }
+            srq.users -= 1;
+        }
         self.order.retain(|&q| q != qpn);
+        self.events.retain(|e| match *e {
+            AsyncEvent::QpFatal { qpn: n } | AsyncEvent::QpLastWqeReached { qpn: n } => n != qpn,
+            _ => true,
+        });
         Ok(())
+    }
+
+    /// `ibv_create_srq`: a shared receive queue of up to `max_wr` WQEs in
+    /// `pd`, its limit event armed at `srq_limit` (0: not armed), as rxe
+    /// takes it from the creation attributes.
+    pub fn create_srq(&mut self, pd: u32, max_wr: u32, srq_limit: u32) -> Result<u32, VerbsError> {
+        if !self.pds.contains(&pd) {
+            return Err(VerbsError::NoSuchPd(pd));
+        }
+        if max_wr == 0 || max_wr > MAX_SRQ_WR {
+            return Err(VerbsError::BadValue {
+                what: "srq max_wr",
+                value: max_wr.into(),
+            });
+        }
+        if srq_limit > max_wr {
+            return Err(VerbsError::BadValue {
+                what: "srq_limit (above max_wr)",
+                value: srq_limit.into(),
+            });
+        }
+        let h = self.handle();
+        self.srqs.insert(h, Srq::new(pd, max_wr, srq_limit));
+        Ok(h)
+    }
+
+    /// `ibv_modify_srq`: resize, and arm (or, with 0, disarm) the limit.
+    /// Checked first, applied only if every attribute is valid: `max_wr`
+    /// within the device limit and at least the WQEs held; the limit at
+    /// most the (new) `max_wr`.
+    pub fn modify_srq(&mut self, srq: u32, attr: &SrqAttr) -> Result<(), VerbsError> {
+        let s = self.srqs.get_mut(&srq).ok_or(VerbsError::NoSuchSrq(srq))?;
+        let max_wr = attr.max_wr.unwrap_or(s.max_wr);
+        if let Some(m) = attr.max_wr {
+            if m == 0 || m > MAX_SRQ_WR {
+                return Err(VerbsError::BadValue {
+                    what: "srq max_wr",
+                    value: m.into(),
+                });
+            }
+            if (m as usize) < s.wqes.len() {
+                return Err(VerbsError::BadValue {
+                    what: "srq max_wr (below the WQEs it holds)",
+                    value: m.into(),
+                });
+            }
+        }
+        let limit = attr.srq_limit.unwrap_or(s.limit);
+        if limit > max_wr {
+            return Err(VerbsError::BadValue {
+                what: "srq_limit (above max_wr)",
+                value: limit.into(),
+            });
+        }
+        s.max_wr = max_wr;
+        if attr.srq_limit.is_some() {
+            s.limit = limit;
+            s.limit_reached = false;
+        }
+        Ok(())
+    }
+
+    /// `ibv_query_srq`, with the number of WQEs waiting.
+    pub fn query_srq(&self, srq: u32) -> Result<SrqInfo, VerbsError> {
+        let s = self.srqs.get(&srq).ok_or(VerbsError::NoSuchSrq(srq))?;
+        Ok(SrqInfo {
+            max_wr: s.max_wr,
+            srq_limit: s.limit,
+            wqes: s.wqes.len() as u32,
+        })
+    }
+
+    /// `ibv_destroy_srq`: refused while a QP uses it. The WQEs it still
+    /// holds are discarded without completions, as ibverbs does.
+    pub fn destroy_srq(&mut self, srq: u32) -> Result<(), VerbsError> {
+        let s = self.srqs.get(&srq).ok_or(VerbsError::NoSuchSrq(srq))?;
+        if s.users > 0 {
+            return Err(VerbsError::Busy(
+                "queue pairs use this shared receive queue",
+            ));
+        }
+        self.srqs.remove(&srq);
+        self.events
+            .retain(|e| *e != AsyncEvent::SrqLimitReached { srq });
+        Ok(())
+    }
+
+    /// `ibv_post_srq_recv`: the scatter/gather elements are checked against
+    /// the SRQ's protection domain.
+    pub fn post_srq_recv(&mut self, srq: u32, wr: RecvWr) -> Result<(), VerbsError> {
+        let s = self.srqs.get_mut(&srq).ok_or(VerbsError::NoSuchSrq(srq))?;
+        if s.wqes.len() >= s.max_wr as usize {
+            return Err(VerbsError::SrqFull {
+                srq,
+                depth: s.max_wr,
+            });
+        }
+        for sge in &wr.sg {
+            self.mrs.check_sge(s.pd, sge, true)?;
+        }
+        s.wqes.push_back(wr);
+        Ok(())
+    }
+
+    /// The oldest asynchronous event not yet taken (`ibv_get_async_event`,
+    /// without the wait). See [`AsyncEvent`] for what raises each.
+    pub fn poll_async_event(&mut self) -> Option<AsyncEvent> {
+        self.events.pop_front()
+    }
+
+    /// Queues the asynchronous events the last step of `qpn` caused: its
+    /// SRQ's limit crossed, one of its CQs overflowed, its entry into the
+    /// error state (any entry not asked for by `modify_qp`, which reports
+    /// its own).
+    fn raise_events(&mut self, qpn: u32) {
+        let Some(q) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        if let Some(h) = q.init.srq
+            && let Some(srq) = self.srqs.get_mut(&h)
+            && srq.limit_reached
+        {
+            srq.limit_reached = false;
+            self.events
+                .push_back(AsyncEvent::SrqLimitReached { srq: h });
+        }
+        let cqs = [q.init.send_cq, q.init.recv_cq];
+        let n = if cqs[0] == cqs[1] { 1 } else { 2 };
+        for &cq in &cqs[..n] {
+            if let Some(c) = self.cqs.get_mut(&cq)
+                && c.overflowed
+                && !c.overflow_reported
+            {
+                c.overflow_reported = true;
+                self.events.push_back(AsyncEvent::CqOverflow { cq });
+            }
+        }
+        if q.state == QpState::Err && !q.error_reported {
+            q.error_reported = true;
+            self.events.push_back(AsyncEvent::QpFatal { qpn });
+            if q.init.srq.is_some() {
+                self.events.push_back(AsyncEvent::QpLastWqeReached { qpn });
+            }
+        }
     }
 
     /// The QP's current state.
@@ -326,15 +505,27 @@ impl Endpoint {
         }
         match to {
             QpState::Reset => {
+                // A WQE taken from the SRQ for a message still arriving
+                // goes back to it (its own receive queue is discarded).
+                if let Some((wr, _)) = q.resp.recv.take() {
+                    responder::give_back(q, &mut self.srqs, wr);
+                }
                 let init = q.init;
                 *q = Qp::new(qpn, init);
             }
             QpState::Err if q.state != QpState::Err => {
                 q.state = QpState::Err;
                 completer::flush(q, &mut self.cqs);
+                // Asked for: no QP_FATAL; an SRQ's user still reports that
+                // it takes no more WQEs from it.
+                q.error_reported = true;
+                if q.init.srq.is_some() {
+                    self.events.push_back(AsyncEvent::QpLastWqeReached { qpn });
+                }
             }
             _ => q.state = to,
         }
+        self.raise_events(qpn);
         Ok(())
     }
 
@@ -456,14 +647,20 @@ impl Endpoint {
                     src_qp: 0,
                 });
             }
+            self.raise_events(qpn);
             return Ok(());
         }
         q.sq.push_back(wqe);
         Ok(())
     }
 
+    /// `ibv_post_recv`; refused on a QP that takes its receives from an
+    /// SRQ, as ibverbs refuses it.
     pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), VerbsError> {
         let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        if let Some(srq) = q.init.srq {
+            return Err(VerbsError::QpHasSrq { qpn, srq });
+        }
         if q.state == QpState::Reset {
             return Err(VerbsError::WrongState {
                 qpn,
@@ -495,6 +692,7 @@ impl Endpoint {
                     src_qp: 0,
                 });
             }
+            self.raise_events(qpn);
             return Ok(());
         }
         q.rq.push_back(wr);
@@ -538,8 +736,17 @@ impl Endpoint {
         if pkt.info().response {
             completer::on_response(q, &pkt, &mut self.mrs, &mut self.cqs, &mut self.stats, now);
         } else {
-            responder::on_request(q, &pkt, from, &mut self.mrs, &mut self.cqs, &mut self.stats);
+            responder::on_request(
+                q,
+                &pkt,
+                from,
+                &mut self.mrs,
+                &mut self.cqs,
+                &mut self.srqs,
+                &mut self.stats,
+            );
         }
+        self.raise_events(dqpn);
     }
 
     /// The next packet to send, if any. Responses go before new requests.
@@ -561,6 +768,7 @@ impl Endpoint {
                     self.stats.tx_packets += 1;
                     if q.init.qp_type != QpType::Rc {
                         completer::complete_done(q, &mut self.cqs);
+                        self.raise_events(qpn);
                     }
                     return Some(t);
                 }
@@ -580,8 +788,19 @@ impl Endpoint {
 
     /// Runs the timers due at `now`: retransmission and the end of RNR waits.
     pub fn handle_timeout(&mut self, now: Instant) {
-        for q in self.qps.values_mut() {
-            completer::on_timeout(q, &mut self.cqs, &mut self.stats, now);
+        for i in 0..self.order.len() {
+            let qpn = self.order[i];
+            let Some(q) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            let due = [q.comp.retransmit_at, q.comp.rnr_until]
+                .into_iter()
+                .flatten()
+                .any(|t| t <= now);
+            if due {
+                completer::on_timeout(q, &mut self.cqs, &mut self.stats, now);
+                self.raise_events(qpn);
+            }
         }
     }
 }

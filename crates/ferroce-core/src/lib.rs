@@ -1,6 +1,6 @@
-//! The RoCE transport engine, sans-IO: verbs objects (PD, MR, CQ, QP) and
-//! the RC, UC and UD transports, split as the kernel's rxe splits them into
-//! requester, responder and completer.
+//! The RoCE transport engine, sans-IO: verbs objects (PD, MR, CQ, QP, SRQ)
+//! and the RC, UC and UD transports, split as the kernel's rxe splits them
+//! into requester, responder and completer.
 //!
 //! Datagrams in, datagrams and completions out, time passed in: the engine
 //! opens no socket, starts no thread, reads no clock, and takes its
@@ -13,8 +13,9 @@
 //! | `qp::requester` / `qp::responder` / `qp::completer` | the three engines |
 //! | `qp::state` | the `modify_qp` state machine |
 //! | `mr` | registered memory (owned by the engine) and key checks |
+//! | `srq` | shared receive queues and their limit event |
 //!
-//! Not yet: SRQ, XRC, memory windows, atomic write and flush, congestion
+//! Not yet: XRC, memory windows, atomic write and flush, congestion
 //! control, multicast.
 #![forbid(unsafe_code)]
 
@@ -22,6 +23,7 @@ mod cq;
 pub mod endpoint;
 mod mr;
 mod qp;
+mod srq;
 pub mod time;
 pub mod verbs;
 

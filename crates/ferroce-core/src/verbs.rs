@@ -179,6 +179,50 @@ pub struct RecvWr {
     pub sg: Vec<Sge>,
 }
 
+/// What `modify_srq` changes (`ibv_srq_attr` with its mask); `None` leaves
+/// an attribute as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SrqAttr {
+    /// Resize the SRQ (`IBV_SRQ_MAX_WR`): at least the WQEs it holds now,
+    /// and at least an armed limit.
+    pub max_wr: Option<u32>,
+    /// Arm the limit event (`IBV_SRQ_LIMIT`): [`AsyncEvent::SrqLimitReached`]
+    /// once the WQEs left drop below this; 0 disarms it.
+    pub srq_limit: Option<u32>,
+}
+
+/// What `query_srq` reports (`ibv_srq_attr`, and the WQEs waiting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SrqInfo {
+    pub max_wr: u32,
+    /// The armed limit; 0 when the limit event is not (or no longer) armed.
+    pub srq_limit: u32,
+    /// Receive WQEs posted and not yet taken by a QP (not in ibverbs).
+    pub wqes: u32,
+}
+
+/// An asynchronous event (`ibv_get_async_event`). Only the events this
+/// engine can produce are listed; each is reported once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AsyncEvent {
+    /// `IBV_EVENT_SRQ_LIMIT_REACHED`: a QP took a WQE from the SRQ and
+    /// fewer than its armed limit were left. The limit is disarmed
+    /// (`srq_limit` reads 0) until `modify_srq` arms it again.
+    SrqLimitReached { srq: u32 },
+    /// `IBV_EVENT_QP_FATAL`: the engine (not `modify_qp`) moved the QP to
+    /// the error state: a NAK, retries or RNR retries exhausted, a
+    /// protocol or local error. Its work requests are flushed.
+    QpFatal { qpn: u32 },
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED`: a QP that takes its receives from
+    /// an SRQ entered the error state (by `modify_qp` or by an error); it
+    /// will take no more WQEs from the SRQ, and the one it was filling has
+    /// been flushed. Raised after `QpFatal` when both apply.
+    QpLastWqeReached { qpn: u32 },
+    /// `IBV_EVENT_CQ_ERR`: the CQ was full and a completion was lost
+    /// (reported once per CQ; [`crate::Endpoint::cq_overflowed`] stays set).
+    CqOverflow { cq: u32 },
+}
+
 /// Completion status (`ibv_wc_status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WcStatus {
@@ -232,7 +276,8 @@ pub enum VerbsError {
     NoSuchCq(u32),
     NoSuchQp(u32),
     NoSuchMr(u32),
-    /// The PD still has resources.
+    NoSuchSrq(u32),
+    /// The object is still in use (`what` says by what).
     Busy(&'static str),
     /// `modify_qp` from `from` to `to` is not a legal transition.
     BadTransition {
@@ -266,6 +311,17 @@ pub enum VerbsError {
         queue: &'static str,
         depth: u32,
     },
+    /// The shared receive queue is full.
+    SrqFull {
+        srq: u32,
+        depth: u32,
+    },
+    /// `post_recv` on a QP that takes its receives from an SRQ: they are
+    /// posted to the SRQ (`post_srq_recv`), as ibverbs requires.
+    QpHasSrq {
+        qpn: u32,
+        srq: u32,
+    },
     /// A scatter/gather element cannot be used; `why` says what is wrong
     /// (no such region, another PD, outside the region, no LOCAL_WRITE).
     BadSge {
@@ -295,6 +351,7 @@ impl fmt::Display for VerbsError {
             Self::NoSuchCq(h) => write!(f, "no completion queue {h}"),
             Self::NoSuchQp(n) => write!(f, "no queue pair {n:#x}"),
             Self::NoSuchMr(k) => write!(f, "no memory region with key {k:#x}"),
+            Self::NoSuchSrq(h) => write!(f, "no shared receive queue {h}"),
             Self::Busy(what) => write!(f, "still in use: {what}"),
             Self::BadTransition { from, to } => {
                 write!(f, "modify_qp: no transition from {from:?} to {to:?}")
@@ -312,6 +369,14 @@ impl fmt::Display for VerbsError {
             Self::QueueFull { qpn, queue, depth } => {
                 write!(f, "QP {qpn:#x}: {queue} full ({depth} entries)")
             }
+            Self::SrqFull { srq, depth } => {
+                write!(f, "shared receive queue {srq} full ({depth} entries)")
+            }
+            Self::QpHasSrq { qpn, srq } => write!(
+                f,
+                "post_recv on QP {qpn:#x}, which takes its receives from shared \
+                 receive queue {srq}: post them to the SRQ (post_srq_recv)"
+            ),
             Self::BadSge {
                 lkey,
                 offset,

@@ -32,11 +32,11 @@
 //! (Linux 6.x) and, for the observed ones, from a 6.1 guest's
 //! `ibv_devinfo -v` (`shared/rig/README.md` §3). ferroce reports what its
 //! engine enforces; every field that differs says so on its constant below.
-//! In short: no SRQ, memory windows, multicast, APM, async events or
-//! completion channels (so those counts and flags are 0), a per-QP RDMA
-//! READ/atomic depth of 16 (rxe: 128), larger queue limits (QP 32768 WRs,
-//! CQ 1048576 CQEs), no limit of its own on QPs, CQs, MRs, PDs, AHs or SGEs
-//! (reported as `i32::MAX`), no CM (`port_cap_flags` 0, rxe sets CM_SUP),
+//! In short: no memory windows, multicast, APM, port events or completion
+//! channels (so those counts and flags are 0), a per-QP RDMA READ/atomic
+//! depth of 16 (rxe: 128), larger queue limits (QP and SRQ 32768 WRs, CQ
+//! 1048576 CQEs), no limit of its own on QPs, CQs, SRQs, MRs, PDs, AHs or
+//! SGEs (reported as `i32::MAX`), no CM (`port_cap_flags` 0, rxe sets CM_SUP),
 //! `fw_ver` the crate version, and a header budget 4 bytes larger than rxe's
 //! when deriving the active MTU.
 
@@ -75,6 +75,10 @@ pub const UNLIMITED: u32 = i32::MAX as u32;
 /// Work requests per send or receive queue: `Endpoint::create_qp` refuses
 /// more (rxe `RXE_MAX_QP_WR`: 0x4000).
 pub const MAX_QP_WR: u32 = 1 << 15;
+
+/// Work requests per shared receive queue: `Endpoint::create_srq` and
+/// `modify_srq` refuse more (rxe: `RXE_MAX_SRQ_WR`).
+pub const MAX_SRQ_WR: u32 = 1 << 15;
 
 /// Entries per completion queue: `Endpoint::create_cq` refuses more (rxe:
 /// `(1 << RXE_MAX_LOG_CQE) - 1` = 32767).
@@ -220,16 +224,23 @@ impl DeviceCapFlags {
     /// * BAD_QKEY_CNTR: UD receives with a wrong Q_Key are counted
     ///   ([`crate::Stats::rx_bad_qkey`], the port's `qkey_viol_cntr`).
     /// * SYS_IMAGE_GUID: the system image GUID is set.
-    /// * RC_RNR_NAK_GEN: an RC responder with no receive posted sends RNR
-    ///   NAKs.
+    /// * RC_RNR_NAK_GEN: an RC responder with no receive posted (in its
+    ///   receive queue or its SRQ) sends RNR NAKs.
+    /// * SRQ_RESIZE: `modify_srq` takes a new `max_wr`. (ibverbs has no flag
+    ///   for SRQ support itself: `max_srq` above 0 says it.)
     ///
     /// Not set, unlike rxe: BAD_PKEY_CNTR (the P_Key is not checked or
     /// counted), AUTO_PATH_MIG, CHANGE_PHY_PORT and UD_AV_PORT_ENFORCE (one
-    /// port, one path), PORT_ACTIVE_EVENT (no async events), SRQ_RESIZE (no
-    /// SRQ), MEM_WINDOW/MEM_WINDOW_TYPE_2B and MEM_MGT_EXTENSIONS (no memory
-    /// windows, fast registration or local invalidate).
-    pub const FERROCE: Self =
-        Self(Self::BAD_QKEY_CNTR.0 | Self::SYS_IMAGE_GUID.0 | Self::RC_RNR_NAK_GEN.0);
+    /// port, one path), PORT_ACTIVE_EVENT (the port raises no events; the
+    /// async events are QP, CQ and SRQ ones), MEM_WINDOW/MEM_WINDOW_TYPE_2B
+    /// and MEM_MGT_EXTENSIONS (no memory windows, fast registration or local
+    /// invalidate).
+    pub const FERROCE: Self = Self(
+        Self::BAD_QKEY_CNTR.0
+            | Self::SYS_IMAGE_GUID.0
+            | Self::RC_RNR_NAK_GEN.0
+            | Self::SRQ_RESIZE.0,
+    );
 
     pub const fn bits(self) -> u32 {
         self.0
@@ -615,10 +626,12 @@ pub fn device_attr_for(iface: &Interface, local: IpAddr) -> DeviceAttr {
         max_ah: UNLIMITED,
         max_fmr: 0,
         max_map_per_fmr: 0,
-        // No shared receive queues (rxe: 960).
-        max_srq: 0,
-        max_srq_wr: 0,
-        max_srq_sge: 0,
+        // SRQ handles are not drawn from a fixed table (rxe's are), and
+        // their scatter/gather lists are plain vectors, as QPs' are (rxe:
+        // 27 SGEs).
+        max_srq: UNLIMITED,
+        max_srq_wr: MAX_SRQ_WR,
+        max_srq_sge: UNLIMITED,
         // One P_Key, the default 0xffff, as rxe.
         max_pkeys: 1,
         // rxe's value: ACKs leave within the driver's next round, far under
@@ -1041,7 +1054,8 @@ mod tests {
             ]
         );
         assert_eq!(DeviceCapFlags::RXE.unknown_bits(), 0);
-        assert_eq!(DeviceCapFlags::FERROCE.bits(), 0x1804);
+        assert_eq!(DeviceCapFlags::FERROCE.bits(), 0x3804);
+        assert!(DeviceCapFlags::FERROCE.contains(DeviceCapFlags::SRQ_RESIZE));
         assert_eq!(DeviceCapFlags::from_bits(1 << 31).unknown_bits(), 1 << 31);
     }
 
@@ -1064,10 +1078,27 @@ mod tests {
             max_send_wr: wr,
             max_recv_wr: wr,
             sq_sig_all: false,
+            srq: None,
         };
         assert!(ep.create_qp(init(MAX_QP_WR)).is_ok());
         assert!(matches!(
             ep.create_qp(init(MAX_QP_WR + 1)),
+            Err(VerbsError::BadValue { .. })
+        ));
+        let srq = ep.create_srq(pd, MAX_SRQ_WR, 0).unwrap();
+        assert!(matches!(
+            ep.create_srq(pd, MAX_SRQ_WR + 1, 0),
+            Err(VerbsError::BadValue { .. })
+        ));
+        // SRQ_RESIZE: a new max_wr is taken, within the same limit.
+        let resize = |max_wr| ferroce_core::verbs::SrqAttr {
+            max_wr: Some(max_wr),
+            srq_limit: None,
+        };
+        assert!(ep.modify_srq(srq, &resize(16)).is_ok());
+        assert_eq!(ep.query_srq(srq).unwrap().max_wr, 16);
+        assert!(matches!(
+            ep.modify_srq(srq, &resize(MAX_SRQ_WR + 1)),
             Err(VerbsError::BadValue { .. })
         ));
         let lo = iface("lo", None, 65536, &["127.0.0.1"]);
@@ -1076,6 +1107,8 @@ mod tests {
         let dev = device_attr_for(&lo, ip("127.0.0.1"));
         assert_eq!(dev.vendor_id, 0xffffff);
         assert_eq!(dev.max_qp_rd_atom, 16);
+        assert_eq!(dev.max_srq_wr, MAX_SRQ_WR);
+        assert!(dev.max_srq > 0);
         assert_eq!(dev.atomic_cap, AtomicCap::Hca);
         assert_eq!(dev.phys_port_cnt, 1);
     }

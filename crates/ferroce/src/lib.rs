@@ -21,6 +21,9 @@
 //! | `ibv_create_cq` / `ibv_poll_cq` | [`Context::create_cq`] / [`CompletionQueue::poll`] |
 //! | `ibv_create_qp` / `ibv_modify_qp` | [`ProtectionDomain::create_qp`] / [`QueuePair::modify`] |
 //! | `ibv_post_send` / `ibv_post_recv` | [`QueuePair::post_send`] / [`QueuePair::post_recv`] |
+//! | `ibv_create_srq` / `ibv_post_srq_recv` | [`ProtectionDomain::create_srq`] / [`SharedReceiveQueue::post_recv`] |
+//! | `ibv_modify_srq` / `ibv_query_srq` | [`SharedReceiveQueue::arm_limit`], [`SharedReceiveQueue::modify`] / [`SharedReceiveQueue::query`] |
+//! | `ibv_get_async_event` | [`Context::poll_async_event`] (no wait, nothing to acknowledge) |
 //!
 //! Registered memory is owned by ferroce (a remote peer writes into it at
 //! any time, from the driver thread). The application reaches it through
@@ -42,8 +45,8 @@ use ferroce_io::{UdpBackend, UdpConfig};
 
 pub use device::*;
 pub use ferroce_core::verbs::{
-    Access, Mtu, Path, QpAttr, QpState, QpType, RecvWr, SendOp, SendWr, Sge, UdDest, VerbsError,
-    WcOpcode, WcStatus, WorkCompletion,
+    Access, AsyncEvent, Mtu, Path, QpAttr, QpState, QpType, RecvWr, SendOp, SendWr, Sge, SrqAttr,
+    SrqInfo, UdDest, VerbsError, WcOpcode, WcStatus, WorkCompletion,
 };
 pub use ferroce_core::{MAX_MSG_SIZE, MrInfo, Stats};
 pub use ferroce_wire::Psn;
@@ -178,6 +181,16 @@ impl Context {
             handle,
         })
     }
+
+    /// The oldest asynchronous event not yet taken, as
+    /// `ibv_get_async_event` returns it, but without waiting (and with
+    /// nothing to acknowledge). Events name their object by
+    /// [`QueuePair::qpn`], [`CompletionQueue::handle`] or
+    /// [`SharedReceiveQueue::handle`]. Also moves the engine forward.
+    pub fn poll_async_event(&self) -> Option<AsyncEvent> {
+        self.shared.progress();
+        self.shared.engine().poll_async_event()
+    }
 }
 
 impl Drop for Context {
@@ -215,11 +228,90 @@ impl ProtectionDomain {
             max_send_wr: attr.max_send_wr,
             max_recv_wr: attr.max_recv_wr,
             sq_sig_all: attr.sq_sig_all,
+            srq: attr.srq.map(|s| s.inner.handle),
         })?;
         Ok(QueuePair {
             shared: self.shared.clone(),
             qpn,
+            srq: attr.srq.map(|s| s.inner.clone()),
         })
+    }
+
+    /// A shared receive queue of up to `max_wr` receive work requests
+    /// (`ibv_create_srq`), its limit not armed. QPs created with it in
+    /// [`QpInitAttr::srq`] take their receives from it.
+    pub fn create_srq(&self, max_wr: u32) -> Result<SharedReceiveQueue> {
+        let handle = self.shared.engine().create_srq(self.handle, max_wr, 0)?;
+        Ok(SharedReceiveQueue {
+            inner: Arc::new(SrqHandle {
+                shared: self.shared.clone(),
+                handle,
+            }),
+        })
+    }
+}
+
+/// A shared receive queue. Dropping it destroys it once the last QP that
+/// uses it is gone too (ibverbs refuses `ibv_destroy_srq` before that).
+#[derive(Debug)]
+pub struct SharedReceiveQueue {
+    inner: Arc<SrqHandle>,
+}
+
+/// The engine's SRQ, destroyed when the last of its handle and its QPs
+/// drops.
+#[derive(Debug)]
+struct SrqHandle {
+    shared: Arc<Shared>,
+    handle: u32,
+}
+
+impl Drop for SrqHandle {
+    fn drop(&mut self) {
+        let _ = self.shared.engine().destroy_srq(self.handle);
+    }
+}
+
+impl SharedReceiveQueue {
+    /// The number [`AsyncEvent::SrqLimitReached`] names it by.
+    pub fn handle(&self) -> u32 {
+        self.inner.handle
+    }
+
+    /// `ibv_post_srq_recv`: one receive work request, for whichever of
+    /// its QPs next needs one.
+    pub fn post_recv(&self, wr: RecvWr) -> Result<()> {
+        self.inner
+            .shared
+            .engine()
+            .post_srq_recv(self.inner.handle, wr)?;
+        self.inner.shared.kick();
+        Ok(())
+    }
+
+    /// Arms the limit (`ibv_modify_srq` with `IBV_SRQ_LIMIT`): once fewer
+    /// than `limit` work requests are left, [`Context::poll_async_event`]
+    /// returns [`AsyncEvent::SrqLimitReached`] once, and the limit disarms.
+    /// 0 disarms it.
+    pub fn arm_limit(&self, limit: u32) -> Result<()> {
+        self.modify(&SrqAttr {
+            max_wr: None,
+            srq_limit: Some(limit),
+        })
+    }
+
+    /// `ibv_modify_srq`: resize and/or set the limit.
+    pub fn modify(&self, attr: &SrqAttr) -> Result<()> {
+        Ok(self
+            .inner
+            .shared
+            .engine()
+            .modify_srq(self.inner.handle, attr)?)
+    }
+
+    /// `ibv_query_srq`, and how many work requests are waiting.
+    pub fn query(&self) -> Result<SrqInfo> {
+        Ok(self.inner.shared.engine().query_srq(self.inner.handle)?)
     }
 }
 
@@ -318,6 +410,11 @@ impl CompletionQueue {
     pub fn overflowed(&self) -> Result<bool> {
         Ok(self.shared.engine().cq_overflowed(self.handle)?)
     }
+
+    /// The number [`AsyncEvent::CqOverflow`] names it by.
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
 }
 
 /// What `create_qp` takes (`ibv_qp_init_attr`).
@@ -327,8 +424,12 @@ pub struct QpInitAttr<'a> {
     pub send_cq: &'a CompletionQueue,
     pub recv_cq: &'a CompletionQueue,
     pub max_send_wr: u32,
+    /// Ignored when the QP takes its receives from an SRQ.
     pub max_recv_wr: u32,
     pub sq_sig_all: bool,
+    /// Take receive work requests from this shared receive queue instead
+    /// of a receive queue of the QP's own (`post_recv` is then refused).
+    pub srq: Option<&'a SharedReceiveQueue>,
 }
 
 impl<'a> QpInitAttr<'a> {
@@ -345,6 +446,7 @@ impl<'a> QpInitAttr<'a> {
             max_send_wr: 256,
             max_recv_wr: 256,
             sq_sig_all: false,
+            srq: None,
         }
     }
 }
@@ -354,6 +456,8 @@ impl<'a> QpInitAttr<'a> {
 pub struct QueuePair {
     shared: Arc<Shared>,
     qpn: u32,
+    /// Keeps the SRQ it takes receives from until the QP is destroyed.
+    srq: Option<Arc<SrqHandle>>,
 }
 
 impl QueuePair {
@@ -379,6 +483,8 @@ impl QueuePair {
         Ok(())
     }
 
+    /// `ibv_post_recv`; refused on a QP created with an SRQ (post to the
+    /// [`SharedReceiveQueue`] instead).
     pub fn post_recv(&self, wr: RecvWr) -> Result<()> {
         self.shared.engine().post_recv(self.qpn, wr)?;
         self.shared.kick();
@@ -389,6 +495,8 @@ impl QueuePair {
 impl Drop for QueuePair {
     fn drop(&mut self) {
         let _ = self.shared.engine().destroy_qp(self.qpn);
+        // Then the SRQ, if this QP was the last thing holding it.
+        self.srq.take();
     }
 }
 

@@ -33,6 +33,10 @@ pub struct QpInit {
     pub max_recv_wr: u32,
     /// Every send work request completes with a CQE, signaled or not.
     pub sq_sig_all: bool,
+    /// The shared receive queue this QP takes its receive WQEs from, if any
+    /// (`ibv_qp_init_attr::srq`); `max_recv_wr` is then ignored and
+    /// `post_recv` refused.
+    pub srq: Option<u32>,
 }
 
 /// The attributes a QP has been given by `modify_qp`.
@@ -184,6 +188,9 @@ pub(crate) struct Qp {
     pub(crate) req: Requester,
     pub(crate) comp: Completer,
     pub(crate) resp: Responder,
+    /// The error state it is in has been reported (or needs no report: the
+    /// user put it there); cleared by the way out through Reset.
+    pub(crate) error_reported: bool,
 }
 
 impl Qp {
@@ -222,6 +229,7 @@ impl Qp {
                 read_resumed_at: None,
             },
             resp: Responder::default(),
+            error_reported: false,
         }
     }
 

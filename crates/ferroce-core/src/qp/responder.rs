@@ -7,6 +7,9 @@
 //! duplicate atomic is answered from the replay cache; a gap is NAKed once.
 //! UC: no responses; a gap drops the message in progress. UD: a Q_Key check
 //! and one packet per message, delivered behind a 40-byte GRH.
+//!
+//! Receive WQEs come from the QP's own receive queue, or from its shared
+//! receive queue when it has one ([`take_recv`]); the rest is the same.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -19,6 +22,7 @@ use super::{Qp, ReadJob, Response};
 use crate::cq::Cq;
 use crate::endpoint::{NO_PATH, Stats, Transmit};
 use crate::mr::{MrTable, RemoteAccess};
+use crate::srq::Srq;
 use crate::verbs::{Access, QpState, QpType, RecvWr, WcOpcode, WcStatus, WorkCompletion};
 
 /// Atomic results kept for replaying duplicates.
@@ -36,6 +40,36 @@ enum Outcome {
     Responded,
 }
 
+/// The receive WQE for a message that needs one: from the QP's SRQ when
+/// it has one (which may raise the SRQ's limit event), else from its own
+/// receive queue.
+fn take_recv(qp: &mut Qp, srqs: &mut HashMap<u32, Srq>) -> Option<RecvWr> {
+    match qp.init.srq {
+        Some(h) => srqs.get_mut(&h)?.take(),
+        None => qp.rq.pop_front(),
+    }
+}
+
+/// Whether [`take_recv`] would find a WQE.
+fn has_recv(qp: &Qp, srqs: &HashMap<u32, Srq>) -> bool {
+    match qp.init.srq {
+        Some(h) => srqs.get(&h).is_some_and(|s| !s.wqes.is_empty()),
+        None => !qp.rq.is_empty(),
+    }
+}
+
+/// Puts back, at the front, a WQE taken for a message that was dropped.
+pub(crate) fn give_back(qp: &mut Qp, srqs: &mut HashMap<u32, Srq>, wr: RecvWr) {
+    match qp.init.srq {
+        Some(h) => {
+            if let Some(srq) = srqs.get_mut(&h) {
+                srq.give_back(wr);
+            }
+        }
+        None => qp.rq.push_front(wr),
+    }
+}
+
 /// A request packet for this QP.
 pub(crate) fn on_request(
     qp: &mut Qp,
@@ -43,11 +77,12 @@ pub(crate) fn on_request(
     from: IpAddr,
     mrs: &mut MrTable,
     cqs: &mut HashMap<u32, Cq>,
+    srqs: &mut HashMap<u32, Srq>,
     stats: &mut Stats,
 ) {
     match qp.init.qp_type {
-        QpType::Ud => return ud_receive(qp, pkt, from, mrs, cqs, stats),
-        QpType::Uc => return uc_receive(qp, pkt, mrs, cqs, stats),
+        QpType::Ud => return ud_receive(qp, pkt, from, mrs, cqs, srqs, stats),
+        QpType::Uc => return uc_receive(qp, pkt, mrs, cqs, srqs, stats),
         QpType::Rc => {}
     }
     let psn = pkt.bth().psn();
@@ -67,7 +102,7 @@ pub(crate) fn on_request(
         return;
     }
     qp.resp.nak_sent = false;
-    match execute(qp, pkt, psn, mrs, cqs) {
+    match execute(qp, pkt, psn, mrs, cqs, srqs) {
         Outcome::Ok => {
             qp.resp.epsn = psn + 1;
             if pkt.bth().ack_req() {
@@ -128,11 +163,12 @@ fn execute(
     psn: Psn,
     mrs: &mut MrTable,
     cqs: &mut HashMap<u32, Cq>,
+    srqs: &mut HashMap<u32, Srq>,
 ) -> Outcome {
     let op = pkt.bth().opcode().operation();
     match op {
-        0x00..=0x05 | 0x16 | 0x17 => send(qp, pkt, op, mrs, cqs),
-        0x06..=0x0b => write(qp, pkt, op, mrs, cqs),
+        0x00..=0x05 | 0x16 | 0x17 => send(qp, pkt, op, mrs, cqs, srqs),
+        0x06..=0x0b => write(qp, pkt, op, mrs, cqs, srqs),
         0x0c => read_request(qp, pkt, psn, mrs),
         0x13 | 0x14 => atomic(qp, pkt, psn, mrs),
         _ => Outcome::Nak(NakCode::InvalidRequest),
@@ -156,13 +192,14 @@ fn send(
     op: u8,
     mrs: &mut MrTable,
     cqs: &mut HashMap<u32, Cq>,
+    srqs: &mut HashMap<u32, Srq>,
 ) -> Outcome {
     if is_first(op) != qp.resp.recv.is_none() {
         // A FIRST while a message is open, or a MIDDLE/LAST with none.
         return Outcome::Nak(NakCode::InvalidRequest);
     }
     if qp.resp.recv.is_none() {
-        match qp.rq.pop_front() {
+        match take_recv(qp, srqs) {
             Some(wr) => qp.resp.recv = Some((wr, 0)),
             None => return Outcome::Rnr,
         }
@@ -228,9 +265,10 @@ fn write(
     op: u8,
     mrs: &mut MrTable,
     cqs: &mut HashMap<u32, Cq>,
+    srqs: &mut HashMap<u32, Srq>,
 ) -> Outcome {
     let with_imm = matches!(op, 0x09 | 0x0b);
-    if with_imm && qp.rq.is_empty() {
+    if with_imm && !has_recv(qp, srqs) {
         return Outcome::Rnr;
     }
     if is_first(op) {
@@ -274,7 +312,7 @@ fn write(
     if is_last(op) {
         qp.resp.write = None;
         qp.resp.msn = (qp.resp.msn + 1) & 0xff_ffff;
-        if with_imm && let Some(wr) = qp.rq.pop_front() {
+        if with_imm && let Some(wr) = take_recv(qp, srqs) {
             let imm = pkt.imm();
             // byte_len is the WRITE's length (it was 0 here before).
             let len = qp.resp.write_len;
@@ -402,6 +440,7 @@ fn uc_receive(
     pkt: &TransportPacket<&[u8]>,
     mrs: &mut MrTable,
     cqs: &mut HashMap<u32, Cq>,
+    srqs: &mut HashMap<u32, Srq>,
     stats: &mut Stats,
 ) {
     let psn = pkt.bth().psn();
@@ -411,7 +450,7 @@ fn uc_receive(
         // reused for the next message); resynchronise on a FIRST or ONLY.
         stats.rx_out_of_sequence += 1;
         if let Some((wr, _)) = qp.resp.recv.take() {
-            qp.rq.push_front(wr);
+            give_back(qp, srqs, wr);
         }
         qp.resp.write = None;
         if !is_first(op) {
@@ -421,15 +460,15 @@ fn uc_receive(
     }
     qp.resp.epsn = psn + 1;
     let outcome = match op {
-        0x00..=0x05 => send(qp, pkt, op, mrs, cqs),
-        0x06..=0x0b => write(qp, pkt, op, mrs, cqs),
+        0x00..=0x05 => send(qp, pkt, op, mrs, cqs, srqs),
+        0x06..=0x0b => write(qp, pkt, op, mrs, cqs, srqs),
         _ => Outcome::Nak(NakCode::InvalidRequest),
     };
     if !matches!(outcome, Outcome::Ok) {
         // UC never NAKs: the message is silently dropped.
         stats.rx_unexpected += 1;
         if let Some((wr, _)) = qp.resp.recv.take() {
-            qp.rq.push_front(wr);
+            give_back(qp, srqs, wr);
         }
         qp.resp.write = None;
     }
@@ -441,6 +480,7 @@ fn ud_receive(
     from: IpAddr,
     mrs: &mut MrTable,
     cqs: &mut HashMap<u32, Cq>,
+    srqs: &mut HashMap<u32, Srq>,
     stats: &mut Stats,
 ) {
     let Some(deth) = pkt.deth() else {
@@ -453,7 +493,7 @@ fn ud_receive(
         stats.rx_bad_qkey += 1;
         return;
     }
-    let Some(wr) = qp.rq.pop_front() else {
+    let Some(wr) = take_recv(qp, srqs) else {
         stats.rx_unexpected += 1; // UD drops when no receive is posted
         return;
     };

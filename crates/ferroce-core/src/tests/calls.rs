@@ -37,6 +37,7 @@ fn fresh(qp_type: QpType) -> (Endpoint, u32, crate::MrInfo) {
             max_send_wr: 4,
             max_recv_wr: 4,
             sq_sig_all: false,
+            srq: None,
         })
         .unwrap();
     let mr = e.reg_mr(pd, 4096, Access::LOCAL_WRITE).unwrap();

@@ -70,6 +70,7 @@ fn idle_qp(p: &mut Pair, qp_type: QpType, state: QpState) -> u32 {
         max_send_wr: 4,
         max_recv_wr: 4,
         sq_sig_all: false,
+        srq: None,
     };
     let q = e.create_qp(init).unwrap();
     let ud = qp_type == QpType::Ud;

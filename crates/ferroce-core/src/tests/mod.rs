@@ -11,6 +11,7 @@
 //! | `hostile` | stray packets: dropped, counted, harmless |
 //! | `fuzz` | random packets into a connected pair: no panic, no harm |
 //! | `soak` | a long WRITE stream through loss, reordering and duplication (FERROCE_SOAK_BYTES) |
+//! | `srq` | shared receive queues: QPs sharing one, RNR, the limit event, errors, UD and UC, refused calls |
 
 mod calls;
 mod ecn;
@@ -20,6 +21,7 @@ mod hostile;
 mod ops;
 mod rules;
 mod soak;
+mod srq;
 mod states;
 mod util;
 

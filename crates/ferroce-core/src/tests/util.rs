@@ -327,6 +327,7 @@ pub(crate) fn connect_with(p: &mut Pair, o: Opts) -> [Side; 2] {
                     max_send_wr: o.max_send_wr,
                     max_recv_wr: o.max_recv_wr,
                     sq_sig_all: o.sq_sig_all,
+                    srq: None,
                 })
                 .unwrap();
             let mr = e.reg_mr(pd, o.mr_len, all_access()).unwrap();

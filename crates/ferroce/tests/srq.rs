@@ -1,0 +1,180 @@
+//! A shared receive queue over real UDP sockets on loopback: two RC QPs of
+//! one device take their receives from one SRQ while two QPs of another
+//! device send to them (127.0.0.81 and 127.0.0.82, port 4791, in the style
+//! of `loopback.rs`).
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use ferroce::{
+    Access, AsyncEvent, CompletionQueue, Context, Error, Mtu, Psn, QpInitAttr, QpType, RecvWr,
+    SendOp, SendWr, VerbsError, WcOpcode, WcStatus, WorkCompletion, connect_qp,
+};
+
+fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut v = Vec::new();
+    while v.len() < n {
+        v.extend(cq.poll(n - v.len()).unwrap());
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {n} completions",
+            v.len()
+        );
+    }
+    v
+}
+
+fn send(wr_id: u64, sg: Vec<ferroce::Sge>) -> SendWr {
+    SendWr {
+        wr_id,
+        op: SendOp::Send,
+        sg,
+        signaled: true,
+        fence: false,
+        solicited: false,
+        inline: None,
+        ud: None,
+    }
+}
+
+/// Message `n`: its length and bytes, different for each.
+fn message(n: u64) -> Vec<u8> {
+    let len = 5000 + 700 * n as usize;
+    (0..len)
+        .map(|i| {
+            (i as u32)
+                .wrapping_mul(2_654_435_761)
+                .wrapping_add(n as u32) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn two_rc_qps_share_an_srq_over_udp() {
+    const SLOT: u64 = 16384;
+    let access =
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+    let ips: [IpAddr; 2] = ["127.0.0.81".parse().unwrap(), "127.0.0.82".parse().unwrap()];
+    // The receiving device: one SRQ, one CQ, two QPs.
+    let server = Context::open(ips[0]).unwrap();
+    let pd = server.alloc_pd();
+    let cq = server.create_cq(256).unwrap();
+    let mr = pd.reg_mr(16 * SLOT as usize, access).unwrap();
+    let srq = pd.create_srq(16).unwrap();
+    let mut attr = QpInitAttr::new(QpType::Rc, &cq, &cq);
+    attr.srq = Some(&srq);
+    let b = [pd.create_qp(&attr).unwrap(), pd.create_qp(&attr).unwrap()];
+    // The sending device: two QPs, one per server QP.
+    let client = Context::open(ips[1]).unwrap();
+    let cpd = client.alloc_pd();
+    let ccq = client.create_cq(256).unwrap();
+    let cmr = cpd.reg_mr(16 * SLOT as usize, access).unwrap();
+    let cattr = QpInitAttr::new(QpType::Rc, &ccq, &ccq);
+    let a = [
+        cpd.create_qp(&cattr).unwrap(),
+        cpd.create_qp(&cattr).unwrap(),
+    ];
+    for i in 0..2 {
+        let (sa, sb) = (Psn::new(100 + i), Psn::new(0xfffff0 + i));
+        connect_qp(
+            &a[i as usize],
+            QpType::Rc,
+            ips[0],
+            b[i as usize].qpn(),
+            sa,
+            sb,
+            Mtu::Mtu1024,
+        )
+        .unwrap();
+        connect_qp(
+            &b[i as usize],
+            QpType::Rc,
+            ips[1],
+            a[i as usize].qpn(),
+            sb,
+            sa,
+            Mtu::Mtu1024,
+        )
+        .unwrap();
+    }
+
+    // Receives go to the SRQ, not to its QPs.
+    let refused = b[0].post_recv(RecvWr {
+        wr_id: 0,
+        sg: vec![mr.sge(0, 16)],
+    });
+    assert!(
+        matches!(refused, Err(Error::Verbs(VerbsError::QpHasSrq { .. }))),
+        "{refused:?}"
+    );
+
+    // An empty SRQ: the first SEND waits out RNR NAKs until a receive is
+    // posted.
+    let first = message(0);
+    cmr.write(0, &first).unwrap();
+    a[0].post_send(send(0, vec![cmr.sge(0, first.len() as u32)]))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(cq.poll(1).unwrap().is_empty());
+    srq.post_recv(RecvWr {
+        wr_id: 0,
+        sg: vec![mr.sge(0, SLOT as u32)],
+    })
+    .unwrap();
+    let r = wait(&cq, 1);
+    assert_eq!(
+        (r[0].wr_id, r[0].status, r[0].qpn, r[0].byte_len),
+        (0, WcStatus::Success, b[0].qpn(), first.len() as u32)
+    );
+    assert_eq!(wait(&ccq, 1)[0].status, WcStatus::Success);
+
+    // Eight more WQEs, the limit armed at 3, four SENDs from each peer.
+    for wr_id in 1..=8 {
+        srq.post_recv(RecvWr {
+            wr_id,
+            sg: vec![mr.sge(wr_id * SLOT, SLOT as u32)],
+        })
+        .unwrap();
+    }
+    srq.arm_limit(3).unwrap();
+    assert_eq!(srq.query().unwrap().srq_limit, 3);
+    for n in 1..=8u64 {
+        let m = message(n);
+        let off = n * SLOT;
+        cmr.write(off as usize, &m).unwrap();
+        a[(n % 2) as usize]
+            .post_send(send(n, vec![cmr.sge(off, m.len() as u32)]))
+            .unwrap();
+    }
+    let got = wait(&cq, 8);
+    let mut per_qp = [0; 2];
+    for wc in &got {
+        assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::Recv));
+        // Which message filled this WQE tells which peer sent it.
+        let mut buf = vec![0u8; wc.byte_len as usize];
+        mr.read((wc.wr_id * SLOT) as usize, &mut buf).unwrap();
+        let n = (1..=8)
+            .find(|&n| message(n) == buf)
+            .unwrap_or_else(|| panic!("WQE {} holds no message", wc.wr_id));
+        let i = (n % 2) as usize;
+        assert_eq!(wc.qpn, b[i].qpn(), "message {n}");
+        assert_eq!(wc.src_qp, a[i].qpn());
+        per_qp[i] += 1;
+    }
+    assert_eq!(per_qp, [4, 4]);
+    let sent = wait(&ccq, 8);
+    assert!(
+        sent.iter().all(|w| w.status == WcStatus::Success),
+        "{sent:?}"
+    );
+    assert_eq!(srq.query().unwrap().wqes, 0);
+    // Below 3 left: reported once, and the limit disarmed.
+    assert_eq!(
+        server.poll_async_event(),
+        Some(AsyncEvent::SrqLimitReached { srq: srq.handle() })
+    );
+    assert_eq!(server.poll_async_event(), None);
+    assert_eq!(srq.query().unwrap().srq_limit, 0);
+    assert_eq!(client.poll_async_event(), None);
+}
