@@ -164,6 +164,22 @@ pub struct SendWr {
     pub ud: Option<UdDest>,
 }
 
+impl SendWr {
+    /// A signaled request with no flags, inline data or UD destination.
+    pub fn new(wr_id: u64, op: SendOp, sg: Vec<Sge>) -> Self {
+        Self {
+            wr_id,
+            op,
+            sg,
+            signaled: true,
+            fence: false,
+            solicited: false,
+            inline: None,
+            ud: None,
+        }
+    }
+}
+
 /// The destination of a UD send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdDest {

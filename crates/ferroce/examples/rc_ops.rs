@@ -22,19 +22,6 @@ fn wait_one(cq: &CompletionQueue) -> WorkCompletion {
     }
 }
 
-fn wr(wr_id: u64, op: SendOp, sg: Vec<ferroce::Sge>) -> SendWr {
-    SendWr {
-        wr_id,
-        op,
-        sg,
-        signaled: true,
-        fence: false,
-        solicited: false,
-        inline: None,
-        ud: None,
-    }
-}
-
 fn main() -> Result<(), ferroce::Error> {
     let a_ip: IpAddr = "127.0.0.1".parse().unwrap();
     let b_ip: IpAddr = "127.0.0.2".parse().unwrap();
@@ -57,7 +44,7 @@ fn main() -> Result<(), ferroce::Error> {
         wr_id: 1,
         sg: vec![mb.sge(0, 4096)],
     })?;
-    qa.post_send(wr(1, SendOp::Send, vec![ma.sge(0, 3000)]))?;
+    qa.post_send(SendWr::new(1, SendOp::Send, vec![ma.sge(0, 3000)]))?;
     let (s, r) = (wait_one(&ca), wait_one(&cb));
     assert_eq!(
         (s.status, r.status, r.byte_len),
@@ -68,7 +55,7 @@ fn main() -> Result<(), ferroce::Error> {
     // WRITE 5000 bytes to B at offset 8192, then READ them back to A at 16384.
     let data: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
     ma.write(4096, &data)?;
-    qa.post_send(wr(
+    qa.post_send(SendWr::new(
         2,
         SendOp::Write {
             remote_addr: mb.addr() + 8192,
@@ -81,7 +68,7 @@ fn main() -> Result<(), ferroce::Error> {
     mb.read(8192, &mut check)?;
     assert_eq!(check, data);
     println!("RDMA WRITE   5000 B: landed in B's memory");
-    qa.post_send(wr(
+    qa.post_send(SendWr::new(
         3,
         SendOp::Read {
             remote_addr: mb.addr() + 8192,
@@ -97,7 +84,7 @@ fn main() -> Result<(), ferroce::Error> {
     // FETCH_ADD then COMPARE_SWAP on a counter in B.
     mb.write(32768, &40u64.to_ne_bytes())?;
     let counter = mb.addr() + 32768;
-    qa.post_send(wr(
+    qa.post_send(SendWr::new(
         4,
         SendOp::FetchAdd {
             remote_addr: counter,
@@ -107,7 +94,7 @@ fn main() -> Result<(), ferroce::Error> {
         vec![ma.sge(40000, 8)],
     ))?;
     assert_eq!(wait_one(&ca).status, WcStatus::Success);
-    qa.post_send(wr(
+    qa.post_send(SendWr::new(
         5,
         SendOp::CompareSwap {
             remote_addr: counter,

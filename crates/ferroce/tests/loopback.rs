@@ -23,19 +23,6 @@ fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
     v
 }
 
-fn wr(wr_id: u64, op: SendOp, sg: Vec<ferroce::Sge>) -> SendWr {
-    SendWr {
-        wr_id,
-        op,
-        sg,
-        signaled: true,
-        fence: false,
-        solicited: false,
-        inline: None,
-        ud: None,
-    }
-}
-
 struct End {
     _ctx: Context,
     cq: CompletionQueue,
@@ -97,7 +84,7 @@ fn rc_write_read_8_mib_and_atomics() {
         .map(|i| (i as u32).wrapping_mul(2_654_435_761) as u8)
         .collect();
     a.mr.write(0, &data).unwrap();
-    a.qp.post_send(wr(
+    a.qp.post_send(SendWr::new(
         1,
         SendOp::Write {
             remote_addr: b.mr.addr(),
@@ -106,7 +93,7 @@ fn rc_write_read_8_mib_and_atomics() {
         vec![a.mr.sge(0, LEN as u32)],
     ))
     .unwrap();
-    a.qp.post_send(wr(
+    a.qp.post_send(SendWr::new(
         2,
         SendOp::Read {
             remote_addr: b.mr.addr(),
@@ -129,7 +116,7 @@ fn rc_write_read_8_mib_and_atomics() {
     assert!(back == data, "READ data differs");
     // Concurrent fetch-and-adds from many posts all count once.
     for i in 0..100 {
-        a.qp.post_send(wr(
+        a.qp.post_send(SendWr::new(
             10 + i,
             SendOp::FetchAdd {
                 remote_addr: b.mr.addr() + 8,
@@ -164,7 +151,7 @@ fn rc_and_uc_sends_with_immediate() {
             .unwrap();
         }
         for i in 0..64u64 {
-            a.qp.post_send(wr(
+            a.qp.post_send(SendWr::new(
                 i,
                 SendOp::SendWithImm(i as u32),
                 vec![a.mr.sge(0, (i * 200) as u32)],
@@ -192,9 +179,9 @@ fn rc_over_ipv6_loopback() {
         sg: vec![b.mr.sge(0, 400_000)],
     })
     .unwrap();
-    a.qp.post_send(wr(1, SendOp::Send, vec![a.mr.sge(0, 300_000)]))
+    a.qp.post_send(SendWr::new(1, SendOp::Send, vec![a.mr.sge(0, 300_000)]))
         .unwrap();
-    a.qp.post_send(wr(
+    a.qp.post_send(SendWr::new(
         2,
         SendOp::Read {
             remote_addr: b.mr.addr(),

@@ -407,16 +407,7 @@ pub(crate) fn sge(side: &Side, offset: u64, len: u32) -> Vec<Sge> {
 }
 
 pub(crate) fn send_wr(wr_id: u64, op: crate::verbs::SendOp, sg: Vec<Sge>) -> SendWr {
-    SendWr {
-        wr_id,
-        op,
-        sg,
-        signaled: true,
-        fence: false,
-        solicited: false,
-        inline: None,
-        ud: None,
-    }
+    SendWr::new(wr_id, op, sg)
 }
 
 pub(crate) fn recv_wr(wr_id: u64, sg: Vec<Sge>) -> RecvWr {

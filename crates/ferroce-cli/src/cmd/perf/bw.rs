@@ -14,19 +14,6 @@ use super::setup::{self, Params, Peer, Side};
 
 const STALL: Duration = Duration::from_secs(30);
 
-fn wr(wr_id: u64, op: SendOp, sg: Vec<ferroce::Sge>) -> SendWr {
-    SendWr {
-        wr_id,
-        op,
-        sg,
-        signaled: true,
-        fence: false,
-        solicited: false,
-        inline: None,
-        ud: None,
-    }
-}
-
 pub(super) fn serve(side: &Side, p: &Params, stream: &mut TcpStream) -> Result<bool, String> {
     if p.test != Test::Send {
         setup::wait_word(stream)?;
@@ -142,7 +129,11 @@ pub(super) fn run(
                 };
                 side.qps[i]
                     .0
-                    .post_send(wr(i as u64, op, vec![side.mr.sge(off, p.size as u32)]))
+                    .post_send(SendWr::new(
+                        i as u64,
+                        op,
+                        vec![side.mr.sge(off, p.size as u32)],
+                    ))
                     .map_err(e)?;
                 posted[i] += 1;
                 inflight[i] += 1;

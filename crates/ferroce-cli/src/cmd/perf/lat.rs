@@ -13,19 +13,6 @@ use super::setup::{self, Params, Peer, Side};
 
 const STALL: Duration = Duration::from_secs(30);
 
-fn wr(op: SendOp, sg: Vec<ferroce::Sge>) -> SendWr {
-    SendWr {
-        wr_id: 0,
-        op,
-        sg,
-        signaled: true,
-        fence: false,
-        solicited: false,
-        inline: None,
-        ud: None,
-    }
-}
-
 /// Waits for one completion.
 fn wait(side: &Side) -> Result<WorkCompletion, String> {
     let start = Instant::now();
@@ -82,8 +69,12 @@ pub(super) fn serve(
                     sg: vec![side.mr.sge(0, p.size as u32)],
                 })
                 .map_err(e)?;
-                qp.post_send(wr(SendOp::Send, vec![side.mr.sge(0, p.size as u32)]))
-                    .map_err(e)?;
+                qp.post_send(SendWr::new(
+                    0,
+                    SendOp::Send,
+                    vec![side.mr.sge(0, p.size as u32)],
+                ))
+                .map_err(e)?;
                 wait(side)?; // our pong's send completion
             }
         }
@@ -96,7 +87,8 @@ pub(super) fn serve(
                     remote_addr: peer.va,
                     rkey: peer.rkey,
                 };
-                qp.post_send(wr(
+                qp.post_send(SendWr::new(
+                    0,
                     op,
                     vec![
                         side.mr
@@ -135,7 +127,7 @@ pub(super) fn run(
                     sg: vec![side.mr.sge(0, size)],
                 })
                 .map_err(e)?;
-                qp.post_send(wr(SendOp::Send, vec![side.mr.sge(0, size)]))
+                qp.post_send(SendWr::new(0, SendOp::Send, vec![side.mr.sge(0, size)]))
                     .map_err(e)?;
                 // Our send completes, and their pong arrives, in either order.
                 wait(side)?;
@@ -148,7 +140,8 @@ pub(super) fn run(
                     remote_addr: peer.va,
                     rkey: peer.rkey,
                 };
-                qp.post_send(wr(op, vec![side.mr.sge(8, len)])).map_err(e)?;
+                qp.post_send(SendWr::new(0, op, vec![side.mr.sge(8, len)]))
+                    .map_err(e)?;
                 wait(side)?;
                 wait_value(side, i)?;
             }
@@ -157,7 +150,7 @@ pub(super) fn run(
                     remote_addr: peer.va,
                     rkey: peer.rkey,
                 };
-                qp.post_send(wr(op, vec![side.mr.sge(0, size)]))
+                qp.post_send(SendWr::new(0, op, vec![side.mr.sge(0, size)]))
                     .map_err(e)?;
                 wait(side)?;
             }
@@ -167,7 +160,8 @@ pub(super) fn run(
                     rkey: peer.rkey,
                     add: 1,
                 };
-                qp.post_send(wr(op, vec![side.mr.sge(0, 8)])).map_err(e)?;
+                qp.post_send(SendWr::new(0, op, vec![side.mr.sge(0, 8)]))
+                    .map_err(e)?;
                 wait(side)?;
             }
         }
