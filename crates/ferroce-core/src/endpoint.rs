@@ -579,7 +579,6 @@ impl Endpoint {
                 value: 0,
             });
         }
-        let is_atomic = matches!(wr.op, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. });
         let writes_local = matches!(
             wr.op,
             SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
@@ -597,12 +596,9 @@ impl Endpoint {
             .inline
             .as_ref()
             .map_or_else(|| sg_len(&wr.sg), |d| d.len() as u64);
-        if is_atomic {
-            let (SendOp::CompareSwap { remote_addr, .. } | SendOp::FetchAdd { remote_addr, .. }) =
-                wr.op
-            else {
-                unreachable!("is_atomic")
-            };
+        if let SendOp::CompareSwap { remote_addr, .. } | SendOp::FetchAdd { remote_addr, .. } =
+            wr.op
+        {
             if remote_addr % 8 != 0 {
                 return Err(VerbsError::Unaligned(remote_addr));
             }
