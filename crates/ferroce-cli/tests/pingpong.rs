@@ -61,7 +61,7 @@ fn run_pair_with(
         );
         assert!(text.contains("200 iters in"), "{transport} {who}: {text}");
         assert!(
-            text.contains("remote address:  LID 0x0000, QPN 0x"),
+            text.contains("remote address: LID 0x0000, QPN 0x"),
             "{text}"
         );
     }

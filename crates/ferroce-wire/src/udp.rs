@@ -56,6 +56,13 @@ pub const fn flow_label_from_qpns(lqpn: u32, rqpn: u32) -> u32 {
     ((v ^ (v >> 20) ^ (v >> 40)) & 0xf_ffff) as u32
 }
 
+/// The RoCE v2 UDP source port rxe uses for a UD QP (and QP1): 0xC000
+/// plus a 14-bit multiplicative hash of the QP number (the kernel's
+/// `hash_32(qpn, 14)`).
+pub const fn ud_source_port(qpn: u32) -> u16 {
+    0xc000 + (qpn.wrapping_mul(0x61c8_8647) >> 18) as u16
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,5 +72,9 @@ mod tests {
         // ../shared/rig/README.md §5: QPN 0x11 <-> 0x11 gives 49441.
         let fl = flow_label_from_qpns(0x11, 0x11);
         assert_eq!(source_port_from_flow_label(fl), 49441);
+        // §5: QP1 -> 55410, UD QPN 0x13 -> 53368, 0x16 -> 55758.
+        assert_eq!(ud_source_port(1), 55410);
+        assert_eq!(ud_source_port(0x13), 53368);
+        assert_eq!(ud_source_port(0x16), 55758);
     }
 }
