@@ -632,16 +632,7 @@ impl Endpoint {
             // post_recv does (IBA 10.3.1, Error state). It used to wait in a
             // send queue nothing serves, and never completed.
             if let Some(cq) = self.cqs.get_mut(&q.init.send_cq) {
-                cq.push(WorkCompletion {
-                    wr_id: wqe.wr.wr_id,
-                    status: WcStatus::WrFlushErr,
-                    opcode: wqe.wc_opcode(),
-                    qpn,
-                    byte_len: 0,
-                    imm: None,
-                    invalidated_rkey: None,
-                    src_qp: 0,
-                });
+                cq.push(WorkCompletion::flushed(wqe.wr.wr_id, wqe.wc_opcode(), qpn));
             }
             self.raise_events(qpn);
             return Ok(());
@@ -677,16 +668,7 @@ impl Endpoint {
         if q.state == QpState::Err {
             // Posted to a QP in error: completes at once, flushed.
             if let Some(cq) = self.cqs.get_mut(&q.init.recv_cq) {
-                cq.push(WorkCompletion {
-                    wr_id: wr.wr_id,
-                    status: WcStatus::WrFlushErr,
-                    opcode: WcOpcode::Recv,
-                    qpn,
-                    byte_len: 0,
-                    imm: None,
-                    invalidated_rkey: None,
-                    src_qp: 0,
-                });
+                cq.push(WorkCompletion::flushed(wr.wr_id, WcOpcode::Recv, qpn));
             }
             self.raise_events(qpn);
             return Ok(());

@@ -285,6 +285,22 @@ pub struct WorkCompletion {
     pub src_qp: u32,
 }
 
+impl WorkCompletion {
+    /// The completion of a work request flushed from a QP in error.
+    pub fn flushed(wr_id: u64, opcode: WcOpcode, qpn: u32) -> Self {
+        Self {
+            wr_id,
+            status: WcStatus::WrFlushErr,
+            opcode,
+            qpn,
+            byte_len: 0,
+            imm: None,
+            invalidated_rkey: None,
+            src_qp: 0,
+        }
+    }
+}
+
 /// Why a verbs call was refused. Each names what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VerbsError {

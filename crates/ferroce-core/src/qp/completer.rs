@@ -297,16 +297,7 @@ pub(crate) fn flush(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>) {
     qp.comp.rnr_until = None;
     for w in qp.sq.drain(..) {
         if let Some(cq) = cqs.get_mut(&qp.init.send_cq) {
-            cq.push(WorkCompletion {
-                wr_id: w.wr.wr_id,
-                status: WcStatus::WrFlushErr,
-                opcode: w.wc_opcode(),
-                qpn: qp.qpn,
-                byte_len: 0,
-                imm: None,
-                invalidated_rkey: None,
-                src_qp: 0,
-            });
+            cq.push(WorkCompletion::flushed(w.wr.wr_id, w.wc_opcode(), qp.qpn));
         }
     }
     qp.req.wqe = 0;
@@ -314,16 +305,7 @@ pub(crate) fn flush(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>) {
     let pending = qp.resp.recv.take().map(|(wr, _)| wr);
     for wr in pending.into_iter().chain(qp.rq.drain(..)) {
         if let Some(cq) = cqs.get_mut(&qp.init.recv_cq) {
-            cq.push(WorkCompletion {
-                wr_id: wr.wr_id,
-                status: WcStatus::WrFlushErr,
-                opcode: WcOpcode::Recv,
-                qpn: qp.qpn,
-                byte_len: 0,
-                imm: None,
-                invalidated_rkey: None,
-                src_qp: 0,
-            });
+            cq.push(WorkCompletion::flushed(wr.wr_id, WcOpcode::Recv, qp.qpn));
         }
     }
 }
