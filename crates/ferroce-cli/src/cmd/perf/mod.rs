@@ -5,10 +5,12 @@
 //! process on 127.0.0.1 and runs the client on 127.0.0.2. With `--listen`
 //! it is the server; with a server address, the client. The exchange of QP
 //! numbers, PSNs and keys is one JSON line each way over TCP (not perftest's
-//! format; interoperating with perftest itself is separate work).
+//! format). With `--perftest` the exchange is perftest's own instead, to
+//! run against ib_write_bw / ib_send_bw / ib_read_bw (see perftest.rs).
 
 mod bw;
 mod lat;
+mod perftest;
 mod setup;
 
 use std::net::{IpAddr, TcpListener, TcpStream};
@@ -68,6 +70,10 @@ pub(crate) struct PerfArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// Speak perftest's TCP exchange (run against ib_write_bw, ib_send_bw,
+    /// ib_read_bw); the server needs the same -s as the client.
+    #[arg(long)]
+    perftest: bool,
 }
 
 pub(crate) fn run(args: &PerfArgs) -> Result<bool, String> {
@@ -81,6 +87,9 @@ pub(crate) fn run(args: &PerfArgs) -> Result<bool, String> {
             args.size,
             ferroce::MAX_MSG_SIZE
         ));
+    }
+    if args.perftest {
+        return perftest::run(&args);
     }
     if args.listen {
         let local = args.local.unwrap_or_else(|| "127.0.0.1".parse().unwrap());

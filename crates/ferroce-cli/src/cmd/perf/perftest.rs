@@ -1,0 +1,548 @@
+//! `ferroce perf write|send|read --perftest`: the TCP exchange of perftest
+//! 4.5 ("Data ex. method : Ethernet"), so that ferroce runs against
+//! unmodified ib_write_bw, ib_send_bw and ib_read_bw.
+//!
+//! Every step is a symmetric exchange of a fixed-size message: the client
+//! writes first and then reads, the server reads first and then writes.
+//! In order:
+//!
+//! 1. the version string, 16 bytes NUL-padded (we say `6.06`);
+//! 2. if the peer's version is 5.32 or later: the cycle buffer and the cache
+//!    line size, each a 4-byte big-endian integer (both sides keep the max);
+//! 3. if the peer's version is 5.1 or later: the MTU as the decimal text of
+//!    its verbs enum (1 = 256 .. 5 = 4096), 2 bytes (4 before 5.31); both
+//!    sides use the smaller;
+//! 4. key records, 108 bytes of text
+//!    `LID:OUT_READS:QPN:PSN:RKEY:VADDR:G0:..:G15:SRQN:` + NUL, one per QP,
+//!    then the QPs are connected, then more key records as sync points:
+//!    write/read: one per QP and one more; send: one, one per QP and,
+//!    after the server has posted its receives, one more;
+//! 5. the traffic;
+//! 6. write/read only: one key record, then the client's report as
+//!    big-endian words (size u64, iterations u64 (u32 before 5.33),
+//!    BW peak, BW average, message rate as f64); the server sends its own
+//!    (uninitialised in perftest) words back;
+//! 7. one key record and `done` + NUL from both sides.
+//!
+//! perftest reads each message with a single `read()` of its exact size,
+//! so every message here goes out in a single write.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv6Addr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use ferroce::{Mtu, Psn, RecvWr, SendOp, SendWr, WcStatus};
+
+use super::setup::{Params, Peer, Side};
+use super::{PerfArgs, Test};
+
+const VERSION: &str = "6.06";
+const VERSION_LEN: usize = 16;
+const KEY_LEN: usize = 108;
+/// perftest's defaults, sent in step 2.
+const CYCLE_BUFFER: u32 = 4096;
+const CACHE_LINE: u32 = 64;
+/// What we accept as a responder (ferroce's max_dest_rd_atomic).
+const OUT_READS: u32 = 16;
+const STALL: Duration = Duration::from_secs(30);
+
+/// One side's key record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Key {
+    lid: u32,
+    out_reads: u32,
+    qpn: u32,
+    psn: u32,
+    rkey: u32,
+    vaddr: u64,
+    gid: [u8; 16],
+    srqn: u32,
+}
+
+impl Key {
+    fn encode(&self) -> [u8; KEY_LEN] {
+        let mut s = format!(
+            "{:04x}:{:04x}:{:06x}:{:06x}:{:08x}:{:016x}:",
+            self.lid, self.out_reads, self.qpn, self.psn, self.rkey, self.vaddr
+        );
+        for b in self.gid {
+            s.push_str(&format!("{b:02x}:"));
+        }
+        s.push_str(&format!("{:08x}:", self.srqn));
+        let mut out = [0u8; KEY_LEN];
+        let n = s.len().min(KEY_LEN - 1);
+        out[..n].copy_from_slice(&s.as_bytes()[..n]);
+        out
+    }
+
+    fn decode(msg: &[u8]) -> Result<Self, String> {
+        let end = msg.iter().position(|&b| b == 0).unwrap_or(msg.len());
+        let text = std::str::from_utf8(&msg[..end])
+            .map_err(|_| "perftest exchange: key record is not text".to_string())?;
+        let bad = || format!("perftest exchange: cannot parse key record {text:?}");
+        let f: Vec<&str> = text.split(':').collect();
+        if f.len() < 23 {
+            return Err(bad());
+        }
+        let h32 = |s: &str| u32::from_str_radix(s, 16).map_err(|_| bad());
+        let mut gid = [0u8; 16];
+        for (i, g) in gid.iter_mut().enumerate() {
+            *g = u8::from_str_radix(f[6 + i], 16).map_err(|_| bad())?;
+        }
+        Ok(Self {
+            lid: h32(f[0])?,
+            out_reads: h32(f[1])?,
+            qpn: h32(f[2])?,
+            psn: h32(f[3])?,
+            rkey: h32(f[4])?,
+            vaddr: u64::from_str_radix(f[5], 16).map_err(|_| bad())?,
+            gid,
+            srqn: h32(f[22])?,
+        })
+    }
+}
+
+/// The TCP side of the exchange.
+struct Wire {
+    s: TcpStream,
+    client: bool,
+}
+
+impl Wire {
+    fn send(&mut self, m: &[u8]) -> Result<(), String> {
+        self.s
+            .write_all(m)
+            .map_err(|e| format!("perftest exchange: {e}"))
+    }
+
+    fn recv(&mut self, n: usize) -> Result<Vec<u8>, String> {
+        let mut b = vec![0u8; n];
+        self.s.read_exact(&mut b).map_err(|e| {
+            format!("perftest exchange: reading {n} bytes: {e} (do both sides run the same test?)")
+        })?;
+        Ok(b)
+    }
+
+    /// One symmetric exchange: the client writes first.
+    fn xchg(&mut self, mine: &[u8]) -> Result<Vec<u8>, String> {
+        if self.client {
+            self.send(mine)?;
+            self.recv(mine.len())
+        } else {
+            let r = self.recv(mine.len())?;
+            self.send(mine)?;
+            Ok(r)
+        }
+    }
+
+    fn hand_shake(&mut self, mine: &Key) -> Result<Key, String> {
+        Key::decode(&self.xchg(&mine.encode())?)
+    }
+}
+
+/// What steps 1-3 agreed on.
+struct Agreed {
+    rem_version: f64,
+    cycle_buffer: u32,
+    mtu: Mtu,
+}
+
+fn mtu_enum(m: Mtu) -> u32 {
+    m as u32
+}
+
+fn mtu_from_enum(v: u32) -> Option<Mtu> {
+    Some(match v {
+        1 => Mtu::Mtu256,
+        2 => Mtu::Mtu512,
+        3 => Mtu::Mtu1024,
+        4 => Mtu::Mtu2048,
+        5 => Mtu::Mtu4096,
+        _ => return None,
+    })
+}
+
+/// atof() of the leading number in a NUL-padded version string.
+fn parse_version(b: &[u8]) -> f64 {
+    let s: String = b
+        .iter()
+        .take_while(|&&c| c.is_ascii_digit() || c == b'.')
+        .map(|&c| c as char)
+        .collect();
+    s.parse().unwrap_or(0.0)
+}
+
+fn agree(w: &mut Wire, mtu: Mtu) -> Result<Agreed, String> {
+    let mut v = [0u8; VERSION_LEN];
+    v[..VERSION.len()].copy_from_slice(VERSION.as_bytes());
+    let rv = w.xchg(&v)?;
+    let rem_version = parse_version(&rv);
+    let mut cycle_buffer = CYCLE_BUFFER;
+    if rem_version >= 5.32 {
+        let c = w.xchg(&CYCLE_BUFFER.to_be_bytes())?;
+        cycle_buffer = cycle_buffer.max(u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+        // The cache line size only aligns perftest's addresses.
+        w.xchg(&CACHE_LINE.to_be_bytes())?;
+    }
+    let mut mtu = mtu;
+    if rem_version >= 5.1 {
+        let len = if rem_version >= 5.31 { 2 } else { 4 };
+        let mut m = vec![0u8; len];
+        let t = mtu_enum(mtu).to_string();
+        m[..t.len()].copy_from_slice(t.as_bytes());
+        let r = w.xchg(&m)?;
+        let text: String = r
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .map(|&c| c as char)
+            .collect();
+        if let Some(rm) = text.parse().ok().and_then(mtu_from_enum)
+            && rm.bytes() < mtu.bytes()
+        {
+            mtu = rm;
+        }
+    }
+    Ok(Agreed {
+        rem_version,
+        cycle_buffer,
+        mtu,
+    })
+}
+
+fn gid_of(a: IpAddr) -> [u8; 16] {
+    match a {
+        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+        IpAddr::V6(a) => a.octets(),
+    }
+}
+
+fn my_keys(side: &Side) -> Vec<Key> {
+    side.qps
+        .iter()
+        .map(|(qp, psn)| Key {
+            lid: 0,
+            out_reads: OUT_READS,
+            qpn: qp.qpn(),
+            psn: psn.value(),
+            rkey: side.mr.rkey(),
+            vaddr: side.mr.addr(),
+            gid: gid_of(side.local),
+            srqn: 0,
+        })
+        .collect()
+}
+
+/// The client's results, as perftest exchanges them.
+#[derive(Debug, Default, Clone, Copy)]
+struct Report {
+    size: u64,
+    iters: u64,
+    bw_peak: f64,
+    bw_avg: f64,
+    msg_rate: f64,
+}
+
+fn xchg_reports(w: &mut Wire, mine: &Report, rem_version: f64) -> Result<Report, String> {
+    let u64w = |w: &mut Wire, v: u64| -> Result<u64, String> {
+        let r = w.xchg(&v.to_be_bytes())?;
+        Ok(u64::from_be_bytes(r[..8].try_into().unwrap()))
+    };
+    let size = u64w(w, mine.size)?;
+    let iters = if rem_version >= 5.33 {
+        u64w(w, mine.iters)?
+    } else {
+        let r = w.xchg(&(mine.iters as u32).to_be_bytes())?;
+        u64::from(u32::from_be_bytes(r[..4].try_into().unwrap()))
+    };
+    let bw_peak = f64::from_bits(u64w(w, mine.bw_peak.to_bits())?);
+    let bw_avg = f64::from_bits(u64w(w, mine.bw_avg.to_bits())?);
+    let msg_rate = f64::from_bits(u64w(w, mine.msg_rate.to_bits())?);
+    Ok(Report {
+        size,
+        iters,
+        bw_peak,
+        bw_avg,
+        msg_rate,
+    })
+}
+
+fn print_report(r: &Report) {
+    let line = "-".repeat(87);
+    println!("{line}");
+    println!(
+        " {:<10} {:<14} {:<18} {:<20} {:<14}",
+        "#bytes", "#iterations", "BW peak[MB/sec]", "BW average[MB/sec]", "MsgRate[Mpps]"
+    );
+    println!(
+        " {:<10} {:<14} {:<18.2} {:<20.2} {:<14.6}",
+        r.size, r.iters, r.bw_peak, r.bw_avg, r.msg_rate
+    );
+    println!("{line}");
+}
+
+/// Closes as perftest does: a key record, then `done`.
+fn close(w: &mut Wire, key: &Key) -> Result<(), String> {
+    w.hand_shake(key)?;
+    w.send(b"done\0")?;
+    // The peer sends its own `done` and closes; neither side waits on it.
+    let _ = w.s.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut b = [0u8; 5];
+    let _ = w.s.read_exact(&mut b);
+    Ok(())
+}
+
+pub(super) fn run(args: &PerfArgs) -> Result<bool, String> {
+    if args.lat {
+        return Err("--perftest supports the bandwidth tests only (ib_*_bw)".into());
+    }
+    if args.test == Test::Atomic {
+        return Err("--perftest supports send, write and read".into());
+    }
+    let (stream, local) = if args.listen {
+        let local = args.local.unwrap_or_else(|| "127.0.0.1".parse().unwrap());
+        let l = TcpListener::bind((local, args.port))
+            .map_err(|e| format!("listening on {local}:{}: {e}", args.port))?;
+        (l.accept().map_err(|e| e.to_string())?.0, local)
+    } else {
+        let server = args
+            .server
+            .as_deref()
+            .ok_or("--perftest needs a server address or --listen")?;
+        let local = args.local.unwrap_or_else(|| "127.0.0.2".parse().unwrap());
+        (super::connect_retry(server, args.port)?, local)
+    };
+    let _ = stream.set_nodelay(true);
+    let mut w = Wire {
+        s: stream,
+        client: !args.listen,
+    };
+    let mut p = Params::from_args(args);
+    let agreed = agree(&mut w, p.mtu)?;
+    p.mtu = agreed.mtu;
+
+    // perftest addresses the peer's buffer within 2 x max(size, cycle
+    // buffer); ours must be at least that big, so the slot count may grow.
+    let need = 2 * p.size.max(agreed.cycle_buffer as usize) + 64;
+    let mut open = p;
+    open.tx_depth = p.tx_depth.max(need.div_ceil(p.size) as u32);
+    let side = Side::open(local, &open)?;
+    let mine = my_keys(&side);
+
+    let mut rem = Vec::with_capacity(mine.len());
+    for k in &mine {
+        rem.push(w.hand_shake(k)?);
+    }
+    let peer = Peer {
+        addr: {
+            let g = Ipv6Addr::from(rem[0].gid);
+            g.to_ipv4_mapped().map_or(IpAddr::V6(g), IpAddr::V4)
+        },
+        rkey: rem[0].rkey,
+        va: rem[0].vaddr,
+        qps: rem.iter().map(|k| (k.qpn, Psn::new(k.psn))).collect(),
+    };
+    side.connect(&peer, &p)?;
+    if p.test == Test::Send {
+        w.hand_shake(&mine[0])?;
+    }
+    for k in &mine {
+        w.hand_shake(k)?;
+    }
+    if !args.quiet {
+        eprintln!(
+            " perftest peer: version {:.2}, MTU {}, {} QP(s), remote QPN 0x{:06x} at {}",
+            agreed.rem_version,
+            p.mtu.bytes(),
+            rem.len(),
+            rem[0].qpn,
+            peer.addr
+        );
+    }
+
+    if p.test == Test::Send && args.listen {
+        return serve_send(&mut w, &side, &p, &mine[0]);
+    }
+    // send: the server has posted its receives; write/read: the extra sync
+    // after RTR.
+    w.hand_shake(&mine[0])?;
+    if args.listen {
+        // write/read: the client does it all; wait for its end.
+        w.hand_shake(&mine[0])?;
+        let r = xchg_reports(&mut w, &Report::default(), agreed.rem_version)?;
+        print_report(&r);
+        close(&mut w, &mine[0])?;
+        return Ok(true);
+    }
+    let reads = rem.iter().map(|k| k.out_reads.max(1)).min().unwrap_or(1);
+    let r = traffic(&side, &peer, &p, reads)?;
+    print_report(&r);
+    if p.test != Test::Send {
+        w.hand_shake(&mine[0])?;
+        xchg_reports(&mut w, &r, agreed.rem_version)?;
+    }
+    close(&mut w, &mine[0])?;
+    Ok(true)
+}
+
+/// ib_send_bw's server side: keep receives posted until every message has
+/// arrived, then close.
+fn serve_send(w: &mut Wire, side: &Side, p: &Params, key: &Key) -> Result<bool, String> {
+    let e = |e: ferroce::Error| e.to_string();
+    let depth = p.tx_depth.min(p.iters).max(1);
+    let mut posted = vec![0u32; side.qps.len()];
+    for (i, (qp, _)) in side.qps.iter().enumerate() {
+        for _ in 0..depth {
+            qp.post_recv(RecvWr {
+                wr_id: i as u64,
+                sg: vec![side.mr.sge(0, p.size as u32)],
+            })
+            .map_err(e)?;
+            posted[i] += 1;
+        }
+    }
+    w.hand_shake(key)?;
+    let total = u64::from(p.iters) * side.qps.len() as u64;
+    let (mut got, mut last) = (0u64, Instant::now());
+    let start = Instant::now();
+    while got < total {
+        let wcs = side.cq.poll(64).map_err(e)?;
+        if wcs.is_empty() {
+            if last.elapsed() > STALL {
+                return Err(format!("server: received {got} of {total}, then nothing"));
+            }
+            continue;
+        }
+        last = Instant::now();
+        for wc in wcs {
+            if wc.status != WcStatus::Success {
+                return Err(format!("server: receive failed with {:?}", wc.status));
+            }
+            got += 1;
+            let i = side
+                .qps
+                .iter()
+                .position(|(q, _)| q.qpn() == wc.qpn)
+                .unwrap_or(0);
+            if posted[i] < p.iters {
+                side.qps[i]
+                    .0
+                    .post_recv(RecvWr {
+                        wr_id: i as u64,
+                        sg: vec![side.mr.sge(0, p.size as u32)],
+                    })
+                    .map_err(e)?;
+                posted[i] += 1;
+            }
+        }
+    }
+    print_report(&rate(p.size, total, start.elapsed()));
+    close(w, key)?;
+    Ok(true)
+}
+
+fn rate(size: usize, n: u64, t: Duration) -> Report {
+    let secs = t.as_secs_f64().max(1e-9);
+    let bw = n as f64 * size as f64 / secs / 1_048_576.0;
+    Report {
+        size: size as u64,
+        iters: n,
+        bw_peak: bw,
+        bw_avg: bw,
+        msg_rate: n as f64 / secs / 1e6,
+    }
+}
+
+/// The client's traffic: `iters` operations per QP, up to `tx_depth`
+/// outstanding (for READ, no more than the peer's out_reads), all at the
+/// start of both buffers as perftest does for messages over half a cycle.
+fn traffic(side: &Side, peer: &Peer, p: &Params, out_reads: u32) -> Result<Report, String> {
+    let e = |e: ferroce::Error| e.to_string();
+    let n = side.qps.len();
+    let cap = if p.test == Test::Read {
+        p.tx_depth.min(out_reads)
+    } else {
+        p.tx_depth
+    }
+    .max(1);
+    let (mut posted, mut inflight) = (vec![0u32; n], vec![0u32; n]);
+    let total = u64::from(p.iters) * n as u64;
+    let mut done = 0u64;
+    let start = Instant::now();
+    let mut last = start;
+    while done < total {
+        for i in 0..n {
+            while inflight[i] < cap && posted[i] < p.iters {
+                let op = match p.test {
+                    Test::Write => SendOp::Write {
+                        remote_addr: peer.va,
+                        rkey: peer.rkey,
+                    },
+                    Test::Read => SendOp::Read {
+                        remote_addr: peer.va,
+                        rkey: peer.rkey,
+                    },
+                    _ => SendOp::Send,
+                };
+                side.qps[i]
+                    .0
+                    .post_send(SendWr::new(
+                        i as u64,
+                        op,
+                        vec![side.mr.sge(0, p.size as u32)],
+                    ))
+                    .map_err(e)?;
+                posted[i] += 1;
+                inflight[i] += 1;
+            }
+        }
+        let wcs = side.cq.poll(64).map_err(e)?;
+        if wcs.is_empty() {
+            if last.elapsed() > STALL {
+                return Err(format!("{done} of {total} completed, then nothing"));
+            }
+            continue;
+        }
+        last = Instant::now();
+        for wc in wcs {
+            if wc.status != WcStatus::Success {
+                return Err(format!("work request failed with {:?}", wc.status));
+            }
+            let i = side
+                .qps
+                .iter()
+                .position(|(q, _)| q.qpn() == wc.qpn)
+                .unwrap_or(0);
+            inflight[i] -= 1;
+            done += 1;
+        }
+    }
+    // As perftest: iterations over all QPs.
+    Ok(rate(p.size, total, start.elapsed()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_record_matches_perftest() {
+        // The record ib_write_bw sent in the rig (README §5).
+        let wire = "0000:0001:000018:3cc0c2:0000091e:0000560fcf52f000:00:00:00:00:00:00:00:00:00:00:ff:ff:c6:12:00:0c:00000000:";
+        let mut m = [0u8; KEY_LEN];
+        m[..wire.len()].copy_from_slice(wire.as_bytes());
+        let k = Key::decode(&m).unwrap();
+        assert_eq!(k.qpn, 0x18);
+        assert_eq!(k.psn, 0x3cc0c2);
+        assert_eq!(k.rkey, 0x91e);
+        assert_eq!(k.vaddr, 0x560f_cf52_f000);
+        assert_eq!(k.gid[10..], [0xff, 0xff, 0xc6, 0x12, 0x00, 0x0c]);
+        assert_eq!(k.encode(), m);
+        assert_eq!(wire.len() + 1, KEY_LEN);
+    }
+
+    #[test]
+    fn version_parse() {
+        assert_eq!(parse_version(b"6.06\0\0\0\0"), 6.06);
+        assert_eq!(parse_version(b"5.5\0"), 5.5);
+    }
+}
