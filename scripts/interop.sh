@@ -91,7 +91,47 @@ run_case() {
     step "$name: $res (ferroce rc=$rf, guest rc=$rg)"
 }
 
+# run_perf DIRECTION TEST SIZE: one `ferroce perf --perftest` <-> ib_TEST_bw run.
+run_perf() {
+    local dir=$1 t=$2 size=$3 name log_f log_g id rf=0 rg=0 i
+    name=perf-${dir}-${t}-${size}
+    log_f=$out/$name.ferroce.log
+    log_g=$out/$name.guest.log
+    local gargs="-d rxe0 -x \$GIDX -F -n $iters -s $size" fargs="$t --perftest --quiet -n $iters -s $size -m 1024"
+    if [ "$dir" = client ]; then
+        id=$("$rig" exec A "exec ib_${t}_bw $gargs" --bg --timeout 90)
+        for i in 1 2 3 4 5 6 7 8; do
+            sleep 1
+            rf=0
+            timeout 90 "$rig" hostexec "$ferroce perf $fargs -L $host_ip $guest_ip" >"$log_f" 2>&1 || rf=$?
+            grep -q 'Connection refused\|connecting to' "$log_f" || break
+        done
+        timeout 100 "$rig" wait A "$id" 80 >"$log_g" 2>&1 || rg=$?
+    else
+        timeout 90 "$rig" hostexec "$ferroce perf $fargs --listen -L $host_ip" >"$log_f" 2>&1 &
+        local fpid=$!
+        sleep 1
+        id=$("$rig" exec A "exec ib_${t}_bw $gargs $host_ip" --bg --timeout 90)
+        timeout 100 "$rig" wait A "$id" 80 >"$log_g" 2>&1 || rg=$?
+        wait "$fpid" || rf=$?
+    fi
+    [ "$rg" = 0 ] || "$rig" kill A "$id" || true
+    local res=PASS
+    if [ "$rf" != 0 ] || [ "$rg" != 0 ]; then
+        res=FAIL
+        failures=$((failures + 1))
+    fi
+    results+=("$(printf '| ib_%s_bw | ferroce %-6s | rc | %5s | -  | %-4s | %10s | %10s |' \
+        "$t" "$dir" "$size" "$res" "-" "-")")
+    step "$name: $res (ferroce rc=$rf, guest rc=$rg)"
+}
+
 t_cases=$(date +%s)
+for dir in client server; do
+    run_perf "$dir" write 3000
+    run_perf "$dir" send 3000
+    run_perf "$dir" read 3000
+done
 for dir in client server; do
     run_case "$dir" rc 4096           # 4 packets: FIRST/MIDDLE/LAST
     run_case "$dir" rc 4097           # 5 packets, 1-byte LAST with pad 3
