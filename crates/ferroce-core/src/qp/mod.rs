@@ -176,6 +176,31 @@ pub(crate) struct ReadJob {
     pub(crate) msn: u32,
 }
 
+/// A transport with just a BTH (default P_Key, no flags; AckReq clear) for
+/// `payload_len` bytes; the engines add the extension headers they need.
+pub(crate) fn transport_repr(
+    opcode: ferroce_wire::Opcode,
+    psn: Psn,
+    dest_qp: u32,
+    payload_len: usize,
+) -> ferroce_wire::TransportRepr {
+    ferroce_wire::TransportRepr::new(
+        ferroce_wire::bth::BthRepr {
+            opcode,
+            solicited: false,
+            mig_req: false,
+            pad_count: 0,
+            pkey: 0xffff,
+            fecn: false,
+            becn: false,
+            dest_qp,
+            ack_req: false,
+            psn,
+        },
+        payload_len,
+    )
+}
+
 /// A queue pair.
 #[derive(Debug)]
 pub(crate) struct Qp {

@@ -4,7 +4,6 @@
 //! completer's decision (see [`rewind`]).
 
 use ferroce_wire::atomic_eth::AtomicEthRepr;
-use ferroce_wire::bth::BthRepr;
 use ferroce_wire::deth::DethRepr;
 use ferroce_wire::reth::RethRepr;
 use ferroce_wire::{Opcode, Psn, TransportRepr};
@@ -134,7 +133,8 @@ fn build(qp: &mut Qp, idx: usize, mrs: &MrTable) -> Option<Transmit> {
             // After a lost response the READ resumes where the responses
             // stopped: the rest of the data, from the missing PSN
             // (IBA 9.7.5.1.4 lets the responder serve such a request).
-            let mut t = transport(Opcode::RC_RDMA_READ_REQUEST, psn, 0);
+            let mut t = super::transport_repr(Opcode::RC_RDMA_READ_REQUEST, psn, 0, 0);
+            t.bth.ack_req = true;
             t.reth = Some(RethRepr {
                 va: remote_addr + offset,
                 rkey,
@@ -211,7 +211,7 @@ fn build(qp: &mut Qp, idx: usize, mrs: &MrTable) -> Option<Transmit> {
             (low, reth)
         }
     };
-    let mut t = transport(Opcode(base | low), psn, seg as usize);
+    let mut t = super::transport_repr(Opcode(base | low), psn, 0, seg as usize);
     t.reth = reth;
     let mut payload = vec![0; seg as usize];
     let ok = match &wqe.wr.inline {
@@ -291,7 +291,8 @@ fn atomic(
     swap_add: u64,
     compare: u64,
 ) -> Transmit {
-    let mut t = transport(op, wqe.first_psn, 0);
+    let mut t = super::transport_repr(op, wqe.first_psn, 0, 0);
+    t.bth.ack_req = true;
     t.atomic_eth = Some(AtomicEthRepr {
         va,
         rkey,
@@ -301,24 +302,6 @@ fn atomic(
     qp.req.next_psn = wqe.first_psn + 1;
     finish_wqe(qp, idx);
     transmit(qp, t, &[], wqe)
-}
-
-fn transport(op: Opcode, psn: Psn, payload_len: usize) -> TransportRepr {
-    TransportRepr::new(
-        BthRepr {
-            opcode: op,
-            solicited: false,
-            mig_req: false,
-            pad_count: 0,
-            pkey: 0xffff,
-            fecn: false,
-            becn: false,
-            dest_qp: 0,
-            ack_req: true,
-            psn,
-        },
-        payload_len,
-    )
 }
 
 fn transmit(qp: &Qp, mut t: TransportRepr, payload: &[u8], wqe: &SendWqe) -> Transmit {

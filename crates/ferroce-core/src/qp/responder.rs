@@ -15,8 +15,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 
 use ferroce_wire::aeth::{AethRepr, NakCode, Syndrome};
-use ferroce_wire::bth::BthRepr;
-use ferroce_wire::{Opcode, Psn, TransportPacket, TransportRepr};
+use ferroce_wire::{Opcode, Psn, TransportPacket};
 
 use super::{Qp, ReadJob, Response};
 use crate::cq::Cq;
@@ -542,7 +541,7 @@ pub(crate) fn next_response(qp: &mut Qp, mrs: &MrTable) -> Option<Transmit> {
     let front = qp.resp.out.front_mut()?;
     let (t, payload) = match front {
         Response::Ack { psn, syndrome, msn } => {
-            let mut t = repr(Opcode::RC_ACKNOWLEDGE, *psn, dest, 0);
+            let mut t = super::transport_repr(Opcode::RC_ACKNOWLEDGE, *psn, dest, 0);
             t.aeth = Some(AethRepr {
                 syndrome: *syndrome,
                 msn: *msn,
@@ -551,7 +550,7 @@ pub(crate) fn next_response(qp: &mut Qp, mrs: &MrTable) -> Option<Transmit> {
             (t, Vec::new())
         }
         Response::Atomic { psn, orig, msn } => {
-            let mut t = repr(Opcode::RC_ATOMIC_ACKNOWLEDGE, *psn, dest, 0);
+            let mut t = super::transport_repr(Opcode::RC_ATOMIC_ACKNOWLEDGE, *psn, dest, 0);
             t.aeth = Some(AethRepr {
                 syndrome: Syndrome::Ack { credits: 31 },
                 msn: *msn,
@@ -571,7 +570,7 @@ pub(crate) fn next_response(qp: &mut Qp, mrs: &MrTable) -> Option<Transmit> {
                 (false, false) => Opcode(0x0e),
             };
             let psn = job.psn + (job.sent / mtu) as u32;
-            let mut t = repr(op, psn, dest, n);
+            let mut t = super::transport_repr(op, psn, dest, n);
             if op != Opcode(0x0e) {
                 t.aeth = Some(AethRepr {
                     syndrome: Syndrome::Ack { credits: 31 },
@@ -592,22 +591,4 @@ pub(crate) fn next_response(qp: &mut Qp, mrs: &MrTable) -> Option<Transmit> {
         }
     };
     Some(Transmit::build(path, &t, &payload))
-}
-
-fn repr(op: Opcode, psn: Psn, dest_qp: u32, payload_len: usize) -> TransportRepr {
-    TransportRepr::new(
-        BthRepr {
-            opcode: op,
-            solicited: false,
-            mig_req: false,
-            pad_count: 0,
-            pkey: 0xffff,
-            fecn: false,
-            becn: false,
-            dest_qp,
-            ack_req: false,
-            psn,
-        },
-        payload_len,
-    )
 }
