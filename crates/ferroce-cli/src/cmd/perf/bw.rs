@@ -2,17 +2,14 @@
 //! until each has completed `iters`; the server keeps receives posted for
 //! SEND and otherwise only waits (its driver thread does the work).
 
-use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use ferroce::{RecvWr, SendOp, SendWr, WcStatus};
+use ferroce::{RecvWr, SendOp, SendWr};
 
 use super::Test;
 use super::setup::{self, Params, Peer, Side};
-
-const STALL: Duration = Duration::from_secs(30);
 
 pub(super) fn serve(side: &Side, p: &Params, stream: &mut TcpStream) -> Result<bool, String> {
     if p.test != Test::Send {
@@ -20,12 +17,6 @@ pub(super) fn serve(side: &Side, p: &Params, stream: &mut TcpStream) -> Result<b
         return Ok(true);
     }
     let e = |e: ferroce::Error| e.to_string();
-    let index: HashMap<u32, usize> = side
-        .qps
-        .iter()
-        .enumerate()
-        .map(|(i, (q, _))| (q.qpn(), i))
-        .collect();
     let slot = |k: u32| {
         side.mr
             .sge(u64::from(k % p.tx_depth) * p.size as u64, p.size as u32)
@@ -46,23 +37,12 @@ pub(super) fn serve(side: &Side, p: &Params, stream: &mut TcpStream) -> Result<b
     let mut received = 0u64;
     let mut last = Instant::now();
     while received < total {
-        let wcs = side.cq.poll(64).map_err(e)?;
-        if wcs.is_empty() {
-            if last.elapsed() > STALL {
-                return Err(format!(
-                    "server: received {received} of {total}, then nothing for {} s",
-                    STALL.as_secs()
-                ));
-            }
-            continue;
-        }
-        last = Instant::now();
+        let wcs = side.poll_ok(&mut last, || {
+            format!("server: received {received} of {total}")
+        })?;
         for wc in wcs {
-            if wc.status != WcStatus::Success {
-                return Err(format!("server: receive failed with {:?}", wc.status));
-            }
             received += 1;
-            let i = index[&wc.qpn];
+            let i = side.qp_index(wc.qpn);
             if posted[i] < p.iters {
                 side.qps[i]
                     .0
@@ -91,12 +71,6 @@ pub(super) fn run(
     }
     let e = |e: ferroce::Error| e.to_string();
     let n = side.qps.len();
-    let index: HashMap<u32, usize> = side
-        .qps
-        .iter()
-        .enumerate()
-        .map(|(i, (q, _))| (q.qpn(), i))
-        .collect();
     let (mut posted, mut inflight) = (vec![0u32; n], vec![0u32; n]);
     let total = u64::from(p.iters) * n as u64;
     let mut done = 0u64;
@@ -139,22 +113,12 @@ pub(super) fn run(
                 inflight[i] += 1;
             }
         }
-        let wcs = side.cq.poll(64).map_err(e)?;
+        let wcs = side.poll_ok(&mut last, || format!("{done} of {total} completed"))?;
         if wcs.is_empty() {
-            if last.elapsed() > STALL {
-                return Err(format!(
-                    "{done} of {total} completed, then nothing for {} s",
-                    STALL.as_secs()
-                ));
-            }
             continue;
         }
-        last = Instant::now();
         for wc in wcs {
-            if wc.status != WcStatus::Success {
-                return Err(format!("work request failed with {:?}", wc.status));
-            }
-            inflight[index[&wc.qpn]] -= 1;
+            inflight[side.qp_index(wc.qpn)] -= 1;
             done += 1;
         }
         if done * 100 / total > (marks.len() as u64 - 1) {

@@ -9,9 +9,7 @@ use std::time::{Duration, Instant};
 use ferroce::{RecvWr, SendOp, SendWr, WcStatus, WorkCompletion};
 
 use super::Test;
-use super::setup::{self, Params, Peer, Side};
-
-const STALL: Duration = Duration::from_secs(30);
+use super::setup::{self, Params, Peer, STALL, Side};
 
 /// Waits for one completion.
 fn wait(side: &Side) -> Result<WorkCompletion, String> {

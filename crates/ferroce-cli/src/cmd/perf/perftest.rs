@@ -31,7 +31,7 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv6Addr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use ferroce::{Mtu, Psn, RecvWr, SendOp, SendWr, WcStatus};
+use ferroce::{Mtu, Psn, RecvWr, SendOp, SendWr};
 
 use super::setup::{Params, Peer, Side};
 use super::{PerfArgs, Test};
@@ -44,7 +44,6 @@ const CYCLE_BUFFER: u32 = 4096;
 const CACHE_LINE: u32 = 64;
 /// What we accept as a responder (ferroce's max_dest_rd_atomic).
 const OUT_READS: u32 = 16;
-const STALL: Duration = Duration::from_secs(30);
 
 /// One side's key record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -405,24 +404,10 @@ fn serve_send(w: &mut Wire, side: &Side, p: &Params, key: &Key) -> Result<bool, 
     let (mut got, mut last) = (0u64, Instant::now());
     let start = Instant::now();
     while got < total {
-        let wcs = side.cq.poll(64).map_err(e)?;
-        if wcs.is_empty() {
-            if last.elapsed() > STALL {
-                return Err(format!("server: received {got} of {total}, then nothing"));
-            }
-            continue;
-        }
-        last = Instant::now();
+        let wcs = side.poll_ok(&mut last, || format!("server: received {got} of {total}"))?;
         for wc in wcs {
-            if wc.status != WcStatus::Success {
-                return Err(format!("server: receive failed with {:?}", wc.status));
-            }
             got += 1;
-            let i = side
-                .qps
-                .iter()
-                .position(|(q, _)| q.qpn() == wc.qpn)
-                .unwrap_or(0);
+            let i = side.qp_index(wc.qpn);
             if posted[i] < p.iters {
                 side.qps[i]
                     .0
@@ -495,24 +480,9 @@ fn traffic(side: &Side, peer: &Peer, p: &Params, out_reads: u32) -> Result<Repor
                 inflight[i] += 1;
             }
         }
-        let wcs = side.cq.poll(64).map_err(e)?;
-        if wcs.is_empty() {
-            if last.elapsed() > STALL {
-                return Err(format!("{done} of {total} completed, then nothing"));
-            }
-            continue;
-        }
-        last = Instant::now();
+        let wcs = side.poll_ok(&mut last, || format!("{done} of {total} completed"))?;
         for wc in wcs {
-            if wc.status != WcStatus::Success {
-                return Err(format!("work request failed with {:?}", wc.status));
-            }
-            let i = side
-                .qps
-                .iter()
-                .position(|(q, _)| q.qpn() == wc.qpn)
-                .unwrap_or(0);
-            inflight[i] -= 1;
+            inflight[side.qp_index(wc.qpn)] -= 1;
             done += 1;
         }
     }

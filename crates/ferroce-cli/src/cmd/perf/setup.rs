@@ -1,12 +1,14 @@
 //! Test parameters, per-side resources (context, QPs, one region) and the
 //! TCP exchange that connects them.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, TcpStream};
+use std::time::{Duration, Instant};
 
 use ferroce::{
     Access, CompletionQueue, Context, MemoryRegion, Mtu, Psn, QpInitAttr, QpType, QueuePair,
-    connect_qp,
+    WcStatus, WorkCompletion, connect_qp,
 };
 use serde_json::{Value, json};
 
@@ -113,9 +115,14 @@ pub(super) struct Side {
     pub(super) cq: CompletionQueue,
     pub(super) mr: MemoryRegion,
     pub(super) qps: Vec<(QueuePair, Psn)>,
+    /// QP number -> index in `qps`.
+    index: HashMap<u32, usize>,
     // Dropped last: the objects above hold it open.
     _ctx: Context,
 }
+
+/// Give up when nothing completes for this long.
+pub(super) const STALL: Duration = Duration::from_secs(30);
 
 /// What one side tells the other.
 #[derive(Debug, Clone)]
@@ -148,13 +155,54 @@ impl Side {
             qps.push((qp, psn));
         }
         drop(pd);
+        let index = qps
+            .iter()
+            .enumerate()
+            .map(|(i, (q, _))| (q.qpn(), i))
+            .collect();
         Ok(Self {
             local,
             cq,
             mr,
             qps,
+            index,
             _ctx: ctx,
         })
+    }
+
+    /// Which of our QPs a completion belongs to.
+    pub(super) fn qp_index(&self, qpn: u32) -> usize {
+        self.index.get(&qpn).copied().unwrap_or(0)
+    }
+
+    /// Up to 64 successful completions (none if nothing is ready); fails on
+    /// an error completion, or when nothing has completed for [`STALL`]
+    /// since `last` (`progress` says how far the run got).
+    pub(super) fn poll_ok(
+        &self,
+        last: &mut Instant,
+        progress: impl Fn() -> String,
+    ) -> Result<Vec<WorkCompletion>, String> {
+        let wcs = self.cq.poll(64).map_err(|e| e.to_string())?;
+        if wcs.is_empty() {
+            if last.elapsed() > STALL {
+                return Err(format!(
+                    "{}, then nothing for {} s",
+                    progress(),
+                    STALL.as_secs()
+                ));
+            }
+            return Ok(wcs);
+        }
+        *last = Instant::now();
+        if let Some(bad) = wcs.iter().find(|w| w.status != WcStatus::Success) {
+            return Err(format!(
+                "{}: a work request failed with {:?}",
+                progress(),
+                bad.status
+            ));
+        }
+        Ok(wcs)
     }
 
     fn describe(&self) -> Value {
