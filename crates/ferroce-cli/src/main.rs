@@ -26,7 +26,8 @@ enum Command {
     Pingpong(cmd::pingpong::PingpongArgs),
     /// Bandwidth or latency of SEND, WRITE, READ or atomics, as perftest.
     Perf(cmd::perf::PerfArgs),
-    /// ferroce beside raw UDP on loopback: goodput and latency, one run.
+    /// ferroce beside raw UDP on loopback: goodput, latency, message rate,
+    /// QP scaling and memory, with ratios, in one run.
     Bench(cmd::bench::BenchArgs),
     /// The raw UDP side of `bench` (a sink or an echo).
     #[command(hide = true)]

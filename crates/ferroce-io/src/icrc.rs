@@ -62,12 +62,14 @@ pub(crate) fn udp_header(src_port: u16, dst_port: u16, udp_len: usize) -> [u8; 8
 }
 
 /// The ICRC value for a datagram `transport` (BTH through ICRC) sent from
-/// `src:src_port` to `dst:dst_port` by this backend (Identification 0, DF).
+/// `src:src_port` to `dst:dst_port` by this backend (DF set; IPv4
+/// Identification `ident`: 0, or the segment's index in a GSO train).
 pub(crate) fn for_send(
     src: IpAddr,
     dst: IpAddr,
     src_port: u16,
     dst_port: u16,
+    ident: u16,
     transport: &[u8],
 ) -> Option<u32> {
     let udp_len = 8 + transport.len();
@@ -75,7 +77,7 @@ pub(crate) fn for_send(
     let body = &transport[..transport.len().checked_sub(4)?];
     match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => compute_v2_parts(
-            &ipv4_header(s.octets(), d.octets(), udp_len, 0, true),
+            &ipv4_header(s.octets(), d.octets(), udp_len, ident, true),
             &udp,
             body,
         )

@@ -6,6 +6,22 @@
 //! hash, for ECMP) and the kernel writes a predictable IP header (DF, IPv4
 //! Identification 0), which the ICRC covers. Sends are batched per source
 //! port with `sendmmsg`. See [`crate::icrc`] for what is verified on receive.
+//!
+//! The kernel's cost is per datagram (see ../shared/LIMITS.md: about 3 µs
+//! to send a 4 KiB one), whatever the syscall batching, so the backend
+//! also uses UDP segmentation offload where it can:
+//!
+//! * GSO (IPv4): a run of equal-size datagrams to one destination from one
+//!   source port (the MIDDLE packets of a long message) goes out as one
+//!   `UDP_SEGMENT` send of up to 64 datagrams, which the kernel (or the NIC)
+//!   cuts into real datagrams. Each segment gets the Identification of the
+//!   train plus its index, which is 0 plus the index here, and its own
+//!   total length; the ICRC of each is computed for exactly that. IPv6
+//!   sockets send UDP checksum 0, which Linux refuses with GSO, so IPv6
+//!   sends datagram by datagram. If the kernel refuses a GSO send, GSO is
+//!   turned off for the backend and the datagrams are sent one by one.
+//! * GRO: the receive socket takes coalesced trains (`UDP_GRO`) and the
+//!   backend cuts them back into datagrams, each verified on its own.
 
 use std::collections::HashMap;
 use std::io;
@@ -30,6 +46,10 @@ pub struct UdpConfig {
     pub batch: usize,
     /// Largest datagram accepted (MTU 4096 + headers fits in 4200).
     pub max_datagram: usize,
+    /// Send runs of equal-size IPv4 datagrams as one UDP GSO send.
+    pub gso: bool,
+    /// Receive coalesced trains (UDP GRO); receive buffers are then 64 KiB.
+    pub gro: bool,
 }
 
 impl UdpConfig {
@@ -39,6 +59,8 @@ impl UdpConfig {
             port: ROCE_V2_PORT,
             batch: 64,
             max_datagram: 4200,
+            gso: true,
+            gro: true,
         }
     }
 }
@@ -63,6 +85,10 @@ pub struct UdpStats {
     pub rx_too_short: u64,
     pub tx_datagrams: u64,
     pub tx_dropped: u64,
+    /// Datagrams that went out as part of a GSO train.
+    pub tx_gso_datagrams: u64,
+    /// Receive buffers that held a GRO train of several datagrams.
+    pub rx_gro_trains: u64,
 }
 
 /// The UDP backend.
@@ -115,14 +141,23 @@ impl UdpBackend {
     /// Binds the receive socket. Fails if the port is taken (for instance by
     /// the kernel's rdma_rxe on the same address).
     pub fn bind(cfg: UdpConfig) -> io::Result<Self> {
+        let mut cfg = cfg;
         let rx = new_socket(cfg.local)?;
         set_buffers(&rx)?;
         rx.bind(&SocketAddr::new(cfg.local, cfg.port).into())?;
+        // Without GRO support the kernel hands over datagrams one by one.
+        cfg.gro = cfg.gro && sys::set_udp_gro(rx.as_raw_fd()).is_ok();
+        let (slots, slot_len) = if cfg.gro {
+            // A train is at most 64 KiB; fewer, larger buffers.
+            (cfg.batch.clamp(1, 16), MAX_TRAIN.max(cfg.max_datagram))
+        } else {
+            (cfg.batch.max(1), cfg.max_datagram)
+        };
         Ok(Self {
             cfg,
             rx,
             tx: HashMap::new(),
-            bufs: vec![vec![0u8; cfg.max_datagram]; cfg.batch.max(1)],
+            bufs: vec![vec![0u8; slot_len]; slots],
             received: Vec::with_capacity(cfg.batch),
             verifier: RxVerifier::default(),
             stats: UdpStats::default(),
@@ -154,40 +189,126 @@ impl UdpBackend {
     }
 
     /// Fills in each datagram's ICRC and sends them, batched per source
-    /// port. Returns how many went out; the rest found the socket buffer full.
+    /// port, runs of equal-size datagrams as GSO trains. Returns how many
+    /// went out; the rest found the socket buffer full.
     pub fn send(&mut self, batch: &mut [OutDatagram<'_>]) -> io::Result<usize> {
+        let trains = self.plan_trains(batch);
         let local = self.cfg.local;
-        for d in batch.iter_mut() {
-            let len = d.transport.len();
-            if let Some(c) = icrc::for_send(local, d.remote, d.src_port, d.remote_port, d.transport)
-            {
-                d.transport[len - 4..].copy_from_slice(&c.to_le_bytes());
+        for t in &trains {
+            for (k, d) in batch[t.clone()].iter_mut().enumerate() {
+                // Segment k of a GSO train carries Identification k.
+                let ident = if t.len() > 1 { k as u16 } else { 0 };
+                let len = d.transport.len();
+                if let Some(c) = icrc::for_send(
+                    local,
+                    d.remote,
+                    d.src_port,
+                    d.remote_port,
+                    ident,
+                    d.transport,
+                ) {
+                    d.transport[len - 4..].copy_from_slice(&c.to_le_bytes());
+                }
             }
         }
         let mut sent = 0;
-        let mut start = 0;
-        while start < batch.len() {
-            let port = batch[start].src_port;
-            let end = start
-                + batch[start..]
+        let mut first = 0;
+        while first < trains.len() {
+            let port = batch[trains[first].start].src_port;
+            let last = first
+                + trains[first..]
                     .iter()
-                    .take_while(|d| d.src_port == port)
+                    .take_while(|t| batch[t.start].src_port == port)
                     .count();
-            let msgs: Vec<(SocketAddr, &[u8])> = batch[start..end]
+            let parts: Vec<&[u8]> = trains[first..last]
                 .iter()
-                .map(|d| (SocketAddr::new(d.remote, d.remote_port), &d.transport[..]))
+                .flat_map(|t| batch[t.clone()].iter().map(|d| &d.transport[..]))
+                .collect();
+            let mut at = 0;
+            let msgs: Vec<sys::OutMsg> = trains[first..last]
+                .iter()
+                .map(|t| {
+                    let d = &batch[t.start];
+                    let m = sys::OutMsg {
+                        to: SocketAddr::new(d.remote, d.remote_port),
+                        parts: at..at + t.len(),
+                        segment: if t.len() > 1 {
+                            d.transport.len() as u16
+                        } else {
+                            0
+                        },
+                    };
+                    at += t.len();
+                    m
+                })
                 .collect();
             let fd = self.tx_socket(port)?.as_raw_fd();
-            let n = sys::send_batch(fd, &msgs)?;
-            sent += n;
-            self.stats.tx_datagrams += n as u64;
-            if n < msgs.len() {
+            let n = match sys::send_batch(fd, &msgs, &parts) {
+                Ok(n) => n,
+                Err(e) if msgs[0].segment != 0 && gso_refused(&e) => {
+                    // Resend the rest one by one, with the ICRCs of
+                    // unsegmented datagrams.
+                    drop(parts);
+                    self.cfg.gso = false;
+                    let rest = trains[first].start;
+                    return Ok(sent + self.send(&mut batch[rest..])?);
+                }
+                Err(e) => return Err(e),
+            };
+            let datagrams: usize = trains[first..first + n].iter().map(|t| t.len()).sum();
+            let gso: usize = trains[first..first + n]
+                .iter()
+                .filter(|t| t.len() > 1)
+                .map(|t| t.len())
+                .sum();
+            sent += datagrams;
+            self.stats.tx_datagrams += datagrams as u64;
+            self.stats.tx_gso_datagrams += gso as u64;
+            if first + n < last {
                 self.stats.tx_dropped += (batch.len() - sent) as u64;
                 return Ok(sent);
             }
-            start = end;
+            first = last;
         }
         Ok(sent)
+    }
+
+    /// Cuts `batch` into trains: runs of datagrams with the same source
+    /// port and destination, all as long as the first but the last (which
+    /// may be shorter), at most [`MAX_SEGMENTS`] and [`MAX_TRAIN`] bytes.
+    /// Without GSO every datagram is its own train.
+    fn plan_trains(&self, batch: &[OutDatagram<'_>]) -> Vec<std::ops::Range<usize>> {
+        let mut trains = Vec::new();
+        let mut i = 0;
+        while i < batch.len() {
+            let head = &batch[i];
+            let seg = head.transport.len();
+            let gso = self.cfg.gso && head.remote.is_ipv4() && self.cfg.local.is_ipv4();
+            let mut end = i + 1;
+            if gso {
+                let mut bytes = seg;
+                while end < batch.len() && end - i < MAX_SEGMENTS {
+                    let d = &batch[end];
+                    let len = d.transport.len();
+                    if d.src_port != head.src_port
+                        || d.remote != head.remote
+                        || d.remote_port != head.remote_port
+                        || len > seg
+                        || bytes + len > MAX_TRAIN
+                    {
+                        break;
+                    }
+                    bytes += len;
+                    end += 1;
+                    if len < seg {
+                        break; // a shorter datagram ends a train
+                    }
+                }
+            }
+            trains.push(i..end);
+            i = end;
+        }
+        trains
     }
 
     /// Baseline for benchmarks: sends `batch` as plain datagrams through the
@@ -199,17 +320,51 @@ impl UdpBackend {
         src_port: u16,
         batch: &[&[u8]],
     ) -> io::Result<usize> {
-        let msgs: Vec<(SocketAddr, &[u8])> = batch.iter().map(|b| (remote, *b)).collect();
+        let msgs: Vec<sys::OutMsg> = (0..batch.len())
+            .map(|i| sys::OutMsg {
+                to: remote,
+                parts: i..i + 1,
+                segment: 0,
+            })
+            .collect();
         let fd = self.tx_socket(src_port)?.as_raw_fd();
-        sys::send_batch(fd, &msgs)
+        sys::send_batch(fd, &msgs, batch)
+    }
+
+    /// Baseline for benchmarks: sends `batch` (equal-size datagrams) as GSO
+    /// trains of `per_train`, with no RoCE processing. Returns how many
+    /// datagrams went out.
+    pub fn send_raw_gso(
+        &mut self,
+        remote: SocketAddr,
+        src_port: u16,
+        batch: &[&[u8]],
+        per_train: usize,
+    ) -> io::Result<usize> {
+        let per_train = per_train.clamp(1, MAX_SEGMENTS);
+        let msgs: Vec<sys::OutMsg> = (0..batch.len())
+            .step_by(per_train)
+            .map(|i| sys::OutMsg {
+                to: remote,
+                parts: i..(i + per_train).min(batch.len()),
+                segment: batch[i].len() as u16,
+            })
+            .collect();
+        let fd = self.tx_socket(src_port)?.as_raw_fd();
+        let n = sys::send_batch(fd, &msgs, batch)?;
+        Ok(msgs[..n].iter().map(|m| m.parts.len()).sum())
     }
 
     /// Baseline for benchmarks: receives what is waiting with the same
     /// `recvmmsg` batching and hands each datagram to `f` unchecked.
     pub fn recv_raw(&mut self, mut f: impl FnMut(SocketAddr, &[u8])) -> io::Result<usize> {
-        let n = sys::recv_batch(self.rx.as_raw_fd(), &mut self.bufs, &mut self.received)?;
+        sys::recv_batch(self.rx.as_raw_fd(), &mut self.bufs, &mut self.received)?;
+        let mut n = 0;
         for r in &self.received {
-            f(r.from, &self.bufs[r.index][..r.len]);
+            for d in segments(&self.bufs[r.index][..r.len], r.segment) {
+                f(r.from, d);
+                n += 1;
+            }
         }
         Ok(n)
     }
@@ -218,27 +373,61 @@ impl UdpBackend {
     /// hands every good datagram to `f(from, src_port, transport)`.
     /// Returns the number of datagrams read (good or not).
     pub fn recv(&mut self, mut f: impl FnMut(IpAddr, u16, &[u8])) -> io::Result<usize> {
-        let n = sys::recv_batch(self.rx.as_raw_fd(), &mut self.bufs, &mut self.received)?;
+        sys::recv_batch(self.rx.as_raw_fd(), &mut self.bufs, &mut self.received)?;
+        let mut n = 0;
         for r in &self.received {
-            self.stats.rx_datagrams += 1;
             if r.truncated {
+                self.stats.rx_datagrams += 1;
                 self.stats.rx_truncated += 1;
+                n += 1;
                 continue;
             }
-            let data = &self.bufs[r.index][..r.len];
-            if data.len() < 16 {
-                self.stats.rx_too_short += 1;
-                continue;
+            let train = &self.bufs[r.index][..r.len];
+            if r.segment != 0 && r.len > r.segment {
+                self.stats.rx_gro_trains += 1;
             }
             let (ip, port) = (r.from.ip(), r.from.port());
-            match self
-                .verifier
-                .verify(ip, self.cfg.local, port, self.cfg.port, data)
-            {
-                Verdict::Good | Verdict::GoodWithIdent(_) => f(ip, port, data),
-                Verdict::Bad => self.stats.rx_bad_icrc += 1,
+            for data in segments(train, r.segment) {
+                n += 1;
+                self.stats.rx_datagrams += 1;
+                if data.len() < 16 {
+                    self.stats.rx_too_short += 1;
+                    continue;
+                }
+                match self
+                    .verifier
+                    .verify(ip, self.cfg.local, port, self.cfg.port, data)
+                {
+                    Verdict::Good | Verdict::GoodWithIdent(_) => f(ip, port, data),
+                    Verdict::Bad => self.stats.rx_bad_icrc += 1,
+                }
             }
         }
         Ok(n)
     }
+}
+
+/// Most datagrams in one GSO train (the kernel's UDP_MAX_SEGMENTS).
+pub const MAX_SEGMENTS: usize = 64;
+/// Most UDP payload bytes in one train (IPv4: 65535 - 20 - 8).
+pub const MAX_TRAIN: usize = 65507;
+
+/// The datagrams of a received buffer: cut at `segment` bytes (a GRO
+/// train), or the whole buffer if `segment` is 0.
+fn segments(buf: &[u8], segment: usize) -> std::slice::Chunks<'_, u8> {
+    let size = if segment == 0 {
+        buf.len().max(1)
+    } else {
+        segment
+    };
+    buf.chunks(size)
+}
+
+/// Whether a send error means this path cannot do UDP GSO (no checksum
+/// offload, an old kernel, a tunnel), rather than a real failure.
+fn gso_refused(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT | libc::EOPNOTSUPP)
+    )
 }

@@ -126,35 +126,81 @@ fn from_storage(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
     }
 }
 
-/// Sends each `(destination, bytes)` with one `sendmmsg` per 64; returns
-/// how many were sent (a full socket buffer stops early, not an error).
-pub(crate) fn send_batch(fd: RawFd, msgs: &[(SocketAddr, &[u8])]) -> io::Result<usize> {
+/// `UDP_SEGMENT` and `UDP_GRO` (linux/udp.h), at level `SOL_UDP`.
+const UDP_SEGMENT: libc::c_int = 103;
+const UDP_GRO: libc::c_int = 104;
+
+/// Receive coalesced trains of equal-size datagrams (UDP GRO): one buffer
+/// then holds several, and [`Received::segment`] gives their size.
+pub(crate) fn set_udp_gro(fd: RawFd) -> io::Result<()> {
+    setsockopt_int(fd, libc::SOL_UDP, UDP_GRO, 1)
+}
+
+/// One message of [`send_batch`]: `parts` (indexes into the part list) are
+/// gathered into one datagram, or, when `segment` is not zero, into a train
+/// the kernel cuts into datagrams of `segment` bytes, the last one possibly
+/// shorter (UDP GSO).
+#[derive(Debug, Clone)]
+pub(crate) struct OutMsg {
+    pub(crate) to: SocketAddr,
+    pub(crate) parts: std::ops::Range<usize>,
+    pub(crate) segment: u16,
+}
+
+/// Room for one `UDP_SEGMENT` control message, aligned for `cmsghdr`.
+type SegmentControl = [u64; 4];
+
+/// Sends `msgs` with one `sendmmsg` per 64; returns how many messages were
+/// sent (a full socket buffer stops early, not an error). An error on the
+/// first message of a call is returned as is (for instance EIO or EINVAL
+/// when this path cannot do GSO).
+pub(crate) fn send_batch(fd: RawFd, msgs: &[OutMsg], parts: &[&[u8]]) -> io::Result<usize> {
     const CHUNK: usize = 64;
+    let iovs: Vec<libc::iovec> = parts
+        .iter()
+        .map(|b| libc::iovec {
+            iov_base: b.as_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        })
+        .collect();
     let mut sent = 0;
     for chunk in msgs.chunks(CHUNK) {
         let mut addrs: Vec<(libc::sockaddr_storage, libc::socklen_t)> =
-            chunk.iter().map(|(a, _)| to_storage(a)).collect();
-        let mut iovs: Vec<libc::iovec> = chunk
-            .iter()
-            .map(|(_, b)| libc::iovec {
-                iov_base: b.as_ptr() as *mut libc::c_void,
-                iov_len: b.len(),
-            })
-            .collect();
-        let mut hdrs: Vec<libc::mmsghdr> = (0..chunk.len())
-            .map(|i| {
-                // SAFETY: mmsghdr is plain data; all-zero is a valid value.
-                let mut h: libc::mmsghdr = unsafe { zeroed() };
-                h.msg_hdr.msg_name = (&raw mut addrs[i].0).cast();
-                h.msg_hdr.msg_namelen = addrs[i].1;
-                h.msg_hdr.msg_iov = &raw mut iovs[i];
-                h.msg_hdr.msg_iovlen = 1;
-                h
-            })
-            .collect();
-        // SAFETY: every header points into `addrs` and `iovs`, which live
-        // until after the call; the iovecs point into the caller's slices,
-        // which the kernel only reads.
+            chunk.iter().map(|m| to_storage(&m.to)).collect();
+        let mut controls: Vec<SegmentControl> = vec![[0; 4]; chunk.len()];
+        let mut hdrs: Vec<libc::mmsghdr> = Vec::with_capacity(chunk.len());
+        for (i, m) in chunk.iter().enumerate() {
+            // SAFETY: mmsghdr is plain data; all-zero is a valid value.
+            let mut h: libc::mmsghdr = unsafe { zeroed() };
+            h.msg_hdr.msg_name = (&raw mut addrs[i].0).cast();
+            h.msg_hdr.msg_namelen = addrs[i].1;
+            // The kernel only reads the iovecs; the cast to *mut is what
+            // the C declaration asks for.
+            h.msg_hdr.msg_iov = iovs[m.parts.clone()].as_ptr().cast_mut();
+            h.msg_hdr.msg_iovlen = m.parts.len();
+            if m.segment != 0 {
+                let c = &mut controls[i];
+                // SAFETY: CMSG_SPACE is arithmetic on its argument.
+                let space = unsafe { libc::CMSG_SPACE(2) } as usize;
+                debug_assert!(space <= size_of::<SegmentControl>());
+                h.msg_hdr.msg_control = c.as_mut_ptr().cast();
+                h.msg_hdr.msg_controllen = space;
+                // SAFETY: the header points at `c`, which is aligned for and
+                // at least CMSG_SPACE(2) bytes long, so CMSG_FIRSTHDR returns
+                // a pointer to a cmsghdr inside it with 2 data bytes after it.
+                unsafe {
+                    let cm = libc::CMSG_FIRSTHDR(&raw const h.msg_hdr);
+                    (*cm).cmsg_level = libc::SOL_UDP;
+                    (*cm).cmsg_type = UDP_SEGMENT;
+                    (*cm).cmsg_len = libc::CMSG_LEN(2) as usize;
+                    libc::CMSG_DATA(cm).cast::<u16>().write_unaligned(m.segment);
+                }
+            }
+            hdrs.push(h);
+        }
+        // SAFETY: every header points into `addrs`, `controls` and `iovs`,
+        // which live until after the call; the iovecs point into the
+        // caller's slices, which the kernel only reads.
         let n = unsafe {
             libc::sendmmsg(
                 fd,
@@ -168,6 +214,9 @@ pub(crate) fn send_batch(fd: RawFd, msgs: &[(SocketAddr, &[u8])]) -> io::Result<
             if e.kind() == io::ErrorKind::WouldBlock {
                 return Ok(sent);
             }
+            if sent > 0 {
+                return Ok(sent);
+            }
             return Err(e);
         }
         sent += n as usize;
@@ -178,16 +227,24 @@ pub(crate) fn send_batch(fd: RawFd, msgs: &[(SocketAddr, &[u8])]) -> io::Result<
     Ok(sent)
 }
 
-/// One received datagram: its source and length in its buffer.
+/// One received datagram, or with GRO a train of them: its source and
+/// length in its buffer.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Received {
     /// Which buffer holds it.
     pub(crate) index: usize,
     pub(crate) from: SocketAddr,
     pub(crate) len: usize,
+    /// With GRO: the size of each coalesced datagram (the last may be
+    /// shorter); 0 for a single datagram.
+    pub(crate) segment: usize,
     /// The datagram did not fit its buffer.
     pub(crate) truncated: bool,
 }
+
+/// Room for the control messages a receive can carry (only `UDP_GRO`'s
+/// segment size is asked for).
+type RecvControl = [u64; 8];
 
 /// Receives up to `bufs.len()` datagrams with one non-blocking `recvmmsg`.
 pub(crate) fn recv_batch(
@@ -198,6 +255,7 @@ pub(crate) fn recv_batch(
     out.clear();
     let n = bufs.len();
     let mut addrs: Vec<MaybeUninit<libc::sockaddr_storage>> = vec![MaybeUninit::zeroed(); n];
+    let mut controls: Vec<RecvControl> = vec![[0; 8]; n];
     let mut iovs: Vec<libc::iovec> = bufs
         .iter_mut()
         .map(|b| libc::iovec {
@@ -213,13 +271,16 @@ pub(crate) fn recv_batch(
             h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             h.msg_hdr.msg_iov = &raw mut iovs[i];
             h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_control = controls[i].as_mut_ptr().cast();
+            h.msg_hdr.msg_controllen = size_of::<RecvControl>();
             h
         })
         .collect();
-    // SAFETY: the headers point into `addrs`, `iovs` and the caller's
-    // buffers, all alive and exclusively borrowed for the call; the kernel
-    // writes at most `iov_len` bytes into each buffer and at most
-    // `msg_namelen` into each address.
+    // SAFETY: the headers point into `addrs`, `controls`, `iovs` and the
+    // caller's buffers, all alive and exclusively borrowed for the call;
+    // the kernel writes at most `iov_len` bytes into each buffer, at most
+    // `msg_namelen` into each address and `msg_controllen` into each
+    // control buffer.
     let got = unsafe {
         libc::recvmmsg(
             fd,
@@ -245,11 +306,31 @@ pub(crate) fn recv_batch(
                 index: i,
                 from,
                 len: h.msg_len as usize,
+                segment: gro_segment(&h.msg_hdr),
                 truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
             });
         }
     }
     Ok(got as usize)
+}
+
+/// The `UDP_GRO` segment size among a received message's control messages.
+fn gro_segment(h: &libc::msghdr) -> usize {
+    // SAFETY: `h` is a header recvmmsg filled: msg_control points at our
+    // control buffer and msg_controllen says how much of it the kernel
+    // wrote, which is all CMSG_FIRSTHDR/CMSG_NXTHDR walk; each cmsghdr they
+    // return lies inside it, and an int of data follows a UDP_GRO header.
+    unsafe {
+        let mut cm = libc::CMSG_FIRSTHDR(h);
+        while !cm.is_null() {
+            if (*cm).cmsg_level == libc::SOL_UDP && (*cm).cmsg_type == UDP_GRO {
+                let size = libc::CMSG_DATA(cm).cast::<libc::c_int>().read_unaligned();
+                return usize::try_from(size).unwrap_or(0);
+            }
+            cm = libc::CMSG_NXTHDR(h, cm);
+        }
+    }
+    0
 }
 
 /// One entry of `getifaddrs`: an interface name (for IPv4, the address's
