@@ -51,6 +51,14 @@ pub struct EndpointConfig {
     pub seed: u64,
 }
 
+/// At most this many RC packets in flight (sent, or asked for by READs,
+/// and not yet acknowledged) over all QPs of an endpoint, give or take one
+/// per QP (a QP stopped mid-message first sends one packet that asks for an
+/// ACK) and a READ's responses: about 4 MiB at MTU 4096, half the receive
+/// buffer the UDP backend asks for. With few QPs, their windows (128 PSNs
+/// each) bind first.
+pub const MAX_IN_FLIGHT: u64 = 1024;
+
 /// A packet to send: the transport (BTH through ICRC, the ICRC bytes left
 /// zero for the I/O layer, which knows the IP header it covers) and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,9 +108,18 @@ pub struct Endpoint {
     pub(crate) srqs: HashMap<u32, Srq>,
     /// Asynchronous events not yet polled, oldest first.
     events: VecDeque<AsyncEvent>,
-    /// QPNs in creation order, for fair round-robin transmission.
+    /// QPNs in creation order (timers run in this order).
     order: Vec<u32>,
-    rr: usize,
+    /// QPs that may have a packet to send, in round-robin order: a QP is
+    /// put here by whatever may give it one (a post, a packet for it, a
+    /// timer, a state change) and leaves when it has nothing to send, so
+    /// finding the next packet does not visit idle QPs.
+    active: VecDeque<u32>,
+    /// QPs with requests to send that wait for the endpoint's packets in
+    /// flight to drop below [`MAX_IN_FLIGHT`].
+    capped: VecDeque<u32>,
+    /// Packets in flight over all RC QPs (the sum of [`Qp::in_flight`]).
+    in_flight: u64,
     next_qpn: u32,
     pub(crate) stats: Stats,
 }
@@ -119,11 +136,18 @@ impl Endpoint {
             srqs: HashMap::new(),
             events: VecDeque::new(),
             order: Vec::new(),
-            rr: 0,
+            active: VecDeque::new(),
+            capped: VecDeque::new(),
+            in_flight: 0,
             // QP0 and QP1 are the SMI and GSI; rxe starts user QPs at 0x11.
             next_qpn: 0x11,
             stats: Stats::default(),
         }
+    }
+
+    /// RC packets in flight over all QPs (see [`MAX_IN_FLIGHT`]).
+    pub fn packets_in_flight(&self) -> u64 {
+        self.in_flight
     }
 
     /// The drop and traffic counters.
@@ -286,6 +310,7 @@ impl Endpoint {
     /// polled are dropped.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
         let mut q = self.qps.remove(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        self.in_flight -= u64::from(q.counted_in_flight);
         if let Some(srq) = q.init.srq.and_then(|h| self.srqs.get_mut(&h)) {
             if let Some((wr, _)) = q.resp.recv.take() {
                 srq.give_back(wr);
@@ -510,8 +535,10 @@ impl Endpoint {
                 if let Some((wr, _)) = q.resp.recv.take() {
                     responder::give_back(q, &mut self.srqs, wr);
                 }
-                let init = q.init;
+                let (init, scheduled, counted) = (q.init, q.scheduled, q.counted_in_flight);
                 *q = Qp::new(qpn, init);
+                q.scheduled = scheduled;
+                q.counted_in_flight = counted;
             }
             QpState::Err if q.state != QpState::Err => {
                 q.state = QpState::Err;
@@ -525,8 +552,31 @@ impl Endpoint {
             }
             _ => q.state = to,
         }
+        self.touched(qpn);
         self.raise_events(qpn);
         Ok(())
+    }
+
+    /// After anything that may have changed QP `qpn`: its packets in
+    /// flight are counted again, and it joins the QPs that may have
+    /// something to send.
+    fn touched(&mut self, qpn: u32) {
+        self.recount(qpn);
+        if let Some(q) = self.qps.get_mut(&qpn)
+            && !q.scheduled
+        {
+            q.scheduled = true;
+            self.active.push_back(qpn);
+        }
+    }
+
+    /// Brings `in_flight` up to date with QP `qpn`.
+    fn recount(&mut self, qpn: u32) {
+        if let Some(q) = self.qps.get_mut(&qpn) {
+            let now = q.in_flight();
+            self.in_flight = self.in_flight - u64::from(q.counted_in_flight) + u64::from(now);
+            q.counted_in_flight = now;
+        }
     }
 
     pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), VerbsError> {
@@ -638,6 +688,7 @@ impl Endpoint {
             return Ok(());
         }
         q.sq.push_back(wqe);
+        self.touched(qpn);
         Ok(())
     }
 
@@ -674,6 +725,7 @@ impl Endpoint {
             return Ok(());
         }
         q.rq.push_back(wr);
+        self.touched(qpn);
         Ok(())
     }
 
@@ -724,33 +776,61 @@ impl Endpoint {
                 &mut self.stats,
             );
         }
+        self.touched(dqpn);
         self.raise_events(dqpn);
     }
 
-    /// The next packet to send, if any. Responses go before new requests.
+    /// The next packet to send, if any: the active QPs take turns, one
+    /// packet each; a QP's responses go before its new requests. While the
+    /// endpoint has [`MAX_IN_FLIGHT`] packets in flight, requests wait
+    /// (responses do not): many QPs at their full window would otherwise
+    /// overrun the peer's receive buffer, and the losses cost a timeout
+    /// each.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        let n = self.order.len();
-        for pass in 0..2 {
-            for i in 0..n {
-                let qpn = self.order[(self.rr + i) % n];
-                let Some(q) = self.qps.get_mut(&qpn) else {
+        if self.in_flight < MAX_IN_FLIGHT && !self.capped.is_empty() {
+            self.active.extend(self.capped.drain(..));
+        }
+        while let Some(qpn) = self.active.pop_front() {
+            let capped = self.in_flight >= MAX_IN_FLIGHT;
+            let Some(q) = self.qps.get_mut(&qpn) else {
+                continue; // destroyed
+            };
+            let mut t = responder::next_response(q, &self.mrs);
+            if t.is_none() && capped {
+                if !requester::has_work(q) {
+                    q.scheduled = false;
                     continue;
-                };
-                let t = if pass == 0 {
-                    responder::next_response(q, &self.mrs)
-                } else {
-                    requester::next_packet(q, &self.mrs, now)
-                };
-                if let Some(t) = t {
-                    self.rr = (self.rr + i + 1) % n;
-                    self.stats.tx_packets += 1;
-                    if q.init.qp_type != QpType::Rc {
-                        completer::complete_done(q, &mut self.cqs);
-                        self.raise_events(qpn);
-                    }
-                    return Some(t);
+                }
+                // One more packet, asking for an ACK, if the last ones did
+                // not: a QP stopped mid-message would otherwise hold its
+                // packets in flight (and others waiting) until a timeout.
+                if requester::owes_ack_request(q) {
+                    t = requester::next_packet(q, &self.mrs, now, true);
+                }
+                if t.is_none() {
+                    self.capped.push_back(qpn);
+                    continue;
                 }
             }
+            if t.is_none() {
+                t = requester::next_packet(q, &self.mrs, now, false);
+            }
+            let Some(t) = t else {
+                q.scheduled = false;
+                continue;
+            };
+            let rc = q.init.qp_type == QpType::Rc;
+            if !rc {
+                completer::complete_done(q, &mut self.cqs);
+            }
+            self.active.push_back(qpn);
+            self.stats.tx_packets += 1;
+            if rc {
+                self.recount(qpn);
+            } else {
+                self.raise_events(qpn);
+            }
+            return Some(t);
         }
         None
     }
@@ -777,6 +857,7 @@ impl Endpoint {
                 .any(|t| t <= now);
             if due {
                 completer::on_timeout(q, &mut self.cqs, &mut self.stats, now);
+                self.touched(qpn);
                 self.raise_events(qpn);
             }
         }

@@ -11,7 +11,9 @@
 //! too when the application posts or polls, so a busy-polling application
 //! makes progress without waiting for the driver thread to be scheduled
 //! (on a machine with fewer cores than spinning threads, that wait is what
-//! dominates latency).
+//! dominates latency). While the application is polling like that, the
+//! driver thread stands back (short sleeps instead of spinning), so that a
+//! process has one busy thread, not two, competing for the cores.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,13 +23,26 @@ use std::time::Duration;
 use ferroce_core::{Endpoint, Instant, Transmit};
 use ferroce_io::{OutDatagram, UdpBackend};
 
+/// The backend and what it could not send yet.
+#[derive(Debug)]
+struct Io {
+    backend: UdpBackend,
+    /// Packets the engine gave out that found the socket buffer full: they
+    /// go first next round, and until they are gone the engine is asked
+    /// for no more (back-pressure instead of dropping our own packets).
+    pending: Vec<Transmit>,
+}
+
 /// What the API handles and the driver thread share.
 #[derive(Debug)]
 pub(crate) struct Shared {
     engine: Mutex<Endpoint>,
-    backend: Mutex<UdpBackend>,
+    io: Mutex<Io>,
     /// Bumped by every API call that may create work for the driver.
     kick: AtomicU64,
+    /// When the application last ran a round of progress itself (ns since
+    /// `epoch`); 0 if never.
+    app_progress: AtomicU64,
     stop: AtomicBool,
     epoch: std::time::Instant,
     pub(crate) local: IpAddr,
@@ -39,8 +54,12 @@ impl Shared {
     pub(crate) fn new(engine: Endpoint, backend: UdpBackend, local: IpAddr, port: u16) -> Self {
         Self {
             engine: Mutex::new(engine),
-            backend: Mutex::new(backend),
+            io: Mutex::new(Io {
+                backend,
+                pending: Vec::new(),
+            }),
             kick: AtomicU64::new(0),
+            app_progress: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             epoch: std::time::Instant::now(),
             local,
@@ -53,6 +72,15 @@ impl Shared {
     /// is taken over rather than propagated.
     pub(crate) fn engine(&self) -> MutexGuard<'_, Endpoint> {
         self.engine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The UDP backend's counters.
+    pub(crate) fn udp_stats(&self) -> ferroce_io::UdpStats {
+        self.io
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .backend
+            .stats()
     }
 
     /// Tells the driver there is new work.
@@ -72,21 +100,45 @@ impl Shared {
 /// How many datagrams to move per lock.
 const BATCH: usize = 64;
 
+/// The driver thread stands back while the application has made progress
+/// itself within this long.
+const APP_ACTIVE: Duration = Duration::from_micros(200);
+
 impl Shared {
+    /// A round of progress run by an application call (`poll`), which
+    /// also tells the driver thread that the application is busy-polling.
+    pub(crate) fn app_progress(&self) {
+        self.app_progress
+            .store(self.now().as_nanos().max(1), Ordering::Relaxed);
+        self.progress();
+    }
+
+    /// Whether the application ran progress itself within [`APP_ACTIVE`].
+    fn app_active(&self) -> bool {
+        let last = self.app_progress.load(Ordering::Relaxed);
+        last != 0 && self.now().as_nanos().saturating_sub(last) < APP_ACTIVE.as_nanos() as u64
+    }
+
     /// One round of progress: receive what is waiting, run due timers, send
     /// what the engine has. Returns whether anything moved and the next
     /// timer. Returns at once if another thread is already doing this.
     pub(crate) fn progress(&self) -> (bool, Option<Instant>) {
-        let Ok(mut backend) = self.backend.try_lock() else {
+        let Ok(mut guard) = self.io.try_lock() else {
             return (false, None);
         };
+        let io = &mut *guard;
         let now = self.now();
-        let mut out: Vec<Transmit> = Vec::new();
+        let mut sent = if io.pending.is_empty() {
+            0
+        } else {
+            send_all(&mut io.backend, &mut io.pending, self.port)
+        };
         let (received, next_timer) = {
             let mut ep = self.engine();
             let mut received = 0;
             for _ in 0..4 {
-                let n = backend
+                let n = io
+                    .backend
                     .recv(|from, _port, data| ep.handle_datagram(now, from, data))
                     .unwrap_or(0);
                 received += n;
@@ -97,19 +149,18 @@ impl Shared {
             if ep.poll_timeout().is_some_and(|t| t <= now) {
                 ep.handle_timeout(now);
             }
-            while out.len() < BATCH {
+            while io.pending.len() < BATCH {
                 match ep.poll_transmit(now) {
-                    Some(t) => out.push(t),
+                    Some(t) => io.pending.push(t),
                     None => break,
                 }
             }
             (received, ep.poll_timeout())
         };
-        let worked = received > 0 || !out.is_empty();
-        if !out.is_empty() {
-            send_all(&mut backend, &mut out, self.port);
+        if !io.pending.is_empty() {
+            sent += send_all(&mut io.backend, &mut io.pending, self.port);
         }
-        (worked, next_timer)
+        (received > 0 || sent > 0, next_timer)
     }
 }
 
@@ -118,6 +169,12 @@ pub(crate) fn run(shared: Arc<Shared>) {
     let mut idle: u32 = 0;
     let mut seen_kick = 0;
     while !shared.stop.load(Ordering::Acquire) {
+        if shared.app_active() {
+            // The application is polling and so moving the engine; a timer
+            // that falls due is run by its next round.
+            std::thread::sleep(APP_ACTIVE / 4);
+            continue;
+        }
         let (worked, next_timer) = shared.progress();
         let kick = shared.kick.load(Ordering::Acquire);
         if worked || kick != seen_kick {
@@ -130,12 +187,16 @@ pub(crate) fn run(shared: Arc<Shared>) {
     }
 }
 
-fn send_all(backend: &mut UdpBackend, out: &mut Vec<Transmit>, port: u16) {
-    // Group by source port so that each sendmmsg carries one flow's packets.
+/// Sends what it can of `out` and removes it; what found the socket buffer
+/// full stays, in order. Returns how many went out.
+fn send_all(backend: &mut UdpBackend, out: &mut Vec<Transmit>, port: u16) -> usize {
+    // Group by source port so that each sendmmsg carries one flow's packets
+    // (stable: each flow keeps its order).
     out.sort_by_key(|t| t.path.udp_src_port);
+    // The engine gives out an empty packet only for a bug; it is dropped.
+    out.retain(|t| !t.data.is_empty());
     let mut batch: Vec<OutDatagram<'_>> = out
         .iter_mut()
-        .filter(|t| !t.data.is_empty())
         .map(|t| OutDatagram {
             remote: t.path.remote,
             remote_port: port,
@@ -143,11 +204,13 @@ fn send_all(backend: &mut UdpBackend, out: &mut Vec<Transmit>, port: u16) {
             transport: &mut t.data,
         })
         .collect();
-    // A full socket buffer drops what did not fit, as a congested link
-    // would; the engine's retransmission recovers it.
-    let _ = backend.send(&mut batch);
+    let total = batch.len();
+    // A send that fails outright (no route, say) loses the batch as a
+    // broken link would; the engine's retransmission takes it from there.
+    let n = backend.send(&mut batch).unwrap_or(total);
     drop(batch);
-    out.clear();
+    out.drain(..n.min(total));
+    n
 }
 
 /// Spins, then yields, then sleeps briefly (never past the next timer).

@@ -49,6 +49,7 @@ pub use ferroce_core::verbs::{
     SrqInfo, UdDest, VerbsError, WcOpcode, WcStatus, WorkCompletion,
 };
 pub use ferroce_core::{MAX_MSG_SIZE, MrInfo, Stats};
+pub use ferroce_io::UdpStats;
 pub use ferroce_wire::Psn;
 
 use driver::Shared;
@@ -166,6 +167,12 @@ impl Context {
         self.shared.engine().stats()
     }
 
+    /// The UDP backend's counters: datagrams in and out, bad ICRCs, GSO
+    /// and GRO use, datagrams the socket buffer could not take.
+    pub fn udp_stats(&self) -> UdpStats {
+        self.shared.udp_stats()
+    }
+
     pub fn alloc_pd(&self) -> ProtectionDomain {
         let handle = self.shared.engine().alloc_pd();
         ProtectionDomain {
@@ -188,7 +195,7 @@ impl Context {
     /// [`QueuePair::qpn`], [`CompletionQueue::handle`] or
     /// [`SharedReceiveQueue::handle`]. Also moves the engine forward.
     pub fn poll_async_event(&self) -> Option<AsyncEvent> {
-        self.shared.progress();
+        self.shared.app_progress();
         self.shared.engine().poll_async_event()
     }
 }
@@ -402,7 +409,7 @@ impl CompletionQueue {
     /// engine forward, so that a busy-polling caller never waits on the
     /// driver thread.
     pub fn poll(&self, max: usize) -> Result<Vec<WorkCompletion>> {
-        self.shared.progress();
+        self.shared.app_progress();
         Ok(self.shared.engine().poll_cq(self.handle, max)?)
     }
 
@@ -476,10 +483,12 @@ impl QueuePair {
         Ok(())
     }
 
+    /// `ibv_post_send`. Only queues the request: the driver thread, or
+    /// the next [`CompletionQueue::poll`], sends it, so that a burst of
+    /// posts goes out in batches rather than one system call each.
     pub fn post_send(&self, wr: SendWr) -> Result<()> {
         self.shared.engine().post_send(self.qpn, wr)?;
         self.shared.kick();
-        self.shared.progress();
         Ok(())
     }
 

@@ -267,7 +267,17 @@ fn fail_at(qp: &mut Qp, psn: Psn, status: WcStatus, cqs: &mut HashMap<u32, Cq>) 
 pub(crate) fn complete_done(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>) {
     while qp.sq.front().is_some_and(|w| w.done) {
         let Some(w) = qp.sq.pop_front() else { break };
-        qp.req.wqe = qp.req.wqe.saturating_sub(1);
+        if qp.req.wqe == 0 {
+            // The requester was going back over this message (a rewind)
+            // and all of it has now been acknowledged: it goes on after
+            // it. Left at its offset, it skipped into the middle of the
+            // next message, and the PSN sequence error that followed cost
+            // another round trip.
+            qp.req.offset = 0;
+            qp.req.next_psn = w.last_psn() + 1;
+        } else {
+            qp.req.wqe -= 1;
+        }
         let failed = w.status != WcStatus::Success;
         if qp.signals(&w)
             && let Some(cq) = cqs.get_mut(&qp.init.send_cq)

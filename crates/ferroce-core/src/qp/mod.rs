@@ -216,9 +216,21 @@ pub(crate) struct Qp {
     /// The error state it is in has been reported (or needs no report: the
     /// user put it there); cleared by the way out through Reset.
     pub(crate) error_reported: bool,
+    /// In the endpoint's queue of QPs that may have something to send.
+    pub(crate) scheduled: bool,
+    /// What this QP last added to the endpoint's count of packets in flight.
+    pub(crate) counted_in_flight: u32,
 }
 
 impl Qp {
+    /// RC: PSNs sent (or, for READs, asked for) and not yet acknowledged.
+    pub(crate) fn in_flight(&self) -> u32 {
+        match (self.init.qp_type, self.comp.acked) {
+            (QpType::Rc, Some(acked)) => self.req.next_psn.distance(acked + 1).max(0) as u32,
+            _ => 0,
+        }
+    }
+
     pub(crate) fn new(qpn: u32, init: QpInit) -> Self {
         Self {
             qpn,
@@ -255,6 +267,8 @@ impl Qp {
             },
             resp: Responder::default(),
             error_reported: false,
+            scheduled: false,
+            counted_in_flight: 0,
         }
     }
 

@@ -31,8 +31,25 @@ enum Position {
     Only,
 }
 
-/// The next request packet of this QP, if it may send one now.
-pub(crate) fn next_packet(qp: &mut Qp, mrs: &MrTable, now: Instant) -> Option<Transmit> {
+/// Whether the send queue holds something not yet (or no longer) sent.
+pub(crate) fn has_work(qp: &Qp) -> bool {
+    qp.req.wqe < qp.sq.len()
+}
+
+/// Whether packets were sent since the last one that asked for an ACK:
+/// if the QP stops sending now, those are acknowledged only by a timeout.
+pub(crate) fn owes_ack_request(qp: &Qp) -> bool {
+    qp.req.since_ack_req > 0
+}
+
+/// The next request packet of this QP, if it may send one now; with
+/// `ask_ack`, it asks for an ACK whatever its place in the message.
+pub(crate) fn next_packet(
+    qp: &mut Qp,
+    mrs: &MrTable,
+    now: Instant,
+    ask_ack: bool,
+) -> Option<Transmit> {
     let idx = qp.req.wqe;
     let wqe = qp.sq.get(idx)?;
     // SQD drains: the messages already begun are finished and retransmitted
@@ -72,7 +89,7 @@ pub(crate) fn next_packet(qp: &mut Qp, mrs: &MrTable, now: Instant) -> Option<Tr
         w.started = true;
         qp.req.offset = 0;
     }
-    let t = build(qp, idx, mrs);
+    let t = build(qp, idx, mrs, ask_ack);
     if qp.init.qp_type == QpType::Rc && qp.comp.retransmit_at.is_none() {
         qp.comp.retransmit_at = local_ack_timeout(qp.cfg.timeout).map(|d| now.after(d));
     }
@@ -109,7 +126,7 @@ fn may_start(qp: &Qp, idx: usize) -> bool {
 }
 
 /// Builds the packet at the requester's position and advances it.
-fn build(qp: &mut Qp, idx: usize, mrs: &MrTable) -> Option<Transmit> {
+fn build(qp: &mut Qp, idx: usize, mrs: &MrTable, ask_ack: bool) -> Option<Transmit> {
     let mtu = qp.cfg.mtu.bytes() as u64;
     let wqe = qp.sq[idx].clone();
     let qp_type = qp.init.qp_type;
@@ -257,7 +274,8 @@ fn build(qp: &mut Qp, idx: usize, mrs: &MrTable) -> Option<Transmit> {
     qp.req.since_ack_req += 1;
     t.bth.ack_req = qp_type == QpType::Rc
         && (matches!(pos, Position::Last | Position::Only)
-            || qp.req.since_ack_req >= PACKETS_PER_ACK);
+            || qp.req.since_ack_req >= PACKETS_PER_ACK
+            || ask_ack);
     if t.bth.ack_req {
         qp.req.since_ack_req = 0;
     }

@@ -11,6 +11,7 @@
 //! | `hostile` | stray packets: dropped, counted, harmless |
 //! | `fuzz` | random packets into a connected pair: no panic, no harm |
 //! | `soak` | a long WRITE stream through loss, reordering and duplication (FERROCE_SOAK_BYTES) |
+//! | `many` | many QPs at once: the endpoint's cap on packets in flight, fair turns |
 //! | `srq` | shared receive queues: QPs sharing one, RNR, the limit event, errors, UD and UC, refused calls |
 
 mod calls;
@@ -18,6 +19,7 @@ mod ecn;
 mod errors;
 mod fuzz;
 mod hostile;
+mod many;
 mod ops;
 mod rules;
 mod soak;
