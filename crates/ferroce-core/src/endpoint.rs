@@ -68,14 +68,49 @@ pub struct Transmit {
 }
 
 impl Transmit {
-    pub(crate) fn build(path: Path, t: &TransportRepr, payload: &[u8]) -> Self {
-        let mut data = vec![0u8; t.buffer_len()];
+    /// Emits `t` into a buffer from `pool`; `fill` writes the payload in
+    /// place (`t.payload_len` bytes).
+    pub(crate) fn build(
+        pool: &mut BufPool,
+        path: Path,
+        t: &TransportRepr,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Self {
+        let mut data = pool.take(t.buffer_len());
         // The engine builds reprs from its own valid state; a refusal here
         // would be a bug, and yields an empty packet the peer drops.
-        if t.emit(&mut data, payload).is_err() {
-            data.clear();
+        match t.emit_headers(&mut data) {
+            Ok(at) => fill(&mut data[at]),
+            Err(_) => data.clear(),
         }
         Self { path, data }
+    }
+}
+
+/// Packet buffers given back after sending ([`Endpoint::recycle`]), so that
+/// building a packet does not allocate (and fault in fresh pages) each time.
+#[derive(Debug, Default)]
+pub(crate) struct BufPool(Vec<Vec<u8>>);
+
+impl BufPool {
+    /// Keeps at most this many spare buffers.
+    const MAX: usize = 256;
+
+    /// A buffer of `len` bytes; their contents are whatever they were.
+    fn take(&mut self, len: usize) -> Vec<u8> {
+        match self.0.pop() {
+            Some(mut b) => {
+                b.resize(len, 0);
+                b
+            }
+            None => vec![0; len],
+        }
+    }
+
+    fn give(&mut self, buf: Vec<u8>) {
+        if self.0.len() < Self::MAX && buf.capacity() >= 64 {
+            self.0.push(buf);
+        }
     }
 }
 
@@ -120,6 +155,7 @@ pub struct Endpoint {
     capped: VecDeque<u32>,
     /// Packets in flight over all RC QPs (the sum of [`Qp::in_flight`]).
     in_flight: u64,
+    pool: BufPool,
     next_qpn: u32,
     pub(crate) stats: Stats,
 }
@@ -139,10 +175,17 @@ impl Endpoint {
             active: VecDeque::new(),
             capped: VecDeque::new(),
             in_flight: 0,
+            pool: BufPool::default(),
             // QP0 and QP1 are the SMI and GSI; rxe starts user QPs at 0x11.
             next_qpn: 0x11,
             stats: Stats::default(),
         }
+    }
+
+    /// Gives back the buffer of a sent [`Transmit`], to build later packets
+    /// in (optional: without it every packet gets a new buffer).
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        self.pool.give(buf);
     }
 
     /// RC packets in flight over all QPs (see [`MAX_IN_FLIGHT`]).
@@ -795,7 +838,7 @@ impl Endpoint {
             let Some(q) = self.qps.get_mut(&qpn) else {
                 continue; // destroyed
             };
-            let mut t = responder::next_response(q, &self.mrs);
+            let mut t = responder::next_response(q, &self.mrs, &mut self.pool);
             if t.is_none() && capped {
                 if !requester::has_work(q) {
                     q.scheduled = false;
@@ -805,7 +848,7 @@ impl Endpoint {
                 // not: a QP stopped mid-message would otherwise hold its
                 // packets in flight (and others waiting) until a timeout.
                 if requester::owes_ack_request(q) {
-                    t = requester::next_packet(q, &self.mrs, now, true);
+                    t = requester::next_packet(q, &self.mrs, &mut self.pool, now, true);
                 }
                 if t.is_none() {
                     self.capped.push_back(qpn);
@@ -813,7 +856,7 @@ impl Endpoint {
                 }
             }
             if t.is_none() {
-                t = requester::next_packet(q, &self.mrs, now, false);
+                t = requester::next_packet(q, &self.mrs, &mut self.pool, now, false);
             }
             let Some(t) = t else {
                 q.scheduled = false;

@@ -373,7 +373,6 @@ impl TransportRepr {
     /// bytes zero for the caller to fill once the network headers are known.
     /// `payload.len()` must equal `payload_len`. Returns the length written.
     pub fn emit(&self, buf: &mut [u8], payload: &[u8]) -> Result<usize> {
-        let info = self.check_layout()?;
         if payload.len() != self.payload_len {
             return Err(Error::BadLength {
                 field: "payload",
@@ -381,6 +380,18 @@ impl TransportRepr {
                 actual: payload.len(),
             });
         }
+        let at = self.emit_headers(buf)?;
+        buf[at.clone()].copy_from_slice(payload);
+        Ok(self.buffer_len())
+    }
+
+    /// Writes everything but the payload: the headers, zero pad bytes and
+    /// a zero ICRC, into the first [`buffer_len`](Self::buffer_len) bytes of
+    /// `buf`. Returns where the payload goes, for the caller to fill in
+    /// place (a gather straight from registered memory); those bytes are
+    /// left as they were.
+    pub fn emit_headers(&self, buf: &mut [u8]) -> Result<core::ops::Range<usize>> {
+        let info = self.check_layout()?;
         let len = self.buffer_len();
         if buf.len() < len {
             return Err(Error::BufferTooSmall {
@@ -396,9 +407,8 @@ impl TransportRepr {
             self.emit_ext(h, &mut buf[off..off + h.wire_len()])?;
         }
         let start = BTH_LEN + info.headers_len;
-        buf[start..start + payload.len()].copy_from_slice(payload);
-        buf[start + payload.len()..].fill(0);
-        Ok(len)
+        buf[start + self.payload_len..].fill(0);
+        Ok(start..start + self.payload_len)
     }
 
     fn emit_ext(&self, h: ExtHeader, b: &mut [u8]) -> Result<()> {

@@ -31,6 +31,8 @@ struct Io {
     /// go first next round, and until they are gone the engine is asked
     /// for no more (back-pressure instead of dropping our own packets).
     pending: Vec<Transmit>,
+    /// Buffers of sent packets, given back to the engine at its next lock.
+    spent: Vec<Vec<u8>>,
 }
 
 /// What the API handles and the driver thread share.
@@ -57,6 +59,7 @@ impl Shared {
             io: Mutex::new(Io {
                 backend,
                 pending: Vec::new(),
+                spent: Vec::new(),
             }),
             kick: AtomicU64::new(0),
             app_progress: AtomicU64::new(0),
@@ -131,10 +134,13 @@ impl Shared {
         let mut sent = if io.pending.is_empty() {
             0
         } else {
-            send_all(&mut io.backend, &mut io.pending, self.port)
+            send_all(&mut io.backend, &mut io.pending, &mut io.spent, self.port)
         };
         let (received, next_timer) = {
             let mut ep = self.engine();
+            for b in io.spent.drain(..) {
+                ep.recycle(b);
+            }
             let mut received = 0;
             for _ in 0..4 {
                 let n = io
@@ -158,7 +164,7 @@ impl Shared {
             (received, ep.poll_timeout())
         };
         if !io.pending.is_empty() {
-            sent += send_all(&mut io.backend, &mut io.pending, self.port);
+            sent += send_all(&mut io.backend, &mut io.pending, &mut io.spent, self.port);
         }
         (received > 0 || sent > 0, next_timer)
     }
@@ -187,9 +193,15 @@ pub(crate) fn run(shared: Arc<Shared>) {
     }
 }
 
-/// Sends what it can of `out` and removes it; what found the socket buffer
-/// full stays, in order. Returns how many went out.
-fn send_all(backend: &mut UdpBackend, out: &mut Vec<Transmit>, port: u16) -> usize {
+/// Sends what it can of `out` and moves the buffers of what went out to
+/// `spent`; what found the socket buffer full stays, in order. Returns how
+/// many went out.
+fn send_all(
+    backend: &mut UdpBackend,
+    out: &mut Vec<Transmit>,
+    spent: &mut Vec<Vec<u8>>,
+    port: u16,
+) -> usize {
     // Group by source port so that each sendmmsg carries one flow's packets
     // (stable: each flow keeps its order).
     out.sort_by_key(|t| t.path.udp_src_port);
@@ -209,7 +221,7 @@ fn send_all(backend: &mut UdpBackend, out: &mut Vec<Transmit>, port: u16) -> usi
     // broken link would; the engine's retransmission takes it from there.
     let n = backend.send(&mut batch).unwrap_or(total);
     drop(batch);
-    out.drain(..n.min(total));
+    spent.extend(out.drain(..n.min(total)).map(|t| t.data));
     n
 }
 

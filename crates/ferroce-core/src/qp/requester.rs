@@ -9,7 +9,7 @@ use ferroce_wire::reth::RethRepr;
 use ferroce_wire::{Opcode, Psn, TransportRepr};
 
 use super::{Qp, SendWqe};
-use crate::endpoint::Transmit;
+use crate::endpoint::{BufPool, Transmit};
 use crate::mr::MrTable;
 use crate::time::{Instant, local_ack_timeout};
 use crate::verbs::{QpState, QpType, SendOp, WcStatus};
@@ -47,6 +47,7 @@ pub(crate) fn owes_ack_request(qp: &Qp) -> bool {
 pub(crate) fn next_packet(
     qp: &mut Qp,
     mrs: &MrTable,
+    pool: &mut BufPool,
     now: Instant,
     ask_ack: bool,
 ) -> Option<Transmit> {
@@ -89,7 +90,7 @@ pub(crate) fn next_packet(
         w.started = true;
         qp.req.offset = 0;
     }
-    let t = build(qp, idx, mrs, ask_ack);
+    let t = build(qp, idx, mrs, pool, ask_ack);
     if qp.init.qp_type == QpType::Rc && qp.comp.retransmit_at.is_none() {
         qp.comp.retransmit_at = local_ack_timeout(qp.cfg.timeout).map(|d| now.after(d));
     }
@@ -113,6 +114,9 @@ fn unacknowledged_from(qp: &Qp, w: &SendWqe) -> Psn {
 /// Fence and initiator depth: may WQE `idx` start now?
 fn may_start(qp: &Qp, idx: usize) -> bool {
     let wqe = &qp.sq[idx];
+    if !wqe.wr.fence && !wqe.is_read_or_atomic() {
+        return true;
+    }
     let outstanding = qp
         .sq
         .iter()
@@ -126,15 +130,24 @@ fn may_start(qp: &Qp, idx: usize) -> bool {
 }
 
 /// Builds the packet at the requester's position and advances it.
-fn build(qp: &mut Qp, idx: usize, mrs: &MrTable, ask_ack: bool) -> Option<Transmit> {
+fn build(
+    qp: &mut Qp,
+    idx: usize,
+    mrs: &MrTable,
+    pool: &mut BufPool,
+    ask_ack: bool,
+) -> Option<Transmit> {
     let mtu = qp.cfg.mtu.bytes() as u64;
-    let wqe = qp.sq[idx].clone();
+    let (op, len, first_psn, npkts, solicited) = {
+        let w = &qp.sq[idx];
+        (w.wr.op, w.len, w.first_psn, w.npkts, w.wr.solicited)
+    };
     let qp_type = qp.init.qp_type;
     let offset = qp.req.offset;
-    let psn = wqe.first_psn + (offset / mtu) as u32;
-    let seg = (wqe.len - offset.min(wqe.len)).min(mtu);
-    let single = wqe.len <= mtu;
-    let pos = match (offset == 0, offset + seg >= wqe.len) {
+    let psn = first_psn + (offset / mtu) as u32;
+    let seg = (len - offset.min(len)).min(mtu);
+    let single = len <= mtu;
+    let pos = match (offset == 0, offset + seg >= len) {
         _ if single => Position::Only,
         (true, _) => Position::First,
         (false, true) => Position::Last,
@@ -145,7 +158,7 @@ fn build(qp: &mut Qp, idx: usize, mrs: &MrTable, ask_ack: bool) -> Option<Transm
         QpType::Uc => 0x20,
         QpType::Ud => 0x60,
     };
-    let (low, reth) = match wqe.wr.op {
+    let (low, reth) = match op {
         SendOp::Read { remote_addr, rkey } => {
             // After a lost response the READ resumes where the responses
             // stopped: the rest of the data, from the missing PSN
@@ -155,11 +168,11 @@ fn build(qp: &mut Qp, idx: usize, mrs: &MrTable, ask_ack: bool) -> Option<Transm
             t.reth = Some(RethRepr {
                 va: remote_addr + offset,
                 rkey,
-                dma_len: (wqe.len - offset) as u32,
+                dma_len: (len - offset) as u32,
             });
-            qp.req.next_psn = wqe.first_psn + wqe.npkts;
+            qp.req.next_psn = first_psn + npkts;
             finish_wqe(qp, idx);
-            return Some(transmit(qp, t, &[], &wqe));
+            return Some(transmit(qp, idx, t, mrs, pool, 0));
         }
         SendOp::CompareSwap {
             remote_addr,
@@ -167,35 +180,30 @@ fn build(qp: &mut Qp, idx: usize, mrs: &MrTable, ask_ack: bool) -> Option<Transm
             compare,
             swap,
         } => {
-            return Some(atomic(
-                qp,
-                idx,
-                &wqe,
+            let t = atomic_repr(
                 Opcode::RC_COMPARE_SWAP,
+                first_psn,
                 remote_addr,
                 rkey,
                 swap,
                 compare,
-            ));
+            );
+            qp.req.next_psn = first_psn + 1;
+            finish_wqe(qp, idx);
+            return Some(transmit(qp, idx, t, mrs, pool, 0));
         }
         SendOp::FetchAdd {
             remote_addr,
             rkey,
             add,
         } => {
-            return Some(atomic(
-                qp,
-                idx,
-                &wqe,
-                Opcode::RC_FETCH_ADD,
-                remote_addr,
-                rkey,
-                add,
-                0,
-            ));
+            let t = atomic_repr(Opcode::RC_FETCH_ADD, first_psn, remote_addr, rkey, add, 0);
+            qp.req.next_psn = first_psn + 1;
+            finish_wqe(qp, idx);
+            return Some(transmit(qp, idx, t, mrs, pool, 0));
         }
         SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => {
-            let low = match (pos, wqe.wr.op) {
+            let low = match (pos, op) {
                 (Position::First, _) => 0x00,
                 (Position::Middle, _) => 0x01,
                 (Position::Last, SendOp::SendWithImm(_)) => 0x03,
@@ -211,7 +219,7 @@ fn build(qp: &mut Qp, idx: usize, mrs: &MrTable, ask_ack: bool) -> Option<Transm
         | SendOp::WriteWithImm {
             remote_addr, rkey, ..
         } => {
-            let imm = matches!(wqe.wr.op, SendOp::WriteWithImm { .. });
+            let imm = matches!(op, SendOp::WriteWithImm { .. });
             let low = match pos {
                 Position::First => 0x06,
                 Position::Middle => 0x07,
@@ -223,28 +231,14 @@ fn build(qp: &mut Qp, idx: usize, mrs: &MrTable, ask_ack: bool) -> Option<Transm
             let reth = matches!(pos, Position::First | Position::Only).then_some(RethRepr {
                 va: remote_addr,
                 rkey,
-                dma_len: wqe.len as u32,
+                dma_len: len as u32,
             });
             (low, reth)
         }
     };
     let mut t = super::transport_repr(Opcode(base | low), psn, 0, seg as usize);
     t.reth = reth;
-    let mut payload = vec![0; seg as usize];
-    let ok = match &wqe.wr.inline {
-        Some(data) => {
-            let s = offset as usize;
-            data.get(s..s + seg as usize)
-                .map(|d| payload.copy_from_slice(d))
-                .is_some()
-        }
-        None => mrs.gather(&wqe.wr.sg, offset, &mut payload),
-    };
-    if !ok {
-        // The region went away or shrank under a posted request.
-        qp.sq[idx].status = WcStatus::LocProtErr;
-    }
-    match wqe.wr.op {
+    match op {
         SendOp::SendWithImm(imm) | SendOp::WriteWithImm { imm, .. }
             if matches!(pos, Position::Last | Position::Only) =>
         {
@@ -255,22 +249,7 @@ fn build(qp: &mut Qp, idx: usize, mrs: &MrTable, ask_ack: bool) -> Option<Transm
         }
         _ => {}
     }
-    if qp_type == QpType::Ud
-        && let Some(ud) = wqe.wr.ud
-    {
-        t.deth = Some(DethRepr {
-            // A Q_Key with the high bit set means the QP's own (IBA
-            // C10-15); it used to be sent as is, and dropped by the peer.
-            qkey: if ud.qkey & 0x8000_0000 != 0 {
-                qp.cfg.qkey
-            } else {
-                ud.qkey
-            },
-            src_qp: qp.qpn,
-        });
-        t.bth.dest_qp = ud.qpn;
-    }
-    t.bth.solicited = wqe.wr.solicited && matches!(pos, Position::Last | Position::Only);
+    t.bth.solicited = solicited && matches!(pos, Position::Last | Position::Only);
     qp.req.since_ack_req += 1;
     t.bth.ack_req = qp_type == QpType::Rc
         && (matches!(pos, Position::Last | Position::Only)
@@ -281,10 +260,10 @@ fn build(qp: &mut Qp, idx: usize, mrs: &MrTable, ask_ack: bool) -> Option<Transm
     }
     qp.req.next_psn = psn + 1;
     qp.req.offset = offset + seg;
-    if qp.req.offset >= wqe.len {
+    if qp.req.offset >= len {
         finish_wqe(qp, idx);
     }
-    Some(transmit(qp, t, &payload, &wqe))
+    Some(transmit(qp, idx, t, mrs, pool, offset))
 }
 
 /// The requester is done sending WQE `idx`; UC and UD need no response, so
@@ -298,18 +277,15 @@ fn finish_wqe(qp: &mut Qp, idx: usize) {
 }
 
 /// An atomic request: one packet, one PSN.
-#[allow(clippy::too_many_arguments)]
-fn atomic(
-    qp: &mut Qp,
-    idx: usize,
-    wqe: &SendWqe,
+fn atomic_repr(
     op: Opcode,
+    psn: Psn,
     va: u64,
     rkey: u32,
     swap_add: u64,
     compare: u64,
-) -> Transmit {
-    let mut t = super::transport_repr(op, wqe.first_psn, 0, 0);
+) -> TransportRepr {
+    let mut t = super::transport_repr(op, psn, 0, 0);
     t.bth.ack_req = true;
     t.atomic_eth = Some(AtomicEthRepr {
         va,
@@ -317,20 +293,59 @@ fn atomic(
         swap_add,
         compare,
     });
-    qp.req.next_psn = wqe.first_psn + 1;
-    finish_wqe(qp, idx);
-    transmit(qp, t, &[], wqe)
+    t
 }
 
-fn transmit(qp: &Qp, mut t: TransportRepr, payload: &[u8], wqe: &SendWqe) -> Transmit {
-    let path = match (qp.init.qp_type, wqe.wr.ud) {
+/// The packet `t` of WQE `idx`, addressed, with its payload (if any)
+/// gathered from byte `offset` of the message straight into the packet. A
+/// region gone or shrunk under a posted request fails the WQE with
+/// LOC_PROT_ERR.
+fn transmit(
+    qp: &mut Qp,
+    idx: usize,
+    mut t: TransportRepr,
+    mrs: &MrTable,
+    pool: &mut BufPool,
+    offset: u64,
+) -> Transmit {
+    let wr = &qp.sq[idx].wr;
+    let path = match (qp.init.qp_type, wr.ud) {
         (QpType::Ud, Some(ud)) => ud.path,
         _ => qp.cfg.path.unwrap_or(crate::endpoint::NO_PATH),
     };
-    if qp.init.qp_type != QpType::Ud {
+    if qp.init.qp_type == QpType::Ud {
+        if let Some(ud) = wr.ud {
+            t.deth = Some(DethRepr {
+                // A Q_Key with the high bit set means the QP's own (IBA
+                // C10-15); it used to be sent as is, and dropped by the peer.
+                qkey: if ud.qkey & 0x8000_0000 != 0 {
+                    qp.cfg.qkey
+                } else {
+                    ud.qkey
+                },
+                src_qp: qp.qpn,
+            });
+            t.bth.dest_qp = ud.qpn;
+        }
+    } else {
         t.bth.dest_qp = qp.cfg.dest_qpn;
     }
-    Transmit::build(path, &t, payload)
+    let mut ok = true;
+    let packet = Transmit::build(pool, path, &t, |out| {
+        ok = match &wr.inline {
+            Some(data) => {
+                let s = offset as usize;
+                data.get(s..s + out.len())
+                    .map(|d| out.copy_from_slice(d))
+                    .is_some()
+            }
+            None => mrs.gather(&wr.sg, offset, out),
+        };
+    });
+    if !ok {
+        qp.sq[idx].status = WcStatus::LocProtErr;
+    }
+    packet
 }
 
 /// Goes back to retransmit from `psn` (go-back-N): the requester resumes at

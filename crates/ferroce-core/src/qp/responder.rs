@@ -19,7 +19,7 @@ use ferroce_wire::{Opcode, Psn, TransportPacket};
 
 use super::{Qp, ReadJob, Response};
 use crate::cq::Cq;
-use crate::endpoint::{NO_PATH, Stats, Transmit};
+use crate::endpoint::{BufPool, NO_PATH, Stats, Transmit};
 use crate::mr::{MrTable, RemoteAccess};
 use crate::srq::Srq;
 use crate::verbs::{Access, QpState, QpType, RecvWr, WcOpcode, WcStatus, WorkCompletion};
@@ -531,7 +531,7 @@ fn ud_receive(
 }
 
 /// The next response packet this QP owes, if any.
-pub(crate) fn next_response(qp: &mut Qp, mrs: &MrTable) -> Option<Transmit> {
+pub(crate) fn next_response(qp: &mut Qp, mrs: &MrTable, pool: &mut BufPool) -> Option<Transmit> {
     if qp.init.qp_type != QpType::Rc {
         return None;
     }
@@ -539,7 +539,7 @@ pub(crate) fn next_response(qp: &mut Qp, mrs: &MrTable) -> Option<Transmit> {
     let dest = qp.cfg.dest_qpn;
     let mtu = qp.cfg.mtu.bytes();
     let front = qp.resp.out.front_mut()?;
-    let (t, payload) = match front {
+    let t = match front {
         Response::Ack { psn, syndrome, msn } => {
             let mut t = super::transport_repr(Opcode::RC_ACKNOWLEDGE, *psn, dest, 0);
             t.aeth = Some(AethRepr {
@@ -547,7 +547,7 @@ pub(crate) fn next_response(qp: &mut Qp, mrs: &MrTable) -> Option<Transmit> {
                 msn: *msn,
             });
             qp.resp.out.pop_front();
-            (t, Vec::new())
+            t
         }
         Response::Atomic { psn, orig, msn } => {
             let mut t = super::transport_repr(Opcode::RC_ATOMIC_ACKNOWLEDGE, *psn, dest, 0);
@@ -557,7 +557,7 @@ pub(crate) fn next_response(qp: &mut Qp, mrs: &MrTable) -> Option<Transmit> {
             });
             t.atomic_ack = Some(*orig);
             qp.resp.out.pop_front();
-            (t, Vec::new())
+            t
         }
         Response::Read(job) => {
             let n = (job.len - job.sent).min(mtu);
@@ -578,17 +578,17 @@ pub(crate) fn next_response(qp: &mut Qp, mrs: &MrTable) -> Option<Transmit> {
                 });
             }
             let start = job.offset + job.sent;
-            let payload = mrs
-                .get(job.lkey)
-                .and_then(|m| m.buf.get(start..start + n))
-                .map(<[u8]>::to_vec)
-                .unwrap_or_else(|| vec![0; n]);
+            let src = mrs.get(job.lkey).and_then(|m| m.buf.get(start..start + n));
             job.sent += n;
             if last {
                 qp.resp.out.pop_front();
             }
-            (t, payload)
+            // A region gone since the request was checked reads as zeros.
+            return Some(Transmit::build(pool, path, &t, |out| match src {
+                Some(src) => out.copy_from_slice(src),
+                None => out.fill(0),
+            }));
         }
     };
-    Some(Transmit::build(path, &t, &payload))
+    Some(Transmit::build(pool, path, &t, |_| {}))
 }
