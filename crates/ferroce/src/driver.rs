@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     /// When the application last ran a round of progress itself (ns since
     /// `epoch`); 0 if never.
     app_progress: AtomicU64,
+    /// Application rounds in a row that moved nothing.
+    app_idle: AtomicU64,
     stop: AtomicBool,
     epoch: std::time::Instant,
     pub(crate) local: IpAddr,
@@ -63,6 +65,7 @@ impl Shared {
             }),
             kick: AtomicU64::new(0),
             app_progress: AtomicU64::new(0),
+            app_idle: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             epoch: std::time::Instant::now(),
             local,
@@ -103,6 +106,10 @@ impl Shared {
 /// How many datagrams to move per lock.
 const BATCH: usize = 64;
 
+/// An application thread that polls in vain this many times in a row
+/// yields its CPU once (see [`Shared::app_progress`]).
+const YIELD_EVERY: u64 = 1024;
+
 /// The driver thread stands back while the application has made progress
 /// itself within this long.
 const APP_ACTIVE: Duration = Duration::from_micros(200);
@@ -110,10 +117,20 @@ const APP_ACTIVE: Duration = Duration::from_micros(200);
 impl Shared {
     /// A round of progress run by an application call (`poll`), which
     /// also tells the driver thread that the application is busy-polling.
+    ///
+    /// Every [`YIELD_EVERY`] rounds in a row that moved nothing, the thread
+    /// yields its CPU: on loopback the kernel finishes delivering packets
+    /// in its softirq thread, which a thread that only spins would starve
+    /// on a busy machine (packets then sat there for tens of milliseconds,
+    /// long enough for retransmission timeouts).
     pub(crate) fn app_progress(&self) {
         self.app_progress
             .store(self.now().as_nanos().max(1), Ordering::Relaxed);
-        self.progress();
+        if self.progress().0 {
+            self.app_idle.store(0, Ordering::Relaxed);
+        } else if self.app_idle.fetch_add(1, Ordering::Relaxed) % YIELD_EVERY == YIELD_EVERY - 1 {
+            std::thread::yield_now();
+        }
     }
 
     /// Whether the application ran progress itself within [`APP_ACTIVE`].
@@ -131,26 +148,20 @@ impl Shared {
         };
         let io = &mut *guard;
         let now = self.now();
-        let mut sent = if io.pending.is_empty() {
-            0
-        } else {
-            send_all(&mut io.backend, &mut io.pending, &mut io.spent, self.port)
-        };
-        let (received, next_timer) = {
+        // Send first: what the last round left (a full socket buffer), then
+        // what the engine has now. Packets that receiving makes (ACKs,
+        // READ responses) wait for the next round, which comes at once when
+        // this one moved anything: so a busy-polling application sees new
+        // data without first paying for the ACK's system call, and that
+        // ACK then leaves together with the application's next request.
+        let mut sent = 0;
+        if !io.pending.is_empty() {
+            sent += send_all(&mut io.backend, &mut io.pending, &mut io.spent, self.port);
+        }
+        if io.pending.is_empty() {
             let mut ep = self.engine();
             for b in io.spent.drain(..) {
                 ep.recycle(b);
-            }
-            let mut received = 0;
-            for _ in 0..4 {
-                let n = io
-                    .backend
-                    .recv(|from, _port, data| ep.handle_datagram(now, from, data))
-                    .unwrap_or(0);
-                received += n;
-                if n < BATCH {
-                    break;
-                }
             }
             if ep.poll_timeout().is_some_and(|t| t <= now) {
                 ep.handle_timeout(now);
@@ -161,12 +172,23 @@ impl Shared {
                     None => break,
                 }
             }
-            (received, ep.poll_timeout())
-        };
+        }
         if !io.pending.is_empty() {
             sent += send_all(&mut io.backend, &mut io.pending, &mut io.spent, self.port);
         }
-        (received > 0 || sent > 0, next_timer)
+        let mut ep = self.engine();
+        let mut received = 0;
+        for _ in 0..4 {
+            let n = io
+                .backend
+                .recv(|from, _port, data| ep.handle_datagram(now, from, data))
+                .unwrap_or(0);
+            received += n;
+            if n < BATCH {
+                break;
+            }
+        }
+        (received > 0 || sent > 0, ep.poll_timeout())
     }
 }
 
@@ -203,8 +225,14 @@ fn send_all(
     port: u16,
 ) -> usize {
     // Group by source port so that each sendmmsg carries one flow's packets
-    // (stable: each flow keeps its order).
-    out.sort_by_key(|t| t.path.udp_src_port);
+    // (stable: each flow keeps its order), requests before responses: a
+    // new request is what a peer may be waiting on; an ACK can follow it.
+    out.sort_by_key(|t| {
+        (
+            t.path.udp_src_port,
+            t.data.first().is_some_and(|&op| is_response(op)),
+        )
+    });
     // The engine gives out an empty packet only for a bug; it is dropped.
     out.retain(|t| !t.data.is_empty());
     let mut batch: Vec<OutDatagram<'_>> = out
@@ -223,6 +251,14 @@ fn send_all(
     drop(batch);
     spent.extend(out.drain(..n.min(total)).map(|t| t.data));
     n
+}
+
+/// Whether a BTH opcode is a response (READ responses, ACK, ATOMIC
+/// ACKNOWLEDGE).
+fn is_response(opcode: u8) -> bool {
+    ferroce_wire::Opcode(opcode)
+        .info()
+        .is_some_and(|i| i.response)
 }
 
 /// Spins, then yields, then sleeps briefly (never past the next timer).
