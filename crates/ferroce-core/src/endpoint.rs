@@ -59,6 +59,9 @@ pub struct EndpointConfig {
 /// each) bind first.
 pub const MAX_IN_FLIGHT: u64 = 1024;
 
+/// Packets a QP may send in a row before the next active QP's turn.
+const BURST: u32 = 16;
+
 /// A packet to send: the transport (BTH through ICRC, the ICRC bytes left
 /// zero for the I/O layer, which knows the IP header it covers) and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,6 +158,8 @@ pub struct Endpoint {
     capped: VecDeque<u32>,
     /// Packets in flight over all RC QPs (the sum of [`Qp::in_flight`]).
     in_flight: u64,
+    /// Packets the QP at the front of `active` has sent in a row.
+    burst: u32,
     pool: BufPool,
     next_qpn: u32,
     pub(crate) stats: Stats,
@@ -175,6 +180,7 @@ impl Endpoint {
             active: VecDeque::new(),
             capped: VecDeque::new(),
             in_flight: 0,
+            burst: 0,
             pool: BufPool::default(),
             // QP0 and QP1 are the SMI and GSI; rxe starts user QPs at 0x11.
             next_qpn: 0x11,
@@ -836,12 +842,14 @@ impl Endpoint {
         while let Some(qpn) = self.active.pop_front() {
             let capped = self.in_flight >= MAX_IN_FLIGHT;
             let Some(q) = self.qps.get_mut(&qpn) else {
+                self.burst = 0;
                 continue; // destroyed
             };
             let mut t = responder::next_response(q, &self.mrs, &mut self.pool);
             if t.is_none() && capped {
                 if !requester::has_work(q) {
                     q.scheduled = false;
+                    self.burst = 0;
                     continue;
                 }
                 // One more packet, asking for an ACK, if the last ones did
@@ -852,6 +860,7 @@ impl Endpoint {
                 }
                 if t.is_none() {
                     self.capped.push_back(qpn);
+                    self.burst = 0;
                     continue;
                 }
             }
@@ -860,13 +869,23 @@ impl Endpoint {
             }
             let Some(t) = t else {
                 q.scheduled = false;
+                self.burst = 0;
                 continue;
             };
             let rc = q.init.qp_type == QpType::Rc;
             if !rc {
                 completer::complete_done(q, &mut self.cqs);
             }
-            self.active.push_back(qpn);
+            // A QP keeps its turn for a burst of packets (a 64 KiB message
+            // at MTU 4096), so that the I/O layer sees runs of one flow it
+            // can send as one GSO train, then goes to the back.
+            if self.burst + 1 < BURST {
+                self.burst += 1;
+                self.active.push_front(qpn);
+            } else {
+                self.burst = 0;
+                self.active.push_back(qpn);
+            }
             self.stats.tx_packets += 1;
             if rc {
                 self.recount(qpn);

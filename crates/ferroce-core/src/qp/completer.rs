@@ -322,7 +322,13 @@ pub(crate) fn flush(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>) {
 
 /// Restarts the retransmit timer while anything is unacknowledged.
 fn rearm(qp: &mut Qp, now: Instant) {
-    let outstanding = qp.sq.iter().any(|w| w.started && !w.done);
+    // Armed while packets are unacknowledged: a message begun but paused
+    // (the endpoint's cap on packets in flight) with all it sent
+    // acknowledged has nothing to time out, and used to spend its retry
+    // budget on a wait that was not a loss. The next packet it sends
+    // arms the timer again.
+    let outstanding = qp.sq.iter().any(|w| w.started && !w.done)
+        && (qp.comp.acked.is_none() || qp.in_flight() > 0);
     qp.comp.retransmit_at = if outstanding && qp.comp.rnr_until.is_none() {
         local_ack_timeout(qp.cfg.timeout).map(|d| now.after(d))
     } else {
@@ -341,6 +347,10 @@ pub(crate) fn on_timeout(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>, stats: &mut St
             qp.comp.retransmit_at = None;
             return;
         };
+        if qp.comp.acked.is_some() && qp.in_flight() == 0 {
+            qp.comp.retransmit_at = None; // paused, nothing lost
+            return;
+        }
         if qp.comp.retry_left == 0 {
             let psn = head.first_psn;
             fail_at(qp, psn, WcStatus::RetryExcErr, cqs);
