@@ -48,6 +48,9 @@ pub(crate) struct BenchArgs {
     /// Idle QPs created for the memory figure.
     #[arg(long, default_value_t = 5000)]
     idle_qps: u32,
+    /// Runs of each measure; the table shows their median.
+    #[arg(long, default_value_t = 3)]
+    repeat: u32,
     /// The two loopback addresses (server, client).
     #[arg(long, default_value = "127.0.0.61")]
     server: IpAddr,
@@ -63,6 +66,22 @@ pub(super) fn median_p99(v: &mut [f64]) -> (f64, f64) {
         return (f64::NAN, f64::NAN);
     }
     (v[n / 2], v[(n * 99 / 100).min(n - 1)])
+}
+
+/// Runs `f` `n` times (at least once) and returns the median of each of
+/// its figures; any failed run fails the measure.
+fn repeated<const K: usize>(
+    n: u32,
+    mut f: impl FnMut() -> Result<[f64; K], String>,
+) -> Result<[f64; K], String> {
+    let mut runs = Vec::new();
+    for _ in 0..n.max(1) {
+        runs.push(f()?);
+    }
+    Ok(std::array::from_fn(|k| {
+        let mut v: Vec<f64> = runs.iter().map(|r| r[k]).collect();
+        median_p99(&mut v).0
+    }))
 }
 
 /// One `ferroce perf` run (client here, server in a child process); returns
@@ -162,33 +181,23 @@ impl Table {
 pub(crate) fn run(args: &BenchArgs) -> Result<bool, String> {
     let (server, client) = (args.server, args.client);
     let full_count = args.bytes / 4096;
+    let n = args.repeat;
     eprintln!("raw UDP streams ...");
-    let (_, raw_mmsg) = raw::stream(
-        server,
-        client,
-        FULL_DATAGRAM,
-        full_count,
-        raw::Batching::Mmsg,
-    )?;
-    let (_, raw_gso) = raw::stream(
-        server,
-        client,
-        FULL_DATAGRAM,
-        full_count,
-        raw::Batching::GsoGro,
-    )?;
+    let stream = |size, count, how| {
+        repeated(n, || {
+            raw::stream(server, client, size, count, how).map(|(r, g)| [r, g])
+        })
+    };
+    let [_, raw_mmsg] = stream(FULL_DATAGRAM, full_count, raw::Batching::Mmsg)?;
+    let [_, raw_gso] = stream(FULL_DATAGRAM, full_count, raw::Batching::GsoGro)?;
     let limit = raw_mmsg.max(raw_gso);
     let rate_count = u64::from(args.rate_msgs);
-    let (rate_mmsg, _) = raw::stream(server, client, RATE_WRITE, rate_count, raw::Batching::Mmsg)?;
-    let (rate_gso, _) = raw::stream(
-        server,
-        client,
-        RATE_WRITE,
-        rate_count,
-        raw::Batching::GsoGro,
-    )?;
+    let [rate_mmsg, _] = stream(RATE_WRITE, rate_count, raw::Batching::Mmsg)?;
+    let [rate_gso, _] = stream(RATE_WRITE, rate_count, raw::Batching::GsoGro)?;
     eprintln!("raw UDP latency ...");
-    let (raw_med, raw_p99) = raw::latency(server, client, SMALL_WRITE, args.lat_iters)?;
+    let [raw_med, raw_p99] = repeated(n, || {
+        raw::latency(server, client, SMALL_WRITE, args.lat_iters).map(|(m, p)| [m, p])
+    })?;
 
     let mut port = 18800;
     let mut next_port = || {
@@ -211,26 +220,36 @@ pub(crate) fn run(args: &BenchArgs) -> Result<bool, String> {
         ("send", 1 << 20, 8),
     ] {
         eprintln!("ferroce perf {op} -s {size} -q {qps} ...");
-        bw_rows.push((op, size, qps, bandwidth(args, op, size, qps, next_port())));
+        let r = repeated(n, || {
+            bandwidth(args, op, size, qps, next_port()).map(|(g, _)| [g])
+        });
+        bw_rows.push((op, size, qps, r.map(|[g]| g)));
     }
     eprintln!("ferroce perf latency 8 B ...");
-    let wl = latency(args, "write", next_port());
-    let sl = latency(args, "send", next_port());
+    let wl = repeated(n, || {
+        latency(args, "write", next_port()).map(|(m, p)| [m, p])
+    });
+    let sl = repeated(n, || {
+        latency(args, "send", next_port()).map(|(m, p)| [m, p])
+    });
     eprintln!("ferroce perf write -s 64 (message rate) ...");
     let per = u64::from(args.rate_msgs);
-    let rate = perf(
-        args,
-        &["write", "-s", "64", "-n", &per.to_string()].map(String::from),
-        next_port(),
-    )
-    .map(|cols| cols.get(4).copied().unwrap_or(f64::NAN));
+    let rate = repeated(n, || {
+        perf(
+            args,
+            &["write", "-s", "64", "-n", &per.to_string()].map(String::from),
+            next_port(),
+        )
+        .map(|cols| [cols.get(4).copied().unwrap_or(f64::NAN)])
+    })
+    .map(|[r]| r);
     let mut scale = Vec::new();
     for qps in [1u32, 100, 1000] {
         eprintln!("ferroce perf write -s 65536 -q {qps} ...");
-        scale.push((
-            qps,
-            bandwidth(args, "write", 65536, qps, next_port()).map(|b| b.0),
-        ));
+        let r = repeated(n, || {
+            bandwidth(args, "write", 65536, qps, next_port()).map(|(g, _)| [g])
+        });
+        scale.push((qps, r.map(|[g]| g)));
     }
     eprintln!("idle QP memory ...");
     let mem = memory::per_idle_qp(server, client, args.idle_qps);
@@ -244,8 +263,9 @@ pub(crate) fn run(args: &BenchArgs) -> Result<bool, String> {
     };
 
     println!(
-        "ferroce bench: {client} -> {server}, two processes each side, one run; \
-         {} MiB per bandwidth run",
+        "ferroce bench: {client} -> {server}, two processes each side; median of {} runs \
+         of each measure; {} MiB per bandwidth run",
+        n.max(1),
         args.bytes >> 20
     );
     Table::header();
@@ -265,7 +285,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<bool, String> {
         "",
     );
     for (op, size, qps, r) in bw_rows {
-        let gb = ok(r.map(|b| b.0));
+        let gb = ok(r);
         let goal = if op == "write" && size == 65536 && qps == 1 {
             ">= 80%"
         } else {
@@ -282,8 +302,8 @@ pub(crate) fn run(args: &BenchArgs) -> Result<bool, String> {
     }
     let us = |v: f64| format!("{v:.2} us");
     for (name, r) in [("WRITE", wl), ("SEND", sl)] {
-        let med = ok(r.clone().map(|l| l.0));
-        let p99 = ok(r.map(|l| l.1));
+        let med = ok(r.clone().map(|l| l[0]));
+        let p99 = ok(r.map(|l| l[1]));
         Table::row(
             &format!("RC {name} latency 8 B, median"),
             &us(med),
