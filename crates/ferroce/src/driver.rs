@@ -119,10 +119,12 @@ impl Shared {
     /// also tells the driver thread that the application is busy-polling.
     ///
     /// Every [`YIELD_EVERY`] rounds in a row that moved nothing, the thread
-    /// yields its CPU: on loopback the kernel finishes delivering packets
-    /// in its softirq thread, which a thread that only spins would starve
-    /// on a busy machine (packets then sat there for tens of milliseconds,
-    /// long enough for retransmission timeouts).
+    /// yields its CPU: on loopback the kernel may finish delivering packets
+    /// in its softirq thread, which threads that only spin can starve on a
+    /// busy machine. (On the 2-core CI machine with a TCG guest running,
+    /// about one 1-QP WRITE run in twenty saw every packet arrive and yet
+    /// no ACK for 67 ms, a retransmission timeout; this is the likely cause,
+    /// not a proven one.)
     pub(crate) fn app_progress(&self) {
         self.app_progress
             .store(self.now().as_nanos().max(1), Ordering::Relaxed);
@@ -139,9 +141,9 @@ impl Shared {
         last != 0 && self.now().as_nanos().saturating_sub(last) < APP_ACTIVE.as_nanos() as u64
     }
 
-    /// One round of progress: receive what is waiting, run due timers, send
-    /// what the engine has. Returns whether anything moved and the next
-    /// timer. Returns at once if another thread is already doing this.
+    /// One round of progress: run due timers, send what the engine has,
+    /// then receive what is waiting. Returns whether anything moved and the
+    /// next timer. Returns at once if another thread is already doing this.
     pub(crate) fn progress(&self) -> (bool, Option<Instant>) {
         let Ok(mut guard) = self.io.try_lock() else {
             return (false, None);
