@@ -1,34 +1,61 @@
 #!/usr/bin/env bash
-# Interop slice: `ferroce pingpong` against rdma-core's ibv_{rc,uc,ud}_pingpong
-# on the Linux kernel's Soft-RoCE (rdma_rxe) in a QEMU guest, using the rig in
-# $FERROCE_SHARED/rig (see its README.md). ferroce runs on this machine inside
-# the rig's network namespace (198.18.0.1), the rdma-core tools in guest A
-# (198.18.0.11). Every case runs both ways: ferroce as client and as server.
+# Interop with the Linux kernel's Soft-RoCE (rdma_rxe) in a QEMU guest and the
+# unmodified rdma-core and perftest tools, using the rig in $FERROCE_SHARED/rig
+# (see its README.md). ferroce runs on this machine inside the rig's network
+# namespace (198.18.0.1, fd52:6f43:4500::1), the tools in guest A
+# (198.18.0.11, fd52:6f43:4500::11). Every case runs both ways: ferroce as
+# client and as server.
 #
 #   scripts/interop.sh            # build, boot, run the matrix, check the capture, tear down
 #
+# The matrix:
+#   * ferroce pingpong against ibv_{rc,uc,ud}_pingpong, IPv4;
+#   * ferroce perf --perftest against ib_{write,send,read,atomic}_bw and
+#     ib_{write,send,read,atomic}_lat, IPv4;
+#   * IPv6 (RoCE v2 over the guest's ULA GID, -g/-x $GIDX6): RC and UD
+#     pingpong, ib_write_bw, ib_send_lat;
+#   * loss and reordering: netem on the guest's NIC, both directions (the
+#     host kernel of this machine has no sch_netem; the guest's Debian
+#     kernel has, and the script hands it the modules and tc through the
+#     rig's 9p share): RC SEND (pingpong -c), WRITE, READ and atomics.
+#
+# Data is checked wherever a tool allows: pingpong -c on both sides; ferroce
+# checks ib_write_lat's writes (zeros ending in their number), ib_send_lat's
+# messages (the same bytes every time), the READs it issues (the same bytes
+# every time) and every atomic result (each fetch-and-add returns the value
+# before plus 1; compare-and-swap swaps the value it knows for that plus 1),
+# and as a server, what the peer's atomics left in its memory.
+#
 # Environment: FERROCE_SHARED (default "$repo/../shared"), INTEROP_OUT (default
-# /tmp/ferroce-interop: interop.pcap, per-case logs), INTEROP_ITERS (default 20).
+# /tmp/ferroce-interop: interop.pcap, matrix.md, per-case logs), INTEROP_ITERS
+# (default 20), INTEROP_NETEM (default "loss 3% delay 1ms reorder 10% 50%",
+# each direction), INTEROP_ONLY (a regex on the case names: run only those).
 # Exit status 0 only if every case passed and the capture checks are clean.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 shared=${FERROCE_SHARED:-$repo/../shared}
 rig=$shared/rig/rxe-rig.sh
+rig_dir=${RIG_DIR:-/tmp/rxe-rig}
 peercheck=$shared/peercheck/peercheck.py
 ferroce=$repo/target/release/ferroce
 out=${INTEROP_OUT:-/tmp/ferroce-interop}
 iters=${INTEROP_ITERS:-20}
-host_ip=198.18.0.1
-guest_ip=198.18.0.11
+netem=${INTEROP_NETEM:-loss 3% delay 1ms reorder 10% 50%}
+only=${INTEROP_ONLY:-}
+host4=198.18.0.1
+guest4=198.18.0.11
+host6=fd52:6f43:4500::1
+guest6=fd52:6f43:4500::11
 
 [ -x "$rig" ] || { echo "no rig at $rig (set FERROCE_SHARED)" >&2; exit 2; }
 mkdir -p "$out"
-rm -f "$out"/*.log
+rm -f "$out"/*.log "$out"/*.log.1 "$out/matrix.md"
 
+cap_pid=
 cleanup() {
     set +e
-    timeout 30 "$rig" pcap-stop >/dev/null 2>&1
+    [ -n "$cap_pid" ] && kill -INT "$cap_pid" 2>/dev/null && wait "$cap_pid"
     timeout 120 "$rig" down >/dev/null 2>&1
 }
 trap cleanup EXIT
@@ -43,125 +70,252 @@ step "building and booting the rig (one guest)"
 timeout 600 "$rig" build >"$out/rig-build.log" 2>&1 || { tail -20 "$out/rig-build.log" >&2; exit 1; }
 timeout 300 "$rig" up 1
 t_up=$(date +%s)
-timeout 30 "$rig" pcap-start "$out/interop.pcap"
+# Our own capture on the bridge rather than the rig's pcap-start: the same
+# tcpdump options plus a 64 MiB buffer, without which it drops packets of
+# the faster cases (2,000 of 13,000 in a run).
+rm -f "$out/interop.pcap"
+ip netns exec "${RIG_NS:-rxerig}" tcpdump -B 65536 -i rigbr0 --immediate-mode -U -n -s 0 \
+    -w "$out/interop.pcap" >/dev/null 2>"$out/tcpdump.log" </dev/null &
+cap_pid=$!
+for i in $(seq 100); do grep -q 'listening on' "$out/tcpdump.log" && break; sleep 0.1; done
 
-# usec/iter from a pingpong report ("20 iters in 0.20 seconds = 10014.85 usec/iter").
-usec() { sed -n 's/.* = \([0-9.]*\) usec\/iter.*/\1/p' "$1" | tail -1; }
+# ferroce's own figure from its log: pingpong usec/iter, bandwidth MB/s
+# (average), latency t_typical in usec.
+figure() {
+    local f=$1 kind=$2
+    case $kind in
+        pingpong) sed -n 's/.* = \([0-9.]*\) usec\/iter.*/\1 us\/iter/p' "$f" | tail -1 ;;
+        bw) { grep -A1 '#bytes' "$f" || true; } | tail -1 | awk 'NF >= 4 { print $4 " MB/s" }' ;;
+        lat) { grep -A1 '#bytes' "$f" || true; } | tail -1 | awk 'NF >= 5 { print $5 " us" }' ;;
+    esac
+    true
+}
 
-# run_case DIRECTION TRANSPORT SIZE [CHECK]: one ferroce <-> ibv_*_pingpong run.
-# DIRECTION is the role ferroce plays (client or server). Prints one matrix row.
-results=()
+rows=()
 failures=0
+ncases=0
+reruns=0
+# run_case NAME TOOL ROLE TRANSPORT IP NETEM OPTIONS KIND GUEST_CMD FERROCE_CMD
+#   GUEST_ADDR FERROCE_ADDR FERROCE_LISTEN
+# ROLE is ferroce's. As client, ferroce runs FERROCE_CMD GUEST_ADDR against the
+# tool listening in the guest; as server, FERROCE_CMD FERROCE_LISTEN, and the
+# guest runs GUEST_CMD FERROCE_ADDR. One matrix row.
 run_case() {
-    local dir=$1 t=$2 size=$3 chk=${4:-} name log_f log_g id rf=0 rg=0 i
-    name=${dir}-${t}-${size}${chk:+-c}
-    log_f=$out/$name.ferroce.log
-    log_g=$out/$name.guest.log
-    # ibv_*_pingpong -m is the path MTU (rc/uc); ferroce's -m defaults to 1024,
-    # the guest's active MTU. `exec` so the guest's job timeout signals the tool
-    # itself, not only the job shell (a stuck pingpong busy-polls the one vCPU).
-    local gargs="-g \$GIDX -n $iters -s $size $chk" fargs="-t $t -n $iters -s $size -m 1024 $chk"
-    [ "$t" = ud ] && fargs="-t $t -n $iters -s $size $chk"
-    if [ "$dir" = client ]; then
-        id=$("$rig" exec A "exec ibv_${t}_pingpong $gargs" --bg --timeout 60)
-        # The guest needs a moment (TCG) to listen on TCP 18515; retry while refused.
-        for i in 1 2 3 4 5 6 7 8; do
-            sleep 1
-            rf=0
-            timeout 60 "$rig" hostexec "$ferroce pingpong $fargs -L $host_ip $guest_ip" >"$log_f" 2>&1 || rf=$?
-            grep -q 'Connection refused' "$log_f" || break
-        done
-        timeout 80 "$rig" wait A "$id" 50 >"$log_g" 2>&1 || rg=$?
-    else
-        timeout 60 "$rig" hostexec "$ferroce pingpong $fargs -L $host_ip" >"$log_f" 2>&1 &
-        local fpid=$!
-        sleep 1
-        id=$("$rig" exec A "exec ibv_${t}_pingpong $gargs $host_ip" --bg --timeout 60)
-        timeout 80 "$rig" wait A "$id" 50 >"$log_g" 2>&1 || rg=$?
-        wait "$fpid" || rf=$?
-    fi
-    [ "$rg" = 0 ] || "$rig" kill A "$id" || true
-    local res=PASS
-    if [ "$rf" != 0 ] || [ "$rg" != 0 ] || grep -q 'invalid data' "$log_g"; then
-        res=FAIL
-        failures=$((failures + 1))
-    fi
-    results+=("$(printf '| ibv_%s_pingpong | ferroce %-6s | %-2s | %5s | %-2s | %-4s | %10s | %10s |' \
-        "$t" "$dir" "$t" "$size" "${chk:--}" "$res" "$(usec "$log_f")" "$(usec "$log_g")")")
+    local name=$1 tool=$2 role=$3 tr=$4 ip=$5 ne=$6 opts=$7 kind=$8
+    local gcmd=$9 fcmd=${10} gaddr=${11} faddr=${12} flisten=${13}
+    if [ -n "$only" ] && ! [[ $name =~ $only ]]; then return 0; fi
+    local log_f=$out/$name.ferroce.log log_g=$out/$name.guest.log id rf rg i attempt res
+    for attempt in 1 2; do
+        rf=0 rg=0
+        # `exec` so the guest's job timeout signals the tool itself, not only
+        # the job shell (a stuck tool busy-polls the one vCPU).
+        if [ "$role" = client ]; then
+            id=$("$rig" exec A "exec $gcmd" --bg --timeout 90)
+            # The guest needs a moment (TCG) to listen; retry while refused.
+            for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+                sleep 0.5
+                rf=0
+                timeout 90 "$rig" hostexec "$fcmd $gaddr" >"$log_f" 2>&1 || rf=$?
+                grep -q 'Connection refused' "$log_f" || break
+            done
+            timeout 110 "$rig" wait A "$id" 80 >"$log_g" 2>&1 || rg=$?
+        else
+            timeout 90 "$rig" hostexec "$fcmd $flisten" >"$log_f" 2>&1 &
+            local fpid=$!
+            sleep 0.3
+            id=$("$rig" exec A "exec $gcmd $faddr" --bg --timeout 90)
+            timeout 110 "$rig" wait A "$id" 80 >"$log_g" 2>&1 || rg=$?
+            wait "$fpid" || rf=$?
+        fi
+        [ "$rg" = 0 ] || "$rig" kill A "$id" || true
+        res=PASS
+        if [ "$rf" != 0 ] || [ "$rg" != 0 ] || grep -q 'invalid data' "$log_g" "$log_f"; then
+            res=FAIL
+        fi
+        # Under loss, pingpong (rdma-core's as well as ours) can lose the ACK
+        # of the last message after the side that sent it has exited: nothing
+        # ends the run on the wire, so the other side's last send fails with
+        # RETRY_EXC_ERR although the peer got it (it reports every iteration
+        # done). Only that case runs once more, and the matrix says so.
+        if [ "$res" = FAIL ] && [ "$attempt" = 1 ] && [ "$ne" = netem ] && [ "$kind" = pingpong ] &&
+            { { [ "$rf" != 0 ] && [ "$rg" = 0 ] && grep -q 'iters in' "$log_g"; } ||
+              { [ "$rg" != 0 ] && [ "$rf" = 0 ] && grep -q 'iters in' "$log_f"; }; }; then
+            step "$name: the last ACK was lost after the peer had exited (ferroce rc=$rf, guest rc=$rg); once more"
+            cp "$log_f" "$log_f.1"
+            cp "$log_g" "$log_g.1"
+            reruns=$((reruns + 1))
+            continue
+        fi
+        break
+    done
+    [ "$res" = PASS ] || failures=$((failures + 1))
+    [ "$res" = PASS ] && [ "$attempt" = 2 ] && res='PASS (2nd run)'
+    ncases=$((ncases + 1))
+    local fig
+    fig=$(figure "$log_f" "$kind")
+    rows+=("| $tool | $role | $tr | $ip | $ne | $opts | $res | ${fig:--} |")
     step "$name: $res (ferroce rc=$rf, guest rc=$rg)"
 }
 
-# run_perf DIRECTION TEST SIZE: one `ferroce perf --perftest` <-> ib_TEST_bw run.
-run_perf() {
-    local dir=$1 t=$2 size=$3 name log_f log_g id rf=0 rg=0 i
-    name=perf-${dir}-${t}-${size}
-    log_f=$out/$name.ferroce.log
-    log_g=$out/$name.guest.log
-    local gargs="-d rxe0 -x \$GIDX -F -n $iters -s $size" fargs="$t --perftest --quiet -n $iters -s $size -m 1024"
-    if [ "$dir" = client ]; then
-        id=$("$rig" exec A "exec ib_${t}_bw $gargs" --bg --timeout 90)
-        for i in 1 2 3 4 5 6 7 8; do
-            sleep 1
-            rf=0
-            timeout 90 "$rig" hostexec "$ferroce perf $fargs -L $host_ip $guest_ip" >"$log_f" 2>&1 || rf=$?
-            grep -q 'Connection refused\|connecting to' "$log_f" || break
-        done
-        timeout 100 "$rig" wait A "$id" 80 >"$log_g" 2>&1 || rg=$?
-    else
-        timeout 90 "$rig" hostexec "$ferroce perf $fargs --listen -L $host_ip" >"$log_f" 2>&1 &
-        local fpid=$!
-        sleep 1
-        id=$("$rig" exec A "exec ib_${t}_bw $gargs $host_ip" --bg --timeout 90)
-        timeout 100 "$rig" wait A "$id" 80 >"$log_g" 2>&1 || rg=$?
-        wait "$fpid" || rf=$?
+# pp ROLE TRANSPORT SIZE CHECK IP NETEM: ferroce pingpong <-> ibv_*_pingpong.
+pp() {
+    local role=$1 t=$2 size=$3 chk=$4 ip=$5 ne=$6
+    local gidx='$GIDX' local_addr=$host4 gaddr=$guest4 faddr=$host4
+    if [ "$ip" = IPv6 ]; then
+        # RoCE over the ULA GID. The rdma-core server listens on IPv4 only, so
+        # ferroce as client makes the TCP exchange over IPv4; the GIDs in it
+        # are IPv6 all the same.
+        gidx='$GIDX6' local_addr=$host6 faddr=$host6
     fi
-    [ "$rg" = 0 ] || "$rig" kill A "$id" || true
-    local res=PASS
-    if [ "$rf" != 0 ] || [ "$rg" != 0 ]; then
-        res=FAIL
-        failures=$((failures + 1))
+    # ibv_*_pingpong -m is the path MTU (rc/uc); ferroce's -m defaults to
+    # 1024, the guest's active MTU.
+    local fargs="-t $t -n $iters -s $size $chk"
+    [ "$t" = ud ] || fargs="$fargs -m 1024"
+    local opts="-s $size${chk:+ -c}"
+    [ "$ip" = IPv6 ] && [ "$role" = client ] && opts="$opts, TCP over IPv4"
+    run_case "pp-$role-$t-$size${chk:+-c}-$ip-$ne" "ibv_${t}_pingpong" "$role" "$t" "$ip" "$ne" "$opts" pingpong \
+        "ibv_${t}_pingpong -g $gidx -n $iters -s $size $chk" \
+        "$ferroce pingpong $fargs -L $local_addr" "$gaddr" "$faddr" ""
+}
+
+# pt ROLE TOOL SIZE IP NETEM [EXTRA]: ferroce perf --perftest <-> ib_TOOL.
+# TOOL is write_bw, send_lat, atomic_bw, ...; EXTRA goes to both sides (-A).
+pt() {
+    local role=$1 tool=$2 size=$3 ip=$4 ne=$5 extra=${6:-}
+    local verb=${tool%_*} kind=${tool#*_} gidx='$GIDX' local_addr=$host4
+    local fargs="$verb --perftest --quiet -n $iters -m 1024 $extra" gargs="-d rxe0 -F -n $iters $extra"
+    [ "$kind" = lat ] && fargs="$fargs --lat"
+    if [ "$verb" != atomic ]; then
+        fargs="$fargs -s $size"
+        gargs="$gargs -s $size"
     fi
-    results+=("$(printf '| ib_%s_bw | ferroce %-6s | rc | %5s | -  | %-4s | %10s | %10s |' \
-        "$t" "$dir" "$size" "$res" "-" "-")")
-    step "$name: $res (ferroce rc=$rf, guest rc=$rg)"
+    # perftest 4.5 makes its TCP exchange over IPv4 only; with -x $GIDX6 RoCE
+    # runs over IPv6 all the same (ferroce listens on every address).
+    [ "$ip" = IPv6 ] && gidx='$GIDX6' local_addr=$host6
+    local opts="-s $size${extra:+ $extra}"
+    [ "$ip" = IPv6 ] && opts="$opts, TCP over IPv4"
+    run_case "pt-$role-$tool-$size${extra:+-${extra##* }}-$ip-$ne" "ib_$tool" "$role" rc "$ip" "$ne" "$opts" "$kind" \
+        "ib_$tool $gargs -x $gidx" "$ferroce perf $fargs -L $local_addr" "$guest4" "$host4" "--listen"
+}
+
+# netem_on / netem_off: loss and reordering on the guest's eth0, both ways
+# (egress directly, ingress through ifb0).
+netem_prepare() {
+    local k share=$rig_dir/run/A/share/netem m f l
+    k=$("$rig" exec A 'uname -r' --timeout 30 | tail -1)
+    rm -rf "$share"; mkdir -p "$share/lib"
+    for m in sch_netem ifb act_mirred cls_matchall sch_ingress; do
+        f=$(modprobe -S "$k" --show-depends "$m" | awk '/^insmod/ { print $2 }' | tail -1)
+        case $f in
+            *.xz) xz -dc "$f" >"$share/$m.ko" ;;
+            *.zst) zstd -qdc "$f" >"$share/$m.ko" ;;
+            *) cp "$f" "$share/$m.ko" ;;
+        esac
+    done
+    cp "$(command -v tc)" "$share/tc"
+    for l in $(ldd "$(command -v tc)" | awk '$2 == "=>" { print $3 }'); do cp -L "$l" "$share/lib/"; done
+    "$rig" exec A 'for m in sch_netem ifb act_mirred cls_matchall sch_ingress; do
+            [ $m = ifb ] && a=numifbs=1 || a=; insmod /rig/netem/$m.ko $a 2>/dev/null; done
+        ip link set ifb0 up' --timeout 60 >/dev/null
+}
+netem_on() {
+    netem_off
+    "$rig" exec A "export LD_LIBRARY_PATH=/rig/netem/lib; T=/rig/netem/tc
+        \$T qdisc add dev eth0 root netem $netem &&
+        \$T qdisc add dev eth0 handle ffff: ingress &&
+        \$T filter add dev eth0 parent ffff: matchall action mirred egress redirect dev ifb0 &&
+        \$T qdisc add dev ifb0 root netem $netem && \$T qdisc show | grep netem" --timeout 60
+}
+netem_stats() {
+    "$rig" exec A 'export LD_LIBRARY_PATH=/rig/netem/lib; T=/rig/netem/tc
+        for d in eth0 ifb0; do printf "%s: " $d; $T -s qdisc show dev $d | grep -m1 Sent; done' --timeout 60
+}
+netem_off() {
+    "$rig" exec A 'export LD_LIBRARY_PATH=/rig/netem/lib; T=/rig/netem/tc
+        $T qdisc del dev eth0 root; $T qdisc del dev eth0 ingress; $T qdisc del dev ifb0 root; true' --timeout 60 >/dev/null 2>&1
 }
 
 t_cases=$(date +%s)
-for dir in client server; do
-    run_perf "$dir" write 3000
-    run_perf "$dir" send 3000
-    run_perf "$dir" read 3000
+for role in client server; do
+    pt "$role" write_bw 3000 IPv4 -
+    pt "$role" send_bw 3000 IPv4 -
+    pt "$role" read_bw 3000 IPv4 -
+    pt "$role" atomic_bw 8 IPv4 - "-A FETCH_AND_ADD"
+    pt "$role" atomic_bw 8 IPv4 - "-A CMP_AND_SWAP"
+    pt "$role" write_lat 64 IPv4 -
+    pt "$role" write_lat 3000 IPv4 -     # 3 packets: placed in order before the count shows
+    pt "$role" send_lat 64 IPv4 -
+    pt "$role" read_lat 64 IPv4 -
+    pt "$role" atomic_lat 8 IPv4 - "-A FETCH_AND_ADD"
 done
-for dir in client server; do
-    run_case "$dir" rc 4096           # 4 packets: FIRST/MIDDLE/LAST
-    run_case "$dir" rc 4097           # 5 packets, 1-byte LAST with pad 3
-    run_case "$dir" rc 8193 -c        # 3 pages of data, checked on both sides
-    run_case "$dir" uc 4096
-    run_case "$dir" uc 4097
-    run_case "$dir" uc 8193 -c
-    run_case "$dir" ud 1024           # UD is limited to the guest's active MTU (1024)
-    run_case "$dir" ud 512 -c
+for role in client server; do
+    pp "$role" rc 4096 "" IPv4 -          # 4 packets: FIRST/MIDDLE/LAST
+    pp "$role" rc 4097 "" IPv4 -          # 5 packets, 1-byte LAST with pad 3
+    pp "$role" rc 8193 -c IPv4 -          # 3 pages of data, checked on both sides
+    pp "$role" uc 4096 "" IPv4 -
+    pp "$role" uc 4097 "" IPv4 -
+    pp "$role" uc 8193 -c IPv4 -
+    pp "$role" ud 1024 "" IPv4 -          # UD is limited to the guest's active MTU (1024)
+    pp "$role" ud 512 -c IPv4 -
 done
+for role in client server; do
+    pp "$role" rc 8193 -c IPv6 -
+    pp "$role" ud 512 -c IPv6 -
+    pt "$role" write_bw 3000 IPv6 -
+    pt "$role" send_lat 64 IPv6 -
+done
+t_clean=$(date +%s)
+if [ -z "$only" ] || [[ $only == *netem* ]]; then
+    step "netem on the guest's NIC, each direction: $netem"
+    netem_prepare
+    netem_on
+    for role in client server; do
+        pp "$role" rc 4096 -c IPv4 netem
+        pp "$role" rc 16385 -c IPv4 netem   # 17 packets per message
+        pt "$role" write_lat 3000 IPv4 netem
+        pt "$role" write_bw 8192 IPv4 netem
+        pt "$role" read_lat 3000 IPv4 netem
+        pt "$role" read_bw 8192 IPv4 netem
+        pt "$role" send_bw 8192 IPv4 netem
+        pt "$role" atomic_bw 8 IPv4 netem "-A FETCH_AND_ADD"
+    done
+    netem_stats | tee "$out/netem-stats.log"
+    netem_off
+fi
 t_end=$(date +%s)
-timeout 30 "$rig" pcap-stop
+kill -INT "$cap_pid"
+wait "$cap_pid" || true
+cap_pid=
+cap_drop=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$out/tcpdump.log")
 
 step "checking the capture"
 cap_ok=PASS
-timeout 120 "$ferroce" dump --check "$out/interop.pcap" >"$out/dump.log" 2>&1 || cap_ok=FAIL
+timeout 300 "$ferroce" dump --check "$out/interop.pcap" >"$out/dump.log" 2>&1 || cap_ok=FAIL
 tail -1 "$out/dump.log"
 pc_ok=PASS
 if [ -x "$peercheck" ]; then
-    timeout 600 "$peercheck" --summary "$out/interop.pcap" >"$out/peercheck.log" 2>&1 || pc_ok=FAIL
+    timeout 900 "$peercheck" --summary "$out/interop.pcap" >"$out/peercheck.log" 2>&1 || pc_ok=FAIL
     grep -E '^(frames|bad ICRC|decode failures|tshark disagreements|result)' "$out/peercheck.log" || true
 else
     pc_ok=SKIP
 fi
 
+cap_frames=$(sed -n 's/.*: \([0-9]* frames, [0-9]* RoCE\).*/\1/p' "$out/dump.log" | tail -1)
+total=$(($(date +%s) - t0))
+passed=$((ncases - failures))
+{
+    echo "| tool | ferroce's role | transport | IP | netem | options | result | ferroce's figure |"
+    echo "|---|---|---|---|---|---|---|---|"
+    printf '%s\n' "${rows[@]}"
+    echo
+    echo "$passed of $ncases cases pass (-n $iters; netem, on the guest's NIC in each direction: \`$netem\`)."
+    [ "$reruns" = 0 ] || echo "$reruns ran twice: the first run lost the ACK of the last message after the peer had exited (see run_case)."
+    echo "Capture of the whole run ($cap_frames, ${cap_drop:-?} dropped by tcpdump): \`ferroce dump --check\` $cap_ok, \`peercheck --summary\` $pc_ok."
+    echo "Times: build and boot $((t_up - t0)) s, cases without netem $((t_clean - t_cases)) s, with netem $((t_end - t_clean)) s, total $total s."
+} >"$out/matrix.md"
 echo
-echo "| tool | direction | transport | size | -c | result | ferroce usec/iter | guest usec/iter |"
-echo "|---|---|---|---|---|---|---|---|"
-printf '%s\n' "${results[@]}"
+cat "$out/matrix.md"
 echo
-echo "capture $out/interop.pcap: ferroce dump --check $cap_ok, peercheck --summary $pc_ok"
-echo "timings: build+boot $((t_up - t0)) s, $(( ${#results[@]} )) cases $((t_end - t_cases)) s, total $(( $(date +%s) - t0 )) s"
+echo "matrix: $out/matrix.md, capture: $out/interop.pcap"
+echo "total: $total s"
 [ "$failures" = 0 ] && [ "$cap_ok" = PASS ] && [ "$pc_ok" != FAIL ]

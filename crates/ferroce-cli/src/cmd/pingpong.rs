@@ -22,6 +22,9 @@ const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
 /// Give up when nothing completes for this long.
 const STALL: Duration = Duration::from_secs(20);
+/// RC: how long the device stays up after the last completion, to answer
+/// the peer's retransmissions of a message whose ACK was lost.
+const LINGER: Duration = Duration::from_millis(300);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Transport {
@@ -274,6 +277,14 @@ pub(crate) fn run(args: &PingpongArgs) -> Result<bool, String> {
         }
     }
     let secs = start.elapsed().as_secs_f64();
+    if qp_type == QpType::Rc {
+        // Nothing marks the end of the run on the wire: if our ACK of the
+        // peer's last message is lost, the peer resends it, and with this
+        // process gone it waits for that ACK forever (found against rxe
+        // with netem loss). Stay a few of its retransmit timeouts (67 ms
+        // at the tools' timeout 14) for the driver thread to answer.
+        std::thread::sleep(LINGER);
+    }
     let bytes = size as u64 * u64::from(args.iters) * 2;
     println!(
         "{bytes} bytes in {secs:.2} seconds = {:.2} Mbit/sec",

@@ -363,9 +363,16 @@ pub(crate) fn rewind(qp: &mut Qp, psn: Psn) {
         qp.req.wqe = i;
         match w.wr.op {
             SendOp::Read { .. } => {
-                // Resume after the responses already received, no further.
-                k = k.min(w.read_received / mtu);
-                w.read_received = k * mtu;
+                // Resume after the responses already received, wherever
+                // `psn` points: what arrived is placed, in order, and asking
+                // for it again only costs. (Sent back to its first PSN by an
+                // implied NAK, a half-received READ used to start over:
+                // the responses to the resume already on their way then
+                // looked like a gap, which asked for everything once more.
+                // Against rxe with 16 READs of 8 packets outstanding, 3%
+                // loss and 10% reordering, that stormed until RETRY_EXC_ERR
+                // with nothing completed.)
+                k = w.read_received / mtu;
             }
             SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => k = 0,
             _ => {}

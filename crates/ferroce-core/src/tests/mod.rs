@@ -12,6 +12,7 @@
 //! | `fuzz` | random packets into a connected pair: no panic, no harm |
 //! | `soak` | a long WRITE stream through loss, reordering and duplication (FERROCE_SOAK_BYTES) |
 //! | `many` | many QPs at once: the endpoint's cap on packets in flight, fair turns |
+//! | `interop` | sequences met against the kernel's rxe, replayed |
 //! | `srq` | shared receive queues: QPs sharing one, RNR, the limit event, errors, UD and UC, refused calls |
 
 mod calls;
@@ -19,6 +20,7 @@ mod ecn;
 mod errors;
 mod fuzz;
 mod hostile;
+mod interop;
 mod many;
 mod ops;
 mod rules;

@@ -8,11 +8,14 @@ use std::time::{Duration, Instant};
 
 use ferroce::{RecvWr, SendOp, SendWr};
 
-use super::Test;
 use super::setup::{self, Params, Peer, Side};
+use super::{AtomicType, Test};
 
 pub(super) fn serve(side: &Side, p: &Params, stream: &mut TcpStream) -> Result<bool, String> {
     if p.test != Test::Send {
+        // Our QPs are at RTR now: packets sent before this was said would
+        // have been dropped, and cost the client a retransmission timeout.
+        setup::send_word(stream, "ready")?;
         setup::wait_word(stream)?;
         return Ok(true);
     }
@@ -66,7 +69,9 @@ pub(super) fn run(
     stream: &mut TcpStream,
     progress: bool,
 ) -> Result<bool, String> {
-    if p.test == Test::Send && setup::wait_word(stream)? != "ready" {
+    // The server says "ready" once its QPs can take packets (for SEND, once
+    // its receives are posted too).
+    if setup::wait_word(stream)? != "ready" {
         return Err("server did not get ready".into());
     }
     let e = |e: ferroce::Error| e.to_string();
@@ -95,11 +100,7 @@ pub(super) fn run(
                         remote_addr: remote,
                         rkey: peer.rkey,
                     },
-                    Test::Atomic => SendOp::FetchAdd {
-                        remote_addr: remote,
-                        rkey: peer.rkey,
-                        add: 1,
-                    },
+                    Test::Atomic => atomic_op(p.atomic, remote, peer.rkey),
                 };
                 side.qps[i]
                     .0
@@ -139,6 +140,23 @@ pub(super) fn run(
     setup::send_word(stream, "done")?;
     report(p, total, elapsed, &marks);
     Ok(true)
+}
+
+/// perftest's atomic operations: add 1, or compare 0 and swap 0.
+pub(super) fn atomic_op(t: AtomicType, remote_addr: u64, rkey: u32) -> SendOp {
+    match t {
+        AtomicType::FetchAndAdd => SendOp::FetchAdd {
+            remote_addr,
+            rkey,
+            add: 1,
+        },
+        AtomicType::CmpAndSwap => SendOp::CompareSwap {
+            remote_addr,
+            rkey,
+            compare: 0,
+            swap: 0,
+        },
+    }
 }
 
 /// perftest's table: MB is 2^20 bytes, as perftest counts it.

@@ -12,7 +12,7 @@ use super::Test;
 use super::setup::{self, Params, Peer, STALL, Side};
 
 /// Waits for one completion.
-fn wait(side: &Side) -> Result<WorkCompletion, String> {
+pub(super) fn wait(side: &Side) -> Result<WorkCompletion, String> {
     let start = Instant::now();
     loop {
         if let Some(wc) = side.cq.poll(1).map_err(|e| e.to_string())?.pop() {
@@ -153,11 +153,7 @@ pub(super) fn run(
                 wait(side)?;
             }
             Test::Atomic => {
-                let op = SendOp::FetchAdd {
-                    remote_addr: peer.va,
-                    rkey: peer.rkey,
-                    add: 1,
-                };
+                let op = super::bw::atomic_op(p.atomic, peer.va, peer.rkey);
                 qp.post_send(SendWr::new(0, op, vec![side.mr.sge(0, 8)]))
                     .map_err(e)?;
                 wait(side)?;
@@ -171,7 +167,7 @@ pub(super) fn run(
     Ok(true)
 }
 
-fn report(p: &Params, samples: &mut [Duration], one_way: bool) {
+pub(super) fn report(p: &Params, samples: &mut [Duration], one_way: bool) {
     let div = if one_way { 2.0 } else { 1.0 };
     let mut us: Vec<f64> = samples
         .iter()
@@ -179,6 +175,9 @@ fn report(p: &Params, samples: &mut [Duration], one_way: bool) {
         .collect();
     us.sort_by(f64::total_cmp);
     let n = us.len();
+    if n == 0 {
+        return;
+    }
     let pct = |q: f64| us[((n as f64 * q) as usize).min(n - 1)];
     let avg = us.iter().sum::<f64>() / n as f64;
     let stdev = (us.iter().map(|x| (x - avg).powi(2)).sum::<f64>() / n as f64).sqrt();

@@ -6,7 +6,9 @@
 //! it is the server; with a server address, the client. The exchange of QP
 //! numbers, PSNs and keys is one JSON line each way over TCP (not perftest's
 //! format). With `--perftest` the exchange is perftest's own instead, to
-//! run against ib_write_bw / ib_send_bw / ib_read_bw (see perftest.rs).
+//! run against ib_write_bw / ib_send_bw / ib_read_bw / ib_atomic_bw and
+//! ib_write_lat / ib_send_lat / ib_read_lat / ib_atomic_lat (see
+//! perftest/).
 
 mod bw;
 mod lat;
@@ -28,6 +30,15 @@ pub(crate) enum Test {
     Atomic,
 }
 
+/// Which atomic operation `perf atomic` posts (perftest's `-A`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum AtomicType {
+    #[value(name = "FETCH_AND_ADD", alias = "fetch-and-add")]
+    FetchAndAdd,
+    #[value(name = "CMP_AND_SWAP", alias = "cmp-and-swap")]
+    CmpAndSwap,
+}
+
 /// Arguments of `ferroce perf`.
 #[derive(Debug, Args, Clone)]
 pub(crate) struct PerfArgs {
@@ -43,6 +54,14 @@ pub(crate) struct PerfArgs {
     /// Measure latency (ping-pong) instead of bandwidth.
     #[arg(long)]
     lat: bool,
+    /// atomic: fetch-and-add or compare-and-swap (as perftest's -A).
+    #[arg(
+        long = "atomic-type",
+        short = 'A',
+        value_enum,
+        default_value = "FETCH_AND_ADD"
+    )]
+    atomic_type: AtomicType,
     /// Message size in bytes (atomics: always 8).
     #[arg(long, short = 's', default_value_t = 65536)]
     size: usize,
@@ -71,7 +90,9 @@ pub(crate) struct PerfArgs {
     #[arg(long)]
     quiet: bool,
     /// Speak perftest's TCP exchange (run against ib_write_bw, ib_send_bw,
-    /// ib_read_bw); the server needs the same -s as the client.
+    /// ib_read_bw, ib_atomic_bw, and with --lat ib_write_lat, ib_send_lat,
+    /// ib_read_lat, ib_atomic_lat); both sides need the same -s (and for
+    /// latency the same -n).
     #[arg(long)]
     perftest: bool,
 }

@@ -12,7 +12,7 @@ use ferroce::{
 };
 use serde_json::{Value, json};
 
-use super::{PerfArgs, Test};
+use super::{AtomicType, PerfArgs, Test};
 
 /// What both sides must agree on; the client sends it first.
 #[derive(Debug, Clone, Copy)]
@@ -24,6 +24,8 @@ pub(super) struct Params {
     pub(super) qps: u32,
     pub(super) tx_depth: u32,
     pub(super) mtu: Mtu,
+    /// Client side only (the server does not need it).
+    pub(super) atomic: AtomicType,
 }
 
 impl Params {
@@ -36,6 +38,7 @@ impl Params {
             qps: a.qps,
             tx_depth: a.tx_depth.max(1),
             mtu: mtu_of(a.mtu),
+            atomic: a.atomic_type,
         }
     }
 
@@ -106,6 +109,7 @@ pub(super) fn read_params(s: &mut TcpStream) -> Result<Params, String> {
         qps: (num("qps")? as u32).clamp(1, 1024),
         tx_depth: (num("tx_depth")? as u32).clamp(1, 1024),
         mtu: mtu_of(num("mtu")? as usize),
+        atomic: AtomicType::FetchAndAdd,
     })
 }
 
