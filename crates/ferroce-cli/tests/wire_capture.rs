@@ -5,6 +5,11 @@
 //! right) and `ferroce dump --check`. This is what proves the backend
 //! predicts the IP header the kernel writes (the ICRC covers it).
 //!
+//! GSO is turned off (`FERROCE_GSO=0`): loopback never cuts a GSO train,
+//! so a capture on `lo` would show each train as one datagram. The ICRCs
+//! of GSO segments are checked by ferroce-io's loopback test (the kernel
+//! cuts the trains there) and by the rxe interop capture.
+//!
 //! Needs root (packet capture) and tshark, as CI has; fails otherwise.
 
 use std::path::{Path, PathBuf};
@@ -19,6 +24,7 @@ fn shared() -> PathBuf {
 
 fn ferroce(args: &[&str]) {
     let out = Command::new(env!("CARGO_BIN_EXE_ferroce"))
+        .env("FERROCE_GSO", "0")
         .args(args)
         .output()
         .expect("run ferroce");
@@ -85,6 +91,7 @@ fn captured_traffic_passes_independent_checks() {
     for (i, t) in ["rc", "ud"].iter().enumerate() {
         let port = (18770 + i).to_string();
         let server = Command::new(env!("CARGO_BIN_EXE_ferroce"))
+            .env("FERROCE_GSO", "0")
             .args([
                 "pingpong",
                 "-t",

@@ -135,6 +135,17 @@ impl Shared {
         }
     }
 
+    /// A few rounds of progress, to send what is owed before a QP or the
+    /// device goes away: a round sends the responses (ACKs) that the
+    /// previous round's receives made, so an application that stops right
+    /// after its last poll would otherwise leave the peer's last request
+    /// unacknowledged, retried until the peer gives up.
+    pub(crate) fn flush(&self) {
+        for _ in 0..4 {
+            self.progress();
+        }
+    }
+
     /// Whether the application ran progress itself within [`APP_ACTIVE`].
     fn app_active(&self) -> bool {
         let last = self.app_progress.load(Ordering::Relaxed);

@@ -108,6 +108,13 @@ pub struct DeviceConfig {
     pub peer_port: u16,
     /// Seed for keys; from the clock if `None`.
     pub seed: Option<u64>,
+    /// Send runs of equal-size packets as UDP GSO trains (IPv4). On by
+    /// default; off, every packet is its own send. A capture on `lo` shows
+    /// a train as one large datagram (loopback never cuts it up), so turn
+    /// it off to read loopback captures packet by packet. The environment
+    /// variable `FERROCE_GSO=0` turns it off for every device a process
+    /// opens (the `ferroce` tools included).
+    pub gso: bool,
 }
 
 impl DeviceConfig {
@@ -117,6 +124,7 @@ impl DeviceConfig {
             port: ferroce_wire::udp::ROCE_V2_PORT,
             peer_port: ferroce_wire::udp::ROCE_V2_PORT,
             seed: None,
+            gso: std::env::var_os("FERROCE_GSO").is_none_or(|v| v != "0"),
         }
     }
 }
@@ -138,6 +146,7 @@ impl Context {
     pub fn open_with(cfg: DeviceConfig) -> Result<Self> {
         let mut udp = UdpConfig::new(cfg.local);
         udp.port = cfg.port;
+        udp.gso = cfg.gso;
         let backend = UdpBackend::bind(udp)?;
         let seed = cfg.seed.unwrap_or_else(|| {
             let t = std::time::SystemTime::now()
@@ -206,6 +215,7 @@ impl Drop for Context {
         if let Some(d) = self.driver.take() {
             let _ = d.join();
         }
+        self.shared.flush();
     }
 }
 
@@ -503,6 +513,9 @@ impl QueuePair {
 
 impl Drop for QueuePair {
     fn drop(&mut self) {
+        // What the QP owes its peer (the ACK of the last request received)
+        // goes out before it is destroyed.
+        self.shared.flush();
         let _ = self.shared.engine().destroy_qp(self.qpn);
         // Then the SRQ, if this QP was the last thing holding it.
         self.srq.take();
