@@ -26,4 +26,11 @@ else
     step "fuzzing skipped (FERROCE_FUZZ_SECONDS=0)"
 fi
 
+if [ "${FERROCE_INTEROP:-1}" != 0 ]; then
+    step "interop with the kernel's rxe in a QEMU guest (FERROCE_INTEROP=0 skips)"
+    scripts/interop.sh
+else
+    step "interop skipped (FERROCE_INTEROP=0)"
+fi
+
 step "all tests passed"
