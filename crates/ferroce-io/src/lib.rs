@@ -12,5 +12,7 @@ pub mod icrc;
 pub mod netif;
 mod sys;
 pub mod udp;
+pub mod wait;
 
 pub use udp::{OutDatagram, UdpBackend, UdpConfig, UdpStats};
+pub use wait::Sleeper;

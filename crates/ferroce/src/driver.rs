@@ -4,16 +4,17 @@
 //! application is busy elsewhere.
 //!
 //! The engine and the backend sit behind mutexes shared with the API
-//! handles. One round of progress (receive, timers, transmit) is
-//! [`Shared::progress`]: the driver thread runs it in a loop, busy-polling
-//! while there is traffic and backing off (spin, yield, then short sleeps
-//! bounded by the next engine timer) when there is none; the API runs it
-//! too when the application posts or polls, so a busy-polling application
-//! makes progress without waiting for the driver thread to be scheduled
-//! (on a machine with fewer cores than spinning threads, that wait is what
-//! dominates latency). While the application is polling like that, the
-//! driver thread stands back (short sleeps instead of spinning), so that a
-//! process has one busy thread, not two, competing for the cores.
+//! handles. One round of progress (timers, transmit, receive) is
+//! [`Shared::progress`]. The driver thread runs it in a loop, busy-polling
+//! while there is traffic and, when there is none, backing off: spin,
+//! yield, then sleep in the kernel until a datagram arrives, the
+//! application kicks (a post) or the next engine timer is due. The API runs
+//! a round too when the application polls, so a busy-polling application
+//! makes progress without waiting for the driver thread to be scheduled (on
+//! a machine with fewer cores than spinning threads, that wait is what
+//! dominates latency); while it does, the driver thread stands back (short
+//! sleeps instead of spinning), so that a process has one busy thread, not
+//! two, competing for the cores.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ferroce_core::{Endpoint, Instant, Transmit};
-use ferroce_io::{OutDatagram, UdpBackend};
+use ferroce_io::{OutDatagram, Sleeper, UdpBackend};
 
 /// The backend and what it could not send yet.
 #[derive(Debug)]
@@ -48,6 +49,12 @@ pub(crate) struct Shared {
     /// Application rounds in a row that moved nothing.
     app_idle: AtomicU64,
     stop: AtomicBool,
+    /// The driver thread, idle, waits on the receive socket and this.
+    sleeper: Sleeper,
+    /// The driver thread is (about to be) waiting in `sleeper`.
+    sleeping: AtomicBool,
+    /// The backend's receive socket (it lives as long as `io`).
+    rx_fd: std::os::fd::RawFd,
     epoch: std::time::Instant,
     pub(crate) local: IpAddr,
     /// The port peers receive on.
@@ -55,8 +62,14 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(engine: Endpoint, backend: UdpBackend, local: IpAddr, port: u16) -> Self {
-        Self {
+    pub(crate) fn new(
+        engine: Endpoint,
+        backend: UdpBackend,
+        local: IpAddr,
+        port: u16,
+    ) -> std::io::Result<Self> {
+        let rx_fd = backend.rx_fd();
+        Ok(Self {
             engine: Mutex::new(engine),
             io: Mutex::new(Io {
                 backend,
@@ -67,10 +80,13 @@ impl Shared {
             app_progress: AtomicU64::new(0),
             app_idle: AtomicU64::new(0),
             stop: AtomicBool::new(false),
+            sleeper: Sleeper::new()?,
+            sleeping: AtomicBool::new(false),
+            rx_fd,
             epoch: std::time::Instant::now(),
             local,
             port,
-        }
+        })
     }
 
     /// The engine, locked. A panic while holding the lock cannot leave the
@@ -91,7 +107,10 @@ impl Shared {
 
     /// Tells the driver there is new work.
     pub(crate) fn kick(&self) {
-        self.kick.fetch_add(1, Ordering::Release);
+        self.kick.fetch_add(1, Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            self.sleeper.wake();
+        }
     }
 
     pub(crate) fn now(&self) -> Instant {
@@ -100,6 +119,7 @@ impl Shared {
 
     pub(crate) fn stop(&self) {
         self.stop.store(true, Ordering::Release);
+        self.sleeper.wake();
     }
 }
 
@@ -217,14 +237,14 @@ pub(crate) fn run(shared: Arc<Shared>) {
             continue;
         }
         let (worked, next_timer) = shared.progress();
-        let kick = shared.kick.load(Ordering::Acquire);
+        let kick = shared.kick.load(Ordering::SeqCst);
         if worked || kick != seen_kick {
             seen_kick = kick;
             idle = 0;
             continue;
         }
         idle = idle.saturating_add(1);
-        back_off(idle, next_timer.map(|t| t.since(shared.now())));
+        shared.back_off(idle, seen_kick, next_timer.map(|t| t.since(shared.now())));
     }
 }
 
@@ -275,13 +295,28 @@ fn is_response(opcode: u8) -> bool {
 }
 
 /// Spins, then yields, then sleeps briefly (never past the next timer).
-fn back_off(idle: u32, until_timer: Option<Duration>) {
-    if idle < 200 {
-        std::hint::spin_loop();
-    } else if idle < 2_000 {
-        std::thread::yield_now();
-    } else {
-        let cap = Duration::from_micros(if idle < 20_000 { 20 } else { 200 });
-        std::thread::sleep(until_timer.map_or(cap, |t| t.min(cap)));
+/// The longest an idle driver sleeps: a packet, a kick and the next timer
+/// end the sleep sooner.
+const MAX_SLEEP: Duration = Duration::from_millis(5);
+
+impl Shared {
+    /// Spins, then yields, then sleeps in the kernel until a datagram
+    /// arrives, the application kicks (`seen_kick` is the last kick this
+    /// thread has acted on), or the next timer is due.
+    fn back_off(&self, idle: u32, seen_kick: u64, until_timer: Option<Duration>) {
+        if idle < 200 {
+            std::hint::spin_loop();
+        } else if idle < 2_000 {
+            std::thread::yield_now();
+        } else {
+            self.sleeping.store(true, Ordering::SeqCst);
+            // A kick between the last round and the flag above did not
+            // wake us: do not sleep through it.
+            if self.kick.load(Ordering::SeqCst) == seen_kick {
+                let d = until_timer.map_or(MAX_SLEEP, |t| t.min(MAX_SLEEP));
+                let _ = self.sleeper.sleep(self.rx_fd, d);
+            }
+            self.sleeping.store(false, Ordering::SeqCst);
+        }
     }
 }

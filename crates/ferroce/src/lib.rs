@@ -155,7 +155,7 @@ impl Context {
             t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32
         });
         let engine = Endpoint::new(EndpointConfig { seed });
-        let shared = Arc::new(Shared::new(engine, backend, cfg.local, cfg.peer_port));
+        let shared = Arc::new(Shared::new(engine, backend, cfg.local, cfg.peer_port)?);
         let s = shared.clone();
         let driver = std::thread::Builder::new()
             .name("ferroce-driver".into())

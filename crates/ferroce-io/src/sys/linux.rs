@@ -423,3 +423,64 @@ pub(crate) fn interface_addrs() -> io::Result<Vec<IfAddrEntry>> {
     drop(list);
     Ok(out)
 }
+
+/// A non-blocking eventfd, for waking a thread that sleeps in [`wait`].
+pub(crate) fn eventfd() -> io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: eventfd takes no pointers; a non-negative result is a new fd
+    // that nothing else owns.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor owned by nothing else.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+}
+
+/// Adds 1 to an eventfd's counter (which makes it readable).
+pub(crate) fn eventfd_signal(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writes the 8 bytes of a live u64, as eventfd expects. A full
+    // counter (EAGAIN) already means "readable", so the result is ignored.
+    let _ = unsafe { libc::write(fd, (&raw const one).cast(), size_of::<u64>()) };
+}
+
+/// Resets an eventfd's counter.
+pub(crate) fn eventfd_drain(fd: RawFd) {
+    let mut v: u64 = 0;
+    // SAFETY: reads at most 8 bytes into a live u64; a non-readable fd
+    // gives EAGAIN (it is non-blocking), which is ignored.
+    let _ = unsafe { libc::read(fd, (&raw mut v).cast(), size_of::<u64>()) };
+}
+
+/// Sleeps until one of `fds` is readable or `timeout` has passed.
+pub(crate) fn wait(fds: &[RawFd], timeout: std::time::Duration) -> io::Result<()> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `pfds` and `ts` are live for the call and their sizes are
+    // what is passed; no signal mask is given.
+    let rc = unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            pfds.len() as libc::nfds_t,
+            &raw const ts,
+            std::ptr::null(),
+        )
+    };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
