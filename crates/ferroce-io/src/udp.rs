@@ -99,6 +99,7 @@ pub struct UdpBackend {
     tx: HashMap<u16, Socket>,
     bufs: Vec<Vec<u8>>,
     received: Vec<sys::Received>,
+    scratch: sys::Scratch,
     verifier: RxVerifier,
     stats: UdpStats,
 }
@@ -159,6 +160,7 @@ impl UdpBackend {
             tx: HashMap::new(),
             bufs: vec![vec![0u8; slot_len]; slots],
             received: Vec::with_capacity(cfg.batch),
+            scratch: sys::Scratch::default(),
             verifier: RxVerifier::default(),
             stats: UdpStats::default(),
         })
@@ -243,7 +245,7 @@ impl UdpBackend {
                 })
                 .collect();
             let fd = self.tx_socket(port)?.as_raw_fd();
-            let n = match sys::send_batch(fd, &msgs, &parts) {
+            let n = match sys::send_batch(fd, &msgs, &parts, &mut self.scratch) {
                 Ok(n) => n,
                 Err(e) if msgs[0].segment != 0 && gso_refused(&e) => {
                     // Resend the rest one by one, with the ICRCs of
@@ -328,7 +330,7 @@ impl UdpBackend {
             })
             .collect();
         let fd = self.tx_socket(src_port)?.as_raw_fd();
-        sys::send_batch(fd, &msgs, batch)
+        sys::send_batch(fd, &msgs, batch, &mut self.scratch)
     }
 
     /// Baseline for benchmarks: sends `batch` (equal-size datagrams) as GSO
@@ -351,14 +353,19 @@ impl UdpBackend {
             })
             .collect();
         let fd = self.tx_socket(src_port)?.as_raw_fd();
-        let n = sys::send_batch(fd, &msgs, batch)?;
+        let n = sys::send_batch(fd, &msgs, batch, &mut self.scratch)?;
         Ok(msgs[..n].iter().map(|m| m.parts.len()).sum())
     }
 
     /// Baseline for benchmarks: receives what is waiting with the same
     /// `recvmmsg` batching and hands each datagram to `f` unchecked.
     pub fn recv_raw(&mut self, mut f: impl FnMut(SocketAddr, &[u8])) -> io::Result<usize> {
-        sys::recv_batch(self.rx.as_raw_fd(), &mut self.bufs, &mut self.received)?;
+        sys::recv_batch(
+            self.rx.as_raw_fd(),
+            &mut self.bufs,
+            &mut self.received,
+            &mut self.scratch,
+        )?;
         let mut n = 0;
         for r in &self.received {
             for d in segments(&self.bufs[r.index][..r.len], r.segment) {
@@ -373,7 +380,12 @@ impl UdpBackend {
     /// hands every good datagram to `f(from, src_port, transport)`.
     /// Returns the number of datagrams read (good or not).
     pub fn recv(&mut self, mut f: impl FnMut(IpAddr, u16, &[u8])) -> io::Result<usize> {
-        sys::recv_batch(self.rx.as_raw_fd(), &mut self.bufs, &mut self.received)?;
+        sys::recv_batch(
+            self.rx.as_raw_fd(),
+            &mut self.bufs,
+            &mut self.received,
+            &mut self.scratch,
+        )?;
         let mut n = 0;
         for r in &self.received {
             if r.truncated {

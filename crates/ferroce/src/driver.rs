@@ -34,6 +34,9 @@ struct Io {
     pending: Vec<Transmit>,
     /// Buffers of sent packets, given back to the engine at its next lock.
     spent: Vec<Vec<u8>>,
+    /// The engine's next timer as the last round left it (API calls between
+    /// rounds arm none; a round that does, reads it again at its end).
+    next_timer: Option<Instant>,
 }
 
 /// What the API handles and the driver thread share.
@@ -75,6 +78,7 @@ impl Shared {
                 backend,
                 pending: Vec::new(),
                 spent: Vec::new(),
+                next_timer: None,
             }),
             kick: AtomicU64::new(0),
             app_progress: AtomicU64::new(0),
@@ -146,9 +150,10 @@ impl Shared {
     /// no ACK for 67 ms, a retransmission timeout; this is the likely cause,
     /// not a proven one.)
     pub(crate) fn app_progress(&self) {
+        let now = self.now();
         self.app_progress
-            .store(self.now().as_nanos().max(1), Ordering::Relaxed);
-        if self.progress().0 {
+            .store(now.as_nanos().max(1), Ordering::Relaxed);
+        if self.progress_at(now).0 {
             self.app_idle.store(0, Ordering::Relaxed);
         } else if self.app_idle.fetch_add(1, Ordering::Relaxed) % YIELD_EVERY == YIELD_EVERY - 1 {
             std::thread::yield_now();
@@ -176,11 +181,15 @@ impl Shared {
     /// then receive what is waiting. Returns whether anything moved and the
     /// next timer. Returns at once if another thread is already doing this.
     pub(crate) fn progress(&self) -> (bool, Option<Instant>) {
+        self.progress_at(self.now())
+    }
+
+    /// [`progress`](Self::progress) with the time already read.
+    fn progress_at(&self, now: Instant) -> (bool, Option<Instant>) {
         let Ok(mut guard) = self.io.try_lock() else {
             return (false, None);
         };
         let io = &mut *guard;
-        let now = self.now();
         // Send first: what the last round left (a full socket buffer), then
         // what the engine has now. Packets that receiving makes (ACKs,
         // READ responses) wait for the next round, which comes at once when
@@ -196,7 +205,7 @@ impl Shared {
             for b in io.spent.drain(..) {
                 ep.recycle(b);
             }
-            if ep.poll_timeout().is_some_and(|t| t <= now) {
+            if io.next_timer.is_some_and(|t| t <= now) {
                 ep.handle_timeout(now);
             }
             while io.pending.len() < BATCH {
@@ -221,7 +230,8 @@ impl Shared {
                 break;
             }
         }
-        (received > 0 || sent > 0, ep.poll_timeout())
+        io.next_timer = ep.poll_timeout();
+        (received > 0 || sent > 0, io.next_timer)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Linux system calls. Every `unsafe` block says why it is sound.
 
 use std::io;
-use std::mem::{MaybeUninit, size_of, zeroed};
+use std::mem::{size_of, zeroed};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::RawFd;
 
@@ -150,28 +150,78 @@ pub(crate) struct OutMsg {
 /// Room for one `UDP_SEGMENT` control message, aligned for `cmsghdr`.
 type SegmentControl = [u64; 4];
 
+/// Room for the control messages a receive can carry (only `UDP_GRO`'s
+/// segment size is asked for).
+type RecvControl = [u64; 8];
+
+/// The C structures of the batched calls, allocated once and filled in
+/// again by every call (a poll round that finds nothing to receive used
+/// to allocate and free them each time).
+#[derive(Default)]
+pub(crate) struct Scratch {
+    hdrs: Vec<libc::mmsghdr>,
+    iovs: Vec<libc::iovec>,
+    addrs: Vec<(libc::sockaddr_storage, libc::socklen_t)>,
+    send_controls: Vec<SegmentControl>,
+    recv_controls: Vec<RecvControl>,
+}
+
+// SAFETY: the raw pointers inside (in `hdrs` and `iovs`) are written by a
+// call and used only during it, to reach that call's own buffers; between
+// calls nothing reads them, so moving the scratch to another thread
+// cannot make anything dangle or alias.
+unsafe impl Send for Scratch {}
+
+impl std::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scratch")
+            .field("capacity", &self.hdrs.capacity())
+            .finish()
+    }
+}
+
+fn zeroed_hdr() -> libc::mmsghdr {
+    // SAFETY: mmsghdr is plain data; all-zero is a valid value.
+    unsafe { zeroed() }
+}
+
+fn zeroed_storage() -> libc::sockaddr_storage {
+    // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
+    unsafe { zeroed() }
+}
+
 /// Sends `msgs` with one `sendmmsg` per 64; returns how many messages were
 /// sent (a full socket buffer stops early, not an error). An error on the
 /// first message of a call is returned as is (for instance EIO or EINVAL
 /// when this path cannot do GSO).
-pub(crate) fn send_batch(fd: RawFd, msgs: &[OutMsg], parts: &[&[u8]]) -> io::Result<usize> {
+pub(crate) fn send_batch(
+    fd: RawFd,
+    msgs: &[OutMsg],
+    parts: &[&[u8]],
+    scratch: &mut Scratch,
+) -> io::Result<usize> {
     const CHUNK: usize = 64;
-    let iovs: Vec<libc::iovec> = parts
-        .iter()
-        .map(|b| libc::iovec {
-            iov_base: b.as_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
+    let Scratch {
+        hdrs,
+        iovs,
+        addrs,
+        send_controls: controls,
+        ..
+    } = scratch;
+    iovs.clear();
+    iovs.extend(parts.iter().map(|b| libc::iovec {
+        iov_base: b.as_ptr() as *mut libc::c_void,
+        iov_len: b.len(),
+    }));
     let mut sent = 0;
     for chunk in msgs.chunks(CHUNK) {
-        let mut addrs: Vec<(libc::sockaddr_storage, libc::socklen_t)> =
-            chunk.iter().map(|m| to_storage(&m.to)).collect();
-        let mut controls: Vec<SegmentControl> = vec![[0; 4]; chunk.len()];
-        let mut hdrs: Vec<libc::mmsghdr> = Vec::with_capacity(chunk.len());
+        addrs.clear();
+        addrs.extend(chunk.iter().map(|m| to_storage(&m.to)));
+        controls.clear();
+        controls.resize(chunk.len(), [0; 4]);
+        hdrs.clear();
         for (i, m) in chunk.iter().enumerate() {
-            // SAFETY: mmsghdr is plain data; all-zero is a valid value.
-            let mut h: libc::mmsghdr = unsafe { zeroed() };
+            let mut h = zeroed_hdr();
             h.msg_hdr.msg_name = (&raw mut addrs[i].0).cast();
             h.msg_hdr.msg_namelen = addrs[i].1;
             // The kernel only reads the iovecs; the cast to *mut is what
@@ -199,8 +249,8 @@ pub(crate) fn send_batch(fd: RawFd, msgs: &[OutMsg], parts: &[&[u8]]) -> io::Res
             hdrs.push(h);
         }
         // SAFETY: every header points into `addrs`, `controls` and `iovs`,
-        // which live until after the call; the iovecs point into the
-        // caller's slices, which the kernel only reads.
+        // which are not touched until after the call; the iovecs point into
+        // the caller's slices, which the kernel only reads.
         let n = unsafe {
             libc::sendmmsg(
                 fd,
@@ -242,44 +292,49 @@ pub(crate) struct Received {
     pub(crate) truncated: bool,
 }
 
-/// Room for the control messages a receive can carry (only `UDP_GRO`'s
-/// segment size is asked for).
-type RecvControl = [u64; 8];
-
 /// Receives up to `bufs.len()` datagrams with one non-blocking `recvmmsg`.
 pub(crate) fn recv_batch(
     fd: RawFd,
     bufs: &mut [Vec<u8>],
     out: &mut Vec<Received>,
+    scratch: &mut Scratch,
 ) -> io::Result<usize> {
     out.clear();
     let n = bufs.len();
-    let mut addrs: Vec<MaybeUninit<libc::sockaddr_storage>> = vec![MaybeUninit::zeroed(); n];
-    let mut controls: Vec<RecvControl> = vec![[0; 8]; n];
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr().cast(),
-            iov_len: b.len(),
-        })
-        .collect();
-    let mut hdrs: Vec<libc::mmsghdr> = (0..n)
-        .map(|i| {
-            // SAFETY: mmsghdr is plain data; all-zero is a valid value.
-            let mut h: libc::mmsghdr = unsafe { zeroed() };
-            h.msg_hdr.msg_name = addrs[i].as_mut_ptr().cast();
-            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            h.msg_hdr.msg_iov = &raw mut iovs[i];
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_control = controls[i].as_mut_ptr().cast();
-            h.msg_hdr.msg_controllen = size_of::<RecvControl>();
-            h
-        })
-        .collect();
+    let Scratch {
+        hdrs,
+        iovs,
+        addrs,
+        recv_controls: controls,
+        ..
+    } = scratch;
+    // The kernel writes the addresses and control messages it returns (and
+    // says how much); their old contents are never read, so they are not
+    // cleared between calls.
+    if addrs.len() != n {
+        addrs.resize(n, (zeroed_storage(), 0));
+        controls.resize(n, [0; 8]);
+    }
+    iovs.clear();
+    iovs.extend(bufs.iter_mut().map(|b| libc::iovec {
+        iov_base: b.as_mut_ptr().cast(),
+        iov_len: b.len(),
+    }));
+    hdrs.clear();
+    for i in 0..n {
+        let mut h = zeroed_hdr();
+        h.msg_hdr.msg_name = (&raw mut addrs[i].0).cast();
+        h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        h.msg_hdr.msg_iov = &raw mut iovs[i];
+        h.msg_hdr.msg_iovlen = 1;
+        h.msg_hdr.msg_control = controls[i].as_mut_ptr().cast();
+        h.msg_hdr.msg_controllen = size_of::<RecvControl>();
+        hdrs.push(h);
+    }
     // SAFETY: the headers point into `addrs`, `controls`, `iovs` and the
-    // caller's buffers, all alive and exclusively borrowed for the call;
-    // the kernel writes at most `iov_len` bytes into each buffer, at most
-    // `msg_namelen` into each address and `msg_controllen` into each
+    // caller's buffers, all alive and not otherwise touched during the
+    // call; the kernel writes at most `iov_len` bytes into each buffer, at
+    // most `msg_namelen` into each address and `msg_controllen` into each
     // control buffer.
     let got = unsafe {
         libc::recvmmsg(
@@ -298,10 +353,12 @@ pub(crate) fn recv_batch(
         return Err(e);
     }
     for (i, h) in hdrs.iter().take(got as usize).enumerate() {
-        // SAFETY: the kernel filled this address (or left it zeroed, which
-        // `from_storage` rejects by family).
-        let storage = unsafe { addrs[i].assume_init_ref() };
-        if let Some(from) = from_storage(storage) {
+        // The kernel wrote `msg_namelen` bytes of address (a UDP receive
+        // always has one).
+        if (h.msg_hdr.msg_namelen as usize) < size_of::<libc::sa_family_t>() {
+            continue;
+        }
+        if let Some(from) = from_storage(&addrs[i].0) {
             out.push(Received {
                 index: i,
                 from,
