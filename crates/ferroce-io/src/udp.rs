@@ -76,15 +76,21 @@ pub struct OutDatagram<'a> {
     pub transport: &'a mut [u8],
 }
 
-/// Receive counters.
+/// Traffic and drop counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UdpStats {
+    /// Datagrams received (each of a GRO train counted).
     pub rx_datagrams: u64,
+    /// Dropped: the ICRC did not check.
     pub rx_bad_icrc: u64,
+    /// Dropped: larger than the receive buffer.
     pub rx_truncated: u64,
+    /// Dropped: too short to hold a BTH and an ICRC.
     pub rx_too_short: u64,
     pub tx_datagrams: u64,
-    pub tx_dropped: u64,
+    /// Datagrams a full socket send buffer did not take; the caller keeps
+    /// them for later (ferroce's driver does) or drops them.
+    pub tx_buffer_full: u64,
     /// Datagrams that went out as part of a GSO train.
     pub tx_gso_datagrams: u64,
     /// Receive buffers that held a GRO train of several datagrams.
@@ -267,7 +273,7 @@ impl UdpBackend {
             self.stats.tx_datagrams += datagrams as u64;
             self.stats.tx_gso_datagrams += gso as u64;
             if first + n < last {
-                self.stats.tx_dropped += (batch.len() - sent) as u64;
+                self.stats.tx_buffer_full += (batch.len() - sent) as u64;
                 return Ok(sent);
             }
             first = last;
