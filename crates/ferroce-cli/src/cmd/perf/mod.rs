@@ -89,6 +89,10 @@ pub(crate) struct PerfArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// At the end, print the engine's and the UDP backend's counters
+    /// (packets, retransmissions, drops by cause, GSO/GRO use) to stderr.
+    #[arg(long)]
+    stats: bool,
     /// Speak perftest's TCP exchange (run against ib_write_bw, ib_send_bw,
     /// ib_read_bw, ib_atomic_bw, and with --lat ib_write_lat, ib_send_lat,
     /// ib_read_lat, ib_atomic_lat); both sides need the same -s (and for
@@ -139,6 +143,7 @@ fn loopback(args: &PerfArgs) -> Result<bool, String> {
             &server_local,
         ])
         .args(["-p", &args.port.to_string(), "-m", &args.mtu.to_string()])
+        .args(args.stats.then_some("--stats"))
         .stdout(Stdio::null())
         .spawn()
         .map_err(|e| format!("starting the server process: {e}"))?;
@@ -168,11 +173,15 @@ fn server(args: &PerfArgs, local: IpAddr) -> Result<bool, String> {
     let side = setup::Side::open(local, &params)?;
     let peer = setup::exchange_server(&mut stream, &side)?;
     side.connect(&peer, &params)?;
-    if params.lat {
+    let result = if params.lat {
         lat::serve(&side, &peer, &params, &mut stream)
     } else {
         bw::serve(&side, &params, &mut stream)
+    };
+    if args.stats {
+        side.print_stats();
     }
+    result
 }
 
 fn client(args: &PerfArgs, local: IpAddr, server: &str) -> Result<bool, String> {
@@ -182,11 +191,15 @@ fn client(args: &PerfArgs, local: IpAddr, server: &str) -> Result<bool, String> 
     let side = setup::Side::open(local, &params)?;
     let peer = setup::exchange_client(&mut stream, &side)?;
     side.connect(&peer, &params)?;
-    if params.lat {
+    let result = if params.lat {
         lat::run(&side, &peer, &params, &mut stream)
     } else {
         bw::run(&side, &peer, &params, &mut stream, !args.quiet)
+    };
+    if args.stats {
+        side.print_stats();
     }
+    result
 }
 
 /// Connects to the server, waiting up to 10 s for it to listen.

@@ -122,7 +122,7 @@ pub(super) struct Side {
     /// QP number -> index in `qps`.
     index: HashMap<u32, usize>,
     // Dropped last: the objects above hold it open.
-    _ctx: Context,
+    ctx: Context,
 }
 
 /// Give up when nothing completes for this long.
@@ -170,8 +170,20 @@ impl Side {
             mr,
             qps,
             index,
-            _ctx: ctx,
+            ctx,
         })
+    }
+
+    /// The device's counters, to stderr (`perf --stats`).
+    pub(super) fn print_stats(&self) {
+        // One write, so that the two processes of a loopback run do not
+        // interleave their lines.
+        eprint!(
+            "{0}: {1:?}\n{0}: {2:?}\n",
+            self.local,
+            self.ctx.stats(),
+            self.ctx.udp_stats()
+        );
     }
 
     /// Which of our QPs a completion belongs to.
