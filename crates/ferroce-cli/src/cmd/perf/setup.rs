@@ -177,13 +177,14 @@ impl Side {
     /// The device's counters, to stderr (`perf --stats`).
     pub(super) fn print_stats(&self) {
         // One write, so that the two processes of a loopback run do not
-        // interleave their lines.
-        eprint!(
+        // interleave their lines (stderr is unbuffered).
+        let text = format!(
             "{0}: {1:?}\n{0}: {2:?}\n",
             self.local,
             self.ctx.stats(),
             self.ctx.udp_stats()
         );
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
     }
 
     /// Which of our QPs a completion belongs to.
