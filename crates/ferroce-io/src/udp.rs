@@ -363,15 +363,20 @@ impl UdpBackend {
         Ok(msgs[..n].iter().map(|m| m.parts.len()).sum())
     }
 
-    /// Baseline for benchmarks: receives what is waiting with the same
-    /// `recvmmsg` batching and hands each datagram to `f` unchecked.
-    pub fn recv_raw(&mut self, mut f: impl FnMut(SocketAddr, &[u8])) -> io::Result<usize> {
+    /// One `recvmmsg` into the receive buffers; `received` says what came.
+    fn receive_batch(&mut self) -> io::Result<usize> {
         sys::recv_batch(
             self.rx.as_raw_fd(),
             &mut self.bufs,
             &mut self.received,
             &mut self.scratch,
-        )?;
+        )
+    }
+
+    /// Baseline for benchmarks: receives what is waiting with the same
+    /// `recvmmsg` batching and hands each datagram to `f` unchecked.
+    pub fn recv_raw(&mut self, mut f: impl FnMut(SocketAddr, &[u8])) -> io::Result<usize> {
+        self.receive_batch()?;
         let mut n = 0;
         for r in &self.received {
             for d in segments(&self.bufs[r.index][..r.len], r.segment) {
@@ -386,12 +391,7 @@ impl UdpBackend {
     /// hands every good datagram to `f(from, src_port, transport)`.
     /// Returns the number of datagrams read (good or not).
     pub fn recv(&mut self, mut f: impl FnMut(IpAddr, u16, &[u8])) -> io::Result<usize> {
-        sys::recv_batch(
-            self.rx.as_raw_fd(),
-            &mut self.bufs,
-            &mut self.received,
-            &mut self.scratch,
-        )?;
+        self.receive_batch()?;
         let mut n = 0;
         for r in &self.received {
             if r.truncated {

@@ -175,19 +175,19 @@ fn report(p: &Params, total: u64, elapsed: Duration, marks: &[(Instant, u64)]) {
             }
         }
     }
+    let rate = total as f64 / elapsed.as_secs_f64() / 1e6;
+    print_table(p.size as u64, total, peak, avg, rate);
+}
+
+/// perftest's bandwidth table: size, iterations, peak and average MB/s
+/// (MB = 2^20 bytes), message rate in Mpps.
+pub(super) fn print_table(size: u64, iters: u64, peak: f64, avg: f64, mpps: f64) {
     let line = "-".repeat(87);
     println!("{line}");
     println!(
         " {:<10} {:<14} {:<18} {:<20} {:<14}",
         "#bytes", "#iterations", "BW peak[MB/sec]", "BW average[MB/sec]", "MsgRate[Mpps]"
     );
-    println!(
-        " {:<10} {:<14} {:<18.2} {:<20.2} {:<14.6}",
-        p.size,
-        total,
-        peak,
-        avg,
-        total as f64 / elapsed.as_secs_f64() / 1e6
-    );
+    println!(" {size:<10} {iters:<14} {peak:<18.2} {avg:<20.2} {mpps:<14.6}");
     println!("{line}");
 }

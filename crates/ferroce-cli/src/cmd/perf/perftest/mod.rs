@@ -328,17 +328,7 @@ fn xchg_reports(w: &mut Wire, mine: &Report, rem_version: f64) -> Result<Report,
 }
 
 fn print_report(r: &Report) {
-    let line = "-".repeat(87);
-    println!("{line}");
-    println!(
-        " {:<10} {:<14} {:<18} {:<20} {:<14}",
-        "#bytes", "#iterations", "BW peak[MB/sec]", "BW average[MB/sec]", "MsgRate[Mpps]"
-    );
-    println!(
-        " {:<10} {:<14} {:<18.2} {:<20.2} {:<14.6}",
-        r.size, r.iters, r.bw_peak, r.bw_avg, r.msg_rate
-    );
-    println!("{line}");
+    super::bw::print_table(r.size, r.iters, r.bw_peak, r.bw_avg, r.msg_rate);
 }
 
 /// Closes as perftest does: a key record, then `done`.
