@@ -58,6 +58,9 @@ pub(crate) struct Shared {
     sleeping: AtomicBool,
     /// The backend's receive socket (it lives as long as `io`).
     rx_fd: std::os::fd::RawFd,
+    /// This process may run on one CPU only (affinity, quota or machine):
+    /// spinning then only delays the thread that would make progress.
+    one_cpu: bool,
     epoch: std::time::Instant,
     pub(crate) local: IpAddr,
     /// The port peers receive on.
@@ -87,6 +90,7 @@ impl Shared {
             sleeper: Sleeper::new()?,
             sleeping: AtomicBool::new(false),
             rx_fd,
+            one_cpu: std::thread::available_parallelism().is_ok_and(|n| n.get() == 1),
             epoch: std::time::Instant::now(),
             local,
             port,
@@ -138,6 +142,13 @@ const YIELD_EVERY: u64 = 1024;
 /// itself within this long.
 const APP_ACTIVE: Duration = Duration::from_micros(200);
 
+/// The same on a single CPU, longer than a scheduler time slice: there the
+/// application cannot run while the driver thread does, so its last round
+/// always looks old when the driver wakes, and with the short window both
+/// threads took turns busy-polling the one CPU (the 8-byte latency between
+/// two ferroce processes in a 1-vCPU guest was 2-5 times rxe's).
+const APP_ACTIVE_ONE_CPU: Duration = Duration::from_millis(10);
+
 /// How long the driver thread sleeps at a time while it stands back: each
 /// wake-up takes a core from a spinning application thread (at 50 µs, the
 /// 8-byte latency's p99 was 25-30% higher), and the application moves the
@@ -162,7 +173,11 @@ impl Shared {
             .store(now.as_nanos().max(1), Ordering::Relaxed);
         if self.progress_at(now).0 {
             self.app_idle.store(0, Ordering::Relaxed);
-        } else if self.app_idle.fetch_add(1, Ordering::Relaxed) % YIELD_EVERY == YIELD_EVERY - 1 {
+        } else if self.one_cpu
+            || self.app_idle.fetch_add(1, Ordering::Relaxed) % YIELD_EVERY == YIELD_EVERY - 1
+        {
+            // On one CPU, every poll in vain yields: what it waits for can
+            // only come from a thread that is not running.
             std::thread::yield_now();
         }
     }
@@ -178,10 +193,16 @@ impl Shared {
         }
     }
 
-    /// Whether the application ran progress itself within [`APP_ACTIVE`].
+    /// Whether the application ran progress itself within [`APP_ACTIVE`]
+    /// ([`APP_ACTIVE_ONE_CPU`] on one CPU).
     fn app_active(&self) -> bool {
+        let window = if self.one_cpu {
+            APP_ACTIVE_ONE_CPU
+        } else {
+            APP_ACTIVE
+        };
         let last = self.app_progress.load(Ordering::Relaxed);
-        last != 0 && self.now().as_nanos().saturating_sub(last) < APP_ACTIVE.as_nanos() as u64
+        last != 0 && self.now().as_nanos().saturating_sub(last) < window.as_nanos() as u64
     }
 
     /// One round of progress: run due timers, send what the engine has,
@@ -321,7 +342,7 @@ impl Shared {
     /// arrives, the application kicks (`seen_kick` is the last kick this
     /// thread has acted on), or the next timer is due.
     fn back_off(&self, idle: u32, seen_kick: u64, until_timer: Option<Duration>) {
-        if idle < 200 {
+        if idle < 200 && !self.one_cpu {
             std::hint::spin_loop();
         } else if idle < 2_000 {
             std::thread::yield_now();
