@@ -198,7 +198,10 @@ pub(super) fn report(p: &Params, samples: &mut [Duration], one_way: bool) {
     println!(
         " {:<8} {:<12} {:<12.2} {:<12.2} {:<16.2} {:<12.2} {:<14.2} {:<18.2} {:<18.2}",
         p.size,
-        n,
+        // The iterations asked for, as perftest prints them (its latency
+        // figures, like these from --perftest, come from the n-1 gaps
+        // between n posts).
+        p.iters,
         us[0],
         us[n - 1],
         pct(0.5),
