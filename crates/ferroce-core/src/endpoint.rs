@@ -18,7 +18,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr};
 
-use ferroce_wire::{TransportPacket, TransportRepr};
+use ferroce_wire::TransportPacket;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
@@ -27,6 +27,8 @@ use crate::mr::{Mr, MrInfo, MrTable, sg_len};
 use crate::qp::{self, Qp, QpInit, SendWqe, completer, requester, responder};
 use crate::srq::{MAX_SRQ_WR, Srq};
 use crate::time::Instant;
+pub(crate) use crate::transmit::BufPool;
+pub use crate::transmit::Transmit;
 use crate::verbs::{
     Access, AsyncEvent, Path, QpAttr, QpState, QpType, RecvWr, SendOp, SendWr, SrqAttr, SrqInfo,
     VerbsError, WcOpcode, WcStatus, WorkCompletion,
@@ -61,61 +63,6 @@ pub const MAX_IN_FLIGHT: u64 = 1024;
 
 /// Packets a QP may send in a row before the next active QP's turn.
 const BURST: u32 = 16;
-
-/// A packet to send: the transport (BTH through ICRC, the ICRC bytes left
-/// zero for the I/O layer, which knows the IP header it covers) and where.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Transmit {
-    pub path: Path,
-    pub data: Vec<u8>,
-}
-
-impl Transmit {
-    /// Emits `t` into a buffer from `pool`; `fill` writes the payload in
-    /// place (`t.payload_len` bytes).
-    pub(crate) fn build(
-        pool: &mut BufPool,
-        path: Path,
-        t: &TransportRepr,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> Self {
-        let mut data = pool.take(t.buffer_len());
-        // The engine builds reprs from its own valid state; a refusal here
-        // would be a bug, and yields an empty packet the peer drops.
-        match t.emit_headers(&mut data) {
-            Ok(at) => fill(&mut data[at]),
-            Err(_) => data.clear(),
-        }
-        Self { path, data }
-    }
-}
-
-/// Packet buffers given back after sending ([`Endpoint::recycle`]), so that
-/// building a packet does not allocate (and fault in fresh pages) each time.
-#[derive(Debug, Default)]
-pub(crate) struct BufPool(Vec<Vec<u8>>);
-
-impl BufPool {
-    /// Keeps at most this many spare buffers.
-    const MAX: usize = 256;
-
-    /// A buffer of `len` bytes; their contents are whatever they were.
-    fn take(&mut self, len: usize) -> Vec<u8> {
-        match self.0.pop() {
-            Some(mut b) => {
-                b.resize(len, 0);
-                b
-            }
-            None => vec![0; len],
-        }
-    }
-
-    fn give(&mut self, buf: Vec<u8>) {
-        if self.0.len() < Self::MAX && buf.capacity() >= 64 {
-            self.0.push(buf);
-        }
-    }
-}
 
 /// Counters of what was dropped and why.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
