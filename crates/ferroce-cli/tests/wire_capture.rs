@@ -22,12 +22,15 @@ fn shared() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"))
 }
 
+/// The `ferroce` binary, with GSO off (see the module docs).
+fn ferroce_cmd() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ferroce"));
+    c.env("FERROCE_GSO", "0");
+    c
+}
+
 fn ferroce(args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferroce"))
-        .env("FERROCE_GSO", "0")
-        .args(args)
-        .output()
-        .expect("run ferroce");
+    let out = ferroce_cmd().args(args).output().expect("run ferroce");
     assert!(
         out.status.success(),
         "ferroce {args:?}: {}{}",
@@ -90,39 +93,15 @@ fn captured_traffic_passes_independent_checks() {
     }
     for (i, t) in ["rc", "ud"].iter().enumerate() {
         let port = (18770 + i).to_string();
-        let server = Command::new(env!("CARGO_BIN_EXE_ferroce"))
-            .env("FERROCE_GSO", "0")
-            .args([
-                "pingpong",
-                "-t",
-                t,
-                "-n",
-                "20",
-                "-s",
-                "1001",
-                "-L",
-                "127.0.0.65",
-                "-p",
-                &port,
-            ])
+        let run = ["pingpong", "-t", t, "-n", "20", "-s", "1001", "-p", &port];
+        let server = ferroce_cmd()
+            .args(run)
+            .args(["-L", "127.0.0.65"])
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(300));
-        ferroce(&[
-            "pingpong",
-            "-t",
-            t,
-            "-n",
-            "20",
-            "-s",
-            "1001",
-            "-L",
-            "127.0.0.66",
-            "-p",
-            &port,
-            "127.0.0.65",
-        ]);
+        ferroce(&[&run[..], &["-L", "127.0.0.66", "127.0.0.65"]].concat());
         assert!(server.wait_with_output().unwrap().status.success());
     }
     std::thread::sleep(Duration::from_millis(500));

@@ -25,7 +25,9 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::mem::take;
 use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
 use std::os::fd::AsRawFd;
 
 use ferroce_wire::udp::ROCE_V2_PORT;
@@ -106,6 +108,9 @@ pub struct UdpBackend {
     bufs: Vec<Vec<u8>>,
     received: Vec<sys::Received>,
     scratch: sys::Scratch,
+    /// [`send`](Self::send)'s trains and messages, kept between calls.
+    trains: Vec<Range<usize>>,
+    msgs: Vec<sys::OutMsg>,
     verifier: RxVerifier,
     stats: UdpStats,
 }
@@ -167,6 +172,8 @@ impl UdpBackend {
             bufs: vec![vec![0u8; slot_len]; slots],
             received: Vec::with_capacity(cfg.batch),
             scratch: sys::Scratch::default(),
+            trains: Vec::new(),
+            msgs: Vec::new(),
             verifier: RxVerifier::default(),
             stats: UdpStats::default(),
         })
@@ -200,9 +207,23 @@ impl UdpBackend {
     /// port, runs of equal-size datagrams as GSO trains. Returns how many
     /// went out; the rest found the socket buffer full.
     pub fn send(&mut self, batch: &mut [OutDatagram<'_>]) -> io::Result<usize> {
-        let trains = self.plan_trains(batch);
+        // The two lists are kept between calls (a round that sends must not
+        // allocate); taken out here so that `self` stays free to borrow.
+        let (mut trains, mut msgs) = (take(&mut self.trains), take(&mut self.msgs));
+        let result = self.send_with(batch, &mut trains, &mut msgs);
+        (self.trains, self.msgs) = (trains, msgs);
+        result
+    }
+
+    fn send_with(
+        &mut self,
+        batch: &mut [OutDatagram<'_>],
+        trains: &mut Vec<Range<usize>>,
+        msgs: &mut Vec<sys::OutMsg>,
+    ) -> io::Result<usize> {
+        self.plan_trains(batch, trains);
         let local = self.cfg.local;
-        for t in &trains {
+        for t in trains.iter() {
             for (k, d) in batch[t.clone()].iter_mut().enumerate() {
                 // Segment k of a GSO train carries Identification k.
                 let ident = if t.len() > 1 { k as u16 } else { 0 };
@@ -228,38 +249,34 @@ impl UdpBackend {
                     .iter()
                     .take_while(|t| batch[t.start].src_port == port)
                     .count();
-            let parts: Vec<&[u8]> = trains[first..last]
-                .iter()
-                .flat_map(|t| batch[t.clone()].iter().map(|d| &d.transport[..]))
-                .collect();
             let mut at = 0;
-            let msgs: Vec<sys::OutMsg> = trains[first..last]
+            msgs.clear();
+            msgs.extend(trains[first..last].iter().map(|t| {
+                let d = &batch[t.start];
+                let m = sys::OutMsg {
+                    to: SocketAddr::new(d.remote, d.remote_port),
+                    parts: at..at + t.len(),
+                    segment: if t.len() > 1 {
+                        d.transport.len() as u16
+                    } else {
+                        0
+                    },
+                };
+                at += t.len();
+                m
+            }));
+            let parts = trains[first..last]
                 .iter()
-                .map(|t| {
-                    let d = &batch[t.start];
-                    let m = sys::OutMsg {
-                        to: SocketAddr::new(d.remote, d.remote_port),
-                        parts: at..at + t.len(),
-                        segment: if t.len() > 1 {
-                            d.transport.len() as u16
-                        } else {
-                            0
-                        },
-                    };
-                    at += t.len();
-                    m
-                })
-                .collect();
+                .flat_map(|t| batch[t.clone()].iter().map(|d| &d.transport[..]));
             let fd = self.tx_socket(port)?.as_raw_fd();
-            let n = match sys::send_batch(fd, &msgs, &parts, &mut self.scratch) {
+            let n = match sys::send_batch(fd, msgs, parts, &mut self.scratch) {
                 Ok(n) => n,
                 Err(e) if msgs[0].segment != 0 && gso_refused(&e) => {
                     // Resend the rest one by one, with the ICRCs of
                     // unsegmented datagrams.
-                    drop(parts);
                     self.cfg.gso = false;
                     let rest = trains[first].start;
-                    return Ok(sent + self.send(&mut batch[rest..])?);
+                    return Ok(sent + self.send_with(&mut batch[rest..], trains, msgs)?);
                 }
                 Err(e) => return Err(e),
             };
@@ -281,12 +298,12 @@ impl UdpBackend {
         Ok(sent)
     }
 
-    /// Cuts `batch` into trains: runs of datagrams with the same source
+    /// Cuts `batch` into `trains`: runs of datagrams with the same source
     /// port and destination, all as long as the first but the last (which
     /// may be shorter), at most [`MAX_SEGMENTS`] and [`MAX_TRAIN`] bytes.
     /// Without GSO every datagram is its own train.
-    fn plan_trains(&self, batch: &[OutDatagram<'_>]) -> Vec<std::ops::Range<usize>> {
-        let mut trains = Vec::new();
+    fn plan_trains(&self, batch: &[OutDatagram<'_>], trains: &mut Vec<Range<usize>>) {
+        trains.clear();
         let mut i = 0;
         while i < batch.len() {
             let head = &batch[i];
@@ -316,7 +333,6 @@ impl UdpBackend {
             trains.push(i..end);
             i = end;
         }
-        trains
     }
 
     /// Baseline for benchmarks: sends `batch` as plain datagrams through the
@@ -336,7 +352,7 @@ impl UdpBackend {
             })
             .collect();
         let fd = self.tx_socket(src_port)?.as_raw_fd();
-        sys::send_batch(fd, &msgs, batch, &mut self.scratch)
+        sys::send_batch(fd, &msgs, batch.iter().copied(), &mut self.scratch)
     }
 
     /// Baseline for benchmarks: sends `batch` (equal-size datagrams) as GSO
@@ -359,7 +375,7 @@ impl UdpBackend {
             })
             .collect();
         let fd = self.tx_socket(src_port)?.as_raw_fd();
-        let n = sys::send_batch(fd, &msgs, batch, &mut self.scratch)?;
+        let n = sys::send_batch(fd, &msgs, batch.iter().copied(), &mut self.scratch)?;
         Ok(msgs[..n].iter().map(|m| m.parts.len()).sum())
     }
 

@@ -30,7 +30,7 @@ impl Sleeper {
     /// (before or during the wait), or `timeout` passes.
     pub fn sleep(&self, socket: RawFd, timeout: Duration) -> io::Result<()> {
         let event = self.event.as_raw_fd();
-        sys::wait(&[socket, event], timeout)?;
+        sys::wait([socket, event], timeout)?;
         sys::eventfd_drain(event);
         Ok(())
     }

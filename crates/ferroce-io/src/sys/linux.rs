@@ -194,10 +194,10 @@ fn zeroed_storage() -> libc::sockaddr_storage {
 /// sent (a full socket buffer stops early, not an error). An error on the
 /// first message of a call is returned as is (for instance EIO or EINVAL
 /// when this path cannot do GSO).
-pub(crate) fn send_batch(
+pub(crate) fn send_batch<'a>(
     fd: RawFd,
     msgs: &[OutMsg],
-    parts: &[&[u8]],
+    parts: impl IntoIterator<Item = &'a [u8]>,
     scratch: &mut Scratch,
 ) -> io::Result<usize> {
     const CHUNK: usize = 64;
@@ -209,7 +209,7 @@ pub(crate) fn send_batch(
         ..
     } = scratch;
     iovs.clear();
-    iovs.extend(parts.iter().map(|b| libc::iovec {
+    iovs.extend(parts.into_iter().map(|b| libc::iovec {
         iov_base: b.as_ptr() as *mut libc::c_void,
         iov_len: b.len(),
     }));
@@ -510,15 +510,12 @@ pub(crate) fn eventfd_drain(fd: RawFd) {
 }
 
 /// Sleeps until one of `fds` is readable or `timeout` has passed.
-pub(crate) fn wait(fds: &[RawFd], timeout: std::time::Duration) -> io::Result<()> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
+pub(crate) fn wait(fds: [RawFd; 2], timeout: std::time::Duration) -> io::Result<()> {
+    let mut pfds = fds.map(|fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    });
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
