@@ -24,6 +24,8 @@ use std::time::Duration;
 use ferroce_core::{Endpoint, Instant, Transmit};
 use ferroce_io::{OutDatagram, Sleeper, UdpBackend};
 
+use crate::hold::ResponseHold;
+
 /// The backend and what it could not send yet.
 #[derive(Debug)]
 struct Io {
@@ -34,6 +36,8 @@ struct Io {
     pending: Vec<Transmit>,
     /// Buffers of sent packets, given back to the engine at its next lock.
     spent: Vec<Vec<u8>>,
+    /// Responses an application round held back.
+    hold: ResponseHold,
     /// The engine's next timer as the last round left it (API calls between
     /// rounds arm none; a round that does, reads it again at its end).
     next_timer: Option<Instant>,
@@ -81,6 +85,7 @@ impl Shared {
                 backend,
                 pending: Vec::new(),
                 spent: Vec::new(),
+                hold: ResponseHold::default(),
                 next_timer: None,
             }),
             kick: AtomicU64::new(0),
@@ -171,7 +176,7 @@ impl Shared {
         let now = self.now();
         self.app_progress
             .store(now.as_nanos().max(1), Ordering::Relaxed);
-        if self.progress_at(now).0 {
+        if self.progress_at(now, true).0 {
             self.app_idle.store(0, Ordering::Relaxed);
         } else if self.one_cpu
             || self.app_idle.fetch_add(1, Ordering::Relaxed) % YIELD_EVERY == YIELD_EVERY - 1
@@ -209,11 +214,12 @@ impl Shared {
     /// then receive what is waiting. Returns whether anything moved and the
     /// next timer. Returns at once if another thread is already doing this.
     pub(crate) fn progress(&self) -> (bool, Option<Instant>) {
-        self.progress_at(self.now())
+        self.progress_at(self.now(), false)
     }
 
-    /// [`progress`](Self::progress) with the time already read.
-    fn progress_at(&self, now: Instant) -> (bool, Option<Instant>) {
+    /// [`progress`](Self::progress) with the time already read; `app` for
+    /// a round the application runs (which may hold responses back).
+    fn progress_at(&self, now: Instant, app: bool) -> (bool, Option<Instant>) {
         let Ok(mut guard) = self.io.try_lock() else {
             return (false, None);
         };
@@ -242,6 +248,8 @@ impl Shared {
                     None => break,
                 }
             }
+            drop(ep);
+            io.hold.apply(&mut io.pending, now, app);
         }
         if !io.pending.is_empty() {
             sent += send_all(&mut io.backend, &mut io.pending, &mut io.spent, self.port);
@@ -326,7 +334,7 @@ fn send_all(
 
 /// Whether a BTH opcode is a response (READ responses, ACK, ATOMIC
 /// ACKNOWLEDGE).
-fn is_response(opcode: u8) -> bool {
+pub(crate) fn is_response(opcode: u8) -> bool {
     ferroce_wire::Opcode(opcode)
         .info()
         .is_some_and(|i| i.response)

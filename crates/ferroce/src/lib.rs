@@ -33,6 +33,7 @@
 
 mod device;
 mod driver;
+mod hold;
 
 use std::fmt;
 use std::io;

@@ -84,6 +84,14 @@ fn repeated<const K: usize>(
     }))
 }
 
+/// The median of each figure of (median, p99) runs; any failed run fails
+/// the measure.
+fn medians(runs: Vec<Result<(f64, f64), String>>) -> Result<[f64; 2], String> {
+    let runs = runs.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let (mut m, mut p): (Vec<f64>, Vec<f64>) = runs.into_iter().unzip();
+    Ok([median_p99(&mut m).0, median_p99(&mut p).0])
+}
+
 /// One `ferroce perf` run (client here, server in a child process); returns
 /// the numbers of its data row.
 fn perf(args: &BenchArgs, extra: &[String], port: u16) -> Result<Vec<f64>, String> {
@@ -194,10 +202,6 @@ pub(crate) fn run(args: &BenchArgs) -> Result<bool, String> {
     let rate_count = u64::from(args.rate_msgs);
     let [rate_mmsg, _] = stream(RATE_WRITE, rate_count, raw::Batching::Mmsg)?;
     let [rate_gso, _] = stream(RATE_WRITE, rate_count, raw::Batching::GsoGro)?;
-    eprintln!("raw UDP latency ...");
-    let [raw_med, raw_p99] = repeated(n, || {
-        raw::latency(server, client, SMALL_WRITE, args.lat_iters).map(|(m, p)| [m, p])
-    })?;
 
     let mut port = 18800;
     let mut next_port = || {
@@ -225,13 +229,19 @@ pub(crate) fn run(args: &BenchArgs) -> Result<bool, String> {
         });
         bw_rows.push((op, size, qps, r.map(|[g]| g)));
     }
-    eprintln!("ferroce perf latency 8 B ...");
-    let wl = repeated(n, || {
-        latency(args, "write", next_port()).map(|(m, p)| [m, p])
-    });
-    let sl = repeated(n, || {
-        latency(args, "send", next_port()).map(|(m, p)| [m, p])
-    });
+    // Latency moves with the machine's load more than anything here, so
+    // each run of the raw ping-pong sits right beside a run of each
+    // ferroce one.
+    eprintln!("raw UDP and ferroce latency 8 B ...");
+    let (mut raw_runs, mut write_runs, mut send_runs) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..n.max(1) {
+        raw_runs.push(raw::latency(server, client, SMALL_WRITE, args.lat_iters));
+        write_runs.push(latency(args, "write", next_port()));
+        send_runs.push(latency(args, "send", next_port()));
+    }
+    let [raw_med, raw_p99] = medians(raw_runs)?;
+    let wl = medians(write_runs);
+    let sl = medians(send_runs);
     eprintln!("ferroce perf write -s 64 (message rate) ...");
     let per = u64::from(args.rate_msgs);
     let rate = repeated(n, || {
