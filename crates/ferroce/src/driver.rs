@@ -50,6 +50,8 @@ pub(crate) struct Shared {
     io: Mutex<Io>,
     /// Bumped by every API call that may create work for the driver.
     kick: AtomicU64,
+    /// `kick` as the last round of progress found it when it began.
+    round_kick: AtomicU64,
     /// When the application last ran a round of progress itself (ns since
     /// `epoch`); 0 if never.
     app_progress: AtomicU64,
@@ -89,6 +91,7 @@ impl Shared {
                 next_timer: None,
             }),
             kick: AtomicU64::new(0),
+            round_kick: AtomicU64::new(0),
             app_progress: AtomicU64::new(0),
             app_idle: AtomicU64::new(0),
             stop: AtomicBool::new(false),
@@ -124,6 +127,12 @@ impl Shared {
         if self.sleeping.load(Ordering::SeqCst) {
             self.sleeper.wake();
         }
+    }
+
+    /// Whether an API call that may create work (a post) came since the
+    /// last round of progress began.
+    pub(crate) fn kicked_since_round(&self) -> bool {
+        self.kick.load(Ordering::SeqCst) != self.round_kick.load(Ordering::SeqCst)
     }
 
     pub(crate) fn now(&self) -> Instant {
@@ -224,6 +233,8 @@ impl Shared {
             return (false, None);
         };
         let io = &mut *guard;
+        self.round_kick
+            .store(self.kick.load(Ordering::SeqCst), Ordering::SeqCst);
         // Send first: what the last round left (a full socket buffer), then
         // what the engine has now. Packets that receiving makes (ACKs,
         // READ responses) wait for the next round, which comes at once when
