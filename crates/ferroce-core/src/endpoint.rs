@@ -15,7 +15,9 @@
 //! `poll_timeout`. The endpoint never reads a clock and opens no socket;
 //! its randomness (keys) comes from the seed in [`EndpointConfig`].
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
+
+use rustc_hash::FxHashMap as HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use ferroce_wire::TransportPacket;
@@ -119,9 +121,9 @@ impl Endpoint {
             pds: HashSet::new(),
             next_handle: 1,
             mrs: MrTable::default(),
-            cqs: HashMap::new(),
-            qps: HashMap::new(),
-            srqs: HashMap::new(),
+            cqs: HashMap::default(),
+            qps: HashMap::default(),
+            srqs: HashMap::default(),
             events: VecDeque::new(),
             order: Vec::new(),
             active: VecDeque::new(),

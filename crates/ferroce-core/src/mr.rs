@@ -3,7 +3,7 @@
 //! slice copies and need no `unsafe`. Each region has an I/O virtual address
 //! (`addr`) that peers use in RETH and AtomicETH, and unguessable keys.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::verbs::{Access, Sge, VerbsError};
 

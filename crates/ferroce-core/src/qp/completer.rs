@@ -2,7 +2,7 @@
 //! retransmits (go-back-N) on the local ACK timeout and on NAKs, waits out
 //! RNR NAKs, and completes send work requests in posting order.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use ferroce_wire::aeth::{NakCode, Syndrome, rnr_timer_us};
 use ferroce_wire::{Psn, TransportPacket};

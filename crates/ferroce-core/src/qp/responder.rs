@@ -11,7 +11,7 @@
 //! Receive WQEs come from the QP's own receive queue, or from its shared
 //! receive queue when it has one ([`take_recv`]); the rest is the same.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
 use ferroce_wire::aeth::{AethRepr, NakCode, Syndrome};
