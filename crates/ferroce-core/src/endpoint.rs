@@ -15,7 +15,8 @@
 //! `poll_timeout`. The endpoint never reads a clock and opens no socket;
 //! its randomness (keys) comes from the seed in [`EndpointConfig`].
 
-use std::collections::{HashSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet, VecDeque};
 
 use rustc_hash::FxHashMap as HashMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -95,8 +96,12 @@ pub struct Endpoint {
     pub(crate) srqs: HashMap<u32, Srq>,
     /// Asynchronous events not yet polled, oldest first.
     events: VecDeque<AsyncEvent>,
-    /// QPNs in creation order (timers run in this order).
-    order: Vec<u32>,
+    /// QP timers (retransmission, end of an RNR wait), earliest first, so
+    /// that finding the next one does not visit every QP. A QP files its
+    /// deadline when it becomes earlier than the one it has filed; an entry
+    /// that comes due finds the QP's deadline has moved later, and files it
+    /// again, or gone, and is dropped.
+    timers: BinaryHeap<Reverse<(Instant, u32)>>,
     /// QPs that may have a packet to send, in round-robin order: a QP is
     /// put here by whatever may give it one (a post, a packet for it, a
     /// timer, a state change) and leaves when it has nothing to send, so
@@ -125,7 +130,7 @@ impl Endpoint {
             qps: HashMap::default(),
             srqs: HashMap::default(),
             events: VecDeque::new(),
-            order: Vec::new(),
+            timers: BinaryHeap::new(),
             active: VecDeque::new(),
             capped: VecDeque::new(),
             in_flight: 0,
@@ -299,7 +304,6 @@ impl Endpoint {
         let qpn = self.next_qpn;
         self.next_qpn = (self.next_qpn + 1) & 0xff_ffff;
         self.qps.insert(qpn, Qp::new(qpn, init));
-        self.order.push(qpn);
         Ok(qpn)
     }
 
@@ -315,7 +319,6 @@ impl Endpoint {
             }
             srq.users -= 1;
         }
-        self.order.retain(|&q| q != qpn);
         self.events.retain(|e| match *e {
             AsyncEvent::QpFatal { qpn: n } | AsyncEvent::QpLastWqeReached { qpn: n } => n != qpn,
             _ => true,
@@ -568,12 +571,23 @@ impl Endpoint {
         }
     }
 
-    /// Brings `in_flight` up to date with QP `qpn`.
+    /// Brings the endpoint's books up to date with QP `qpn`: its packets
+    /// in flight, and its timer in the heap.
     fn recount(&mut self, qpn: u32) {
         if let Some(q) = self.qps.get_mut(&qpn) {
             let now = q.in_flight();
             self.in_flight = self.in_flight - u64::from(q.counted_in_flight) + u64::from(now);
             q.counted_in_flight = now;
+            let deadline = [q.comp.retransmit_at, q.comp.rnr_until]
+                .into_iter()
+                .flatten()
+                .min();
+            if let Some(d) = deadline
+                && q.timer_filed.is_none_or(|f| d < f)
+            {
+                q.timer_filed = Some(d);
+                self.timers.push(Reverse((d, qpn)));
+            }
         }
     }
 
@@ -846,30 +860,62 @@ impl Endpoint {
         None
     }
 
-    /// When `handle_timeout` is next due.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.qps
-            .values()
-            .flat_map(|q| [q.comp.retransmit_at, q.comp.rnr_until])
-            .flatten()
-            .min()
+    /// When `handle_timeout` is next due. (It takes `&mut self` to drop
+    /// heap entries whose QP's deadline has moved, so that the answer is
+    /// exact.)
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        while let Some(&Reverse((t, qpn))) = self.timers.peek() {
+            let Some(q) = self.qps.get_mut(&qpn) else {
+                self.timers.pop(); // destroyed
+                continue;
+            };
+            if q.timer_filed != Some(t) {
+                self.timers.pop(); // an earlier entry of this QP took its place
+                continue;
+            }
+            let deadline = [q.comp.retransmit_at, q.comp.rnr_until]
+                .into_iter()
+                .flatten()
+                .min();
+            if deadline == Some(t) {
+                return Some(t);
+            }
+            // Moved later or stopped: file the QP again.
+            self.timers.pop();
+            q.timer_filed = None;
+            self.recount(qpn);
+        }
+        None
     }
 
     /// Runs the timers due at `now`: retransmission and the end of RNR waits.
     pub fn handle_timeout(&mut self, now: Instant) {
-        for i in 0..self.order.len() {
-            let qpn = self.order[i];
+        let mut due = Vec::new();
+        while let Some(&Reverse((t, qpn))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            due.push((t, qpn));
+        }
+        for (t, qpn) in due {
             let Some(q) = self.qps.get_mut(&qpn) else {
-                continue;
+                continue; // destroyed
             };
-            let due = [q.comp.retransmit_at, q.comp.rnr_until]
+            if q.timer_filed != Some(t) {
+                continue; // an earlier entry of this QP took its place
+            }
+            q.timer_filed = None;
+            let fired = [q.comp.retransmit_at, q.comp.rnr_until]
                 .into_iter()
                 .flatten()
-                .any(|t| t <= now);
-            if due {
+                .any(|d| d <= now);
+            if fired {
                 completer::on_timeout(q, &mut self.cqs, &mut self.stats, now);
                 self.touched(qpn);
                 self.raise_events(qpn);
+            } else {
+                self.recount(qpn); // moved later, or stopped: file it again
             }
         }
     }

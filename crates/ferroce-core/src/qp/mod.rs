@@ -220,6 +220,9 @@ pub(crate) struct Qp {
     pub(crate) scheduled: bool,
     /// What this QP last added to the endpoint's count of packets in flight.
     pub(crate) counted_in_flight: u32,
+    /// The deadline of this QP's earliest entry in the endpoint's timer
+    /// heap, if it has one there.
+    pub(crate) timer_filed: Option<Instant>,
 }
 
 impl Qp {
@@ -269,6 +272,7 @@ impl Qp {
             error_reported: false,
             scheduled: false,
             counted_in_flight: 0,
+            timer_filed: None,
         }
     }
 

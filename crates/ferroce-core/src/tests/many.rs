@@ -1,6 +1,7 @@
 //! Many QPs at once: requests wait while the endpoint has MAX_IN_FLIGHT
 //! packets in flight, the count stays exact through loss and
-//! retransmission, every QP gets its turn, and everything completes with
+//! retransmission, the timer heap always names the earliest deadline,
+//! every QP gets its turn, and everything completes with
 //! the data intact.
 
 use super::util::{Faults, Pair, Side, connect, pattern, send_wr, sge};
@@ -12,11 +13,20 @@ const QPS: usize = 24;
 const MSGS: u64 = 6;
 const LEN: usize = 64 << 10;
 
-/// The endpoint's count equals the sum over its QPs.
-fn check_count(p: &Pair) {
-    for e in &p.eps {
+/// The endpoint's books agree with its QPs: the count of packets in
+/// flight is their sum, and the next timer (from the heap) is the earliest
+/// of their deadlines.
+fn check_books(p: &mut Pair) {
+    for e in &mut p.eps {
         let sum: u64 = e.qps.values().map(|q| u64::from(q.in_flight())).sum();
         assert_eq!(e.packets_in_flight(), sum);
+        let earliest = e
+            .qps
+            .values()
+            .flat_map(|q| [q.comp.retransmit_at, q.comp.rnr_until])
+            .flatten()
+            .min();
+        assert_eq!(e.poll_timeout(), earliest);
     }
 }
 
@@ -47,7 +57,7 @@ fn run(seed: u64, faults: Faults) {
     let mut peak = 0;
     let mut done = [0u64; QPS];
     p.drive_until(5_000_000, |p| {
-        check_count(p);
+        check_books(p);
         peak = peak.max(p.eps[0].packets_in_flight());
         for (k, [a, _]) in sides.iter().enumerate() {
             for wc in p.completions(0, a.cq) {
@@ -69,7 +79,7 @@ fn run(seed: u64, faults: Faults) {
         assert_eq!(p.eps[0].stats().retransmits, 0);
     }
     p.settle(1_000_000);
-    check_count(&p);
+    check_books(&mut p);
     assert_eq!(p.eps[0].packets_in_flight(), 0);
     for (k, [_, b]) in sides.iter().enumerate() {
         let got = read_mr(&p, 1, b.mr.lkey, 0, MSGS as usize * LEN);

@@ -147,7 +147,7 @@ impl Pair {
             return true;
         }
         let next_packet = self.in_flight.peek().map(|Reverse((at, ..))| *at);
-        let next_timer = self.eps.iter().filter_map(|e| e.poll_timeout()).min();
+        let next_timer = self.eps.iter_mut().filter_map(|e| e.poll_timeout()).min();
         let next = match (next_packet, next_timer) {
             (Some(a), Some(b)) => a.min(b),
             (a, b) => match a.or(b) {
