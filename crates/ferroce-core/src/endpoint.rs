@@ -799,8 +799,17 @@ impl Endpoint {
     /// overrun the peer's receive buffer, and the losses cost a timeout
     /// each.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        if self.in_flight < MAX_IN_FLIGHT && !self.capped.is_empty() {
-            self.active.extend(self.capped.drain(..));
+        // Below the cap, QPs that waited for it go first, as many as the
+        // room can take a burst from (not all of them: with 1,000 QPs
+        // waiting, moving every one back and forth each time a packet's
+        // worth of room appeared made the round O(QPs)). Only between
+        // bursts, so that the QP at the front keeps its run of packets.
+        if self.in_flight < MAX_IN_FLIGHT && !self.capped.is_empty() && self.burst == 0 {
+            let room = (MAX_IN_FLIGHT - self.in_flight).div_ceil(u64::from(BURST));
+            let n = (room as usize).min(self.capped.len());
+            for qpn in self.capped.drain(..n).rev() {
+                self.active.push_front(qpn);
+            }
         }
         while let Some(qpn) = self.active.pop_front() {
             let capped = self.in_flight >= MAX_IN_FLIGHT;

@@ -7,6 +7,14 @@
 //! Identification 0), which the ICRC covers. Sends are batched per source
 //! port with `sendmmsg`. See [`crate::icrc`] for what is verified on receive.
 //!
+//! The send sockets are at most [`UdpConfig::max_tx_sockets`]: past that, a
+//! new source port is sent from one of the ports already open (the same
+//! one every time, so a flow stays on one port and in order), and the
+//! ICRC is computed for the port on the wire. A socket per QP ran out of
+//! file descriptors at about a thousand QPs, and opening one in the middle
+//! of traffic took up to 12 ms here (1,000 QPs starting at once stalled for
+//! tens of milliseconds).
+//!
 //! The kernel's cost is per datagram (see ../shared/LIMITS.md: about 3 µs
 //! to send a 4 KiB one), whatever the syscall batching, so the backend
 //! also uses UDP segmentation offload where it can:
@@ -52,6 +60,8 @@ pub struct UdpConfig {
     pub gso: bool,
     /// Receive coalesced trains (UDP GRO); receive buffers are then 64 KiB.
     pub gro: bool,
+    /// The most send sockets (UDP source ports) to open; at least 1.
+    pub max_tx_sockets: usize,
 }
 
 impl UdpConfig {
@@ -63,6 +73,7 @@ impl UdpConfig {
             max_datagram: 4200,
             gso: true,
             gro: true,
+            max_tx_sockets: 64,
         }
     }
 }
@@ -105,6 +116,11 @@ pub struct UdpBackend {
     cfg: UdpConfig,
     rx: Socket,
     tx: HashMap<u16, Socket>,
+    /// The ports of `tx`, in the order they were opened.
+    tx_ports: Vec<u16>,
+    /// The port on the wire of each source port asked for, once all the
+    /// sockets allowed are open.
+    shared_port: HashMap<u16, u16>,
     bufs: Vec<Vec<u8>>,
     received: Vec<sys::Received>,
     scratch: sys::Scratch,
@@ -169,6 +185,8 @@ impl UdpBackend {
             cfg,
             rx,
             tx: HashMap::new(),
+            tx_ports: Vec::new(),
+            shared_port: HashMap::new(),
             bufs: vec![vec![0u8; slot_len]; slots],
             received: Vec::with_capacity(cfg.batch),
             scratch: sys::Scratch::default(),
@@ -199,8 +217,41 @@ impl UdpBackend {
             s.set_reuse_address(true)?;
             s.bind(&SocketAddr::new(self.cfg.local, port).into())?;
             self.tx.insert(port, s);
+            self.tx_ports.push(port);
         }
         Ok(&self.tx[&port])
+    }
+
+    /// The source port datagrams asking for `port` leave from: `port`
+    /// itself while sockets may still be opened (or it has one), else one
+    /// of the open ports, chosen once and kept.
+    fn wire_port(&mut self, port: u16) -> io::Result<u16> {
+        if self.tx.contains_key(&port) {
+            return Ok(port);
+        }
+        if let Some(&p) = self.shared_port.get(&port) {
+            return Ok(p);
+        }
+        if self.tx_ports.len() < self.cfg.max_tx_sockets.max(1) {
+            match self.tx_socket(port) {
+                Ok(_) => return Ok(port),
+                // Taken by another program: share one of ours instead.
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                    if self.tx_ports.is_empty() {
+                        return Err(e);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let p = self.tx_ports[usize::from(port) % self.tx_ports.len()];
+        self.shared_port.insert(port, p);
+        Ok(p)
+    }
+
+    /// How many send sockets are open.
+    pub fn tx_sockets(&self) -> usize {
+        self.tx.len()
     }
 
     /// Fills in each datagram's ICRC and sends them, batched per source
@@ -221,6 +272,9 @@ impl UdpBackend {
         trains: &mut Vec<Range<usize>>,
         msgs: &mut Vec<sys::OutMsg>,
     ) -> io::Result<usize> {
+        for d in batch.iter_mut() {
+            d.src_port = self.wire_port(d.src_port)?;
+        }
         self.plan_trains(batch, trains);
         let local = self.cfg.local;
         for t in trains.iter() {

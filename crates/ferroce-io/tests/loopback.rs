@@ -188,3 +188,60 @@ fn gso_trains_to_a_gro_receiver() {
 fn gso_trains_to_a_plain_receiver() {
     trains(false, 47400);
 }
+
+/// Past `max_tx_sockets`, new source ports share the sockets already open:
+/// each asked-for port keeps one port on the wire, and the ICRC is computed
+/// for that port (the receiver verifies every datagram).
+#[test]
+fn source_ports_past_the_socket_limit_share_open_ones() {
+    let a = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 5));
+    let b = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 6));
+    let port = 47500;
+    let mut ca = UdpConfig::new(a);
+    ca.port = port;
+    ca.max_tx_sockets = 2;
+    let mut cb = UdpConfig::new(b);
+    cb.port = port + 1;
+    let (mut tx, mut rx) = (UdpBackend::bind(ca).unwrap(), UdpBackend::bind(cb).unwrap());
+    let asked: Vec<u16> = (1..=6).map(|i| 0xd000 + i).collect();
+    // Each asked-for port sends twice, tagged with its index.
+    let mut bufs: Vec<Vec<u8>> = (0..12).map(|k| vec![(k % 6) as u8; 64]).collect();
+    let mut batch: Vec<OutDatagram<'_>> = bufs
+        .iter_mut()
+        .enumerate()
+        .map(|(k, t)| OutDatagram {
+            remote: b,
+            remote_port: port + 1,
+            src_port: asked[k % 6],
+            transport: t,
+        })
+        .collect();
+    assert_eq!(tx.send(&mut batch).unwrap(), 12);
+    assert_eq!(tx.tx_sockets(), 2);
+    let mut seen: Vec<(u8, u16)> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while seen.len() < 12 && Instant::now() < deadline {
+        rx.recv(|_, from_port, data| seen.push((data[0], from_port)))
+            .unwrap();
+    }
+    assert_eq!(seen.len(), 12, "{:?}", rx.stats());
+    assert_eq!(rx.stats().rx_bad_icrc, 0);
+    for tag in 0..6u8 {
+        let ports: Vec<u16> = seen
+            .iter()
+            .filter(|(t, _)| *t == tag)
+            .map(|&(_, p)| p)
+            .collect();
+        assert_eq!(ports.len(), 2);
+        assert_eq!(
+            ports[0],
+            ports[1],
+            "port {:#x} moved",
+            asked[usize::from(tag)]
+        );
+        assert!(ports[0] == 0xd001 || ports[0] == 0xd002, "{ports:x?}");
+        if tag < 2 {
+            assert_eq!(ports[0], asked[usize::from(tag)], "its own socket");
+        }
+    }
+}

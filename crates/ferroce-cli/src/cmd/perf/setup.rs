@@ -42,13 +42,32 @@ impl Params {
         }
     }
 
-    /// Bytes of the region: one message slot per outstanding request.
+    /// Bytes of the region. As in perftest, messages reuse one buffer
+    /// rather than each outstanding one having its own, so that a run
+    /// measures the stack and not the memory behind it (with a slot per
+    /// request, 1 MiB messages at depth 128 streamed from a 128 MiB region
+    /// at half the speed). Twice the larger of the message and
+    /// [`CYCLE`]: a latency run puts its 8-byte mark beside the message.
     pub(super) fn region_len(&self) -> usize {
-        self.size * self.tx_depth.max(1) as usize
+        2 * self.size.max(CYCLE)
+    }
+
+    /// Where the `k`th message of a QP goes in the region: as perftest,
+    /// messages of at most half of [`CYCLE`] take successive places in
+    /// it, larger ones all the start.
+    pub(super) fn slot(&self, k: u32) -> u64 {
+        if self.size * 2 <= CYCLE {
+            (u64::from(k) * self.size as u64) % CYCLE as u64
+        } else {
+            0
+        }
     }
 }
 
 /// The largest IB MTU not above `bytes` (256 at least).
+/// perftest's cycle buffer (a page).
+pub(super) const CYCLE: usize = 4096;
+
 fn mtu_of(bytes: usize) -> Mtu {
     [Mtu::Mtu4096, Mtu::Mtu2048, Mtu::Mtu1024, Mtu::Mtu512]
         .into_iter()
