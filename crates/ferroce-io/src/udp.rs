@@ -10,10 +10,10 @@
 //! The send sockets are at most [`UdpConfig::max_tx_sockets`]: past that, a
 //! new source port is sent from one of the ports already open (the same
 //! one every time, so a flow stays on one port and in order), and the
-//! ICRC is computed for the port on the wire. A socket per QP ran out of
-//! file descriptors at about a thousand QPs, and opening one in the middle
-//! of traffic took up to 12 ms here (1,000 QPs starting at once stalled for
-//! tens of milliseconds).
+//! ICRC is computed for the port on the wire. A socket per QP would take a
+//! file descriptor per QP (Linux's usual limit is 1,024 per process), and
+//! opening one in the middle of traffic took up to 12 ms here: 1,000 QPs
+//! starting at once stalled for tens of milliseconds.
 //!
 //! The kernel's cost is per datagram (see ../shared/LIMITS.md: about 3 µs
 //! to send a 4 KiB one), whatever the syscall batching, so the backend
