@@ -420,16 +420,41 @@ impl UdpBackend {
         per_train: usize,
     ) -> io::Result<usize> {
         let per_train = per_train.clamp(1, MAX_SEGMENTS);
-        let msgs: Vec<sys::OutMsg> = (0..batch.len())
+        let lens: Vec<usize> = (0..batch.len())
             .step_by(per_train)
-            .map(|i| sys::OutMsg {
-                to: remote,
-                parts: i..(i + per_train).min(batch.len()),
-                segment: batch[i].len() as u16,
-            })
+            .map(|i| per_train.min(batch.len() - i))
             .collect();
+        self.send_raw_trains(remote, src_port, batch, &lens)
+    }
+
+    /// Baseline for benchmarks: sends `batch` in one `sendmmsg` as
+    /// messages of `trains[i]` datagrams each (a GSO train when more than
+    /// one: its datagrams as long as its first, but the last, which may be
+    /// shorter), with no RoCE processing. Returns how many datagrams went
+    /// out.
+    pub fn send_raw_trains(
+        &mut self,
+        remote: SocketAddr,
+        src_port: u16,
+        batch: &[&[u8]],
+        trains: &[usize],
+    ) -> io::Result<usize> {
+        let mut at = 0;
+        let mut msgs = Vec::with_capacity(trains.len());
+        for &n in trains {
+            let n = n.clamp(1, MAX_SEGMENTS).min(batch.len() - at);
+            if n == 0 {
+                break;
+            }
+            msgs.push(sys::OutMsg {
+                to: remote,
+                parts: at..at + n,
+                segment: if n > 1 { batch[at].len() as u16 } else { 0 },
+            });
+            at += n;
+        }
         let fd = self.tx_socket(src_port)?.as_raw_fd();
-        let n = sys::send_batch(fd, &msgs, batch.iter().copied(), &mut self.scratch)?;
+        let n = sys::send_batch(fd, &msgs, batch[..at].iter().copied(), &mut self.scratch)?;
         Ok(msgs[..n].iter().map(|m| m.parts.len()).sum())
     }
 

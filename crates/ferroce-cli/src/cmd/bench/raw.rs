@@ -120,6 +120,11 @@ pub(super) enum Batching {
     /// UDP GSO trains on send (as long as 64 KiB allows, at most 64
     /// datagrams), UDP GRO on receive.
     GsoGro,
+    /// Shaped as 64 KiB RDMA WRITEs at MTU 4096 go out: per 16 datagrams,
+    /// one 16 bytes longer (the FIRST packet carries a RETH), which cannot
+    /// join a train of the shorter ones, then a train of the 15 others;
+    /// GRO on receive.
+    WriteShaped,
 }
 
 /// A one-way stream of `count` datagrams of `size` bytes from `client` to
@@ -131,10 +136,17 @@ pub(super) fn stream(
     count: u64,
     how: Batching,
 ) -> Result<(f64, f64), String> {
-    let child = spawn_peer("sink", server, count, how == Batching::GsoGro)?;
+    let child = spawn_peer("sink", server, count, how != Batching::Mmsg)?;
     let mut b = backend(client, false)?;
     let data = vec![0x5au8; size];
-    let batch: Vec<&[u8]> = vec![&data[..]; 64];
+    let first = vec![0x5au8; size + 16];
+    let mut batch: Vec<&[u8]> = vec![&data[..]; 64];
+    if how == Batching::WriteShaped {
+        for k in (0..64).step_by(16) {
+            batch[k] = &first[..];
+        }
+    }
+    let shaped = [1, 15, 1, 15, 1, 15, 1, 15];
     let per_train = (ferroce_io::udp::MAX_TRAIN / size).clamp(1, 64);
     let to = SocketAddr::new(server, ROCE_PORT);
     let mut sent = 0u64;
@@ -144,6 +156,7 @@ pub(super) fn stream(
         sent += match how {
             Batching::Mmsg => b.send_raw(to, 0xc000, &batch[..n]),
             Batching::GsoGro => b.send_raw_gso(to, 0xc000, &batch[..n], per_train),
+            Batching::WriteShaped => b.send_raw_trains(to, 0xc000, &batch[..n], &shaped),
         }
         .map_err(|e| e.to_string())? as u64;
     }
