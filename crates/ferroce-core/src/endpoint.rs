@@ -15,8 +15,7 @@
 //! `poll_timeout`. The endpoint never reads a clock and opens no socket;
 //! its randomness (keys) comes from the seed in [`EndpointConfig`].
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 
 use rustc_hash::FxHashMap as HashMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -30,6 +29,7 @@ use crate::mr::{Mr, MrInfo, MrTable, sg_len};
 use crate::qp::{self, Qp, QpInit, SendWqe, completer, requester, responder};
 use crate::srq::{MAX_SRQ_WR, Srq};
 use crate::time::Instant;
+use crate::timers::Timers;
 pub(crate) use crate::transmit::BufPool;
 pub use crate::transmit::Transmit;
 use crate::verbs::{
@@ -96,12 +96,8 @@ pub struct Endpoint {
     pub(crate) srqs: HashMap<u32, Srq>,
     /// Asynchronous events not yet polled, oldest first.
     events: VecDeque<AsyncEvent>,
-    /// QP timers (retransmission, end of an RNR wait), earliest first, so
-    /// that finding the next one does not visit every QP. A QP files its
-    /// deadline when it becomes earlier than the one it has filed; an entry
-    /// that comes due finds the QP's deadline has moved later, and files it
-    /// again, or gone, and is dropped.
-    timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    /// QP timers, earliest first.
+    timers: Timers,
     /// QPs that may have a packet to send, in round-robin order: a QP is
     /// put here by whatever may give it one (a post, a packet for it, a
     /// timer, a state change) and leaves when it has nothing to send, so
@@ -130,7 +126,7 @@ impl Endpoint {
             qps: HashMap::default(),
             srqs: HashMap::default(),
             events: VecDeque::new(),
-            timers: BinaryHeap::new(),
+            timers: Timers::default(),
             active: VecDeque::new(),
             capped: VecDeque::new(),
             in_flight: 0,
@@ -578,16 +574,7 @@ impl Endpoint {
             let now = q.in_flight();
             self.in_flight = self.in_flight - u64::from(q.counted_in_flight) + u64::from(now);
             q.counted_in_flight = now;
-            let deadline = [q.comp.retransmit_at, q.comp.rnr_until]
-                .into_iter()
-                .flatten()
-                .min();
-            if let Some(d) = deadline
-                && q.timer_filed.is_none_or(|f| d < f)
-            {
-                q.timer_filed = Some(d);
-                self.timers.push(Reverse((d, qpn)));
-            }
+            self.timers.file(qpn, q.next_deadline(), &mut q.timer_filed);
         }
     }
 
@@ -873,7 +860,7 @@ impl Endpoint {
     /// heap entries whose QP's deadline has moved, so that the answer is
     /// exact.)
     pub fn poll_timeout(&mut self) -> Option<Instant> {
-        while let Some(&Reverse((t, qpn))) = self.timers.peek() {
+        while let Some((t, qpn)) = self.timers.peek() {
             let Some(q) = self.qps.get_mut(&qpn) else {
                 self.timers.pop(); // destroyed
                 continue;
@@ -882,11 +869,7 @@ impl Endpoint {
                 self.timers.pop(); // an earlier entry of this QP took its place
                 continue;
             }
-            let deadline = [q.comp.retransmit_at, q.comp.rnr_until]
-                .into_iter()
-                .flatten()
-                .min();
-            if deadline == Some(t) {
+            if q.next_deadline() == Some(t) {
                 return Some(t);
             }
             // Moved later or stopped: file the QP again.
@@ -899,15 +882,7 @@ impl Endpoint {
 
     /// Runs the timers due at `now`: retransmission and the end of RNR waits.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let mut due = Vec::new();
-        while let Some(&Reverse((t, qpn))) = self.timers.peek() {
-            if t > now {
-                break;
-            }
-            self.timers.pop();
-            due.push((t, qpn));
-        }
-        for (t, qpn) in due {
+        for (t, qpn) in self.timers.take_due(now) {
             let Some(q) = self.qps.get_mut(&qpn) else {
                 continue; // destroyed
             };
@@ -915,11 +890,7 @@ impl Endpoint {
                 continue; // an earlier entry of this QP took its place
             }
             q.timer_filed = None;
-            let fired = [q.comp.retransmit_at, q.comp.rnr_until]
-                .into_iter()
-                .flatten()
-                .any(|d| d <= now);
-            if fired {
+            if q.next_deadline().is_some_and(|d| d <= now) {
                 completer::on_timeout(q, &mut self.cqs, &mut self.stats, now);
                 self.touched(qpn);
                 self.raise_events(qpn);

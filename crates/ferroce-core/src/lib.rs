@@ -25,6 +25,7 @@ mod mr;
 mod qp;
 mod srq;
 pub mod time;
+mod timers;
 mod transmit;
 pub mod verbs;
 

@@ -276,6 +276,14 @@ impl Qp {
         }
     }
 
+    /// The earliest of its timers (retransmission, end of an RNR wait).
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        [self.comp.retransmit_at, self.comp.rnr_until]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
     /// Packets a message of `len` bytes takes at this QP's MTU.
     pub(crate) fn packets_for(&self, len: u64) -> u32 {
         let mtu = self.cfg.mtu.bytes() as u64;

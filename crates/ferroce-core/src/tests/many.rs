@@ -20,12 +20,7 @@ fn check_books(p: &mut Pair) {
     for e in &mut p.eps {
         let sum: u64 = e.qps.values().map(|q| u64::from(q.in_flight())).sum();
         assert_eq!(e.packets_in_flight(), sum);
-        let earliest = e
-            .qps
-            .values()
-            .flat_map(|q| [q.comp.retransmit_at, q.comp.rnr_until])
-            .flatten()
-            .min();
+        let earliest = e.qps.values().filter_map(|q| q.next_deadline()).min();
         assert_eq!(e.poll_timeout(), earliest);
     }
 }
