@@ -26,6 +26,9 @@ pub(super) struct Params {
     pub(super) mtu: Mtu,
     /// Client side only (the server does not need it).
     pub(super) atomic: AtomicType,
+    /// The region is at least this long (this side only: perftest's
+    /// layout needs room for a slot per QP and the atomic results).
+    pub(super) min_region: usize,
 }
 
 impl Params {
@@ -39,6 +42,7 @@ impl Params {
             tx_depth: a.tx_depth.max(1),
             mtu: mtu_of(a.mtu),
             atomic: a.atomic_type,
+            min_region: 0,
         }
     }
 
@@ -49,7 +53,7 @@ impl Params {
     /// at half the speed). Twice the larger of the message and
     /// [`CYCLE`]: a latency run puts its 8-byte mark beside the message.
     pub(super) fn region_len(&self) -> usize {
-        2 * self.size.max(CYCLE)
+        (2 * self.size.max(CYCLE)).max(self.min_region)
     }
 
     /// Where the `k`th message of a QP goes in the region: as perftest,
@@ -129,6 +133,7 @@ pub(super) fn read_params(s: &mut TcpStream) -> Result<Params, String> {
         tx_depth: (num("tx_depth")? as u32).clamp(1, 1024),
         mtu: mtu_of(num("mtu")? as usize),
         atomic: AtomicType::FetchAndAdd,
+        min_region: 0,
     })
 }
 

@@ -371,11 +371,10 @@ pub(super) fn run(args: &PerfArgs) -> Result<bool, String> {
 
     // perftest addresses the peer's buffer within max(size, cycle buffer)
     // of the address in its key; our region must hold a slot per QP, our
-    // own messages and the atomic results, so the slot count may grow.
+    // own messages and the atomic results.
     let lay = Layout::new(&p, &agreed);
-    let need = lay.len(u64::from(p.tx_depth)) as usize;
     let mut open = p;
-    open.tx_depth = p.tx_depth.max(need.div_ceil(p.size) as u32);
+    open.min_region = lay.len(u64::from(p.tx_depth)) as usize;
     let side = Side::open(local, &open)?;
     let mine = my_keys(&side, &lay);
 
@@ -796,6 +795,7 @@ mod tests {
             tx_depth: 16,
             mtu: Mtu::Mtu1024,
             atomic: AtomicType::FetchAndAdd,
+            min_region: 0,
         };
         let l = Layout::new(&p, &a);
         assert_eq!((l.inc, l.per_cycle, l.slot), (64, 64, 4096));
