@@ -163,12 +163,15 @@ const APP_ACTIVE: Duration = Duration::from_micros(200);
 /// two ferroce processes in a 1-vCPU guest was 2-5 times rxe's).
 const APP_ACTIVE_ONE_CPU: Duration = Duration::from_millis(10);
 
-/// How long the driver thread sleeps at a time while it stands back: each
-/// wake-up takes a core from a spinning application thread (at 50 µs, the
-/// 8-byte latency's p99 was 25-30% higher), and the application moves the
-/// engine meanwhile; so, when the application stops polling, the driver
-/// takes over within this long.
-const STAND_BACK: Duration = Duration::from_millis(1);
+/// The longest the driver thread sleeps at a time while it stands back:
+/// each wake-up takes a core from a spinning application thread, and the
+/// application moves the engine meanwhile. With two processes
+/// busy-polling on 2 cores, the 8-byte WRITE latency's p99 was 16-19 µs at
+/// 1 ms and 5.1-5.5 µs at 10 ms (the raw UDP ping-pong's: about 5 µs).
+/// When the application stops polling, the driver takes over within this
+/// long, sooner if an engine timer falls due ([`Shared::stand_back`]);
+/// responses the application's last round left owed wait that long.
+const STAND_BACK: Duration = Duration::from_millis(10);
 
 impl Shared {
     /// A round of progress run by an application call (`poll`), which
@@ -205,6 +208,22 @@ impl Shared {
         for _ in 0..4 {
             self.progress();
         }
+    }
+
+    /// How long to sleep while standing back: [`STAND_BACK`], or until the
+    /// engine's next timer if that is sooner (should the application stop
+    /// polling meanwhile, the timer is then not late), but not less than
+    /// the window in which an active application runs it itself.
+    fn stand_back(&self) -> Duration {
+        let window = if self.one_cpu {
+            APP_ACTIVE_ONE_CPU
+        } else {
+            APP_ACTIVE
+        };
+        let timer = self.io.try_lock().ok().and_then(|io| io.next_timer);
+        timer.map_or(STAND_BACK, |t| {
+            t.since(self.now()).clamp(window, STAND_BACK)
+        })
     }
 
     /// Whether the application ran progress itself within [`APP_ACTIVE`]
@@ -290,7 +309,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
         if shared.app_active() {
             // The application is polling and so moving the engine; a timer
             // that falls due is run by its next round.
-            std::thread::sleep(STAND_BACK);
+            std::thread::sleep(shared.stand_back());
             continue;
         }
         let (worked, next_timer) = shared.progress();
