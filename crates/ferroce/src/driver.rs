@@ -12,9 +12,12 @@
 //! a round too when the application polls, so a busy-polling application
 //! makes progress without waiting for the driver thread to be scheduled (on
 //! a machine with fewer cores than spinning threads, that wait is what
-//! dominates latency); while it does, the driver thread stands back (short
-//! sleeps instead of spinning), so that a process has one busy thread, not
-//! two, competing for the cores.
+//! dominates latency); while it does, the driver thread stands back (sleeps
+//! of up to 10 ms instead of spinning), so that a process has one busy
+//! thread, not two, competing for the cores. Responses an application round
+//! makes may wait a moment for the application's next request
+//! ([`crate::hold`]); a poll with completions waiting and nothing posted
+//! since the last round takes them without a round.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
