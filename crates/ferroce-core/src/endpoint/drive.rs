@@ -1,0 +1,212 @@
+//! The endpoint's sans-IO loop: packets in ([`Endpoint::handle_datagram`]),
+//! packets out ([`Endpoint::poll_transmit`]) and time
+//! ([`Endpoint::poll_timeout`], [`Endpoint::handle_timeout`]), and the books
+//! they keep: which QPs may send (the active queue, the QPs waiting for the
+//! in-flight cap), the packets in flight and the timer heap.
+
+use std::net::IpAddr;
+
+use ferroce_wire::TransportPacket;
+
+use super::{BURST, Endpoint, MAX_IN_FLIGHT, Transmit};
+use crate::qp::{completer, requester, responder};
+use crate::time::Instant;
+use crate::verbs::{QpState, QpType};
+
+impl Endpoint {
+    /// A received transport packet (BTH through ICRC, ICRC already checked)
+    /// from `from`. Malformed or unexpected packets are dropped and counted.
+    pub fn handle_datagram(&mut self, now: Instant, from: IpAddr, data: &[u8]) {
+        self.stats.rx_packets += 1;
+        let Ok(pkt) = TransportPacket::new_checked(data) else {
+            self.stats.rx_malformed += 1;
+            return;
+        };
+        let dqpn = pkt.bth().dest_qp();
+        let Some(q) = self.qps.get_mut(&dqpn) else {
+            self.stats.rx_unknown_qp += 1;
+            return;
+        };
+        if !matches!(
+            q.state,
+            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+        ) {
+            self.stats.rx_wrong_state += 1;
+            return;
+        }
+        let transport = pkt.info().transport;
+        let expected = match q.init.qp_type {
+            QpType::Rc => ferroce_wire::Transport::Rc,
+            QpType::Uc => ferroce_wire::Transport::Uc,
+            QpType::Ud => ferroce_wire::Transport::Ud,
+        };
+        if transport != expected {
+            self.stats.rx_unexpected += 1;
+            return;
+        }
+        if q.init.qp_type != QpType::Ud && q.cfg.path.is_some_and(|p| p.remote != from) {
+            self.stats.rx_wrong_source += 1;
+            return;
+        }
+        if pkt.info().response {
+            completer::on_response(q, &pkt, &mut self.mrs, &mut self.cqs, &mut self.stats, now);
+        } else {
+            responder::on_request(
+                q,
+                &pkt,
+                from,
+                &mut self.mrs,
+                &mut self.cqs,
+                &mut self.srqs,
+                &mut self.stats,
+            );
+        }
+        self.touched(dqpn);
+        self.raise_events(dqpn);
+    }
+
+    /// The next packet to send, if any: the active QPs take turns, one
+    /// packet each; a QP's responses go before its new requests. While the
+    /// endpoint has [`MAX_IN_FLIGHT`] packets in flight, requests wait
+    /// (responses do not): many QPs at their full window would otherwise
+    /// overrun the peer's receive buffer, and the losses cost a timeout
+    /// each.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        // Below the cap, QPs that waited for it go first, as many as the
+        // room can take a burst from (not all of them: with 1,000 QPs
+        // waiting, moving every one back and forth each time a packet's
+        // worth of room appeared made the round O(QPs)). Only between
+        // bursts, so that the QP at the front keeps its run of packets.
+        if self.in_flight < MAX_IN_FLIGHT && !self.capped.is_empty() && self.burst == 0 {
+            let room = (MAX_IN_FLIGHT - self.in_flight).div_ceil(u64::from(BURST));
+            let n = (room as usize).min(self.capped.len());
+            for qpn in self.capped.drain(..n).rev() {
+                self.active.push_front(qpn);
+            }
+        }
+        while let Some(qpn) = self.active.pop_front() {
+            let capped = self.in_flight >= MAX_IN_FLIGHT;
+            let Some(q) = self.qps.get_mut(&qpn) else {
+                self.burst = 0;
+                continue; // destroyed
+            };
+            let mut t = responder::next_response(q, &self.mrs, &mut self.pool);
+            if t.is_none() && capped {
+                if !requester::has_work(q) {
+                    q.scheduled = false;
+                    self.burst = 0;
+                    continue;
+                }
+                // One more packet, asking for an ACK, if the last ones did
+                // not: a QP stopped mid-message would otherwise hold its
+                // packets in flight (and others waiting) until a timeout.
+                if requester::owes_ack_request(q) {
+                    t = requester::next_packet(q, &self.mrs, &mut self.pool, now, true);
+                }
+                if t.is_none() {
+                    self.capped.push_back(qpn);
+                    self.burst = 0;
+                    continue;
+                }
+            }
+            if t.is_none() {
+                t = requester::next_packet(q, &self.mrs, &mut self.pool, now, false);
+            }
+            let Some(t) = t else {
+                q.scheduled = false;
+                self.burst = 0;
+                continue;
+            };
+            let rc = q.init.qp_type == QpType::Rc;
+            if !rc {
+                completer::complete_done(q, &mut self.cqs);
+            }
+            // A QP keeps its turn for a burst of packets (a 64 KiB message
+            // at MTU 4096), so that the I/O layer sees runs of one flow it
+            // can send as one GSO train, then goes to the back.
+            if self.burst + 1 < BURST {
+                self.burst += 1;
+                self.active.push_front(qpn);
+            } else {
+                self.burst = 0;
+                self.active.push_back(qpn);
+            }
+            self.stats.tx_packets += 1;
+            if rc {
+                self.recount(qpn);
+            } else {
+                self.raise_events(qpn);
+            }
+            return Some(t);
+        }
+        None
+    }
+
+    /// When `handle_timeout` is next due. (It takes `&mut self` to drop
+    /// heap entries whose QP's deadline has moved, so that the answer is
+    /// exact.)
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        while let Some((t, qpn)) = self.timers.peek() {
+            let Some(q) = self.qps.get_mut(&qpn) else {
+                self.timers.pop(); // destroyed
+                continue;
+            };
+            if q.timer_filed != Some(t) {
+                self.timers.pop(); // an earlier entry of this QP took its place
+                continue;
+            }
+            if q.next_deadline() == Some(t) {
+                return Some(t);
+            }
+            // Moved later or stopped: file the QP again.
+            self.timers.pop();
+            q.timer_filed = None;
+            self.recount(qpn);
+        }
+        None
+    }
+
+    /// Runs the timers due at `now`: retransmission and the end of RNR waits.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for (t, qpn) in self.timers.take_due(now) {
+            let Some(q) = self.qps.get_mut(&qpn) else {
+                continue; // destroyed
+            };
+            if q.timer_filed != Some(t) {
+                continue; // an earlier entry of this QP took its place
+            }
+            q.timer_filed = None;
+            if q.next_deadline().is_some_and(|d| d <= now) {
+                completer::on_timeout(q, &mut self.cqs, &mut self.stats, now);
+                self.touched(qpn);
+                self.raise_events(qpn);
+            } else {
+                self.recount(qpn); // moved later, or stopped: file it again
+            }
+        }
+    }
+
+    /// After anything that may have changed QP `qpn`: its packets in
+    /// flight are counted again, and it joins the QPs that may have
+    /// something to send.
+    pub(super) fn touched(&mut self, qpn: u32) {
+        self.recount(qpn);
+        if let Some(q) = self.qps.get_mut(&qpn)
+            && !q.scheduled
+        {
+            q.scheduled = true;
+            self.active.push_back(qpn);
+        }
+    }
+
+    /// Brings the endpoint's books up to date with QP `qpn`: its packets
+    /// in flight, and its timer in the heap.
+    fn recount(&mut self, qpn: u32) {
+        if let Some(q) = self.qps.get_mut(&qpn) {
+            let now = q.in_flight();
+            self.in_flight = self.in_flight - u64::from(q.counted_in_flight) + u64::from(now);
+            q.counted_in_flight = now;
+            self.timers.file(qpn, q.next_deadline(), &mut q.timer_filed);
+        }
+    }
+}
