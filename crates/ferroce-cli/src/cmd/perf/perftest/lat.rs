@@ -26,7 +26,9 @@ use ferroce::{RecvWr, SendOp, SendWr, WcOpcode};
 use super::super::lat::{report, wait};
 use super::super::setup::STALL;
 use super::super::{AtomicType, Test};
-use super::{AtomicCheck, Ctx, Wire, close};
+use super::Ctx;
+use super::bandwidth::AtomicCheck;
+use super::exchange::{Wire, close};
 
 pub(super) fn run(w: &mut Wire, c: &Ctx<'_>) -> Result<bool, String> {
     match c.p.test {
