@@ -15,7 +15,7 @@
 //! it, so 16 of the 32 ICRC bits still check the packet. The DF bit is taken
 //! to be set, as RoCE senders set it, and then clear.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
 use ferroce_wire::icrc::compute_v2_parts;

@@ -31,7 +31,7 @@
 //! * GRO: the receive socket takes coalesced trains (`UDP_GRO`) and the
 //!   backend cuts them back into datagrams, each verified on its own.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::io;
 use std::mem::take;
 use std::net::{IpAddr, SocketAddr};
@@ -184,9 +184,9 @@ impl UdpBackend {
         Ok(Self {
             cfg,
             rx,
-            tx: HashMap::new(),
+            tx: HashMap::default(),
             tx_ports: Vec::new(),
-            shared_port: HashMap::new(),
+            shared_port: HashMap::default(),
             bufs: vec![vec![0u8; slot_len]; slots],
             received: Vec::with_capacity(cfg.batch),
             scratch: sys::Scratch::default(),
