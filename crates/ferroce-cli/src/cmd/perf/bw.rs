@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use ferroce::{RecvWr, SendOp, SendWr};
+use ferroce::{SendOp, SendWr};
 
 use super::setup::{self, Params, Peer, Side};
 use super::{AtomicType, Test};
@@ -19,42 +19,12 @@ pub(super) fn serve(side: &Side, p: &Params, stream: &mut TcpStream) -> Result<b
         setup::wait_word(stream)?;
         return Ok(true);
     }
-    let e = |e: ferroce::Error| e.to_string();
-    let slot = |k: u32| side.mr.sge(p.slot(k), p.size as u32);
-    let mut posted = vec![0u32; side.qps.len()];
-    for (i, (qp, _)) in side.qps.iter().enumerate() {
-        for _ in 0..p.tx_depth.min(p.iters) {
-            qp.post_recv(RecvWr {
-                wr_id: i as u64,
-                sg: vec![slot(posted[i])],
-            })
-            .map_err(e)?;
-            posted[i] += 1;
-        }
-    }
-    setup::send_word(stream, "ready")?;
-    let total = u64::from(p.iters) * side.qps.len() as u64;
-    let mut received = 0u64;
-    let mut last = Instant::now();
-    while received < total {
-        let wcs = side.poll_ok(&mut last, || {
-            format!("server: received {received} of {total}")
-        })?;
-        for wc in wcs {
-            received += 1;
-            let i = side.qp_index(wc.qpn);
-            if posted[i] < p.iters {
-                side.qps[i]
-                    .0
-                    .post_recv(RecvWr {
-                        wr_id: i as u64,
-                        sg: vec![slot(posted[i])],
-                    })
-                    .map_err(e)?;
-                posted[i] += 1;
-            }
-        }
-    }
+    side.receive_sends(
+        p,
+        p.tx_depth,
+        |k| p.slot(k),
+        || setup::send_word(stream, "ready"),
+    )?;
     setup::wait_word(stream)?;
     Ok(true)
 }

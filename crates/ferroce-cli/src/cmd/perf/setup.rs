@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use ferroce::{
     Access, CompletionQueue, Context, MemoryRegion, Mtu, Psn, QpInitAttr, QpType, QueuePair,
-    WcStatus, WorkCompletion, connect_qp,
+    RecvWr, WcStatus, WorkCompletion, connect_qp,
 };
 use serde_json::{Value, json};
 
@@ -214,6 +214,51 @@ impl Side {
     /// Which of our QPs a completion belongs to.
     pub(super) fn qp_index(&self, qpn: u32) -> usize {
         self.index.get(&qpn).copied().unwrap_or(0)
+    }
+
+    /// SEND bandwidth's server side: keeps up to `depth` receives of
+    /// `p.size` bytes posted on every QP (the `k`th at `offset(k)`) until
+    /// `p.iters` have arrived on each. `ready` runs once the first are
+    /// posted (tell the client); returns the time from then to the last.
+    pub(super) fn receive_sends(
+        &self,
+        p: &Params,
+        depth: u32,
+        offset: impl Fn(u32) -> u64,
+        ready: impl FnOnce() -> Result<(), String>,
+    ) -> Result<Duration, String> {
+        let e = |e: ferroce::Error| e.to_string();
+        let mut posted = vec![0u32; self.qps.len()];
+        let post = |i: usize, posted: &mut [u32]| {
+            let wr = RecvWr {
+                wr_id: i as u64,
+                sg: vec![self.mr.sge(offset(posted[i]), p.size as u32)],
+            };
+            posted[i] += 1;
+            self.qps[i].0.post_recv(wr).map_err(e)
+        };
+        for i in 0..self.qps.len() {
+            for _ in 0..depth.min(p.iters) {
+                post(i, &mut posted)?;
+            }
+        }
+        ready()?;
+        let start = Instant::now();
+        let total = u64::from(p.iters) * self.qps.len() as u64;
+        let (mut received, mut last) = (0u64, Instant::now());
+        while received < total {
+            let wcs = self.poll_ok(&mut last, || {
+                format!("server: received {received} of {total}")
+            })?;
+            for wc in wcs {
+                received += 1;
+                let i = self.qp_index(wc.qpn);
+                if posted[i] < p.iters {
+                    post(i, &mut posted)?;
+                }
+            }
+        }
+        Ok(start.elapsed())
     }
 
     /// Up to 64 successful completions (none if nothing is ready); fails on

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferroce::{RecvWr, SendOp, SendWr};
+use ferroce::{SendOp, SendWr};
 
 use super::super::setup::{Params, Side};
 use super::super::{AtomicType, Test};
@@ -14,41 +14,10 @@ use super::exchange::{Key, Report, Wire, close, print_report};
 /// ib_send_bw's server side: keep receives posted until every message has
 /// arrived, then close.
 pub(super) fn serve_send(w: &mut Wire, side: &Side, p: &Params, key: &Key) -> Result<bool, String> {
-    let e = |e: ferroce::Error| e.to_string();
-    let depth = p.tx_depth.min(p.iters).max(1);
-    let mut posted = vec![0u32; side.qps.len()];
-    for (i, (qp, _)) in side.qps.iter().enumerate() {
-        for _ in 0..depth {
-            qp.post_recv(RecvWr {
-                wr_id: i as u64,
-                sg: vec![side.mr.sge(0, p.size as u32)],
-            })
-            .map_err(e)?;
-            posted[i] += 1;
-        }
-    }
-    w.hand_shake(key)?;
+    let elapsed =
+        side.receive_sends(p, p.tx_depth.max(1), |_| 0, || w.hand_shake(key).map(drop))?;
     let total = u64::from(p.iters) * side.qps.len() as u64;
-    let (mut got, mut last) = (0u64, Instant::now());
-    let start = Instant::now();
-    while got < total {
-        let wcs = side.poll_ok(&mut last, || format!("server: received {got} of {total}"))?;
-        for wc in wcs {
-            got += 1;
-            let i = side.qp_index(wc.qpn);
-            if posted[i] < p.iters {
-                side.qps[i]
-                    .0
-                    .post_recv(RecvWr {
-                        wr_id: i as u64,
-                        sg: vec![side.mr.sge(0, p.size as u32)],
-                    })
-                    .map_err(e)?;
-                posted[i] += 1;
-            }
-        }
-    }
-    print_report(&rate(p.size, total, start.elapsed()));
+    print_report(&rate(p.size, total, elapsed));
     close(w, key)?;
     Ok(true)
 }
