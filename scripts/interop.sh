@@ -33,10 +33,7 @@
 # Exit status 0 only if every case passed and the capture checks are clean.
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-shared=${FERROCE_SHARED:-$repo/../shared}
-rig=$shared/rig/rxe-rig.sh
-rig_dir=${RIG_DIR:-/tmp/rxe-rig}
+. "$(dirname "${BASH_SOURCE[0]}")/rig-lib.sh"
 peercheck=$shared/peercheck/peercheck.py
 ferroce=$repo/target/release/ferroce
 out=${INTEROP_OUT:-/tmp/ferroce-interop}
@@ -48,7 +45,7 @@ guest4=198.18.0.11
 host6=fd52:6f43:4500::1
 guest6=fd52:6f43:4500::11
 
-[ -x "$rig" ] || { echo "no rig at $rig (set FERROCE_SHARED)" >&2; exit 2; }
+rig_check
 mkdir -p "$out"
 rm -f "$out"/*.log "$out"/*.log.1 "$out/matrix.md"
 
@@ -64,11 +61,7 @@ trap 'exit 130' INT TERM
 step() { printf '[interop %s] %s\n' "$(date +%T)" "$*"; }
 
 t0=$(date +%s)
-step "building ferroce"
-(cd "$repo" && timeout 900 cargo build --release -p ferroce-cli)
-step "building and booting the rig (one guest)"
-timeout 600 "$rig" build >"$out/rig-build.log" 2>&1 || { tail -20 "$out/rig-build.log" >&2; exit 1; }
-timeout 300 "$rig" up 1
+build_and_boot 1 "one guest"
 t_up=$(date +%s)
 # Our own capture on the bridge rather than the rig's pcap-start: the same
 # tcpdump options plus a 64 MiB buffer, without which it drops packets of

@@ -37,10 +37,7 @@
 # every case ran and reported a figure.
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-shared=${FERROCE_SHARED:-$repo/../shared}
-rig=$shared/rig/rxe-rig.sh
-rig_dir=${RIG_DIR:-/tmp/rxe-rig}
+. "$(dirname "${BASH_SOURCE[0]}")/rig-lib.sh"
 out=${COMPARE_OUT:-/tmp/ferroce-rxe-compare}
 bw_iters=${COMPARE_BW_ITERS:-500}
 lat_iters=${COMPARE_LAT_ITERS:-1000}
@@ -48,7 +45,7 @@ rounds=${COMPARE_ROUNDS:-3}
 bw_size=65536
 lat_size=8
 
-[ -x "$rig" ] || { echo "no rig at $rig (set FERROCE_SHARED)" >&2; exit 2; }
+rig_check
 mkdir -p "$out"
 rm -f "$out"/*.log "$out/compare.md"
 
@@ -62,11 +59,7 @@ trap 'exit 130' INT TERM
 step() { printf '[rxe-compare %s] %s\n' "$(date +%T)" "$*"; }
 
 t0=$(date +%s)
-step "building ferroce"
-(cd "$repo" && timeout 900 cargo build --release -p ferroce-cli)
-step "building and booting the rig (two guests)"
-timeout 600 "$rig" build >"$out/rig-build.log" 2>&1 || { tail -20 "$out/rig-build.log" >&2; exit 1; }
-timeout 300 "$rig" up 2
+build_and_boot 2 "two guests"
 for g in A B; do
     install -m 0755 "$repo/target/release/ferroce" "$rig_dir/run/$g/share/ferroce"
 done
