@@ -48,6 +48,12 @@ impl Endpoint {
             self.stats.rx_wrong_source += 1;
             return;
         }
+        // The BTH key check of IBA's header validation, as rxe's: a packet of another
+        // partition is dropped whatever it carries.
+        if !crate::qp::pkey_matches(pkt.bth().pkey(), q.pkey()) {
+            self.stats.rx_bad_pkey += 1;
+            return;
+        }
         if pkt.info().response {
             completer::on_response(q, &pkt, &mut self.mrs, &mut self.cqs, &mut self.stats, now);
         } else {

@@ -77,6 +77,8 @@ pub struct Stats {
     pub rx_wrong_state: u64,
     pub rx_wrong_source: u64,
     pub rx_bad_qkey: u64,
+    /// Packets whose BTH P_Key is not of the QP's partition.
+    pub rx_bad_pkey: u64,
     pub rx_duplicate: u64,
     pub rx_out_of_sequence: u64,
     pub rx_unexpected: u64,

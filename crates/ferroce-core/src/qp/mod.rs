@@ -176,6 +176,22 @@ pub(crate) struct ReadJob {
     pub(crate) msn: u32,
 }
 
+/// The port's P_Key table has one entry, index 0, as rxe's: the default
+/// partition, full member. Every QP is in it and sends it.
+pub(crate) const DEFAULT_PKEY: u16 = 0xffff;
+
+/// The membership bit of a P_Key: set for a full member, clear for a
+/// limited one.
+const PKEY_FULL_MEMBER: u16 = 0x8000;
+
+/// Whether a packet's P_Key `theirs` admits it to a QP whose partition key
+/// is `ours` (IBA chapter 10, partitioning): the same partition (the low 15 bits) and at
+/// least one of the two a full member. Two limited members may not talk.
+pub(crate) fn pkey_matches(theirs: u16, ours: u16) -> bool {
+    let partition = !PKEY_FULL_MEMBER;
+    theirs & partition == ours & partition && (theirs | ours) & PKEY_FULL_MEMBER != 0
+}
+
 /// A transport with just a BTH (default P_Key, no flags; AckReq clear) for
 /// `payload_len` bytes; the engines add the extension headers they need.
 pub(crate) fn transport_repr(
@@ -190,7 +206,7 @@ pub(crate) fn transport_repr(
             solicited: false,
             mig_req: false,
             pad_count: 0,
-            pkey: 0xffff,
+            pkey: DEFAULT_PKEY,
             fecn: false,
             becn: false,
             dest_qp,
@@ -284,6 +300,11 @@ impl Qp {
             .min()
     }
 
+    /// The partition key of its P_Key index (the table's only entry).
+    pub(crate) fn pkey(&self) -> u16 {
+        DEFAULT_PKEY
+    }
+
     /// Packets a message of `len` bytes takes at this QP's MTU.
     pub(crate) fn packets_for(&self, len: u64) -> u32 {
         let mtu = self.cfg.mtu.bytes() as u64;
@@ -293,5 +314,21 @@ impl Qp {
     /// Whether a signaled completion is due for this WQE.
     pub(crate) fn signals(&self, wqe: &SendWqe) -> bool {
         self.init.sq_sig_all || wqe.wr.signaled || wqe.status != WcStatus::Success
+    }
+}
+
+#[cfg(test)]
+mod pkey_tests {
+    use super::pkey_matches;
+
+    #[test]
+    fn pkeys_match_within_a_partition_with_one_full_member() {
+        assert!(pkey_matches(0xffff, 0xffff));
+        assert!(pkey_matches(0x7fff, 0xffff), "limited to full");
+        assert!(pkey_matches(0xffff, 0x7fff), "full to limited");
+        assert!(!pkey_matches(0x7fff, 0x7fff), "two limited members");
+        assert!(!pkey_matches(0x1234, 0xffff), "another partition");
+        assert!(!pkey_matches(0x9234, 0xffff), "another partition, full");
+        assert!(pkey_matches(0x9234, 0x1234));
     }
 }

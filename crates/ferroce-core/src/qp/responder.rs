@@ -277,22 +277,13 @@ fn write(
         let Some(reth) = pkt.reth() else {
             return Outcome::Nak(NakCode::InvalidRequest);
         };
-        if !qp.cfg.access.contains(Access::REMOTE_WRITE) {
-            return Outcome::Nak(NakCode::RemoteAccessError);
-        }
-        let len = u64::from(reth.dma_len());
-        match mrs.remote(
-            qp.init.pd,
-            reth.rkey(),
-            reth.va(),
-            len,
-            Access::REMOTE_WRITE,
-        ) {
+        let len = reth.dma_len();
+        match remote_target(qp, mrs, reth.rkey(), reth.va(), len, Access::REMOTE_WRITE) {
             Ok((lkey, off)) => {
                 qp.resp.write = Some((lkey, off, len as usize));
-                qp.resp.write_len = reth.dma_len();
+                qp.resp.write_len = len;
             }
-            Err(_) => return Outcome::Nak(NakCode::RemoteAccessError),
+            Err(code) => return Outcome::Nak(code),
         }
     }
     let Some((lkey, off, left)) = qp.resp.write else {
@@ -330,26 +321,45 @@ fn write(
     Outcome::Ok
 }
 
+/// Where an RDMA READ or WRITE of `len` bytes at `va` under `rkey` lands,
+/// as (lkey, offset), or the NAK code refusing it. The QP must allow the
+/// access either way; a zero-length one is not checked further: IBA C9-88
+/// says the responder shall not validate its R_Key or virtual address (rxe
+/// skips them too). It touches no byte, so the region it names,
+/// [`NO_REGION`], is never read or written.
+fn remote_target(
+    qp: &Qp,
+    mrs: &MrTable,
+    rkey: u32,
+    va: u64,
+    len: u32,
+    need: Access,
+) -> Result<(u32, usize), NakCode> {
+    if !qp.cfg.access.contains(need) {
+        return Err(NakCode::RemoteAccessError);
+    }
+    if len == 0 {
+        return Ok((NO_REGION, 0));
+    }
+    mrs.remote(qp.init.pd, rkey, va, u64::from(len), need)
+        .map_err(|_: RemoteAccess| NakCode::RemoteAccessError)
+}
+
+/// The lkey of a zero-length access's target: any value will do, since
+/// zero bytes are copied at offset 0 (a missing region reads as nothing).
+const NO_REGION: u32 = 0;
+
 fn read_request(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, psn: Psn, mrs: &MrTable) -> Outcome {
     let Some(reth) = pkt.reth() else {
         return Outcome::Nak(NakCode::InvalidRequest);
     };
-    if !qp.cfg.access.contains(Access::REMOTE_READ) {
-        return Outcome::Nak(NakCode::RemoteAccessError);
-    }
-    let len = u64::from(reth.dma_len());
+    let len = reth.dma_len();
     let (lkey, offset) =
-        match mrs.remote(qp.init.pd, reth.rkey(), reth.va(), len, Access::REMOTE_READ) {
+        match remote_target(qp, mrs, reth.rkey(), reth.va(), len, Access::REMOTE_READ) {
             Ok(x) => x,
-            Err(
-                RemoteAccess::BadKey
-                | RemoteAccess::WrongPd
-                | RemoteAccess::NotPermitted
-                | RemoteAccess::OutOfBounds,
-            ) => {
-                return Outcome::Nak(NakCode::RemoteAccessError);
-            }
+            Err(code) => return Outcome::Nak(code),
         };
+    let len = u64::from(len);
     let npkts = qp.packets_for(len);
     let fresh = psn == qp.resp.epsn;
     if fresh {

@@ -28,6 +28,7 @@ fn moved(before: Stats, after: Stats) -> Vec<(&'static str, u64)> {
             ("rx_wrong_state", s.rx_wrong_state),
             ("rx_wrong_source", s.rx_wrong_source),
             ("rx_bad_qkey", s.rx_bad_qkey),
+            ("rx_bad_pkey", s.rx_bad_pkey),
             ("rx_duplicate", s.rx_duplicate),
             ("rx_out_of_sequence", s.rx_out_of_sequence),
             ("rx_unexpected", s.rx_unexpected),

@@ -16,6 +16,7 @@
 //! | `srq` | shared receive queues: QPs sharing one, RNR, the limit event, errors, UD and UC, refused calls |
 
 mod calls;
+mod conform;
 mod ecn;
 mod errors;
 mod fuzz;
