@@ -1,0 +1,173 @@
+//! IBA's rules against crafted traffic over real UDP sockets on loopback:
+//! two contexts in one process and a forger, a bare UDP backend bound to
+//! the client's address (another port), sending packets the client's QP
+//! never sent (each test uses its own 127.0.0.x pair).
+
+use std::net::IpAddr;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use ferroce::{
+    Access, CompletionQueue, Context, DeviceConfig, MemoryRegion, Mtu, Psn, QpInitAttr, QpState,
+    QpType, QueuePair, SendOp, SendWr, Stats, WcStatus, WorkCompletion, connect_qp,
+};
+use ferroce_io::{OutDatagram, UdpBackend, UdpConfig};
+use ferroce_wire::reth::RethRepr;
+use ferroce_wire::udp::ROCE_V2_PORT;
+use ferroce_wire::{Opcode, TransportRepr};
+
+/// The client's first PSN: the server expects it from the start.
+const CLIENT_PSN: u32 = 0x00_1000;
+const SERVER_PSN: u32 = 0x00_2000;
+/// The forger's receive port and source port (the client holds 4791).
+const FORGER_PORT: u16 = 4799;
+const FORGER_SRC_PORT: u16 = 0xc0de;
+/// An R_Key and address that name no region of the server.
+const NO_SUCH_RKEY: u32 = 0x0bad_0bad;
+const NO_SUCH_VA: u64 = 0xdead_0000_0000;
+
+pub struct End {
+    pub ctx: Context,
+    pub cq: CompletionQueue,
+    pub mr: MemoryRegion,
+    pub qp: QueuePair,
+}
+
+/// A connected RC pair: the client at `ips[0]`, the server at `ips[1]`.
+pub fn rc_pair(ips: [IpAddr; 2], len: usize) -> [End; 2] {
+    let access =
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+    let ends = ips.map(|ip| {
+        let ctx = Context::open_with(DeviceConfig::new(ip)).unwrap();
+        let pd = ctx.alloc_pd();
+        let cq = ctx.create_cq(4096).unwrap();
+        let mr = pd.reg_mr(len, access).unwrap();
+        let mut attr = QpInitAttr::new(QpType::Rc, &cq, &cq);
+        attr.max_send_wr = 1024;
+        attr.max_recv_wr = 1024;
+        let qp = pd.create_qp(&attr).unwrap();
+        End { ctx, cq, mr, qp }
+    });
+    let [c, s] = &ends;
+    let (cp, sp) = (Psn::new(CLIENT_PSN), Psn::new(SERVER_PSN));
+    connect_qp(&c.qp, QpType::Rc, ips[1], s.qp.qpn(), cp, sp, Mtu::Mtu1024).unwrap();
+    connect_qp(&s.qp, QpType::Rc, ips[0], c.qp.qpn(), sp, cp, Mtu::Mtu1024).unwrap();
+    ends
+}
+
+/// A bare UDP backend at `local`, sending to `to`'s RoCE port.
+pub struct Forger {
+    udp: UdpBackend,
+    to: IpAddr,
+}
+
+impl Forger {
+    pub fn new(local: IpAddr, to: IpAddr) -> Self {
+        let mut cfg = UdpConfig::new(local);
+        cfg.port = FORGER_PORT;
+        cfg.gso = false;
+        Self {
+            udp: UdpBackend::bind(cfg).unwrap(),
+            to,
+        }
+    }
+
+    /// Sends `t` with `payload` (the backend fills in the ICRC).
+    pub fn send(&mut self, t: &TransportRepr, payload: &[u8]) {
+        let mut b = vec![0; t.buffer_len()];
+        let n = t.emit(&mut b, payload).unwrap();
+        let mut d = [OutDatagram {
+            remote: self.to,
+            remote_port: ROCE_V2_PORT,
+            src_port: FORGER_SRC_PORT,
+            transport: &mut b[..n],
+        }];
+        assert_eq!(self.udp.send(&mut d).unwrap(), 1);
+    }
+}
+
+/// `op` at `psn` to QP `dest`, with a RETH, AckReq set.
+fn request(op: Opcode, psn: u32, dest: u32, reth: RethRepr, payload_len: usize) -> TransportRepr {
+    let mut t = ferroce_wire::samples::transport(op, psn, payload_len);
+    t.bth.dest_qp = dest;
+    t.bth.ack_req = true;
+    t.reth = Some(reth);
+    t
+}
+
+/// Waits until `f` holds of the server's counters (or 10 s).
+fn wait_stats(ctx: &Context, f: impl Fn(&Stats) -> bool) -> Stats {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = ctx.stats();
+        if f(&s) || Instant::now() > deadline {
+            return s;
+        }
+        sleep(Duration::from_millis(5));
+    }
+}
+
+fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut v = Vec::new();
+    while v.len() < n && Instant::now() < deadline {
+        v.extend(cq.poll(n - v.len()).unwrap());
+    }
+    v
+}
+
+#[test]
+fn zero_length_write_with_no_valid_key_is_acknowledged() {
+    let ips: [IpAddr; 2] = ["127.0.0.41".parse().unwrap(), "127.0.0.42".parse().unwrap()];
+    let [c, s] = rc_pair(ips, 4096);
+    let bogus = SendOp::Write {
+        remote_addr: NO_SUCH_VA,
+        rkey: NO_SUCH_RKEY,
+    };
+    c.qp.post_send(SendWr::new(1, bogus, Vec::new())).unwrap();
+    // Then a real one, which must still find the QPs working.
+    c.mr.write(0, &[0x5a; 64]).unwrap();
+    let real = SendOp::Write {
+        remote_addr: s.mr.addr(),
+        rkey: s.mr.rkey(),
+    };
+    c.qp.post_send(SendWr::new(2, real, vec![c.mr.sge(0, 64)]))
+        .unwrap();
+    let wcs = wait(&c.cq, 2);
+    let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
+    assert_eq!(got, [(1, WcStatus::Success), (2, WcStatus::Success)]);
+    assert_eq!(s.qp.state().unwrap(), QpState::Rts);
+    let mut back = [0u8; 64];
+    s.mr.read(0, &mut back).unwrap();
+    assert_eq!(back, [0x5a; 64]);
+}
+
+#[test]
+fn a_write_of_another_partition_is_dropped() {
+    let ips: [IpAddr; 2] = ["127.0.0.43".parse().unwrap(), "127.0.0.44".parse().unwrap()];
+    let [_c, s] = rc_pair(ips, 4096);
+    let mut forger = Forger::new(ips[0], ips[1]);
+    let reth = RethRepr {
+        va: s.mr.addr(),
+        rkey: s.mr.rkey(),
+        dma_len: 8,
+    };
+    let mut t = request(Opcode::RC_RDMA_WRITE_ONLY, CLIENT_PSN, s.qp.qpn(), reth, 8);
+    t.bth.pkey = 0x1234;
+    forger.send(&t, &[0xee; 8]);
+    let st = wait_stats(&s.ctx, |st| st.rx_bad_pkey > 0);
+    assert_eq!(st.rx_bad_pkey, 1, "{st:?}");
+    let mut back = [0u8; 8];
+    s.mr.read(0, &mut back).unwrap();
+    assert_eq!(back, [0; 8], "the WRITE landed");
+    // The same packet in the default partition lands: the forger's
+    // packets do reach the server's QP.
+    t.bth.pkey = 0xffff;
+    forger.send(&t, &[0xee; 8]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while back != [0xee; 8] && Instant::now() < deadline {
+        sleep(Duration::from_millis(5));
+        s.mr.read(0, &mut back).unwrap();
+    }
+    assert_eq!(back, [0xee; 8], "{:?}", s.ctx.stats());
+}
