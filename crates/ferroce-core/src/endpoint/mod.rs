@@ -84,6 +84,17 @@ pub struct Stats {
     pub rx_unexpected: u64,
     pub retransmits: u64,
     pub rnr_naks_sent: u64,
+    /// Duplicate READ or atomic requests that match no request the
+    /// responder recorded serving (or ask for other bytes than it served):
+    /// dropped, not executed again.
+    pub rx_duplicate_unserved: u64,
+    /// New READ or atomic requests beyond the responder resources
+    /// (`max_dest_rd_atomic`) while as many responses are still owed:
+    /// dropped unexecuted, for the requester to send again.
+    pub rx_over_depth: u64,
+    /// ACKs and NAKs not queued because the QP already owed as many
+    /// responses as it may (a peer flooding it with requests).
+    pub acks_dropped: u64,
 }
 
 /// One device's objects and engine. See the module docs for the contract.

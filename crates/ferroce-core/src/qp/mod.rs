@@ -5,11 +5,13 @@
 //! |---|---|
 //! | [`requester`] | turns send work requests into request packets |
 //! | [`responder`] | executes incoming requests, sends ACKs, NAKs and READ responses |
+//! | [`resources`] | the responder's record of the READs and atomics it served, for duplicates |
 //! | [`completer`] | processes ACKs and responses, retransmits, completes work requests |
 //! | [`state`] | which `modify_qp` calls are legal |
 
 pub(crate) mod completer;
 pub(crate) mod requester;
+pub(crate) mod resources;
 pub(crate) mod responder;
 pub(crate) mod state;
 
@@ -144,9 +146,9 @@ pub(crate) struct Responder {
     /// Responses to send, in PSN order (an ACK must not overtake the READ
     /// responses before it, or the requester reads it as a lost response).
     pub(crate) out: VecDeque<Response>,
-    /// Atomic results by request PSN, to answer duplicates without
-    /// executing them twice.
-    pub(crate) atomic_replay: VecDeque<(Psn, u64)>,
+    /// The READ and atomic requests served, to answer their duplicates
+    /// (and only theirs).
+    pub(crate) resources: resources::Resources,
 }
 
 /// One response owed to the requester.
@@ -168,7 +170,11 @@ pub(crate) enum Response {
 /// A READ being answered.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ReadJob {
+    /// The PSN of its first response packet.
     pub(crate) psn: Psn,
+    /// The PSN of the request it answers (its record in `resources`):
+    /// a replay differs from `psn` when it resumes in the middle.
+    pub(crate) record: Psn,
     pub(crate) lkey: u32,
     pub(crate) offset: usize,
     pub(crate) len: usize,

@@ -3,8 +3,11 @@
 //! once each), and owes the requester ACKs, NAKs, READ responses and atomic
 //! ACKs, which [`next_response`] emits in PSN order.
 //!
-//! RC: duplicates are re-acknowledged, a duplicate READ is served again, a
-//! duplicate atomic is answered from the replay cache; a gap is NAKed once.
+//! RC: duplicates are re-acknowledged; a duplicate READ or atomic is
+//! answered only from the record of what was served ([`super::resources`]);
+//! a gap is NAKed once. The responses a QP owes are bounded: at most
+//! `max_dest_rd_atomic` READ or atomic responses (one per record) and
+//! [`owed_limit`] entries in all.
 //! UC: no responses; a gap drops the message in progress. UD: a Q_Key check
 //! and one packet per message, delivered behind a 40-byte GRH.
 //!
@@ -17,15 +20,13 @@ use std::net::IpAddr;
 use ferroce_wire::aeth::{AethRepr, NakCode, Syndrome};
 use ferroce_wire::{Opcode, Psn, TransportPacket};
 
+use super::resources::{Served, ServedKind, within};
 use super::{Qp, ReadJob, Response};
 use crate::cq::Cq;
 use crate::endpoint::{BufPool, NO_PATH, Stats, Transmit};
 use crate::mr::{MrTable, RemoteAccess};
 use crate::srq::Srq;
 use crate::verbs::{Access, QpState, QpType, RecvWr, WcOpcode, WcStatus, WorkCompletion};
-
-/// Atomic results kept for replaying duplicates.
-const ATOMIC_REPLAY: usize = 128;
 
 /// What executing one request came to.
 enum Outcome {
@@ -37,6 +38,32 @@ enum Outcome {
     Nak(NakCode),
     /// READ: responses queued (they acknowledge).
     Responded,
+    /// A READ or atomic beyond the responder resources while all their
+    /// responses are still owed: dropped unexecuted, PSN not consumed (the
+    /// requester sends it again).
+    OverDepth,
+}
+
+/// The responder resources: READ and atomic requests recorded, and READ or
+/// atomic responses owed at once (`max_dest_rd_atomic`, at least one).
+fn depth(qp: &Qp) -> usize {
+    usize::from(qp.cfg.max_dest_rd_atomic.max(1))
+}
+
+/// The most responses a QP may owe: one READ or atomic response per
+/// resource, and an ACK or NAK between and after each (adjacent ACKs
+/// coalesce; this bounds the NAKs that do not).
+fn owed_limit(qp: &Qp) -> usize {
+    2 * depth(qp) + 2
+}
+
+/// READ and atomic responses owed.
+fn owed_jobs(qp: &Qp) -> usize {
+    qp.resp
+        .out
+        .iter()
+        .filter(|r| !matches!(r, Response::Ack { .. }))
+        .count()
 }
 
 /// The receive WQE for a message that needs one: from the QP's SRQ when
@@ -88,7 +115,7 @@ pub(crate) fn on_request(
     let d = psn.distance(qp.resp.epsn);
     if d < 0 {
         stats.rx_duplicate += 1;
-        duplicate(qp, pkt, psn, mrs);
+        duplicate(qp, pkt, psn, mrs, stats);
         return;
     }
     if d > 0 {
@@ -96,7 +123,7 @@ pub(crate) fn on_request(
         if !qp.resp.nak_sent {
             qp.resp.nak_sent = true;
             let epsn = qp.resp.epsn;
-            owe_ack(qp, epsn, Syndrome::Nak(NakCode::PsnSequenceError));
+            owe_ack(qp, epsn, Syndrome::Nak(NakCode::PsnSequenceError), stats);
         }
         return;
     }
@@ -105,17 +132,18 @@ pub(crate) fn on_request(
         Outcome::Ok => {
             qp.resp.epsn = psn + 1;
             if pkt.bth().ack_req() {
-                owe_ack(qp, psn, Syndrome::Ack { credits: 31 });
+                owe_ack(qp, psn, Syndrome::Ack { credits: 31 }, stats);
             }
         }
         Outcome::Responded => {}
+        Outcome::OverDepth => stats.rx_over_depth += 1,
         Outcome::Rnr => {
             stats.rnr_naks_sent += 1;
             let timer = qp.cfg.min_rnr_timer;
-            owe_ack(qp, psn, Syndrome::RnrNak { timer });
+            owe_ack(qp, psn, Syndrome::RnrNak { timer }, stats);
         }
         Outcome::Nak(code) => {
-            owe_ack(qp, psn, Syndrome::Nak(code));
+            owe_ack(qp, psn, Syndrome::Nak(code), stats);
             qp.state = QpState::Err;
             super::completer::flush(qp, cqs);
         }
@@ -123,8 +151,10 @@ pub(crate) fn on_request(
 }
 
 /// Queues an ACK or NAK; an ACK right behind another replaces it (ACK
-/// coalescing: the newer one acknowledges everything the older did).
-fn owe_ack(qp: &mut Qp, psn: Psn, syndrome: Syndrome) {
+/// coalescing: the newer one acknowledges everything the older did). With
+/// [`owed_limit`] responses owed it is dropped: the requester's timer
+/// recovers what it would have said.
+fn owe_ack(qp: &mut Qp, psn: Psn, syndrome: Syndrome, stats: &mut Stats) {
     let msn = qp.resp.msn;
     let ack = Response::Ack { psn, syndrome, msn };
     if let (Some(Response::Ack { syndrome: s, .. }), Syndrome::Ack { .. }) =
@@ -133,27 +163,94 @@ fn owe_ack(qp: &mut Qp, psn: Psn, syndrome: Syndrome) {
     {
         qp.resp.out.pop_back();
     }
+    if qp.resp.out.len() >= owed_limit(qp) {
+        stats.acks_dropped += 1;
+        return;
+    }
     qp.resp.out.push_back(ack);
 }
 
-fn duplicate(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, psn: Psn, mrs: &mut MrTable) {
+fn duplicate(
+    qp: &mut Qp,
+    pkt: &TransportPacket<&[u8]>,
+    psn: Psn,
+    mrs: &MrTable,
+    stats: &mut Stats,
+) {
     match pkt.bth().opcode().operation() {
-        0x0c => {
-            // IBA 9.7.5.1.4: a duplicate READ is executed again.
-            let _ = read_request(qp, pkt, psn, mrs);
-        }
-        0x13 | 0x14 => {
-            let hit = qp.resp.atomic_replay.iter().find(|(p, _)| *p == psn);
-            if let Some(&(_, orig)) = hit {
+        0x0c => duplicate_read(qp, pkt, psn, mrs, stats),
+        0x13 | 0x14 => match qp.resp.resources.atomic_at(psn) {
+            Some(orig) => {
                 let msn = qp.resp.msn;
-                qp.resp.out.push_back(Response::Atomic { psn, orig, msn });
+                let queued = qp
+                    .resp
+                    .out
+                    .iter()
+                    .any(|r| matches!(r, Response::Atomic { psn: p, .. } if *p == psn));
+                if !queued {
+                    owe_job(qp, Response::Atomic { psn, orig, msn }, stats);
+                }
             }
-        }
+            None => stats.rx_duplicate_unserved += 1,
+        },
         _ => {
             let last = qp.resp.epsn - 1;
-            owe_ack(qp, last, Syndrome::Ack { credits: 31 });
+            owe_ack(qp, last, Syndrome::Ack { credits: 31 }, stats);
         }
     }
+}
+
+/// IBA 9.7.5.1.4: a duplicate READ is executed again, from its own PSN
+/// (a requester resuming after a lost response asks for the rest), if it
+/// lies inside a READ recorded in the responder resources; a replay of a
+/// READ still being answered restarts that answer instead of adding one.
+fn duplicate_read(
+    qp: &mut Qp,
+    pkt: &TransportPacket<&[u8]>,
+    psn: Psn,
+    mrs: &MrTable,
+    stats: &mut Stats,
+) {
+    let served = pkt.reth().and_then(|reth| {
+        let rec = qp.resp.resources.read_at(psn)?;
+        let (rkey, va, len) = (reth.rkey(), reth.va(), reth.dma_len());
+        if !within(&rec, psn, rkey, va, len, qp.cfg.mtu.bytes()) {
+            return None;
+        }
+        // Checked again: the region may be gone since.
+        let (lkey, offset) = remote_target(qp, mrs, rkey, va, len, Access::REMOTE_READ).ok()?;
+        Some(ReadJob {
+            psn,
+            record: rec.psn,
+            lkey,
+            offset,
+            len: len as usize,
+            sent: 0,
+            msn: qp.resp.msn,
+        })
+    });
+    let Some(job) = served else {
+        stats.rx_duplicate_unserved += 1;
+        return;
+    };
+    let queued = qp.resp.out.iter_mut().find_map(|r| match r {
+        Response::Read(j) if j.record == job.record => Some(j),
+        _ => None,
+    });
+    match queued {
+        Some(j) => *j = job,
+        None => owe_job(qp, Response::Read(job), stats),
+    }
+}
+
+/// Queues a READ or atomic response for a duplicate, unless as many as the
+/// responder resources are already owed.
+fn owe_job(qp: &mut Qp, job: Response, stats: &mut Stats) {
+    if owed_jobs(qp) >= depth(qp) {
+        stats.rx_duplicate_unserved += 1;
+        return;
+    }
+    qp.resp.out.push_back(job);
 }
 
 fn execute(
@@ -353,22 +450,30 @@ fn read_request(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, psn: Psn, mrs: &MrTab
     let Some(reth) = pkt.reth() else {
         return Outcome::Nak(NakCode::InvalidRequest);
     };
-    let len = reth.dma_len();
-    let (lkey, offset) =
-        match remote_target(qp, mrs, reth.rkey(), reth.va(), len, Access::REMOTE_READ) {
-            Ok(x) => x,
-            Err(code) => return Outcome::Nak(code),
-        };
-    let len = u64::from(len);
-    let npkts = qp.packets_for(len);
-    let fresh = psn == qp.resp.epsn;
-    if fresh {
-        qp.resp.msn = (qp.resp.msn + 1) & 0xff_ffff;
-        qp.resp.epsn = psn + npkts;
+    let (rkey, va, len) = (reth.rkey(), reth.va(), reth.dma_len());
+    let (lkey, offset) = match remote_target(qp, mrs, rkey, va, len, Access::REMOTE_READ) {
+        Ok(x) => x,
+        Err(code) => return Outcome::Nak(code),
+    };
+    if owed_jobs(qp) >= depth(qp) {
+        return Outcome::OverDepth;
     }
+    let npkts = qp.packets_for(u64::from(len));
+    qp.resp.msn = (qp.resp.msn + 1) & 0xff_ffff;
+    qp.resp.epsn = psn + npkts;
+    let capacity = depth(qp);
+    let last_psn = psn + (npkts - 1);
+    let kind = ServedKind::Read {
+        last_psn,
+        rkey,
+        va,
+        len,
+    };
+    qp.resp.resources.record(capacity, Served { psn, kind });
     let msn = qp.resp.msn;
     qp.resp.out.push_back(Response::Read(ReadJob {
         psn,
+        record: psn,
         lkey,
         offset,
         len: len as usize,
@@ -391,6 +496,9 @@ fn atomic(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, psn: Psn, mrs: &mut MrTable
     let Ok((lkey, off)) = mrs.remote(qp.init.pd, a.rkey(), a.va(), 8, Access::REMOTE_ATOMIC) else {
         return Outcome::Nak(NakCode::RemoteAccessError);
     };
+    if owed_jobs(qp) >= depth(qp) {
+        return Outcome::OverDepth;
+    }
     let Some(mr) = mrs.get_mut(lkey) else {
         return Outcome::Nak(NakCode::RemoteAccessError);
     };
@@ -410,10 +518,9 @@ fn atomic(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, psn: Psn, mrs: &mut MrTable
     cell.copy_from_slice(&new.to_ne_bytes());
     qp.resp.msn = (qp.resp.msn + 1) & 0xff_ffff;
     qp.resp.epsn = psn + 1;
-    if qp.resp.atomic_replay.len() >= ATOMIC_REPLAY {
-        qp.resp.atomic_replay.pop_front();
-    }
-    qp.resp.atomic_replay.push_back((psn, orig));
+    let capacity = depth(qp);
+    let kind = ServedKind::Atomic { orig };
+    qp.resp.resources.record(capacity, Served { psn, kind });
     let msn = qp.resp.msn;
     qp.resp.out.push_back(Response::Atomic { psn, orig, msn });
     Outcome::Responded

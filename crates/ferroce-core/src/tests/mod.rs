@@ -24,6 +24,7 @@ mod hostile;
 mod interop;
 mod many;
 mod ops;
+mod resources;
 mod rules;
 mod soak;
 mod srq;
