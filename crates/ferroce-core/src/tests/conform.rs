@@ -6,7 +6,7 @@
 
 use ferroce_wire::aeth::Syndrome;
 use ferroce_wire::reth::RethRepr;
-use ferroce_wire::{Opcode, TransportPacket};
+use ferroce_wire::{Opcode, Psn, TransportPacket};
 
 use super::read_mr;
 use super::util::{Pair, Side, connect, craft, emit, send_wr, sge};
@@ -144,4 +144,149 @@ fn a_limited_member_of_the_default_partition_is_served() {
     p.deliver(1, &write_with_pkey(&p, &b, 0x7fff));
     assert_eq!(read_mr(&p, 1, b.mr.lkey, 0, 8), [0xee; 8]);
     assert_eq!(p.eps[1].stats().rx_bad_pkey, 0);
+}
+
+/// A READ response of `op` at `psn` for QP `dest` carrying `data`.
+fn read_response(op: Opcode, psn: Psn, dest: u32, data: &[u8]) -> Vec<u8> {
+    emit(&craft(op, psn, dest, data.len()), data)
+}
+
+/// A READ of 4 packets loses response `lost`; the requester asks for the
+/// rest from that PSN, and the responder's answer begins either as a new
+/// response (FIRST, or ONLY for one packet: ferroce's responder) or in the
+/// middle of the original one (MIDDLE/LAST: rxe 6.1's). Both complete it.
+#[test]
+fn a_resumed_read_accepts_both_first_and_middle_openings() {
+    use Opcode as O;
+    for (lost, rxe_style) in [(1, false), (1, true), (3, false), (3, true)] {
+        let mut p = Pair::new(904);
+        let [a, b] = connect(&mut p, QpType::Rc, 8192, Mtu::Mtu1024);
+        let data = super::util::pattern(4096, 7);
+        let read = SendOp::Read {
+            remote_addr: b.mr.addr,
+            rkey: b.mr.rkey,
+        };
+        p.eps[0]
+            .post_send(a.qpn, send_wr(1, read, sge(&a, 0, 4096)))
+            .unwrap();
+        let request = p.take_transmits(0);
+        let first = TransportPacket::new_checked(&request[0][..])
+            .unwrap()
+            .bth()
+            .psn();
+        let original = [
+            O::RC_RDMA_READ_RESPONSE_FIRST,
+            O::RC_RDMA_READ_RESPONSE_MIDDLE,
+        ];
+        let chunk = |k: usize| &data[k * 1024..(k + 1) * 1024];
+        let op = |k: usize| match k {
+            3 => O::RC_RDMA_READ_RESPONSE_LAST,
+            _ => original[k.min(1)],
+        };
+        for k in (0..4).filter(|&k| k != lost) {
+            p.deliver(0, &read_response(op(k), first + k as u32, a.qpn, chunk(k)));
+        }
+        // The gap (or for the last packet, the timeout) made the requester
+        // ask for the rest.
+        let mut again = p.take_transmits(0);
+        if again.is_empty() {
+            let at = p.eps[0].poll_timeout().expect("a retransmission timer");
+            p.now = at;
+            p.eps[0].handle_timeout(at);
+            again = p.take_transmits(0);
+        }
+        assert_eq!(again.len(), 1, "lost {lost}");
+        let resume = TransportPacket::new_checked(&again[0][..]).unwrap();
+        assert_eq!(resume.bth().psn(), first + lost as u32);
+        let reth = resume.reth().unwrap();
+        assert_eq!(reth.va(), b.mr.addr + 1024 * lost as u64);
+        assert_eq!(reth.dma_len(), 4096 - 1024 * lost as u32);
+        for k in lost..4 {
+            let op = match (rxe_style, k == lost, k == 3) {
+                (true, ..) => op(k),
+                (false, true, true) => O::RC_RDMA_READ_RESPONSE_ONLY,
+                (false, true, false) => O::RC_RDMA_READ_RESPONSE_FIRST,
+                (false, false, _) => op(k),
+            };
+            p.deliver(0, &read_response(op, first + k as u32, a.qpn, chunk(k)));
+        }
+        let wcs = p.completions(0, a.cq);
+        let what = format!("lost {lost}, rxe's opening {rxe_style}");
+        assert_eq!(wcs.len(), 1, "{what}");
+        assert_eq!(wcs[0].status, WcStatus::Success, "{what}");
+        assert_eq!(read_mr(&p, 0, a.mr.lkey, 0, 4096), data, "{what}");
+    }
+}
+
+/// ferroce's own responder opens the answer to a resumed READ with FIRST
+/// (ONLY for one packet): the re-issued request is a READ of its own.
+#[test]
+fn the_responder_answers_a_resumed_read_as_a_new_response() {
+    let mut p = Pair::new(905);
+    let [_, b] = connect(&mut p, QpType::Rc, 8192, Mtu::Mtu1024);
+    let epsn = p.eps[1].qps[&b.qpn].resp.epsn;
+    let mut t = craft(Opcode::RC_RDMA_READ_REQUEST, epsn, b.qpn, 0);
+    t.reth = Some(RethRepr {
+        va: b.mr.addr,
+        rkey: b.mr.rkey,
+        dma_len: 4096,
+    });
+    p.deliver(1, &emit(&t, &[]));
+    assert_eq!(p.take_transmits(1).len(), 4);
+    for (skip, ops) in [
+        (
+            1,
+            &[
+                Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+                Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+                Opcode::RC_RDMA_READ_RESPONSE_LAST,
+            ][..],
+        ),
+        (3, &[Opcode::RC_RDMA_READ_RESPONSE_ONLY][..]),
+    ] {
+        t.bth.psn = epsn + skip;
+        t.reth = Some(RethRepr {
+            va: b.mr.addr + 1024 * u64::from(skip),
+            rkey: b.mr.rkey,
+            dma_len: 4096 - 1024 * skip,
+        });
+        p.deliver(1, &emit(&t, &[]));
+        let got: Vec<_> = p
+            .take_transmits(1)
+            .iter()
+            .map(|d| TransportPacket::new_checked(&d[..]).unwrap().bth().opcode())
+            .collect();
+        assert_eq!(got, ops, "from packet {skip}");
+    }
+}
+
+/// IBA C9-105: a duplicate SEND or WRITE is acknowledged again, AckReq or
+/// not. Duplicates that arrive before the responder sends share one ACK
+/// (an ACK covers every PSN before it); rxe sends one per packet.
+#[test]
+fn duplicate_writes_are_acknowledged_once_per_sending_round() {
+    let mut p = Pair::new(906);
+    let [_, b] = connect(&mut p, QpType::Rc, 4096, Mtu::Mtu1024);
+    let write = write_with_pkey(&p, &b, 0xffff);
+    let epsn = p.eps[1].qps[&b.qpn].resp.epsn;
+    p.deliver(1, &write);
+    assert_eq!(p.take_transmits(1).len(), 1);
+    for _ in 0..3 {
+        p.deliver(1, &write);
+    }
+    let acks = p.take_transmits(1);
+    assert_eq!(acks.len(), 1, "three duplicates in one round");
+    for _ in 0..3 {
+        p.deliver(1, &write);
+        let ack = p.take_transmits(1);
+        assert_eq!(ack.len(), 1, "one duplicate per round");
+        assert_eq!(
+            TransportPacket::new_checked(&ack[0][..])
+                .unwrap()
+                .bth()
+                .psn(),
+            epsn
+        );
+    }
+    assert_eq!(p.eps[1].stats().rx_duplicate, 6);
 }
