@@ -1,7 +1,7 @@
 //! Error paths between two endpoints: a receive too small, RNR retries
 //! exhausted (and never exhausted at rnr_retry = 7), remote access errors of
 //! every kind, misaligned atomics, and duplicate atomics answered from the
-//! replay cache.
+//! responder resources.
 
 use ferroce_wire::Opcode;
 use ferroce_wire::aeth::{NakCode, Syndrome};
@@ -398,7 +398,7 @@ fn misaligned_atomics_are_refused_by_post_send_and_naked_by_the_responder() {
 }
 
 #[test]
-fn a_duplicate_atomic_is_answered_from_the_replay_cache() {
+fn a_duplicate_atomic_is_answered_from_the_responder_resources() {
     let mut p = Pair::new(170);
     let [_a, b] = connect(&mut p, QpType::Rc, 4096, Mtu::Mtu1024);
     write_mr(&mut p, 1, b.mr.lkey, 16, &100u64.to_ne_bytes());

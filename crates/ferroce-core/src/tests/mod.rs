@@ -9,6 +9,8 @@
 //! | `states` | SQD drain, modify to Err with work outstanding, recovery through Reset |
 //! | `calls` | refused verbs calls and their messages |
 //! | `hostile` | stray packets: dropped, counted, harmless |
+//! | `conform` | IBA rules where rxe or an older ferroce differed: zero-length RDMA, P_Keys, resumed READs, duplicate ACKs |
+//! | `resources` | the responder resources: which duplicate READs and atomics are answered, forged READs under load |
 //! | `fuzz` | random packets into a connected pair: no panic, no harm |
 //! | `soak` | a long WRITE stream through loss, reordering and duplication (FERROCE_SOAK_BYTES) |
 //! | `many` | many QPs at once: the endpoint's cap on packets in flight, fair turns |
