@@ -1,5 +1,8 @@
 //! The BTH opcode table: one entry per opcode, saying which extension headers
-//! follow the BTH, in which order, and whether a payload may follow them.
+//! follow the BTH, in which order, and whether a payload may follow them, and
+//! what the packet means: its [`Kind`], its [`Position`] in the message, and
+//! whether it carries immediate data, invalidates an R_Key, consumes a
+//! receive WQE or is a response (as rxe's header masks in `rxe_opcode.h`).
 //!
 //! Parse and emit both walk this table, so they agree by construction.
 //! Sources: IBA vol. 1 §9.2/§9.3 (RC, UC, RD, UD), Annex A14 (XRC), Annex A17
@@ -159,6 +162,18 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// Its opcodes' top three bits, in place.
+    pub const fn base(self) -> u8 {
+        match self {
+            Self::Rc => 0x00,
+            Self::Uc => 0x20,
+            Self::Rd => 0x40,
+            Self::Ud => 0x60,
+            Self::Cnp => 0x80,
+            Self::Xrc => 0xa0,
+        }
+    }
+
     /// The short name printed in dumps.
     pub const fn name(self) -> &'static str {
         match self {
@@ -169,6 +184,53 @@ impl Transport {
             Self::Cnp => "CNP",
             Self::Xrc => "XRC",
         }
+    }
+}
+
+/// What a packet does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// SEND (any position, with or without immediate or invalidate).
+    Send,
+    /// RDMA WRITE.
+    Write,
+    /// RDMA READ request.
+    ReadRequest,
+    /// RDMA READ response.
+    ReadResponse,
+    /// COMPARE SWAP and FETCH ADD.
+    Atomic,
+    /// ACKNOWLEDGE (ACK, RNR NAK, NAK: the AETH says which).
+    Ack,
+    /// ATOMIC ACKNOWLEDGE.
+    AtomicAck,
+    Flush,
+    AtomicWrite,
+    /// RD RESYNC.
+    Resync,
+    /// Congestion Notification Packet.
+    Cnp,
+}
+
+/// Where a packet sits in its message. A one-packet operation (a READ
+/// request, an atomic, an ACK) is `Only`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Position {
+    First,
+    Middle,
+    Last,
+    Only,
+}
+
+impl Position {
+    /// Whether the packet starts a message (FIRST or ONLY).
+    pub const fn starts(self) -> bool {
+        matches!(self, Self::First | Self::Only)
+    }
+
+    /// Whether the packet ends a message (LAST or ONLY).
+    pub const fn ends(self) -> bool {
+        matches!(self, Self::Last | Self::Only)
     }
 }
 
@@ -186,6 +248,15 @@ pub struct OpcodeInfo {
     pub payload: bool,
     /// Whether the packet is a response (ACK, ATOMIC ACK, READ RESPONSE).
     pub response: bool,
+    pub kind: Kind,
+    pub position: Position,
+    /// Whether it carries immediate data (ImmDt).
+    pub immediate: bool,
+    /// Whether it invalidates an R_Key (IETH).
+    pub invalidate: bool,
+    /// Whether it takes a receive WQE at the responder: a SEND that starts
+    /// a message, a WRITE with immediate (rxe's RWR mask).
+    pub consumes_recv: bool,
     /// Total length of the extension headers (`headers.len()`, precomputed).
     pub headers_len: usize,
     /// Offset of each header after the BTH, indexed by `ExtHeader as usize`;
@@ -201,6 +272,11 @@ pub(crate) const UNKNOWN_INFO: OpcodeInfo = OpcodeInfo {
     headers: ExtSet::EMPTY,
     payload: true,
     response: false,
+    kind: Kind::Send,
+    position: Position::Only,
+    immediate: false,
+    invalidate: false,
+    consumes_recv: false,
     headers_len: 0,
     offsets: [u8::MAX; 11],
 };
@@ -224,135 +300,198 @@ pub struct Opcode(pub u8);
 // transports. `Op` is that low part plus its headers.
 struct Op {
     name: &'static str,
+    kind: Kind,
+    position: Position,
     headers: ExtSet,
     payload: bool,
-    response: bool,
 }
 
 const E: ExtSet = ExtSet::EMPTY;
 
-const fn op(name: &'static str, headers: ExtSet, payload: bool) -> Option<Op> {
+const fn op(
+    name: &'static str,
+    kind: Kind,
+    position: Position,
+    headers: ExtSet,
+    payload: bool,
+) -> Option<Op> {
     Some(Op {
         name,
+        kind,
+        position,
         headers,
         payload,
-        response: false,
-    })
-}
-
-const fn resp(name: &'static str, headers: ExtSet, payload: bool) -> Option<Op> {
-    Some(Op {
-        name,
-        headers,
-        payload,
-        response: true,
     })
 }
 
 const fn ops(low: u8) -> Option<Op> {
     use ExtHeader::*;
+    use Kind::*;
+    use Position::*;
     match low {
-        0x00 => op("SEND_FIRST", E, true),
-        0x01 => op("SEND_MIDDLE", E, true),
-        0x02 => op("SEND_LAST", E, true),
-        0x03 => op("SEND_LAST_WITH_IMMEDIATE", E.with(ImmDt), true),
-        0x04 => op("SEND_ONLY", E, true),
-        0x05 => op("SEND_ONLY_WITH_IMMEDIATE", E.with(ImmDt), true),
-        0x06 => op("RDMA_WRITE_FIRST", E.with(Reth), true),
-        0x07 => op("RDMA_WRITE_MIDDLE", E, true),
-        0x08 => op("RDMA_WRITE_LAST", E, true),
-        0x09 => op("RDMA_WRITE_LAST_WITH_IMMEDIATE", E.with(ImmDt), true),
-        0x0A => op("RDMA_WRITE_ONLY", E.with(Reth), true),
+        0x00 => op("SEND_FIRST", Send, First, E, true),
+        0x01 => op("SEND_MIDDLE", Send, Middle, E, true),
+        0x02 => op("SEND_LAST", Send, Last, E, true),
+        0x03 => op("SEND_LAST_WITH_IMMEDIATE", Send, Last, E.with(ImmDt), true),
+        0x04 => op("SEND_ONLY", Send, Only, E, true),
+        0x05 => op("SEND_ONLY_WITH_IMMEDIATE", Send, Only, E.with(ImmDt), true),
+        0x06 => op("RDMA_WRITE_FIRST", Write, First, E.with(Reth), true),
+        0x07 => op("RDMA_WRITE_MIDDLE", Write, Middle, E, true),
+        0x08 => op("RDMA_WRITE_LAST", Write, Last, E, true),
+        0x09 => op(
+            "RDMA_WRITE_LAST_WITH_IMMEDIATE",
+            Write,
+            Last,
+            E.with(ImmDt),
+            true,
+        ),
+        0x0A => op("RDMA_WRITE_ONLY", Write, Only, E.with(Reth), true),
         0x0B => op(
             "RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+            Write,
+            Only,
             E.with(Reth).with(ImmDt),
             true,
         ),
-        0x0C => op("RDMA_READ_REQUEST", E.with(Reth), false),
-        0x0D => resp("RDMA_READ_RESPONSE_FIRST", E.with(Aeth), true),
-        0x0E => resp("RDMA_READ_RESPONSE_MIDDLE", E, true),
-        0x0F => resp("RDMA_READ_RESPONSE_LAST", E.with(Aeth), true),
-        0x10 => resp("RDMA_READ_RESPONSE_ONLY", E.with(Aeth), true),
-        0x11 => resp("ACKNOWLEDGE", E.with(Aeth), false),
-        0x12 => resp("ATOMIC_ACKNOWLEDGE", E.with(Aeth).with(AtomicAckEth), false),
-        0x13 => op("COMPARE_SWAP", E.with(AtomicEth), false),
-        0x14 => op("FETCH_ADD", E.with(AtomicEth), false),
-        0x16 => op("SEND_LAST_WITH_INVALIDATE", E.with(Ieth), true),
-        0x17 => op("SEND_ONLY_WITH_INVALIDATE", E.with(Ieth), true),
-        0x1C => op("FLUSH", E.with(Feth).with(Reth), false),
-        0x1D => op("ATOMIC_WRITE", E.with(Reth), true),
+        0x0C => op("RDMA_READ_REQUEST", ReadRequest, Only, E.with(Reth), false),
+        0x0D => op(
+            "RDMA_READ_RESPONSE_FIRST",
+            ReadResponse,
+            First,
+            E.with(Aeth),
+            true,
+        ),
+        0x0E => op("RDMA_READ_RESPONSE_MIDDLE", ReadResponse, Middle, E, true),
+        0x0F => op(
+            "RDMA_READ_RESPONSE_LAST",
+            ReadResponse,
+            Last,
+            E.with(Aeth),
+            true,
+        ),
+        0x10 => op(
+            "RDMA_READ_RESPONSE_ONLY",
+            ReadResponse,
+            Only,
+            E.with(Aeth),
+            true,
+        ),
+        0x11 => op("ACKNOWLEDGE", Ack, Only, E.with(Aeth), false),
+        0x12 => op(
+            "ATOMIC_ACKNOWLEDGE",
+            AtomicAck,
+            Only,
+            E.with(Aeth).with(AtomicAckEth),
+            false,
+        ),
+        0x13 => op("COMPARE_SWAP", Atomic, Only, E.with(AtomicEth), false),
+        0x14 => op("FETCH_ADD", Atomic, Only, E.with(AtomicEth), false),
+        0x16 => op("SEND_LAST_WITH_INVALIDATE", Send, Last, E.with(Ieth), true),
+        0x17 => op("SEND_ONLY_WITH_INVALIDATE", Send, Only, E.with(Ieth), true),
+        0x1C => op("FLUSH", Flush, Only, E.with(Feth).with(Reth), false),
+        0x1D => op("ATOMIC_WRITE", AtomicWrite, Only, E.with(Reth), true),
         _ => None,
+    }
+}
+
+impl Kind {
+    /// Whether packets of this kind are responses.
+    pub const fn is_response(self) -> bool {
+        matches!(self, Self::ReadResponse | Self::Ack | Self::AtomicAck)
     }
 }
 
 const fn build(code: u8) -> Option<OpcodeInfo> {
     use ExtHeader::*;
     let low = code & 0x1f;
-    let (transport, name, headers, payload, response) = match code >> 5 {
+    let (transport, o) = match code >> 5 {
         0 => match ops(low) {
-            Some(o) => (Transport::Rc, o.name, o.headers, o.payload, o.response),
+            Some(o) => (Transport::Rc, o),
             None => return None,
         },
         1 if low <= 0x0b => match ops(low) {
-            Some(o) => (Transport::Uc, o.name, o.headers, o.payload, o.response),
+            Some(o) => (Transport::Uc, o),
             None => return None,
         },
         2 if low <= 0x14 => match ops(low) {
             Some(o) => {
-                let pre = if o.response {
+                let pre = if o.kind.is_response() {
                     E.with(Rdeth)
                 } else {
                     E.with(Rdeth).with(Deth)
                 };
-                let h = ExtSet(pre.0 | o.headers.0);
-                (Transport::Rd, o.name, h, o.payload, o.response)
+                let headers = ExtSet(pre.0 | o.headers.0);
+                (Transport::Rd, Op { headers, ..o })
             }
             None => return None,
         },
         2 if low == 0x15 => (
             Transport::Rd,
-            "RESYNC",
-            E.with(Rdeth).with(Deth),
-            false,
-            false,
+            Op {
+                name: "RESYNC",
+                kind: Kind::Resync,
+                position: Position::Only,
+                headers: E.with(Rdeth).with(Deth),
+                payload: false,
+            },
         ),
-        3 if low == 0x04 => (Transport::Ud, "SEND_ONLY", E.with(Deth), true, false),
-        3 if low == 0x05 => (
-            Transport::Ud,
-            "SEND_ONLY_WITH_IMMEDIATE",
-            E.with(Deth).with(ImmDt),
-            true,
-            false,
+        3 if low == 0x04 || low == 0x05 => match ops(low) {
+            Some(o) => {
+                let headers = ExtSet(o.headers.0 | Deth.bit());
+                (Transport::Ud, Op { headers, ..o })
+            }
+            None => return None,
+        },
+        4 if low == 0x01 => (
+            Transport::Cnp,
+            Op {
+                name: "CNP",
+                kind: Kind::Cnp,
+                position: Position::Only,
+                headers: E.with(CnpReserved),
+                payload: false,
+            },
         ),
-        4 if low == 0x01 => (Transport::Cnp, "CNP", E.with(CnpReserved), false, false),
         5 if low <= 0x17 => match ops(low) {
             Some(o) => {
-                let h = if o.response {
+                let headers = if o.kind.is_response() {
                     o.headers
                 } else {
                     ExtSet(o.headers.0 | Xrceth.bit())
                 };
-                (Transport::Xrc, o.name, h, o.payload, o.response)
+                (Transport::Xrc, Op { headers, ..o })
             }
             None => return None,
         },
         _ => return None,
     };
+    let headers = o.headers;
     let mut offsets = [u8::MAX; 11];
     let mut i = 0;
     while i < ExtHeader::ALL.len() {
-        if let Some(o) = headers.offset(ExtHeader::ALL[i]) {
-            offsets[i] = o as u8;
+        if let Some(off) = headers.offset(ExtHeader::ALL[i]) {
+            offsets[i] = off as u8;
         }
         i += 1;
     }
+    let immediate = headers.contains(ImmDt);
+    let consumes_recv = match o.kind {
+        Kind::Send => o.position.starts(),
+        Kind::Write => immediate,
+        _ => false,
+    };
     Some(OpcodeInfo {
         name: NAMES[code as usize],
-        operation: name,
+        operation: o.name,
         transport,
         headers,
-        payload,
-        response,
+        payload: o.payload,
+        response: o.kind.is_response(),
+        kind: o.kind,
+        position: o.position,
+        immediate,
+        invalidate: headers.contains(Ieth),
+        consumes_recv,
         headers_len: headers.len(),
         offsets,
     })
@@ -416,6 +555,12 @@ impl Opcode {
     /// Every opcode the table knows.
     pub fn all() -> impl Iterator<Item = Self> {
         (0..=255u8).map(Self).filter(|o| o.info().is_some())
+    }
+
+    /// The same operation in transport `t` (e.g. UC_SEND_FIRST for
+    /// RC_SEND_FIRST and UC); [`Opcode::info`] says whether `t` has it.
+    pub const fn in_transport(self, t: Transport) -> Self {
+        Self(t.base() | self.operation())
     }
 
     /// The operation with the transport bits cleared (e.g. 0x06 for any WRITE FIRST).
@@ -564,6 +709,63 @@ const NAMES: [&str; 256] = {
 mod tests {
     use super::*;
     use ExtHeader::*;
+
+    /// The meaning columns against the names, read independently.
+    #[test]
+    fn meanings_agree_with_names() {
+        for o in Opcode::all() {
+            let i = o.info().unwrap();
+            let n = i.operation;
+            let position = if n.contains("FIRST") {
+                Position::First
+            } else if n.contains("MIDDLE") {
+                Position::Middle
+            } else if n.contains("LAST") {
+                Position::Last
+            } else {
+                Position::Only
+            };
+            assert_eq!(i.position, position, "{}", i.name);
+            let kind = match n {
+                _ if n.starts_with("SEND") => Kind::Send,
+                _ if n.starts_with("RDMA_WRITE") => Kind::Write,
+                "RDMA_READ_REQUEST" => Kind::ReadRequest,
+                _ if n.starts_with("RDMA_READ_RESPONSE") => Kind::ReadResponse,
+                "COMPARE_SWAP" | "FETCH_ADD" => Kind::Atomic,
+                "ACKNOWLEDGE" => Kind::Ack,
+                "ATOMIC_ACKNOWLEDGE" => Kind::AtomicAck,
+                "FLUSH" => Kind::Flush,
+                "ATOMIC_WRITE" => Kind::AtomicWrite,
+                "RESYNC" => Kind::Resync,
+                "CNP" => Kind::Cnp,
+                _ => panic!("{n}"),
+            };
+            assert_eq!(i.kind, kind, "{}", i.name);
+            assert_eq!(i.immediate, n.contains("IMMEDIATE"), "{}", i.name);
+            assert_eq!(i.invalidate, n.contains("INVALIDATE"), "{}", i.name);
+            let consumes = (kind == Kind::Send && position.starts())
+                || (kind == Kind::Write && n.contains("IMMEDIATE"));
+            assert_eq!(i.consumes_recv, consumes, "{}", i.name);
+            assert_eq!(
+                i.response,
+                n.contains("RESPONSE") || n.contains("ACKNOWLEDGE")
+            );
+        }
+    }
+
+    #[test]
+    fn an_operation_moves_between_transports() {
+        let uc = Opcode::RC_SEND_FIRST.in_transport(Transport::Uc);
+        assert_eq!(uc.name(), Some("UC_SEND_FIRST"));
+        let ud = Opcode::RC_SEND_ONLY_WITH_IMMEDIATE.in_transport(Transport::Ud);
+        assert_eq!(ud, Opcode::UD_SEND_ONLY_WITH_IMMEDIATE);
+        assert_eq!(
+            Opcode::RC_RDMA_READ_REQUEST
+                .in_transport(Transport::Uc)
+                .info(),
+            None
+        );
+    }
 
     #[test]
     fn names_agree_with_operations() {
