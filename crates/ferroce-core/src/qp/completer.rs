@@ -5,6 +5,7 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use ferroce_wire::aeth::{NakCode, Syndrome, rnr_timer_us};
+use ferroce_wire::opcode::Kind;
 use ferroce_wire::{Psn, TransportPacket};
 
 use super::{Qp, requester};
@@ -50,18 +51,16 @@ pub(crate) fn on_response(
         }
         return;
     }
-    let op = pkt.bth().opcode().operation();
-    match op {
-        // READ RESPONSE FIRST / MIDDLE / LAST / ONLY
-        0x0d..=0x10 => read_response(qp, pkt, psn, op, mrs, stats),
-        // ATOMIC ACKNOWLEDGE
-        0x12 => atomic_ack(qp, pkt, psn, mrs, stats),
+    let kind = pkt.info().kind;
+    match kind {
+        Kind::ReadResponse => read_response(qp, pkt, psn, mrs, stats),
+        Kind::AtomicAck => atomic_ack(qp, pkt, psn, mrs, stats),
         _ => {}
     }
     if let Some(aeth) = pkt.aeth() {
         match aeth.syndrome() {
             Syndrome::Ack { .. } => {
-                if let Some(lost) = acknowledge(qp, psn, op) {
+                if let Some(lost) = acknowledge(qp, psn, kind) {
                     stats.retransmits += 1;
                     requester::rewind(qp, lost);
                 }
@@ -71,7 +70,7 @@ pub(crate) fn on_response(
                 // own (rxe's check_psn completes the WQEs it passes first).
                 // Without this, when the ACK of a WRITE before the SEND was
                 // lost, the WRITE failed with RNR_RETRY_EXC_ERR in its place.
-                if let Some(lost) = acknowledge(qp, psn - 1, 0x11) {
+                if let Some(lost) = acknowledge(qp, psn - 1, Kind::Ack) {
                     stats.retransmits += 1;
                     requester::rewind(qp, lost);
                 } else {
@@ -81,7 +80,7 @@ pub(crate) fn on_response(
             Syndrome::Nak(NakCode::PsnSequenceError) => {
                 // Everything before `psn` arrived; resend from `psn`, or
                 // from a READ or atomic whose response was lost before it.
-                let from = acknowledge(qp, psn - 1, 0x11).unwrap_or(psn);
+                let from = acknowledge(qp, psn - 1, Kind::Ack).unwrap_or(psn);
                 stats.retransmits += 1;
                 requester::rewind(qp, from);
             }
@@ -91,7 +90,7 @@ pub(crate) fn on_response(
                     NakCode::RemoteAccessError => WcStatus::RemAccessErr,
                     _ => WcStatus::RemOpErr,
                 };
-                let _ = acknowledge(qp, psn - 1, 0x11);
+                let _ = acknowledge(qp, psn - 1, Kind::Ack);
                 fail_at(qp, psn, status, cqs);
                 return;
             }
@@ -102,10 +101,11 @@ pub(crate) fn on_response(
     rearm(qp, now);
 }
 
-/// Marks done every send/write WQE acknowledged by `psn`. A plain ACK past
-/// an unfinished READ or atomic means its response was lost: returns the
-/// PSN to resend from.
-fn acknowledge(qp: &mut Qp, psn: Psn, op: u8) -> Option<Psn> {
+/// Marks done every send/write WQE acknowledged by `psn`, which a packet of
+/// `kind` carried. A plain ACK (an ACKNOWLEDGE, not a response that carries
+/// data) past an unfinished READ or atomic means its response was lost:
+/// returns the PSN to resend from.
+fn acknowledge(qp: &mut Qp, psn: Psn, kind: Kind) -> Option<Psn> {
     let mut progress = false;
     let mut lost_response = None;
     let mut blocked_at = None;
@@ -120,7 +120,7 @@ fn acknowledge(qp: &mut Qp, psn: Psn, op: u8) -> Option<Psn> {
             // Its own response completes it. A plain ACK at or past it
             // means that response was lost (IBA 9.7.5.1.3, implied NAK).
             blocked_at = Some(w.first_psn);
-            if op == 0x11 && psn.distance(w.last_psn()) >= 0 {
+            if kind == Kind::Ack && psn.distance(w.last_psn()) >= 0 {
                 lost_response = Some(w.first_psn);
             }
             break;
@@ -147,7 +147,6 @@ fn read_response(
     qp: &mut Qp,
     pkt: &TransportPacket<&[u8]>,
     psn: Psn,
-    op: u8,
     mrs: &mut MrTable,
     stats: &mut Stats,
 ) {
@@ -180,7 +179,7 @@ fn read_response(
         return;
     }
     let data = pkt.payload();
-    let last = matches!(op, 0x0f | 0x10);
+    let last = pkt.info().position.ends();
     let fits = w.read_received + data.len() as u64 <= w.len;
     let full_size = last || data.len() as u64 == mtu;
     if !fits || !full_size || !mrs.scatter(&w.wr.sg, w.read_received, data) {

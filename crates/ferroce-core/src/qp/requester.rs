@@ -5,8 +5,9 @@
 
 use ferroce_wire::atomic_eth::AtomicEthRepr;
 use ferroce_wire::deth::DethRepr;
+use ferroce_wire::opcode::Position;
 use ferroce_wire::reth::RethRepr;
-use ferroce_wire::{Opcode, Psn, TransportRepr};
+use ferroce_wire::{Opcode, Psn, Transport, TransportRepr};
 
 use super::{Qp, SendWqe};
 use crate::endpoint::{BufPool, Transmit};
@@ -21,15 +22,6 @@ pub(crate) const WINDOW: u32 = 128;
 /// Ask for an ACK at least this often inside long messages, so the window
 /// keeps moving (rxe's RXE_MAX_PKT_PER_ACK).
 pub(crate) const PACKETS_PER_ACK: u32 = 64;
-
-/// Which packet of a message.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Position {
-    First,
-    Middle,
-    Last,
-    Only,
-}
 
 /// Whether the send queue holds something not yet (or no longer) sent.
 pub(crate) fn has_work(qp: &Qp) -> bool {
@@ -153,12 +145,12 @@ fn build(
         (false, true) => Position::Last,
         (false, false) => Position::Middle,
     };
-    let base = match qp_type {
-        QpType::Rc => 0x00,
-        QpType::Uc => 0x20,
-        QpType::Ud => 0x60,
+    let transport = match qp_type {
+        QpType::Rc => Transport::Rc,
+        QpType::Uc => Transport::Uc,
+        QpType::Ud => Transport::Ud,
     };
-    let (low, reth) = match op {
+    let (rc_opcode, reth) = match op {
         SendOp::Read { remote_addr, rkey } => {
             // After a lost response the READ resumes where the responses
             // stopped: the rest of the data, from the missing PSN
@@ -203,58 +195,57 @@ fn build(
             return Some(transmit(qp, idx, t, mrs, pool, 0));
         }
         SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => {
-            let low = match (pos, op) {
-                (Position::First, _) => 0x00,
-                (Position::Middle, _) => 0x01,
-                (Position::Last, SendOp::SendWithImm(_)) => 0x03,
-                (Position::Last, SendOp::SendWithInv(_)) => 0x16,
-                (Position::Last, _) => 0x02,
-                (Position::Only, SendOp::SendWithImm(_)) => 0x05,
-                (Position::Only, SendOp::SendWithInv(_)) => 0x17,
-                (Position::Only, _) => 0x04,
+            let opcode = match (pos, op) {
+                (Position::First, _) => Opcode::RC_SEND_FIRST,
+                (Position::Middle, _) => Opcode::RC_SEND_MIDDLE,
+                (Position::Last, SendOp::SendWithImm(_)) => Opcode::RC_SEND_LAST_WITH_IMMEDIATE,
+                (Position::Last, SendOp::SendWithInv(_)) => Opcode::RC_SEND_LAST_WITH_INVALIDATE,
+                (Position::Last, _) => Opcode::RC_SEND_LAST,
+                (Position::Only, SendOp::SendWithImm(_)) => Opcode::RC_SEND_ONLY_WITH_IMMEDIATE,
+                (Position::Only, SendOp::SendWithInv(_)) => Opcode::RC_SEND_ONLY_WITH_INVALIDATE,
+                (Position::Only, _) => Opcode::RC_SEND_ONLY,
             };
-            (low, None)
+            (opcode, None)
         }
         SendOp::Write { remote_addr, rkey }
         | SendOp::WriteWithImm {
             remote_addr, rkey, ..
         } => {
             let imm = matches!(op, SendOp::WriteWithImm { .. });
-            let low = match pos {
-                Position::First => 0x06,
-                Position::Middle => 0x07,
-                Position::Last if imm => 0x09,
-                Position::Last => 0x08,
-                Position::Only if imm => 0x0b,
-                Position::Only => 0x0a,
+            let opcode = match pos {
+                Position::First => Opcode::RC_RDMA_WRITE_FIRST,
+                Position::Middle => Opcode::RC_RDMA_WRITE_MIDDLE,
+                Position::Last if imm => Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE,
+                Position::Last => Opcode::RC_RDMA_WRITE_LAST,
+                Position::Only if imm => Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+                Position::Only => Opcode::RC_RDMA_WRITE_ONLY,
             };
-            let reth = matches!(pos, Position::First | Position::Only).then_some(RethRepr {
+            let reth = pos.starts().then_some(RethRepr {
                 va: remote_addr,
                 rkey,
                 dma_len: len as u32,
             });
-            (low, reth)
+            (opcode, reth)
         }
     };
-    let mut t = super::transport_repr(Opcode(base | low), psn, 0, seg as usize);
+    // The same operation in the QP's transport (UC and UD share RC's low
+    // five bits).
+    let opcode = rc_opcode.in_transport(transport);
+    let mut t = super::transport_repr(opcode, psn, 0, seg as usize);
     t.reth = reth;
     match op {
-        SendOp::SendWithImm(imm) | SendOp::WriteWithImm { imm, .. }
-            if matches!(pos, Position::Last | Position::Only) =>
-        {
+        SendOp::SendWithImm(imm) | SendOp::WriteWithImm { imm, .. } if pos.ends() => {
             t.imm = Some(imm);
         }
-        SendOp::SendWithInv(rkey) if matches!(pos, Position::Last | Position::Only) => {
+        SendOp::SendWithInv(rkey) if pos.ends() => {
             t.ieth = Some(rkey);
         }
         _ => {}
     }
-    t.bth.solicited = solicited && matches!(pos, Position::Last | Position::Only);
+    t.bth.solicited = solicited && pos.ends();
     qp.req.since_ack_req += 1;
-    t.bth.ack_req = qp_type == QpType::Rc
-        && (matches!(pos, Position::Last | Position::Only)
-            || qp.req.since_ack_req >= PACKETS_PER_ACK
-            || ask_ack);
+    t.bth.ack_req =
+        qp_type == QpType::Rc && (pos.ends() || qp.req.since_ack_req >= PACKETS_PER_ACK || ask_ack);
     if t.bth.ack_req {
         qp.req.since_ack_req = 0;
     }

@@ -18,6 +18,7 @@ use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
 use ferroce_wire::aeth::{AethRepr, NakCode, Syndrome};
+use ferroce_wire::opcode::{Kind, Position};
 use ferroce_wire::{Opcode, Psn, TransportPacket};
 
 use super::resources::{Served, ServedKind, within};
@@ -43,6 +44,24 @@ enum Outcome {
     /// requester sends it again).
     OverDepth,
 }
+
+/// The syndrome of every ACK the responder sends: it does no end-to-end
+/// flow control, so the credit count is the "invalid" code, 31, which tells
+/// the requester not to limit itself by credits (rxe's AETH_ACK_UNLIMITED).
+const ACK: Syndrome = Syndrome::Ack {
+    credits: NO_CREDIT_COUNT,
+};
+
+/// The AETH credit count meaning "no credit count".
+const NO_CREDIT_COUNT: u8 = 31;
+
+/// MSNs count the messages completed, modulo 2^24 (the AETH's 24 bits).
+fn next_msn(msn: u32) -> u32 {
+    (msn + 1) & MSN_MASK
+}
+
+/// The bits of an MSN.
+const MSN_MASK: u32 = 0xff_ffff;
 
 /// The responder resources: READ and atomic requests recorded, and READ or
 /// atomic responses owed at once (`max_dest_rd_atomic`, at least one).
@@ -132,7 +151,7 @@ pub(crate) fn on_request(
         Outcome::Ok => {
             qp.resp.epsn = psn + 1;
             if pkt.bth().ack_req() {
-                owe_ack(qp, psn, Syndrome::Ack { credits: 31 }, stats);
+                owe_ack(qp, psn, ACK, stats);
             }
         }
         Outcome::Responded => {}
@@ -177,9 +196,9 @@ fn duplicate(
     mrs: &MrTable,
     stats: &mut Stats,
 ) {
-    match pkt.bth().opcode().operation() {
-        0x0c => duplicate_read(qp, pkt, psn, mrs, stats),
-        0x13 | 0x14 => match qp.resp.resources.atomic_at(psn) {
+    match pkt.info().kind {
+        Kind::ReadRequest => duplicate_read(qp, pkt, psn, mrs, stats),
+        Kind::Atomic => match qp.resp.resources.atomic_at(psn) {
             Some(orig) => {
                 let msn = qp.resp.msn;
                 let queued = qp
@@ -195,7 +214,7 @@ fn duplicate(
         },
         _ => {
             let last = qp.resp.epsn - 1;
-            owe_ack(qp, last, Syndrome::Ack { credits: 31 }, stats);
+            owe_ack(qp, last, ACK, stats);
         }
     }
 }
@@ -261,36 +280,24 @@ fn execute(
     cqs: &mut HashMap<u32, Cq>,
     srqs: &mut HashMap<u32, Srq>,
 ) -> Outcome {
-    let op = pkt.bth().opcode().operation();
-    match op {
-        0x00..=0x05 | 0x16 | 0x17 => send(qp, pkt, op, mrs, cqs, srqs),
-        0x06..=0x0b => write(qp, pkt, op, mrs, cqs, srqs),
-        0x0c => read_request(qp, pkt, psn, mrs),
-        0x13 | 0x14 => atomic(qp, pkt, psn, mrs),
+    match pkt.info().kind {
+        Kind::Send => send(qp, pkt, mrs, cqs, srqs),
+        Kind::Write => write(qp, pkt, mrs, cqs, srqs),
+        Kind::ReadRequest => read_request(qp, pkt, psn, mrs),
+        Kind::Atomic => atomic(qp, pkt, psn, mrs),
         _ => Outcome::Nak(NakCode::InvalidRequest),
     }
-}
-
-fn is_first(op: u8) -> bool {
-    matches!(op, 0x00 | 0x04 | 0x05 | 0x06 | 0x0a | 0x0b | 0x17)
-}
-
-fn is_last(op: u8) -> bool {
-    matches!(
-        op,
-        0x02 | 0x03 | 0x04 | 0x05 | 0x08 | 0x09 | 0x0a | 0x0b | 0x16 | 0x17
-    )
 }
 
 fn send(
     qp: &mut Qp,
     pkt: &TransportPacket<&[u8]>,
-    op: u8,
     mrs: &mut MrTable,
     cqs: &mut HashMap<u32, Cq>,
     srqs: &mut HashMap<u32, Srq>,
 ) -> Outcome {
-    if is_first(op) != qp.resp.recv.is_none() {
+    let position = pkt.info().position;
+    if position.starts() != qp.resp.recv.is_none() {
         // A FIRST while a message is open, or a MIDDLE/LAST with none.
         return Outcome::Nak(NakCode::InvalidRequest);
     }
@@ -320,7 +327,7 @@ fn send(
         return Outcome::Nak(NakCode::InvalidRequest);
     }
     *filled += data.len() as u64;
-    if is_last(op) {
+    if position.ends() {
         let Some((wr, len)) = qp.resp.recv.take() else {
             return Outcome::Ok;
         };
@@ -340,7 +347,7 @@ fn send(
             );
             return Outcome::Nak(NakCode::InvalidRequest);
         }
-        qp.resp.msn = (qp.resp.msn + 1) & 0xff_ffff;
+        qp.resp.msn = next_msn(qp.resp.msn);
         complete_recv(
             qp,
             cqs,
@@ -358,16 +365,15 @@ fn send(
 fn write(
     qp: &mut Qp,
     pkt: &TransportPacket<&[u8]>,
-    op: u8,
     mrs: &mut MrTable,
     cqs: &mut HashMap<u32, Cq>,
     srqs: &mut HashMap<u32, Srq>,
 ) -> Outcome {
-    let with_imm = matches!(op, 0x09 | 0x0b);
+    let (position, with_imm) = (pkt.info().position, pkt.info().consumes_recv);
     if with_imm && !has_recv(qp, srqs) {
         return Outcome::Rnr;
     }
-    if is_first(op) {
+    if position.starts() {
         if qp.resp.write.is_some() {
             return Outcome::Nak(NakCode::InvalidRequest);
         }
@@ -387,7 +393,7 @@ fn write(
         return Outcome::Nak(NakCode::InvalidRequest);
     };
     let data = pkt.payload();
-    if data.len() > left || (is_last(op) && data.len() != left) {
+    if data.len() > left || (position.ends() && data.len() != left) {
         // More (or less) than the RETH announced.
         qp.resp.write = None;
         return Outcome::Nak(NakCode::InvalidRequest);
@@ -396,9 +402,9 @@ fn write(
         mr.buf[off..off + data.len()].copy_from_slice(data);
     }
     qp.resp.write = Some((lkey, off + data.len(), left - data.len()));
-    if is_last(op) {
+    if position.ends() {
         qp.resp.write = None;
-        qp.resp.msn = (qp.resp.msn + 1) & 0xff_ffff;
+        qp.resp.msn = next_msn(qp.resp.msn);
         if with_imm && let Some(wr) = take_recv(qp, srqs) {
             let imm = pkt.imm();
             // byte_len is the WRITE's length (it was 0 here before).
@@ -459,7 +465,7 @@ fn read_request(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, psn: Psn, mrs: &MrTab
         return Outcome::OverDepth;
     }
     let npkts = qp.packets_for(u64::from(len));
-    qp.resp.msn = (qp.resp.msn + 1) & 0xff_ffff;
+    qp.resp.msn = next_msn(qp.resp.msn);
     qp.resp.epsn = psn + npkts;
     let capacity = depth(qp);
     let last_psn = psn + (npkts - 1);
@@ -516,7 +522,7 @@ fn atomic(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, psn: Psn, mrs: &mut MrTable
         orig.wrapping_add(a.swap_add())
     };
     cell.copy_from_slice(&new.to_ne_bytes());
-    qp.resp.msn = (qp.resp.msn + 1) & 0xff_ffff;
+    qp.resp.msn = next_msn(qp.resp.msn);
     qp.resp.epsn = psn + 1;
     let capacity = depth(qp);
     let kind = ServedKind::Atomic { orig };
@@ -560,7 +566,7 @@ fn uc_receive(
     stats: &mut Stats,
 ) {
     let psn = pkt.bth().psn();
-    let op = pkt.bth().opcode().operation();
+    let info = pkt.info();
     if psn != qp.resp.epsn {
         // A gap: the message in progress is lost (its receive WQE is
         // reused for the next message); resynchronise on a FIRST or ONLY.
@@ -569,15 +575,15 @@ fn uc_receive(
             give_back(qp, srqs, wr);
         }
         qp.resp.write = None;
-        if !is_first(op) {
+        if !info.position.starts() {
             qp.resp.epsn = psn + 1;
             return;
         }
     }
     qp.resp.epsn = psn + 1;
-    let outcome = match op {
-        0x00..=0x05 => send(qp, pkt, op, mrs, cqs, srqs),
-        0x06..=0x0b => write(qp, pkt, op, mrs, cqs, srqs),
+    let outcome = match info.kind {
+        Kind::Send => send(qp, pkt, mrs, cqs, srqs),
+        Kind::Write => write(qp, pkt, mrs, cqs, srqs),
         _ => Outcome::Nak(NakCode::InvalidRequest),
     };
     if !matches!(outcome, Outcome::Ok) {
@@ -589,6 +595,9 @@ fn uc_receive(
         qp.resp.write = None;
     }
 }
+
+/// The GRH ibverbs puts in front of every UD receive.
+const GRH_LEN: usize = 40;
 
 fn ud_receive(
     qp: &mut Qp,
@@ -615,19 +624,22 @@ fn ud_receive(
     };
     // ibverbs puts the 40-byte GRH in front of UD data: for RoCE v2 over
     // IPv4, the IPv4 header sits in its last 20 bytes.
-    let mut grh = [0u8; 40];
+    // Only the version and the source address are filled in.
+    const IPV4_VERSION_IHL: u8 = 0x45;
+    const IPV6_VERSION: u8 = 0x60;
+    let mut grh = [0u8; GRH_LEN];
     match from {
         IpAddr::V4(a) => {
-            grh[20] = 0x45;
+            grh[20] = IPV4_VERSION_IHL;
             grh[32..36].copy_from_slice(&a.octets());
         }
         IpAddr::V6(a) => {
-            grh[0] = 0x60;
+            grh[0] = IPV6_VERSION;
             grh[8..24].copy_from_slice(&a.octets());
         }
     }
     let data = pkt.payload();
-    let ok = mrs.scatter(&wr.sg, 0, &grh) && mrs.scatter(&wr.sg, 40, data);
+    let ok = mrs.scatter(&wr.sg, 0, &grh) && mrs.scatter(&wr.sg, GRH_LEN as u64, data);
     let status = if ok {
         WcStatus::Success
     } else {
@@ -639,7 +651,7 @@ fn ud_receive(
             status,
             opcode: WcOpcode::Recv,
             qpn: qp.qpn,
-            byte_len: (40 + data.len()) as u32,
+            byte_len: (GRH_LEN + data.len()) as u32,
             imm: pkt.imm(),
             invalidated_rkey: None,
             src_qp: deth.src_qp(),
@@ -669,7 +681,7 @@ pub(crate) fn next_response(qp: &mut Qp, mrs: &MrTable, pool: &mut BufPool) -> O
         Response::Atomic { psn, orig, msn } => {
             let mut t = super::transport_repr(Opcode::RC_ATOMIC_ACKNOWLEDGE, *psn, dest, 0);
             t.aeth = Some(AethRepr {
-                syndrome: Syndrome::Ack { credits: 31 },
+                syndrome: ACK,
                 msn: *msn,
             });
             t.atomic_ack = Some(*orig);
@@ -680,17 +692,18 @@ pub(crate) fn next_response(qp: &mut Qp, mrs: &MrTable, pool: &mut BufPool) -> O
             let n = (job.len - job.sent).min(mtu);
             let first = job.sent == 0;
             let last = job.sent + n >= job.len;
-            let op = match (first, last) {
-                (true, true) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
-                (true, false) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
-                (false, true) => Opcode::RC_RDMA_READ_RESPONSE_LAST,
-                (false, false) => Opcode(0x0e),
+            let (op, position) = match (first, last) {
+                (true, true) => (Opcode::RC_RDMA_READ_RESPONSE_ONLY, Position::Only),
+                (true, false) => (Opcode::RC_RDMA_READ_RESPONSE_FIRST, Position::First),
+                (false, true) => (Opcode::RC_RDMA_READ_RESPONSE_LAST, Position::Last),
+                (false, false) => (Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, Position::Middle),
             };
             let psn = job.psn + (job.sent / mtu) as u32;
             let mut t = super::transport_repr(op, psn, dest, n);
-            if op != Opcode(0x0e) {
+            // Every READ response but a MIDDLE carries an AETH.
+            if position != Position::Middle {
                 t.aeth = Some(AethRepr {
-                    syndrome: Syndrome::Ack { credits: 31 },
+                    syndrome: ACK,
                     msn: job.msn,
                 });
             }
