@@ -24,6 +24,8 @@ pub mod endpoint;
 mod mr;
 mod qp;
 mod srq;
+mod stats;
+mod tables;
 pub mod time;
 mod timers;
 mod transmit;

@@ -9,7 +9,8 @@ use std::net::IpAddr;
 use ferroce_wire::TransportPacket;
 
 use super::{BURST, Endpoint, MAX_IN_FLIGHT, Transmit};
-use crate::qp::{completer, requester, responder};
+use crate::qp::{completer, replies, requester, responder};
+use crate::tables::Tables;
 use crate::time::Instant;
 use crate::verbs::{QpState, QpType};
 
@@ -54,18 +55,16 @@ impl Endpoint {
             self.stats.rx_bad_pkey += 1;
             return;
         }
+        let mut tables = Tables {
+            mrs: &mut self.mrs,
+            cqs: &mut self.cqs,
+            srqs: &mut self.srqs,
+            stats: &mut self.stats,
+        };
         if pkt.info().response {
-            completer::on_response(q, &pkt, &mut self.mrs, &mut self.cqs, &mut self.stats, now);
+            completer::on_response(q, &pkt, &mut tables, now);
         } else {
-            responder::on_request(
-                q,
-                &pkt,
-                from,
-                &mut self.mrs,
-                &mut self.cqs,
-                &mut self.srqs,
-                &mut self.stats,
-            );
+            responder::on_request(q, &pkt, from, &mut tables);
         }
         self.touched(dqpn);
         self.raise_events(dqpn);
@@ -96,7 +95,7 @@ impl Endpoint {
                 self.burst = 0;
                 continue; // destroyed
             };
-            let mut t = responder::next_response(q, &self.mrs, &mut self.pool);
+            let mut t = replies::next_response(q, &self.mrs, &mut self.pool);
             if t.is_none() && capped {
                 if !requester::has_work(q) {
                     q.scheduled = false;

@@ -18,7 +18,6 @@
 use std::collections::{HashSet, VecDeque};
 
 use rustc_hash::FxHashMap as HashMap;
-use std::net::{IpAddr, Ipv4Addr};
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
@@ -27,27 +26,19 @@ use crate::cq::Cq;
 use crate::mr::{Mr, MrInfo, MrTable, sg_len};
 use crate::qp::{self, Qp, QpInit, SendWqe, completer, responder};
 use crate::srq::{MAX_SRQ_WR, Srq};
+pub use crate::stats::Stats;
 use crate::timers::Timers;
 pub(crate) use crate::transmit::BufPool;
 pub use crate::transmit::Transmit;
 
 mod drive;
 use crate::verbs::{
-    Access, AsyncEvent, Path, QpAttr, QpState, QpType, RecvWr, SendOp, SendWr, SrqAttr, SrqInfo,
+    Access, AsyncEvent, QpAttr, QpState, QpType, RecvWr, SendOp, SendWr, SrqAttr, SrqInfo,
     VerbsError, WcOpcode, WcStatus, WorkCompletion,
 };
 
 /// Largest message (ibv_devinfo's max_msg_sz as rxe reports it).
 pub const MAX_MSG_SIZE: u64 = 0x80_0000;
-
-/// Where a packet goes when a QP has no path yet (never sent: QPs without a
-/// path are not in RTS).
-pub(crate) const NO_PATH: Path = Path {
-    remote: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-    udp_src_port: 0xc000,
-    traffic_class: 0,
-    hop_limit: 64,
-};
 
 /// Endpoint settings.
 #[derive(Debug, Clone, Copy)]
@@ -66,36 +57,6 @@ pub const MAX_IN_FLIGHT: u64 = 1024;
 
 /// Packets a QP may send in a row before the next active QP's turn.
 const BURST: u32 = 16;
-
-/// Counters of what was dropped and why.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stats {
-    pub rx_packets: u64,
-    pub tx_packets: u64,
-    pub rx_malformed: u64,
-    pub rx_unknown_qp: u64,
-    pub rx_wrong_state: u64,
-    pub rx_wrong_source: u64,
-    pub rx_bad_qkey: u64,
-    /// Packets whose BTH P_Key is not of the QP's partition.
-    pub rx_bad_pkey: u64,
-    pub rx_duplicate: u64,
-    pub rx_out_of_sequence: u64,
-    pub rx_unexpected: u64,
-    pub retransmits: u64,
-    pub rnr_naks_sent: u64,
-    /// Duplicate READ or atomic requests that match no request the
-    /// responder recorded serving (or ask for other bytes than it served):
-    /// dropped, not executed again.
-    pub rx_duplicate_unserved: u64,
-    /// New READ or atomic requests beyond the responder resources
-    /// (`max_dest_rd_atomic`) while as many responses are still owed:
-    /// dropped unexecuted, for the requester to send again.
-    pub rx_over_depth: u64,
-    /// ACKs and NAKs not queued because the QP already owed as many
-    /// responses as it may (a peer flooding it with requests).
-    pub acks_dropped: u64,
-}
 
 /// One device's objects and engine. See the module docs for the contract.
 #[derive(Debug)]

@@ -10,8 +10,9 @@ use ferroce_wire::{Psn, TransportPacket};
 
 use super::{Qp, requester};
 use crate::cq::Cq;
-use crate::endpoint::Stats;
 use crate::mr::MrTable;
+use crate::stats::Stats;
+use crate::tables::Tables;
 use crate::time::{Instant, local_ack_timeout};
 use crate::verbs::{QpState, SendOp, WcOpcode, WcStatus, WorkCompletion};
 
@@ -19,11 +20,10 @@ use crate::verbs::{QpState, SendOp, WcOpcode, WcStatus, WorkCompletion};
 pub(crate) fn on_response(
     qp: &mut Qp,
     pkt: &TransportPacket<&[u8]>,
-    mrs: &mut MrTable,
-    cqs: &mut HashMap<u32, Cq>,
-    stats: &mut Stats,
+    t: &mut Tables<'_>,
     now: Instant,
 ) {
+    let (mrs, cqs, stats) = (&mut *t.mrs, &mut *t.cqs, &mut *t.stats);
     if qp.state != QpState::Rts && qp.state != QpState::Sqd {
         stats.rx_wrong_state += 1;
         return;

@@ -4,18 +4,23 @@
 //! | file | role |
 //! |---|---|
 //! | [`requester`] | turns send work requests into request packets |
-//! | [`responder`] | executes incoming requests, sends ACKs, NAKs and READ responses |
+//! | [`responder`] | checks and executes incoming RC requests (SEND, WRITE) |
+//! | [`replies`] | executes READs and atomics; queues (bounded) and emits ACKs, NAKs, READ responses, atomic ACKs |
 //! | [`resources`] | the responder's record of the READs and atomics it served, for duplicates |
+//! | [`unreliable`] | the UC and UD receive side |
 //! | [`completer`] | processes ACKs and responses, retransmits, completes work requests |
 //! | [`state`] | which `modify_qp` calls are legal |
 
 pub(crate) mod completer;
+pub(crate) mod replies;
 pub(crate) mod requester;
 pub(crate) mod resources;
 pub(crate) mod responder;
 pub(crate) mod state;
+pub(crate) mod unreliable;
 
 use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr};
 
 use ferroce_wire::Psn;
 
@@ -182,6 +187,15 @@ pub(crate) struct ReadJob {
     pub(crate) msn: u32,
 }
 
+/// Where a packet goes when a QP has no path yet (never sent: QPs without a
+/// path are not in RTS).
+pub(crate) const NO_PATH: Path = Path {
+    remote: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+    udp_src_port: 0xc000,
+    traffic_class: 0,
+    hop_limit: 64,
+};
+
 /// The port's P_Key table has one entry, index 0, as rxe's: the default
 /// partition, full member. Every QP is in it and sends it.
 pub(crate) const DEFAULT_PKEY: u16 = 0xffff;
@@ -304,6 +318,11 @@ impl Qp {
             .into_iter()
             .flatten()
             .min()
+    }
+
+    /// Where its packets go (a QP without a path yet sends nothing).
+    pub(crate) fn path(&self) -> Path {
+        self.cfg.path.unwrap_or(NO_PATH)
     }
 
     /// The partition key of its P_Key index (the table's only entry).

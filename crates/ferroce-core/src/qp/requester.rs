@@ -10,9 +10,9 @@ use ferroce_wire::reth::RethRepr;
 use ferroce_wire::{Opcode, Psn, Transport, TransportRepr};
 
 use super::{Qp, SendWqe};
-use crate::endpoint::{BufPool, Transmit};
 use crate::mr::MrTable;
 use crate::time::{Instant, local_ack_timeout};
+use crate::transmit::{BufPool, Transmit};
 use crate::verbs::{QpState, QpType, SendOp, WcStatus};
 
 /// At most this many PSNs in flight past the oldest unacknowledged one
@@ -302,7 +302,7 @@ fn transmit(
     let wr = &qp.sq[idx].wr;
     let path = match (qp.init.qp_type, wr.ud) {
         (QpType::Ud, Some(ud)) => ud.path,
-        _ => qp.cfg.path.unwrap_or(crate::endpoint::NO_PATH),
+        _ => qp.path(),
     };
     if qp.init.qp_type == QpType::Ud {
         if let Some(ud) = wr.ud {

@@ -1,0 +1,290 @@
+//! The responses an RC responder owes: READ and atomic requests executed
+//! (and recorded in the responder resources, [`super::resources`]), their
+//! duplicates answered from that record, ACKs and NAKs, all queued in PSN
+//! order and bounded, and [`next_response`], which turns the queue into
+//! packets.
+//!
+//! Bounds: at most `max_dest_rd_atomic` READ or atomic responses owed (one
+//! per record), [`owed_limit`] responses in all.
+
+use ferroce_wire::aeth::{AethRepr, NakCode, Syndrome};
+use ferroce_wire::opcode::Position;
+use ferroce_wire::{Opcode, Psn, TransportPacket};
+
+use super::resources::{Served, ServedKind, within};
+use super::responder::{ACK, Outcome, next_msn, remote_target};
+use super::{Qp, ReadJob, Response};
+use crate::mr::MrTable;
+use crate::stats::Stats;
+use crate::transmit::{BufPool, Transmit};
+use crate::verbs::{Access, QpType};
+
+/// The responder resources: READ and atomic requests recorded, and READ or
+/// atomic responses owed at once (`max_dest_rd_atomic`, at least one).
+fn depth(qp: &Qp) -> usize {
+    usize::from(qp.cfg.max_dest_rd_atomic.max(1))
+}
+
+/// The most responses a QP may owe: one READ or atomic response per
+/// resource, and an ACK or NAK between and after each (adjacent ACKs
+/// coalesce; this bounds the NAKs that do not).
+fn owed_limit(qp: &Qp) -> usize {
+    2 * depth(qp) + 2
+}
+
+/// READ and atomic responses owed.
+fn owed_jobs(qp: &Qp) -> usize {
+    qp.resp
+        .out
+        .iter()
+        .filter(|r| !matches!(r, Response::Ack { .. }))
+        .count()
+}
+
+/// Queues an ACK or NAK; an ACK right behind another replaces it (ACK
+/// coalescing: the newer one acknowledges everything the older did). With
+/// [`owed_limit`] responses owed it is dropped: the requester's timer
+/// recovers what it would have said.
+pub(super) fn owe_ack(qp: &mut Qp, psn: Psn, syndrome: Syndrome, stats: &mut Stats) {
+    let msn = qp.resp.msn;
+    let ack = Response::Ack { psn, syndrome, msn };
+    if let (Some(Response::Ack { syndrome: s, .. }), Syndrome::Ack { .. }) =
+        (qp.resp.out.back(), syndrome)
+        && matches!(s, Syndrome::Ack { .. })
+    {
+        qp.resp.out.pop_back();
+    }
+    if qp.resp.out.len() >= owed_limit(qp) {
+        stats.acks_dropped += 1;
+        return;
+    }
+    qp.resp.out.push_back(ack);
+}
+
+/// IBA 9.7.5.1.4: a duplicate READ is executed again, from its own PSN
+/// (a requester resuming after a lost response asks for the rest), if it
+/// lies inside a READ recorded in the responder resources; a replay of a
+/// READ still being answered restarts that answer instead of adding one.
+pub(super) fn duplicate_read(
+    qp: &mut Qp,
+    pkt: &TransportPacket<&[u8]>,
+    psn: Psn,
+    mrs: &MrTable,
+    stats: &mut Stats,
+) {
+    let served = pkt.reth().and_then(|reth| {
+        let rec = qp.resp.resources.read_at(psn)?;
+        let (rkey, va, len) = (reth.rkey(), reth.va(), reth.dma_len());
+        if !within(&rec, psn, rkey, va, len, qp.cfg.mtu.bytes()) {
+            return None;
+        }
+        // Checked again: the region may be gone since.
+        let (lkey, offset) = remote_target(qp, mrs, rkey, va, len, Access::REMOTE_READ).ok()?;
+        Some(ReadJob {
+            psn,
+            record: rec.psn,
+            lkey,
+            offset,
+            len: len as usize,
+            sent: 0,
+            msn: qp.resp.msn,
+        })
+    });
+    let Some(job) = served else {
+        stats.rx_duplicate_unserved += 1;
+        return;
+    };
+    let queued = qp.resp.out.iter_mut().find_map(|r| match r {
+        Response::Read(j) if j.record == job.record => Some(j),
+        _ => None,
+    });
+    match queued {
+        Some(j) => *j = job,
+        None => owe_job(qp, Response::Read(job), stats),
+    }
+}
+
+/// A duplicate atomic: answered with the recorded original value (once
+/// while that answer is queued), or dropped when there is no record.
+pub(super) fn duplicate_atomic(qp: &mut Qp, psn: Psn, stats: &mut Stats) {
+    let Some(orig) = qp.resp.resources.atomic_at(psn) else {
+        stats.rx_duplicate_unserved += 1;
+        return;
+    };
+    let queued = qp
+        .resp
+        .out
+        .iter()
+        .any(|r| matches!(r, Response::Atomic { psn: p, .. } if *p == psn));
+    if !queued {
+        let msn = qp.resp.msn;
+        owe_job(qp, Response::Atomic { psn, orig, msn }, stats);
+    }
+}
+
+/// Queues a READ or atomic response for a duplicate, unless as many as the
+/// responder resources are already owed.
+fn owe_job(qp: &mut Qp, job: Response, stats: &mut Stats) {
+    if owed_jobs(qp) >= depth(qp) {
+        stats.rx_duplicate_unserved += 1;
+        return;
+    }
+    qp.resp.out.push_back(job);
+}
+
+/// A new READ request at the expected PSN: checked, recorded, answered.
+pub(super) fn read_request(
+    qp: &mut Qp,
+    pkt: &TransportPacket<&[u8]>,
+    psn: Psn,
+    mrs: &MrTable,
+) -> Outcome {
+    let Some(reth) = pkt.reth() else {
+        return Outcome::Nak(NakCode::InvalidRequest);
+    };
+    let (rkey, va, len) = (reth.rkey(), reth.va(), reth.dma_len());
+    let (lkey, offset) = match remote_target(qp, mrs, rkey, va, len, Access::REMOTE_READ) {
+        Ok(x) => x,
+        Err(code) => return Outcome::Nak(code),
+    };
+    if owed_jobs(qp) >= depth(qp) {
+        return Outcome::OverDepth;
+    }
+    let npkts = qp.packets_for(u64::from(len));
+    qp.resp.msn = next_msn(qp.resp.msn);
+    qp.resp.epsn = psn + npkts;
+    let capacity = depth(qp);
+    let last_psn = psn + (npkts - 1);
+    let kind = ServedKind::Read {
+        last_psn,
+        rkey,
+        va,
+        len,
+    };
+    qp.resp.resources.record(capacity, Served { psn, kind });
+    let msn = qp.resp.msn;
+    qp.resp.out.push_back(Response::Read(ReadJob {
+        psn,
+        record: psn,
+        lkey,
+        offset,
+        len: len as usize,
+        sent: 0,
+        msn,
+    }));
+    Outcome::Responded
+}
+
+/// A new atomic at the expected PSN: checked, executed once, recorded,
+/// answered.
+pub(super) fn atomic(
+    qp: &mut Qp,
+    pkt: &TransportPacket<&[u8]>,
+    psn: Psn,
+    mrs: &mut MrTable,
+) -> Outcome {
+    let Some(a) = pkt.atomic_eth() else {
+        return Outcome::Nak(NakCode::InvalidRequest);
+    };
+    if !qp.cfg.access.contains(Access::REMOTE_ATOMIC) {
+        return Outcome::Nak(NakCode::RemoteAccessError);
+    }
+    if a.va() % 8 != 0 {
+        return Outcome::Nak(NakCode::InvalidRequest);
+    }
+    let Ok((lkey, off)) = mrs.remote(qp.init.pd, a.rkey(), a.va(), 8, Access::REMOTE_ATOMIC) else {
+        return Outcome::Nak(NakCode::RemoteAccessError);
+    };
+    if owed_jobs(qp) >= depth(qp) {
+        return Outcome::OverDepth;
+    }
+    let Some(mr) = mrs.get_mut(lkey) else {
+        return Outcome::Nak(NakCode::RemoteAccessError);
+    };
+    let cell = &mut mr.buf[off..off + 8];
+    let mut b = [0u8; 8];
+    b.copy_from_slice(cell);
+    let orig = u64::from_ne_bytes(b);
+    let new = if pkt.bth().opcode() == Opcode::RC_COMPARE_SWAP {
+        if orig == a.compare() {
+            a.swap_add()
+        } else {
+            orig
+        }
+    } else {
+        orig.wrapping_add(a.swap_add())
+    };
+    cell.copy_from_slice(&new.to_ne_bytes());
+    qp.resp.msn = next_msn(qp.resp.msn);
+    qp.resp.epsn = psn + 1;
+    let capacity = depth(qp);
+    let kind = ServedKind::Atomic { orig };
+    qp.resp.resources.record(capacity, Served { psn, kind });
+    let msn = qp.resp.msn;
+    qp.resp.out.push_back(Response::Atomic { psn, orig, msn });
+    Outcome::Responded
+}
+
+/// The next response packet this QP owes, if any.
+pub(crate) fn next_response(qp: &mut Qp, mrs: &MrTable, pool: &mut BufPool) -> Option<Transmit> {
+    if qp.init.qp_type != QpType::Rc {
+        return None;
+    }
+    let path = qp.path();
+    let dest = qp.cfg.dest_qpn;
+    let mtu = qp.cfg.mtu.bytes();
+    let front = qp.resp.out.front_mut()?;
+    let t = match front {
+        Response::Ack { psn, syndrome, msn } => {
+            let mut t = super::transport_repr(Opcode::RC_ACKNOWLEDGE, *psn, dest, 0);
+            t.aeth = Some(AethRepr {
+                syndrome: *syndrome,
+                msn: *msn,
+            });
+            qp.resp.out.pop_front();
+            t
+        }
+        Response::Atomic { psn, orig, msn } => {
+            let mut t = super::transport_repr(Opcode::RC_ATOMIC_ACKNOWLEDGE, *psn, dest, 0);
+            t.aeth = Some(AethRepr {
+                syndrome: ACK,
+                msn: *msn,
+            });
+            t.atomic_ack = Some(*orig);
+            qp.resp.out.pop_front();
+            t
+        }
+        Response::Read(job) => {
+            let n = (job.len - job.sent).min(mtu);
+            let first = job.sent == 0;
+            let last = job.sent + n >= job.len;
+            let (op, position) = match (first, last) {
+                (true, true) => (Opcode::RC_RDMA_READ_RESPONSE_ONLY, Position::Only),
+                (true, false) => (Opcode::RC_RDMA_READ_RESPONSE_FIRST, Position::First),
+                (false, true) => (Opcode::RC_RDMA_READ_RESPONSE_LAST, Position::Last),
+                (false, false) => (Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, Position::Middle),
+            };
+            let psn = job.psn + (job.sent / mtu) as u32;
+            let mut t = super::transport_repr(op, psn, dest, n);
+            // Every READ response but a MIDDLE carries an AETH.
+            if position != Position::Middle {
+                t.aeth = Some(AethRepr {
+                    syndrome: ACK,
+                    msn: job.msn,
+                });
+            }
+            let start = job.offset + job.sent;
+            let src = mrs.get(job.lkey).and_then(|m| m.buf.get(start..start + n));
+            job.sent += n;
+            if last {
+                qp.resp.out.pop_front();
+            }
+            // A region gone since the request was checked reads as zeros.
+            return Some(Transmit::build(pool, path, &t, |out| match src {
+                Some(src) => out.copy_from_slice(src),
+                None => out.fill(0),
+            }));
+        }
+    };
+    Some(Transmit::build(pool, path, &t, |_| {}))
+}

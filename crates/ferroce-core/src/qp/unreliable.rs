@@ -1,0 +1,110 @@
+//! The receive side of UC and UD QPs. UC: no responses; a gap drops the
+//! message in progress and the QP resynchronises on the next FIRST or
+//! ONLY. UD: a Q_Key check and one packet per message, delivered behind a
+//! 40-byte GRH.
+
+use std::net::IpAddr;
+
+use ferroce_wire::TransportPacket;
+use ferroce_wire::aeth::NakCode;
+use ferroce_wire::opcode::Kind;
+
+use super::Qp;
+use super::responder::{Outcome, give_back, send, take_recv, write};
+use crate::tables::Tables;
+use crate::verbs::{WcOpcode, WcStatus, WorkCompletion};
+
+/// A UC request packet: executed in order, or dropped with its message.
+pub(super) fn uc_receive(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_>) {
+    let psn = pkt.bth().psn();
+    let info = pkt.info();
+    if psn != qp.resp.epsn {
+        // A gap: the message in progress is lost (its receive WQE is
+        // reused for the next message); resynchronise on a FIRST or ONLY.
+        t.stats.rx_out_of_sequence += 1;
+        if let Some((wr, _)) = qp.resp.recv.take() {
+            give_back(qp, t.srqs, wr);
+        }
+        qp.resp.write = None;
+        if !info.position.starts() {
+            qp.resp.epsn = psn + 1;
+            return;
+        }
+    }
+    qp.resp.epsn = psn + 1;
+    let outcome = match info.kind {
+        Kind::Send => send(qp, pkt, t),
+        Kind::Write => write(qp, pkt, t),
+        _ => Outcome::Nak(NakCode::InvalidRequest),
+    };
+    if !matches!(outcome, Outcome::Ok) {
+        // UC never NAKs: the message is silently dropped.
+        t.stats.rx_unexpected += 1;
+        if let Some((wr, _)) = qp.resp.recv.take() {
+            give_back(qp, t.srqs, wr);
+        }
+        qp.resp.write = None;
+    }
+}
+
+/// The GRH ibverbs puts in front of every UD receive.
+const GRH_LEN: usize = 40;
+
+/// A UD SEND: delivered into the next receive WQE behind a GRH, if its
+/// Q_Key is the QP's.
+pub(super) fn ud_receive(
+    qp: &mut Qp,
+    pkt: &TransportPacket<&[u8]>,
+    from: IpAddr,
+    t: &mut Tables<'_>,
+) {
+    let Some(deth) = pkt.deth() else {
+        t.stats.rx_malformed += 1;
+        return;
+    };
+    // The sender has already replaced a Q_Key with the high bit set by its
+    // QP's own (IBA C10-15, in the requester): compare as is.
+    if deth.qkey() != qp.cfg.qkey {
+        t.stats.rx_bad_qkey += 1;
+        return;
+    }
+    let Some(wr) = take_recv(qp, t.srqs) else {
+        t.stats.rx_unexpected += 1; // UD drops when no receive is posted
+        return;
+    };
+    // ibverbs puts the 40-byte GRH in front of UD data: for RoCE v2 over
+    // IPv4, the IPv4 header sits in its last 20 bytes.
+    // Only the version and the source address are filled in.
+    const IPV4_VERSION_IHL: u8 = 0x45;
+    const IPV6_VERSION: u8 = 0x60;
+    let mut grh = [0u8; GRH_LEN];
+    match from {
+        IpAddr::V4(a) => {
+            grh[20] = IPV4_VERSION_IHL;
+            grh[32..36].copy_from_slice(&a.octets());
+        }
+        IpAddr::V6(a) => {
+            grh[0] = IPV6_VERSION;
+            grh[8..24].copy_from_slice(&a.octets());
+        }
+    }
+    let data = pkt.payload();
+    let ok = t.mrs.scatter(&wr.sg, 0, &grh) && t.mrs.scatter(&wr.sg, GRH_LEN as u64, data);
+    let status = if ok {
+        WcStatus::Success
+    } else {
+        WcStatus::LocLenErr
+    };
+    if let Some(cq) = t.cqs.get_mut(&qp.init.recv_cq) {
+        cq.push(WorkCompletion {
+            wr_id: wr.wr_id,
+            status,
+            opcode: WcOpcode::Recv,
+            qpn: qp.qpn,
+            byte_len: (GRH_LEN + data.len()) as u32,
+            imm: pkt.imm(),
+            invalidated_rkey: None,
+            src_qp: deth.src_qp(),
+        });
+    }
+}

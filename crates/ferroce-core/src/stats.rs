@@ -1,0 +1,32 @@
+//! The endpoint's counters: traffic, and what was dropped and why. Below
+//! both the endpoint and the QP engines, which count into it.
+
+/// Counters of what was dropped and why.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_malformed: u64,
+    pub rx_unknown_qp: u64,
+    pub rx_wrong_state: u64,
+    pub rx_wrong_source: u64,
+    pub rx_bad_qkey: u64,
+    /// Packets whose BTH P_Key is not of the QP's partition.
+    pub rx_bad_pkey: u64,
+    pub rx_duplicate: u64,
+    pub rx_out_of_sequence: u64,
+    pub rx_unexpected: u64,
+    pub retransmits: u64,
+    pub rnr_naks_sent: u64,
+    /// Duplicate READ or atomic requests that match no request the
+    /// responder recorded serving (or ask for other bytes than it served):
+    /// dropped, not executed again.
+    pub rx_duplicate_unserved: u64,
+    /// New READ or atomic requests beyond the responder resources
+    /// (`max_dest_rd_atomic`) while as many responses are still owed:
+    /// dropped unexecuted, for the requester to send again.
+    pub rx_over_depth: u64,
+    /// ACKs and NAKs not queued because the QP already owed as many
+    /// responses as it may (a peer flooding it with requests).
+    pub acks_dropped: u64,
+}
