@@ -27,7 +27,7 @@ use std::time::Duration;
 use ferroce_core::{Endpoint, Instant, Transmit};
 use ferroce_io::{OutDatagram, Sleeper, UdpBackend};
 
-use crate::hold::ResponseHold;
+use crate::hold::{ResponseHold, is_response};
 
 /// The backend and what it could not send yet.
 #[derive(Debug)]
@@ -363,14 +363,6 @@ fn send_all(
     drop(batch);
     spent.extend(out.drain(..n.min(total)).map(|t| t.data));
     n
-}
-
-/// Whether a BTH opcode is a response (READ responses, ACK, ATOMIC
-/// ACKNOWLEDGE).
-pub(crate) fn is_response(opcode: u8) -> bool {
-    ferroce_wire::Opcode(opcode)
-        .info()
-        .is_some_and(|i| i.response)
 }
 
 /// Spins, then yields, then sleeps briefly (never past the next timer).
