@@ -10,9 +10,11 @@ use ferroce_wire::{Psn, TransportPacket};
 use super::{Qp, requester};
 use crate::cq::Cq;
 use crate::endpoint::Stats;
+use crate::log::{self, Why};
 use crate::mr::MrTable;
 use crate::time::{Instant, local_ack_timeout};
 use crate::verbs::{QpState, SendOp, WcOpcode, WcStatus, WorkCompletion};
+use tracing::debug;
 
 /// A response packet for this QP.
 pub(crate) fn on_response(
@@ -59,6 +61,7 @@ pub(crate) fn on_response(
         _ => {}
     }
     if let Some(aeth) = pkt.aeth() {
+        log::nak_received(qp.qpn, aeth.syndrome());
         match aeth.syndrome() {
             Syndrome::Ack { .. } => {
                 if let Some(lost) = acknowledge(qp, psn, op) {
@@ -236,12 +239,19 @@ fn rnr_nak(qp: &mut Qp, psn: Psn, timer: u8, now: Instant) {
                 w.done = true;
                 w.status = WcStatus::RnrRetryExcErr;
             }
+            log::state_change(
+                qp.qpn,
+                qp.state,
+                QpState::Err,
+                Why::Completion(WcStatus::RnrRetryExcErr),
+            );
             qp.state = QpState::Err;
             return;
         }
         qp.comp.rnr_left -= 1;
     }
     let wait = core::time::Duration::from_micros(rnr_timer_us(timer).into());
+    debug!(qpn = format_args!("{:#08x}", qp.qpn), %psn, ?wait, rnr_retries_left = qp.comp.rnr_left, "RNR wait");
     qp.comp.rnr_until = Some(now.after(wait));
     qp.comp.retransmit_at = None;
     requester::rewind(qp, psn);
@@ -259,6 +269,7 @@ fn fail_at(qp: &mut Qp, psn: Psn, status: WcStatus, cqs: &mut HashMap<u32, Cq>) 
         w.status = status;
     }
     complete_done(qp, cqs);
+    log::state_change(qp.qpn, qp.state, QpState::Err, Why::Completion(status));
     qp.state = QpState::Err;
     flush(qp, cqs);
 }
@@ -294,6 +305,7 @@ pub(crate) fn complete_done(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>) {
             });
         }
         if failed {
+            log::state_change(qp.qpn, qp.state, QpState::Err, Why::Completion(w.status));
             qp.state = QpState::Err;
             flush(qp, cqs);
             return;
@@ -357,6 +369,11 @@ pub(crate) fn on_timeout(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>, stats: &mut St
             return;
         }
         qp.comp.retry_left -= 1;
+        debug!(
+            qpn = format_args!("{:#08x}", qp.qpn),
+            retries_left = qp.comp.retry_left,
+            "retransmission timeout"
+        );
         // Resume after what was acknowledged, inside the oldest message.
         let from = match qp.comp.acked {
             Some(a)

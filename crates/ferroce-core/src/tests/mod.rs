@@ -14,6 +14,7 @@
 //! | `many` | many QPs at once: the endpoint's cap on packets in flight, fair turns |
 //! | `interop` | sequences met against the kernel's rxe, replayed |
 //! | `srq` | shared receive queues: QPs sharing one, RNR, the limit event, errors, UD and UC, refused calls |
+//! | `log` | the `tracing` events of an error, an RNR wait and a drop |
 
 mod calls;
 mod ecn;
@@ -21,6 +22,7 @@ mod errors;
 mod fuzz;
 mod hostile;
 mod interop;
+mod log;
 mod many;
 mod ops;
 mod rules;
