@@ -11,6 +11,7 @@ mod cmd;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::sync::OnceLock;
 
 use clap::{ArgAction, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -34,7 +35,16 @@ struct Cli {
 
 /// The environment variable that, when set, chooses what is logged (it
 /// overrides `-v`/`-q`).
-const LOG_ENV: &str = "FERROCE_LOG";
+pub(crate) const LOG_ENV: &str = "FERROCE_LOG";
+
+/// The filter in force, as `FERROCE_LOG` would spell it.
+static LOG_FILTER: OnceLock<String> = OnceLock::new();
+
+/// The filter in force, for a child `ferroce` process (`FERROCE_LOG`), so
+/// that `ferroce -vv perf write` logs its server side too.
+pub(crate) fn log_filter() -> &'static str {
+    LOG_FILTER.get().map_or("warn", String::as_str)
+}
 
 /// Installs the stderr subscriber: `FERROCE_LOG` if set, else the level
 /// `-v`/`-q` choose.
@@ -46,15 +56,17 @@ fn init_logging(cli: &Cli) -> Result<(), String> {
         (false, 2) => LevelFilter::DEBUG,
         (false, _) => LevelFilter::TRACE,
     };
-    let filter = match std::env::var(LOG_ENV) {
-        Ok(spec) if !spec.trim().is_empty() => EnvFilter::builder().parse(&spec).map_err(|e| {
-            format!(
-                "{LOG_ENV}={spec:?} is not a log filter ({e}): use a level (error, warn, info, \
-                 debug, trace) or target=level pairs such as ferroce_core=debug"
-            )
-        })?,
-        _ => EnvFilter::default().add_directive(level.into()),
-    };
+    let spec = std::env::var(LOG_ENV)
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| level.to_string().to_lowercase());
+    let filter = EnvFilter::builder().parse(&spec).map_err(|e| {
+        format!(
+            "{LOG_ENV}={spec:?} is not a log filter ({e}): use a level (error, warn, info, \
+             debug, trace) or target=level pairs such as ferroce_core=debug"
+        )
+    })?;
+    let _ = LOG_FILTER.set(spec);
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

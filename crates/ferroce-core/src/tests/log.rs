@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use ferroce_wire::{Opcode, Psn};
 use tracing::Level;
 
-use super::util::{Opts, Pair, connect, connect_with, craft, emit, send_wr, sge};
+use super::util::{Faults, Opts, Pair, connect, connect_with, craft, emit, send_wr, sge};
 use crate::verbs::{Mtu, QpType, SendOp, WcStatus};
 
 /// Everything the subscriber wrote, shared with the test.
@@ -133,4 +133,45 @@ fn a_dropped_packet_names_its_cause_at_trace_only() {
     assert_eq!(lines_with(&lines, &drop).len(), 1, "{lines:#?}");
     assert_eq!(p.eps[1].stats().rx_unknown_qp, 2);
     let _ = a;
+}
+
+#[test]
+fn losses_show_as_go_back_n_restarts_with_their_cause() {
+    let mut p = Pair::new(303);
+    let [a, b] = connect(&mut p, QpType::Rc, 1 << 16, Mtu::Mtu1024);
+    p.faults = Faults {
+        loss: 0.1,
+        ..Faults::default()
+    };
+    let write = SendOp::Write {
+        remote_addr: b.mr.addr,
+        rkey: b.mr.rkey,
+    };
+    let lines = capture(Level::DEBUG, || {
+        for id in 0..8 {
+            p.eps[0]
+                .post_send(a.qpn, send_wr(id, write.clone(), sge(&a, 0, 8192)))
+                .unwrap();
+        }
+        let wcs = p.wait_cqes(0, a.cq, 8);
+        assert!(wcs.iter().all(|w| w.status == WcStatus::Success));
+    });
+    let retransmits = p.eps[0].stats().retransmits;
+    assert!(retransmits > 0, "10% loss over 64 packets lost none");
+    let restarts = lines_with(&lines, &["go-back-N", &format!("qpn={:#08x}", a.qpn)]);
+    assert!(
+        !restarts.is_empty() && restarts.len() as u64 <= retransmits,
+        "{lines:#?}"
+    );
+    // Each restart says what caused it: the QP's timer, or the sequence
+    // NAK in whose rx span it happened (WRITEs have no implied NAK).
+    for l in &restarts {
+        assert!(
+            l.contains("timer{") || l.contains("aeth=NAK PSN_SEQUENCE_ERROR"),
+            "{l}"
+        );
+    }
+    let timeouts = lines_with(&lines, &["retransmission timeout"]).len();
+    let naks = lines_with(&lines, &["NAK sent: PSN sequence error"]).len();
+    assert!(timeouts + naks > 0, "{lines:#?}");
 }
