@@ -150,7 +150,7 @@ fn losses_show_as_go_back_n_restarts_with_their_cause() {
     let lines = capture(Level::DEBUG, || {
         for id in 0..8 {
             p.eps[0]
-                .post_send(a.qpn, send_wr(id, write.clone(), sge(&a, 0, 8192)))
+                .post_send(a.qpn, send_wr(id, write, sge(&a, 0, 8192)))
                 .unwrap();
         }
         let wcs = p.wait_cqes(0, a.cq, 8);
