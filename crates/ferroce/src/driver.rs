@@ -380,7 +380,7 @@ fn send_all(io: &mut Io, port: u16) -> usize {
         if std::mem::replace(send_failed, true) {
             debug!(error = %e, datagrams = total, "send failed");
         } else {
-            warn!(error = %e, datagrams = total, "send failed; the engine retransmits what it must");
+            warn!(error = %e, datagrams = total, "send failed; the datagrams are lost (RC retransmits them)");
         }
         total
     });

@@ -1,7 +1,8 @@
 //! The `tracing` events the engine emits, captured by a subscriber scoped
 //! to the test's thread: an error names the QP, the states and the status;
-//! an RNR wait and the RNR NAK behind it show at debug; a dropped packet
-//! names its cause at trace.
+//! an RNR wait and the RNR NAK behind it show at debug; losses show as
+//! go-back-N restarts, each in the span of its cause; retries exhausted
+//! log every timeout; a dropped packet names its cause at trace.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -174,4 +175,41 @@ fn losses_show_as_go_back_n_restarts_with_their_cause() {
     let timeouts = lines_with(&lines, &["retransmission timeout"]).len();
     let naks = lines_with(&lines, &["NAK sent: PSN sequence error"]).len();
     assert!(timeouts + naks > 0, "{lines:#?}");
+}
+
+#[test]
+fn retries_exhausted_log_each_timeout_and_the_state_change_in_the_timer_span() {
+    let mut p = Pair::new(304);
+    let [a, _b] = connect_with(
+        &mut p,
+        Opts {
+            retry_cnt: 2,
+            timeout: 1,
+            ..Opts::new(QpType::Rc, 4096, Mtu::Mtu1024)
+        },
+    );
+    p.faults = Faults {
+        loss: 1.0,
+        ..Faults::default()
+    };
+    let lines = capture(Level::DEBUG, || {
+        p.eps[0]
+            .post_send(a.qpn, send_wr(1, SendOp::Send, sge(&a, 0, 8)))
+            .unwrap();
+        let wcs = p.wait_cqes(0, a.cq, 1);
+        assert_eq!(wcs[0].status, WcStatus::RetryExcErr);
+    });
+    let qpn = format!("qpn={:#08x}", a.qpn);
+    assert_eq!(
+        lines_with(&lines, &["retransmission timeout", &qpn]).len(),
+        2
+    );
+    let change = [
+        "timer{",
+        "QP state change",
+        &qpn,
+        "to=Err",
+        "status=RetryExcErr",
+    ];
+    assert_eq!(lines_with(&lines, &change).len(), 1, "{lines:#?}");
 }
