@@ -1,19 +1,78 @@
 //! The `ferroce` command. Thin: argument parsing and printing only; the
 //! protocol work lives in the library crates.
+//!
+//! The libraries log through `tracing`; here a subscriber writes what
+//! `FERROCE_LOG` (a `tracing_subscriber::EnvFilter`, e.g. `debug` or
+//! `ferroce_core=trace`) or else `-v`/`-q` let through, to stderr, so
+//! that stdout stays the tool's own output. By default only warnings.
 
 mod capture;
 mod cmd;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::sync::OnceLock;
 
-use clap::{Parser, Subcommand};
+use clap::{ArgAction, Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::LevelFilter;
 
 /// RoCE (RDMA over Converged Ethernet) in userspace.
 #[derive(Debug, Parser)]
 #[command(name = "ferroce", version, about)]
 struct Cli {
+    /// More log lines on stderr: -v info, -vv debug (QP state changes,
+    /// retransmissions, RNR waits, NAKs), -vvv trace (every dropped packet).
+    /// Before the command (`ferroce -vv perf write`).
+    #[arg(short, long, action = ArgAction::Count, conflicts_with = "quiet")]
+    verbose: u8,
+    /// Errors only on stderr (no warnings).
+    #[arg(short, long)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The environment variable that, when set, chooses what is logged (it
+/// overrides `-v`/`-q`).
+pub(crate) const LOG_ENV: &str = "FERROCE_LOG";
+
+/// The filter in force, as `FERROCE_LOG` would spell it.
+static LOG_FILTER: OnceLock<String> = OnceLock::new();
+
+/// The filter in force, for a child `ferroce` process (`FERROCE_LOG`), so
+/// that `ferroce -vv perf write` logs its server side too.
+pub(crate) fn log_filter() -> &'static str {
+    LOG_FILTER.get().map_or("warn", String::as_str)
+}
+
+/// Installs the stderr subscriber: `FERROCE_LOG` if set, else the level
+/// `-v`/`-q` choose.
+fn init_logging(cli: &Cli) -> Result<(), String> {
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => LevelFilter::ERROR,
+        (false, 0) => LevelFilter::WARN,
+        (false, 1) => LevelFilter::INFO,
+        (false, 2) => LevelFilter::DEBUG,
+        (false, _) => LevelFilter::TRACE,
+    };
+    let spec = std::env::var(LOG_ENV)
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| level.to_string().to_lowercase());
+    let filter = EnvFilter::builder().parse(&spec).map_err(|e| {
+        format!(
+            "{LOG_ENV}={spec:?} is not a log filter ({e}): use a level (error, warn, info, \
+             debug, trace) or target=level pairs such as ferroce_core=debug"
+        )
+    })?;
+    let _ = LOG_FILTER.set(spec);
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    Ok(())
 }
 
 #[derive(Debug, Subcommand)]
@@ -38,6 +97,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = init_logging(&cli) {
+        eprintln!("ferroce: {e}");
+        return ExitCode::from(2);
+    }
     let result = match &cli.command {
         Command::Dump(args) => cmd::dump::run(args),
         Command::Sample(args) => cmd::sample::run(args),

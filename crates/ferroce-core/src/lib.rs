@@ -14,6 +14,7 @@
 //! | `qp::state` | the `modify_qp` state machine |
 //! | `mr` | registered memory (owned by the engine) and key checks |
 //! | `srq` | shared receive queues and their limit event |
+//! | `log` | what the engine tells `tracing` (nothing is printed unless a subscriber asks) |
 //!
 //! Not yet: XRC, memory windows, atomic write and flush, congestion
 //! control, multicast.
@@ -21,6 +22,7 @@
 
 mod cq;
 pub mod endpoint;
+mod log;
 mod mr;
 mod qp;
 mod srq;

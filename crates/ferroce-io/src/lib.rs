@@ -6,6 +6,11 @@
 //! No protocol logic lives here, and it does not depend on ferroce-core:
 //! it moves transport bytes (BTH through ICRC) between the wire and its
 //! caller. All `unsafe` is in the `sys` module.
+//!
+//! Logging goes to `tracing` and is printed only if the application
+//! installs a subscriber: the socket setup and a refused UDP GSO at debug
+//! level, each datagram dropped (truncated, too short, bad ICRC: the
+//! [`UdpStats`] causes) at trace.
 #![deny(unsafe_code)]
 
 pub mod icrc;

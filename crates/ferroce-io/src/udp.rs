@@ -175,6 +175,7 @@ impl UdpBackend {
         rx.bind(&SocketAddr::new(cfg.local, cfg.port).into())?;
         // Without GRO support the kernel hands over datagrams one by one.
         cfg.gro = cfg.gro && sys::set_udp_gro(rx.as_raw_fd()).is_ok();
+        tracing::debug!(local = %cfg.local, port = cfg.port, gso = cfg.gso, gro = cfg.gro, "UDP backend bound");
         let (slots, slot_len) = if cfg.gro {
             // A train is at most 64 KiB; fewer, larger buffers.
             (cfg.batch.clamp(1, 16), MAX_TRAIN.max(cfg.max_datagram))
@@ -329,6 +330,7 @@ impl UdpBackend {
                     // Resend the rest one by one, with the ICRCs of
                     // unsegmented datagrams.
                     self.cfg.gso = false;
+                    tracing::debug!(error = %e, "UDP GSO refused on this path: sending datagrams one by one");
                     let rest = trains[first].start;
                     return Ok(sent + self.send_with(&mut batch[rest..], trains, msgs)?);
                 }
@@ -490,6 +492,7 @@ impl UdpBackend {
         let mut n = 0;
         for r in &self.received {
             if r.truncated {
+                tracing::trace!(from = %r.from, cause = "truncated", "datagram dropped");
                 self.stats.rx_datagrams += 1;
                 self.stats.rx_truncated += 1;
                 n += 1;
@@ -504,6 +507,7 @@ impl UdpBackend {
                 n += 1;
                 self.stats.rx_datagrams += 1;
                 if data.len() < 16 {
+                    tracing::trace!(%ip, len = data.len(), cause = "too_short", "datagram dropped");
                     self.stats.rx_too_short += 1;
                     continue;
                 }
@@ -512,7 +516,10 @@ impl UdpBackend {
                     .verify(ip, self.cfg.local, port, self.cfg.port, data)
                 {
                     Verdict::Good | Verdict::GoodWithIdent(_) => f(ip, port, data),
-                    Verdict::Bad => self.stats.rx_bad_icrc += 1,
+                    Verdict::Bad => {
+                        tracing::trace!(%ip, cause = "bad_icrc", "datagram dropped");
+                        self.stats.rx_bad_icrc += 1;
+                    }
                 }
             }
         }

@@ -18,6 +18,10 @@
 //! makes may wait a moment for the application's next request
 //! ([`crate::hold`]); a poll with completions waiting and nothing posted
 //! since the last round takes them without a round.
+//!
+//! Every round runs inside the device's `tracing` span (`device`, with
+//! its address), whichever thread runs it, so the engine's events name the
+//! device. A failed send is a warning the first time, debug after.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -26,8 +30,9 @@ use std::time::Duration;
 
 use ferroce_core::{Endpoint, Instant, Transmit};
 use ferroce_io::{OutDatagram, Sleeper, UdpBackend};
+use tracing::{Span, debug, info_span, warn};
 
-use crate::hold::ResponseHold;
+use crate::hold::{ResponseHold, is_response};
 
 /// The backend and what it could not send yet.
 #[derive(Debug)]
@@ -44,6 +49,8 @@ struct Io {
     /// The engine's next timer as the last round left it (API calls between
     /// rounds arm none; a round that does, reads it again at its end).
     next_timer: Option<Instant>,
+    /// A failed send has been logged as a warning (later ones go to debug).
+    send_failed: bool,
 }
 
 /// What the API handles and the driver thread share.
@@ -71,6 +78,8 @@ pub(crate) struct Shared {
     /// spinning then only delays the thread that would make progress.
     one_cpu: bool,
     epoch: std::time::Instant,
+    /// The device's span: what the engine logs during a round is inside it.
+    pub(crate) span: Span,
     pub(crate) local: IpAddr,
     /// The port peers receive on.
     pub(crate) port: u16,
@@ -92,6 +101,7 @@ impl Shared {
                 spent: Vec::new(),
                 hold: ResponseHold::default(),
                 next_timer: None,
+                send_failed: false,
             }),
             kick: AtomicU64::new(0),
             round_kick: AtomicU64::new(0),
@@ -103,6 +113,7 @@ impl Shared {
             rx_fd,
             one_cpu: std::thread::available_parallelism().is_ok_and(|n| n.get() == 1),
             epoch: std::time::Instant::now(),
+            span: info_span!("device", %local),
             local,
             port,
         })
@@ -255,6 +266,7 @@ impl Shared {
             return (false, None);
         };
         let io = &mut *guard;
+        let _device = self.span.enter();
         self.round_kick
             .store(self.kick.load(Ordering::SeqCst), Ordering::SeqCst);
         // Send first: what the last round left (a full socket buffer), then
@@ -265,7 +277,7 @@ impl Shared {
         // ACK then leaves together with the application's next request.
         let mut sent = 0;
         if !io.pending.is_empty() {
-            sent += send_all(&mut io.backend, &mut io.pending, &mut io.spent, self.port);
+            sent += send_all(io, self.port);
         }
         if io.pending.is_empty() {
             let mut ep = self.engine();
@@ -285,7 +297,7 @@ impl Shared {
             io.hold.apply(&mut io.pending, now, app);
         }
         if !io.pending.is_empty() {
-            sent += send_all(&mut io.backend, &mut io.pending, &mut io.spent, self.port);
+            sent += send_all(io, self.port);
         }
         let mut ep = self.engine();
         let mut received = 0;
@@ -293,7 +305,10 @@ impl Shared {
             let n = io
                 .backend
                 .recv(|from, _port, data| ep.handle_datagram(now, from, data))
-                .unwrap_or(0);
+                .unwrap_or_else(|e| {
+                    debug!(error = %e, "receive failed");
+                    0
+                });
             received += n;
             if n < BATCH {
                 break;
@@ -327,15 +342,17 @@ pub(crate) fn run(shared: Arc<Shared>) {
     }
 }
 
-/// Sends what it can of `out` and moves the buffers of what went out to
-/// `spent`; what found the socket buffer full stays, in order. Returns how
-/// many went out.
-fn send_all(
-    backend: &mut UdpBackend,
-    out: &mut Vec<Transmit>,
-    spent: &mut Vec<Vec<u8>>,
-    port: u16,
-) -> usize {
+/// Sends what it can of `io.pending` and moves the buffers of what went
+/// out to `io.spent`; what found the socket buffer full stays, in order.
+/// Returns how many went out.
+fn send_all(io: &mut Io, port: u16) -> usize {
+    let Io {
+        backend,
+        pending: out,
+        spent,
+        send_failed,
+        ..
+    } = io;
     // Group by source port so that each sendmmsg carries one flow's packets
     // (stable: each flow keeps its order), requests before responses: a
     // new request is what a peer may be waiting on; an ACK can follow it.
@@ -359,18 +376,17 @@ fn send_all(
     let total = batch.len();
     // A send that fails outright (no route, say) loses the batch as a
     // broken link would; the engine's retransmission takes it from there.
-    let n = backend.send(&mut batch).unwrap_or(total);
+    let n = backend.send(&mut batch).unwrap_or_else(|e| {
+        if std::mem::replace(send_failed, true) {
+            debug!(error = %e, datagrams = total, "send failed");
+        } else {
+            warn!(error = %e, datagrams = total, "send failed; the datagrams are lost (RC retransmits them)");
+        }
+        total
+    });
     drop(batch);
     spent.extend(out.drain(..n.min(total)).map(|t| t.data));
     n
-}
-
-/// Whether a BTH opcode is a response (READ responses, ACK, ATOMIC
-/// ACKNOWLEDGE).
-pub(crate) fn is_response(opcode: u8) -> bool {
-    ferroce_wire::Opcode(opcode)
-        .info()
-        .is_some_and(|i| i.response)
 }
 
 /// Spins, then yields, then sleeps briefly (never past the next timer).

@@ -16,12 +16,14 @@
 //! waits on our ACKs while our application never posts would pay the hold
 //! on every message, so after a hold that ended without a request, holds
 //! are tried only once in [`HOLD_TRY_EVERY`] batches until one pays again.
+//!
+//! This module sits below [`crate::driver`]: the driver owns a
+//! [`ResponseHold`] and sorts its sends with [`is_response`]; nothing here
+//! knows the driver.
 
 use std::time::Duration;
 
 use ferroce_core::{Instant, Transmit};
-
-use crate::driver::is_response;
 
 /// The longest an application round holds responses back: about one
 /// loopback round trip.
@@ -30,6 +32,15 @@ pub(crate) const RESPONSE_HOLD: Duration = Duration::from_micros(8);
 /// While holds do not pay, one response batch in this many is held, to
 /// find out whether the traffic has changed.
 pub(crate) const HOLD_TRY_EVERY: u32 = 64;
+
+/// Whether a BTH opcode is a response (READ responses, ACK, ATOMIC
+/// ACKNOWLEDGE): what a hold may take, and what the driver sends after
+/// the requests of the same flow.
+pub(crate) fn is_response(opcode: u8) -> bool {
+    ferroce_wire::Opcode(opcode)
+        .info()
+        .is_some_and(|i| i.response)
+}
 
 /// Responses held back, and whether holding pays in this traffic.
 #[derive(Debug)]

@@ -30,6 +30,13 @@
 //! [`MemoryRegion::read`], [`MemoryRegion::write`] and
 //! [`MemoryRegion::with_bytes`], which take the same lock the driver takes:
 //! no data race and no `unsafe` are reachable from this API.
+//!
+//! ferroce logs through [`tracing`](https://docs.rs/tracing) and prints
+//! nothing unless the application installs a subscriber. Each device has
+//! a span `device` (its address); inside it, at info the device opening,
+//! at debug QP state changes and their cause, retransmissions, RNR waits,
+//! NAKs and the counters at close, at trace every dropped packet and its
+//! cause. The `ferroce` command's `-v`/`-q` and `FERROCE_LOG` choose.
 
 mod device;
 mod driver;
@@ -161,6 +168,7 @@ impl Context {
         let driver = std::thread::Builder::new()
             .name("ferroce-driver".into())
             .spawn(move || driver::run(s))?;
+        tracing::info!(parent: &shared.span, port = cfg.port, peer_port = cfg.peer_port, gso = cfg.gso, "device opened");
         Ok(Self {
             shared,
             driver: Some(driver),
@@ -217,6 +225,8 @@ impl Drop for Context {
             let _ = d.join();
         }
         self.shared.flush();
+        let s = &self.shared;
+        tracing::debug!(parent: &s.span, stats = ?s.engine().stats(), udp = ?s.udp_stats(), "device closed");
     }
 }
 
@@ -501,6 +511,7 @@ impl QueuePair {
 
     /// `ibv_modify_qp`.
     pub fn modify(&self, attr: &QpAttr) -> Result<()> {
+        let _device = self.shared.span.enter();
         self.shared.engine().modify_qp(self.qpn, attr)?;
         self.shared.kick();
         Ok(())

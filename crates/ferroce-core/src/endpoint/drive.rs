@@ -9,6 +9,7 @@ use std::net::IpAddr;
 use ferroce_wire::TransportPacket;
 
 use super::{BURST, Endpoint, MAX_IN_FLIGHT, Transmit};
+use crate::log;
 use crate::qp::{completer, replies, requester, responder};
 use crate::tables::Tables;
 use crate::time::Instant;
@@ -18,6 +19,13 @@ impl Endpoint {
     /// A received transport packet (BTH through ICRC, ICRC already checked)
     /// from `from`. Malformed or unexpected packets are dropped and counted.
     pub fn handle_datagram(&mut self, now: Instant, from: IpAddr, data: &[u8]) {
+        let _rx = log::rx_span(from, data).entered();
+        let before = log::drops_before(&self.stats);
+        self.receive(now, from, data);
+        log::drops_since(before, &self.stats);
+    }
+
+    fn receive(&mut self, now: Instant, from: IpAddr, data: &[u8]) {
         self.stats.rx_packets += 1;
         let Ok(pkt) = TransportPacket::new_checked(data) else {
             self.stats.rx_malformed += 1;
@@ -182,6 +190,7 @@ impl Endpoint {
             }
             q.timer_filed = None;
             if q.next_deadline().is_some_and(|d| d <= now) {
+                let _timer = log::timer_span(qpn).entered();
                 completer::on_timeout(q, &mut self.cqs, &mut self.stats, now);
                 self.touched(qpn);
                 self.raise_events(qpn);

@@ -452,6 +452,7 @@ impl Endpoint {
     pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr) -> Result<(), VerbsError> {
         let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
         let to = qp::state::check_modify(q.init.qp_type, q.state, attr)?;
+        crate::log::state_change(qpn, q.state, to, crate::log::Why::Modify);
         let c = &mut q.cfg;
         if let Some(v) = attr.qkey {
             c.qkey = v;

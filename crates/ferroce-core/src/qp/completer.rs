@@ -10,11 +10,13 @@ use ferroce_wire::{Psn, TransportPacket};
 
 use super::{Qp, requester};
 use crate::cq::Cq;
+use crate::log::{self, Why};
 use crate::mr::MrTable;
 use crate::stats::Stats;
 use crate::tables::Tables;
 use crate::time::{Instant, local_ack_timeout};
 use crate::verbs::{QpState, SendOp, WcOpcode, WcStatus, WorkCompletion};
+use tracing::debug;
 
 /// A response packet for this QP.
 pub(crate) fn on_response(
@@ -58,6 +60,7 @@ pub(crate) fn on_response(
         _ => {}
     }
     if let Some(aeth) = pkt.aeth() {
+        log::nak_received(qp.qpn, aeth.syndrome());
         match aeth.syndrome() {
             Syndrome::Ack { .. } => {
                 if let Some(lost) = acknowledge(qp, psn, kind) {
@@ -235,12 +238,19 @@ fn rnr_nak(qp: &mut Qp, psn: Psn, timer: u8, now: Instant) {
                 w.done = true;
                 w.status = WcStatus::RnrRetryExcErr;
             }
+            log::state_change(
+                qp.qpn,
+                qp.state,
+                QpState::Err,
+                Why::Completion(WcStatus::RnrRetryExcErr),
+            );
             qp.state = QpState::Err;
             return;
         }
         qp.comp.rnr_left -= 1;
     }
     let wait = core::time::Duration::from_micros(rnr_timer_us(timer).into());
+    debug!(qpn = format_args!("{:#08x}", qp.qpn), %psn, ?wait, rnr_retries_left = qp.comp.rnr_left, "RNR wait");
     qp.comp.rnr_until = Some(now.after(wait));
     qp.comp.retransmit_at = None;
     requester::rewind(qp, psn);
@@ -258,6 +268,7 @@ fn fail_at(qp: &mut Qp, psn: Psn, status: WcStatus, cqs: &mut HashMap<u32, Cq>) 
         w.status = status;
     }
     complete_done(qp, cqs);
+    log::state_change(qp.qpn, qp.state, QpState::Err, Why::Completion(status));
     qp.state = QpState::Err;
     flush(qp, cqs);
 }
@@ -293,6 +304,7 @@ pub(crate) fn complete_done(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>) {
             });
         }
         if failed {
+            log::state_change(qp.qpn, qp.state, QpState::Err, Why::Completion(w.status));
             qp.state = QpState::Err;
             flush(qp, cqs);
             return;
@@ -356,6 +368,11 @@ pub(crate) fn on_timeout(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>, stats: &mut St
             return;
         }
         qp.comp.retry_left -= 1;
+        debug!(
+            qpn = format_args!("{:#08x}", qp.qpn),
+            retries_left = qp.comp.retry_left,
+            "retransmission timeout"
+        );
         // Resume after what was acknowledged, inside the oldest message.
         let from = match qp.comp.acked {
             Some(a)

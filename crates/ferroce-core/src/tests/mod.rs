@@ -16,6 +16,7 @@
 //! | `many` | many QPs at once: the endpoint's cap on packets in flight, fair turns |
 //! | `interop` | sequences met against the kernel's rxe, replayed |
 //! | `srq` | shared receive queues: QPs sharing one, RNR, the limit event, errors, UD and UC, refused calls |
+//! | `log` | the `tracing` events of errors, RNR waits, losses, timeouts and drops |
 
 mod calls;
 mod conform;
@@ -24,6 +25,7 @@ mod errors;
 mod fuzz;
 mod hostile;
 mod interop;
+mod log;
 mod many;
 mod ops;
 mod resources;

@@ -144,6 +144,7 @@ fn loopback(args: &PerfArgs) -> Result<bool, String> {
         ])
         .args(["-p", &args.port.to_string(), "-m", &args.mtu.to_string()])
         .args(args.stats.then_some("--stats"))
+        .env(crate::LOG_ENV, crate::log_filter())
         .stdout(Stdio::null())
         .spawn()
         .map_err(|e| format!("starting the server process: {e}"))?;
