@@ -6,6 +6,9 @@
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpStream};
 
+use super::tcp;
+use crate::error::Error;
+
 /// The record's length on the wire, NUL included.
 pub(crate) const LEN: usize = 52;
 
@@ -78,29 +81,68 @@ impl Dest {
     }
 }
 
-/// Client side: send ours, read theirs, send `done`.
-pub(crate) fn client(stream: &mut TcpStream, ours: &Dest) -> io::Result<Dest> {
-    stream.write_all(&ours.encode())?;
+/// Client side: send ours, read theirs, send `done`. `server` names the
+/// peer in errors; a peer that answers something other than a record is
+/// named as not being a pingpong server.
+pub(crate) fn client(stream: &mut TcpStream, ours: &Dest, server: &str) -> Result<Dest, Error> {
+    let fail = |what: String| Error::Exchange {
+        peer: server.to_owned(),
+        what,
+    };
     let mut buf = [0u8; LEN];
-    stream.read_exact(&mut buf)?;
-    let theirs = Dest::decode(&buf).map_err(io::Error::other)?;
-    stream.write_all(b"done\0")?;
+    stream
+        .write_all(&ours.encode())
+        .and_then(|()| stream.read_exact(&mut buf))
+        .map_err(|e| fail(answer_error(&e)))?;
+    let theirs = Dest::decode(&buf).map_err(|e| {
+        fail(format!(
+            "not an ibv_*_pingpong or ferroce pingpong server ({e})"
+        ))
+    })?;
+    stream
+        .write_all(b"done\0")
+        .map_err(|e| fail(e.to_string()))?;
     Ok(theirs)
 }
 
-/// Server side, first half: read the client's record.
-pub(crate) fn server_read(stream: &mut TcpStream) -> io::Result<Dest> {
+/// What a failed read of the server's record means.
+fn answer_error(e: &io::Error) -> String {
+    if tcp::is_timeout(e) {
+        format!(
+            "no record within {} s: is it an ibv_*_pingpong or ferroce pingpong server?",
+            tcp::ANSWER_TIMEOUT.as_secs()
+        )
+    } else {
+        format!("{e} (is it an ibv_*_pingpong or ferroce pingpong server?)")
+    }
+}
+
+/// Server side, first half: read the client's record. A client that sends
+/// nothing in time, or not a record, is [`Error::Refused`].
+pub(crate) fn server_read(stream: &mut TcpStream) -> Result<Dest, Error> {
     let mut buf = [0u8; LEN];
-    stream.read_exact(&mut buf)?;
-    Dest::decode(&buf).map_err(io::Error::other)
+    stream.read_exact(&mut buf).map_err(|e| {
+        Error::Refused(if tcp::is_timeout(&e) {
+            format!("no record within {} s", tcp::OPENING_TIMEOUT.as_secs())
+        } else {
+            format!("reading its record: {e}")
+        })
+    })?;
+    Dest::decode(&buf).map_err(|e| Error::Refused(format!("not a pingpong client: {e}")))
 }
 
 /// Server side, second half (after connecting the QP): send ours, read `done`.
-pub(crate) fn server_reply(stream: &mut TcpStream, ours: &Dest) -> io::Result<()> {
-    stream.write_all(&ours.encode())?;
+pub(crate) fn server_reply(stream: &mut TcpStream, ours: &Dest) -> Result<(), Error> {
     let mut done = [0u8; 5];
-    stream.read_exact(&mut done)?;
-    Ok(())
+    stream
+        .write_all(&ours.encode())
+        .and_then(|()| stream.read_exact(&mut done))
+        .map_err(|e| Error::Exchange {
+            peer: stream
+                .peer_addr()
+                .map_or_else(|_| "the client".into(), |a| a.to_string()),
+            what: format!("after our record, no `done`: {e}"),
+        })
 }
 
 #[cfg(test)]

@@ -8,24 +8,25 @@ use std::time::{Duration, Instant};
 
 use ferroce::{SendOp, SendWr};
 
-use super::setup::{self, Params, Peer, Side};
+use super::exchange;
+use super::setup::{Params, Peer, Side};
 use super::{AtomicType, Test};
+use crate::error::Error;
 
-pub(super) fn serve(side: &Side, p: &Params, stream: &mut TcpStream) -> Result<bool, String> {
+pub(super) fn serve(side: &Side, p: &Params, stream: &mut TcpStream) -> Result<bool, Error> {
     if p.test != Test::Send {
         // Our QPs are at RTR now: packets sent before this was said would
         // have been dropped, and cost the client a retransmission timeout.
-        setup::send_word(stream, "ready")?;
-        setup::wait_word(stream)?;
+        exchange::send_word(stream, "ready")?;
+        exchange::wait_word(stream)?;
         return Ok(true);
     }
-    side.receive_sends(
-        p,
-        p.tx_depth,
-        |k| p.slot(k),
-        || setup::send_word(stream, "ready"),
-    )?;
-    setup::wait_word(stream)?;
+    let p = Params {
+        rx_depth: p.tx_depth.min(p.iters),
+        ..*p
+    };
+    side.receive_sends(&p, |k| p.slot(k), || exchange::send_word(stream, "ready"))?;
+    exchange::wait_word(stream)?;
     Ok(true)
 }
 
@@ -35,13 +36,12 @@ pub(super) fn run(
     p: &Params,
     stream: &mut TcpStream,
     progress: bool,
-) -> Result<bool, String> {
+) -> Result<bool, Error> {
     // The server says "ready" once its QPs can take packets (for SEND, once
     // its receives are posted too).
-    if setup::wait_word(stream)? != "ready" {
+    if exchange::wait_word(stream)? != "ready" {
         return Err("server did not get ready".into());
     }
-    let e = |e: ferroce::Error| e.to_string();
     let n = side.qps.len();
     let (mut posted, mut inflight) = (vec![0u32; n], vec![0u32; n]);
     let total = u64::from(p.iters) * n as u64;
@@ -71,14 +71,11 @@ pub(super) fn run(
                     },
                     Test::Atomic => atomic_op(p.atomic, remote, peer.rkey),
                 };
-                side.qps[i]
-                    .0
-                    .post_send(SendWr::new(
-                        i as u64,
-                        op,
-                        vec![side.mr.sge(off, p.size as u32)],
-                    ))
-                    .map_err(e)?;
+                side.qps[i].0.post_send(SendWr::new(
+                    i as u64,
+                    op,
+                    vec![side.mr.sge(off, p.size as u32)],
+                ))?;
                 posted[i] += 1;
                 inflight[i] += 1;
             }
@@ -110,7 +107,7 @@ pub(super) fn run(
     if bar {
         eprintln!();
     }
-    setup::send_word(stream, "done")?;
+    exchange::send_word(stream, "done")?;
     report(p, total, elapsed, &marks);
     Ok(true)
 }

@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use ferroce::Mtu;
 
+use crate::cmd::tcp;
+use crate::error::Error;
+
 pub(super) const VERSION: &str = "6.06";
 pub(super) const VERSION_LEN: usize = 16;
 pub(super) const KEY_LEN: usize = 108;
@@ -80,22 +83,32 @@ pub(super) struct Wire {
 }
 
 impl Wire {
-    pub(super) fn send(&mut self, m: &[u8]) -> Result<(), String> {
-        self.s
-            .write_all(m)
-            .map_err(|e| format!("perftest exchange: {e}"))
+    pub(super) fn send(&mut self, m: &[u8]) -> Result<(), Error> {
+        self.s.write_all(m).map_err(|e| Error::Exchange {
+            peer: self.peer(),
+            what: format!("perftest exchange: {e}"),
+        })
     }
 
-    pub(super) fn recv(&mut self, n: usize) -> Result<Vec<u8>, String> {
+    pub(super) fn recv(&mut self, n: usize) -> Result<Vec<u8>, Error> {
         let mut b = vec![0u8; n];
-        self.s.read_exact(&mut b).map_err(|e| {
-            format!("perftest exchange: reading {n} bytes: {e} (do both sides run the same test?)")
+        self.s.read_exact(&mut b).map_err(|e| Error::Exchange {
+            peer: self.peer(),
+            what: format!(
+                "perftest exchange: reading {n} bytes: {} (do both sides run the same test \
+                 and -s, and is the peer a perftest tool or `ferroce perf --perftest`?)",
+                if tcp::is_timeout(&e) {
+                    "nothing arrived in time".to_string()
+                } else {
+                    e.to_string()
+                }
+            ),
         })?;
         Ok(b)
     }
 
     /// One symmetric exchange: the client writes first.
-    pub(super) fn xchg(&mut self, mine: &[u8]) -> Result<Vec<u8>, String> {
+    pub(super) fn xchg(&mut self, mine: &[u8]) -> Result<Vec<u8>, Error> {
         if self.client {
             self.send(mine)?;
             self.recv(mine.len())
@@ -106,8 +119,17 @@ impl Wire {
         }
     }
 
-    pub(super) fn hand_shake(&mut self, mine: &Key) -> Result<Key, String> {
-        Key::decode(&self.xchg(&mine.encode())?)
+    pub(super) fn hand_shake(&mut self, mine: &Key) -> Result<Key, Error> {
+        Key::decode(&self.xchg(&mine.encode())?).map_err(|what| Error::Exchange {
+            peer: self.peer(),
+            what,
+        })
+    }
+
+    fn peer(&self) -> String {
+        self.s
+            .peer_addr()
+            .map_or_else(|_| "the peer".into(), |a| a.to_string())
     }
 }
 
@@ -144,7 +166,7 @@ pub(super) fn parse_version(b: &[u8]) -> f64 {
     s.parse().unwrap_or(0.0)
 }
 
-pub(super) fn agree(w: &mut Wire, mtu: Mtu) -> Result<Agreed, String> {
+pub(super) fn agree(w: &mut Wire, mtu: Mtu) -> Result<Agreed, Error> {
     let mut v = [0u8; VERSION_LEN];
     v[..VERSION.len()].copy_from_slice(VERSION.as_bytes());
     let rv = w.xchg(&v)?;
@@ -192,12 +214,8 @@ pub(super) struct Report {
     pub(super) msg_rate: f64,
 }
 
-pub(super) fn xchg_reports(
-    w: &mut Wire,
-    mine: &Report,
-    rem_version: f64,
-) -> Result<Report, String> {
-    let u64w = |w: &mut Wire, v: u64| -> Result<u64, String> {
+pub(super) fn xchg_reports(w: &mut Wire, mine: &Report, rem_version: f64) -> Result<Report, Error> {
+    let u64w = |w: &mut Wire, v: u64| -> Result<u64, Error> {
         let r = w.xchg(&v.to_be_bytes())?;
         Ok(u64::from_be_bytes(r[..8].try_into().unwrap()))
     };
@@ -225,7 +243,7 @@ pub(super) fn print_report(r: &Report) {
 }
 
 /// Closes as perftest does: a key record, then `done`.
-pub(super) fn close(w: &mut Wire, key: &Key) -> Result<(), String> {
+pub(super) fn close(w: &mut Wire, key: &Key) -> Result<(), Error> {
     w.hand_shake(key)?;
     w.send(b"done\0")?;
     // The peer sends its own `done` and closes; neither side waits on it.

@@ -41,13 +41,15 @@ mod bandwidth;
 mod exchange;
 mod lat;
 
-use std::net::{IpAddr, Ipv6Addr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ferroce::Psn;
 
 use super::setup::{Params, Peer, Side};
 use super::{PerfArgs, Test};
-use bandwidth::{check_atomic_targets, serve_send, traffic};
+use crate::cmd::tcp;
+use crate::error::Error;
+use bandwidth::{check_atomic_targets, perftest_rx_depth, serve_send, traffic};
 use exchange::{Agreed, Key, OUT_READS, Report, Wire, agree, close, print_report, xchg_reports};
 
 fn gid_of(a: IpAddr) -> [u8; 16] {
@@ -121,37 +123,46 @@ impl Layout {
     }
 }
 
-pub(super) fn run(args: &PerfArgs) -> Result<bool, String> {
-    let (stream, local) = if args.listen {
-        let local = args.local.unwrap_or_else(|| "127.0.0.1".parse().unwrap());
+pub(super) fn run(args: &PerfArgs) -> Result<bool, Error> {
+    let mut p = Params::from_args(args);
+    let (mut w, agreed, local) = if args.listen {
+        let local = args.local.unwrap_or(Ipv4Addr::new(127, 0, 0, 1).into());
         // As perftest: on every address. The exchange may come over IPv4
         // while RoCE runs over IPv6 (perftest 4.5's client cannot reach an
         // IPv6 server address); `::` takes both on Linux.
-        let l = TcpListener::bind((Ipv6Addr::UNSPECIFIED, args.port))
-            .or_else(|_| TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, args.port)))
-            .map_err(|e| format!("listening on TCP port {}: {e}", args.port))?;
-        (l.accept().map_err(|e| e.to_string())?.0, local)
+        let l = tcp::listen((Ipv6Addr::UNSPECIFIED, args.port).into())
+            .or_else(|_| tcp::listen((Ipv4Addr::UNSPECIFIED, args.port).into()))?;
+        let (s, agreed) = tcp::serve_first(&l, |s| {
+            let mut w = Wire {
+                s: s.try_clone()?,
+                client: false,
+            };
+            // A client that does not open with a version is none of ours.
+            agree(&mut w, p.mtu).map_err(|e| Error::Refused(e.to_string()))
+        })?;
+        (Wire { s, client: false }, agreed, local)
     } else {
         let server = args
             .server
             .as_deref()
-            .ok_or("--perftest needs a server address or --listen")?;
-        let local = args.local.unwrap_or_else(|| "127.0.0.2".parse().unwrap());
-        (super::connect_retry(server, args.port)?, local)
+            .ok_or_else(|| Error::Usage("--perftest needs a server address or --listen".into()))?;
+        let local = args.local.unwrap_or(Ipv4Addr::new(127, 0, 0, 2).into());
+        let mut w = Wire {
+            s: tcp::connect_retry(server, args.port)?,
+            client: true,
+        };
+        let agreed = agree(&mut w, p.mtu)?;
+        (w, agreed, local)
     };
-    let _ = stream.set_nodelay(true);
-    let mut w = Wire {
-        s: stream,
-        client: !args.listen,
-    };
-    let mut p = Params::from_args(args);
-    let agreed = agree(&mut w, p.mtu)?;
     p.mtu = agreed.mtu;
 
     // perftest addresses the peer's buffer within max(size, cycle buffer)
     // of the address in its key; our region must hold a slot per QP, our
     // own messages and the atomic results.
     let lay = Layout::new(&p, &agreed);
+    if p.test == Test::Send && args.listen && !p.lat {
+        p.rx_depth = perftest_rx_depth(p.iters);
+    }
     let mut open = p;
     open.min_region = lay.len(u64::from(p.tx_depth)) as usize;
     let side = Side::open(local, &open)?;
@@ -190,6 +201,7 @@ pub(super) fn run(args: &PerfArgs) -> Result<bool, String> {
             peer.addr
         );
     }
+    tcp::clear_timeouts(&w.s)?;
     let ctx = Ctx {
         side: &side,
         rem: &rem,
@@ -327,6 +339,7 @@ mod tests {
             tx_depth: 16,
             mtu: Mtu::Mtu1024,
             atomic: AtomicType::FetchAndAdd,
+            rx_depth: 0,
             min_region: 0,
         };
         let l = Layout::new(&p, &a);
@@ -339,6 +352,49 @@ mod tests {
         p.size = 10_000;
         let l = Layout::new(&p, &a);
         assert_eq!((l.slot, l.per_cycle), (10_048, 1));
+    }
+
+    #[test]
+    fn send_server_rx_depth_is_perftests() {
+        // ib_send_bw -n N prints "RX depth" min(512, N), made even.
+        for (n, rx) in [
+            (1, 2),
+            (5, 6),
+            (100, 100),
+            (511, 512),
+            (512, 512),
+            (5000, 512),
+        ] {
+            assert_eq!(perftest_rx_depth(n), rx, "-n {n}");
+        }
+    }
+
+    #[test]
+    fn each_test_grants_only_its_remote_access() {
+        use super::super::setup::{access, qp_access};
+        use ferroce::Access;
+        let remote = [
+            Access::REMOTE_WRITE,
+            Access::REMOTE_READ,
+            Access::REMOTE_ATOMIC,
+        ];
+        for (t, grant) in [
+            (Test::Write, Access::REMOTE_WRITE),
+            (Test::Read, Access::REMOTE_READ),
+            (Test::Atomic, Access::REMOTE_ATOMIC),
+        ] {
+            for r in remote {
+                assert_eq!(access(t).contains(r), r == grant, "{t:?} region {r:?}");
+                assert_eq!(qp_access(t).contains(r), r == grant, "{t:?} QP {r:?}");
+            }
+            assert!(access(t).contains(Access::LOCAL_WRITE));
+        }
+        // perftest's SEND QP: remote and local write; its region: local only.
+        assert_eq!(
+            qp_access(Test::Send),
+            Access::REMOTE_WRITE | Access::LOCAL_WRITE
+        );
+        assert_eq!(access(Test::Send), Access::LOCAL_WRITE);
     }
 
     #[test]
