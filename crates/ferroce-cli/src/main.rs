@@ -43,7 +43,7 @@ fn main() -> ExitCode {
         Command::Dump(args) => cmd::dump::run(args).map_err(Into::into),
         Command::Sample(args) => cmd::sample::run(args).map_err(Into::into),
         Command::Pingpong(args) => cmd::pingpong::run(args),
-        Command::Perf(args) => cmd::perf::run(args).map_err(Into::into),
+        Command::Perf(args) => cmd::perf::run(args),
         Command::Bench(args) => cmd::bench::run(args).map_err(Into::into),
         Command::UdpPeer(args) => cmd::bench::udp_peer(args).map_err(Into::into),
         Command::Devinfo(args) => cmd::devinfo::run(args).map_err(Into::into),

@@ -1,22 +1,16 @@
 //! `ferroce perf` end to end: server and client processes on loopback for
 //! every test, bandwidth and latency, small counts.
 
-use std::process::Command;
+mod common;
 
 fn perf(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferroce"))
-        .arg("perf")
-        .args(args)
-        .arg("--quiet")
-        .output()
-        .expect("run ferroce perf");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let out = common::ferroce(&[&["perf"], args, &["--quiet"]].concat());
+    let (stdout, stderr) = common::text(&out);
     assert!(
         out.status.success(),
-        "ferroce perf {args:?} failed:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        "ferroce perf {args:?} failed:\n{stdout}\n{stderr}"
     );
-    text
+    stdout
 }
 
 #[test]

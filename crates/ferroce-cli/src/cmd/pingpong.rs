@@ -95,6 +95,9 @@ fn print_dest(label: &str, d: &Dest) {
 }
 
 pub(crate) fn run(args: &PingpongArgs) -> Result<bool, Error> {
+    if let Some(server) = &args.server {
+        tcp::resolve(server, args.port)?; // a bad address, before the device
+    }
     let local = Local::open(args)?;
     let theirs = match &args.server {
         Some(server) => {
