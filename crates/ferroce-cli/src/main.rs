@@ -40,7 +40,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result: Result<bool, error::Error> = match &cli.command {
-        Command::Dump(args) => cmd::dump::run(args).map_err(Into::into),
+        Command::Dump(args) => cmd::dump::run(args),
         Command::Sample(args) => cmd::sample::run(args).map_err(Into::into),
         Command::Pingpong(args) => cmd::pingpong::run(args),
         Command::Perf(args) => cmd::perf::run(args),
