@@ -2,7 +2,7 @@
 //! byte source (a file, standard input) a chunk at a time and yields its
 //! packet records one by one. Only the record being decoded is held, so a
 //! capture of any length is read in bounded memory: at most
-//! [`MAX_RECORD`] bytes of a record plus one chunk.
+//! [`MAX_RECORD`] bytes of a record plus a chunk.
 //!
 //! `pcap-file`'s slice parsers do the framing: given the bytes read so far
 //! they either return one record or say they need more, and then the
@@ -34,9 +34,10 @@ const MAX_RECORD: usize = 16 * 1024 * 1024 + 64 * 1024;
 /// The packet records of a pcap or pcapng stream, in order.
 pub(crate) struct FrameReader<R> {
     src: R,
-    /// Bytes read and not yet consumed start at `buf[start]`.
+    /// Bytes read and not yet consumed: `buf[start..end]`.
     buf: Vec<u8>,
     start: usize,
+    end: usize,
     /// File offset of `buf[0]`.
     base: u64,
     eof: bool,
@@ -63,8 +64,9 @@ impl<R: Read> FrameReader<R> {
     pub(crate) fn new(src: R) -> Self {
         Self {
             src,
-            buf: Vec::new(),
+            buf: vec![0u8; CHUNK],
             start: 0,
+            end: 0,
             base: 0,
             eof: false,
             format: None,
@@ -73,43 +75,47 @@ impl<R: Read> FrameReader<R> {
     }
 
     fn pending(&self) -> &[u8] {
-        &self.buf[self.start..]
+        &self.buf[self.start..self.end]
     }
 
     fn offset(&self) -> u64 {
         self.base + self.start as u64
     }
 
-    /// Reads one more chunk; false at the end of the source.
+    /// Reads more of the source after the pending bytes; false at its end.
     fn fill(&mut self) -> Result<bool, CaptureErrorKind> {
         if self.eof {
             return Ok(false);
         }
-        if self.start > 0 && self.start >= self.buf.len() / 2 {
-            self.buf.drain(..self.start);
+        if self.start > 0 {
+            // Move the pending bytes to the front (at most one record's).
+            self.buf.copy_within(self.start..self.end, 0);
             self.base += self.start as u64;
+            self.end -= self.start;
             self.start = 0;
         }
-        if self.pending().len() > MAX_RECORD {
+        if self.end > MAX_RECORD {
             return Err(CaptureErrorKind::Malformed {
                 what: "record".to_owned(),
                 offset: self.offset(),
                 detail: format!("longer than {MAX_RECORD} bytes"),
             });
         }
-        let len = self.buf.len();
-        self.buf.resize(len + CHUNK, 0);
+        if self.buf.len() - self.end < CHUNK / 2 {
+            // Grown only for a record longer than the buffer; `vec!` of
+            // zeroes is a zeroed allocation, not a loop.
+            let mut bigger = vec![0u8; self.buf.len().max(CHUNK) * 2];
+            bigger[..self.end].copy_from_slice(&self.buf[..self.end]);
+            self.buf = bigger;
+        }
         let n = loop {
-            match self.src.read(&mut self.buf[len..]) {
+            match self.src.read(&mut self.buf[self.end..]) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.buf.truncate(len);
-                    return Err(CaptureErrorKind::Io(e));
-                }
+                Err(e) => return Err(CaptureErrorKind::Io(e)),
             }
         };
-        self.buf.truncate(len + n);
+        self.end += n;
         self.eof = n == 0;
         Ok(n > 0)
     }
@@ -462,4 +468,45 @@ fn decode_packet_block(
         _ => return Ok(None),
     };
     Ok(Some(packet))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A little-endian microsecond pcap header for Ethernet.
+    fn pcap_header() -> Vec<u8> {
+        let mut h = Vec::new();
+        h.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+        h.extend_from_slice(&2u16.to_le_bytes());
+        h.extend_from_slice(&4u16.to_le_bytes());
+        for field in [0u32, 0, 0x7fff_ffff, 1] {
+            h.extend_from_slice(&field.to_le_bytes()); // zone, sigfigs, snaplen, link
+        }
+        h
+    }
+
+    #[test]
+    fn an_endless_record_in_a_long_stream_is_malformed_not_buffered() {
+        let mut bytes = pcap_header();
+        for field in [0u32, 0, 0x7fff_ffff, 0x7fff_ffff] {
+            bytes.extend_from_slice(&field.to_le_bytes()); // ts, frac, caplen, len
+        }
+        bytes.resize(bytes.len() + MAX_RECORD + 2 * CHUNK, 0);
+        let mut r = FrameReader::new(&bytes[..]);
+        match r.next() {
+            Some(Err(CaptureErrorKind::Malformed { offset, detail, .. })) => {
+                assert_eq!(offset, 24);
+                assert!(detail.contains("longer than"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(r.next().is_none(), "an error ends the iteration");
+        // The same record cut short by the end of the input is truncated.
+        let short = &bytes[..24 + 16 + 100];
+        assert!(matches!(
+            FrameReader::new(short).next(),
+            Some(Err(CaptureErrorKind::Truncated { offset: 24, .. }))
+        ));
+    }
 }

@@ -63,9 +63,9 @@ pub(crate) fn run(args: &DumpArgs) -> Result<bool, CliError> {
         })?;
         Box::new(file)
     };
-    // Buffered reads from the source, one frame decoded at a time: memory
-    // stays the same whatever the capture's length.
-    let frames = FrameReader::new(io::BufReader::with_capacity(1 << 16, source));
+    // Read a chunk at a time, one frame decoded at a time: memory stays
+    // the same whatever the capture's length.
+    let frames = FrameReader::new(source);
     let mut out = io::BufWriter::new(io::stdout().lock());
     let mut tally = Tally::default();
     let mut first_ts = None;
