@@ -56,7 +56,8 @@ pub(crate) struct PerfArgs {
     /// Server to connect to (a host name or address; the TCP port is -p);
     /// without it (and without --listen), run both sides on loopback.
     server: Option<String>,
-    /// Be the server: run one test with one client, then exit.
+    /// Be the server: run one test with one client, then exit. The client
+    /// must ask for the same test, --lat, -s and -q; it brings -n and -t.
     #[arg(long, conflicts_with = "server")]
     listen: bool,
     /// Measure latency (ping-pong) instead of bandwidth.
