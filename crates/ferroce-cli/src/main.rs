@@ -41,12 +41,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result: Result<bool, error::Error> = match &cli.command {
         Command::Dump(args) => cmd::dump::run(args),
-        Command::Sample(args) => cmd::sample::run(args).map_err(Into::into),
+        Command::Sample(args) => cmd::sample::run(args),
         Command::Pingpong(args) => cmd::pingpong::run(args),
         Command::Perf(args) => cmd::perf::run(args),
-        Command::Bench(args) => cmd::bench::run(args).map_err(Into::into),
-        Command::UdpPeer(args) => cmd::bench::udp_peer(args).map_err(Into::into),
-        Command::Devinfo(args) => cmd::devinfo::run(args).map_err(Into::into),
+        Command::Bench(args) => cmd::bench::run(args),
+        Command::UdpPeer(args) => cmd::bench::udp_peer(args),
+        Command::Devinfo(args) => cmd::devinfo::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
