@@ -2,11 +2,11 @@
 //! until each has completed `iters`; the server keeps receives posted for
 //! SEND and otherwise only waits (its driver thread does the work).
 
-use std::io::IsTerminal;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use ferroce::{SendOp, SendWr};
+use indicatif::{ProgressBar, ProgressStyle};
 
 use super::exchange;
 use super::setup::{Params, Peer, Side};
@@ -47,7 +47,18 @@ pub(super) fn run(
     let total = u64::from(p.iters) * n as u64;
     let mut done = 0u64;
     let mut marks: Vec<(Instant, u64)> = Vec::with_capacity(256);
-    let bar = progress && std::io::stderr().is_terminal();
+    // Moved once per percent; indicatif draws it on standard error only
+    // when that is a terminal.
+    let bar = if progress {
+        ProgressBar::new(total)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("  [{bar:50}] {percent:>3}%")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("## "),
+    );
     let start = Instant::now();
     marks.push((start, 0));
     let mut last = start;
@@ -94,19 +105,11 @@ pub(super) fn run(
         }
         if done * 100 / total > (marks.len() as u64 - 1) {
             marks.push((last, done));
-            if bar {
-                eprint!(
-                    "\r  [{:<50}] {:>3}%",
-                    "#".repeat((done * 50 / total) as usize),
-                    done * 100 / total
-                );
-            }
+            bar.set_position(done);
         }
     }
     let elapsed = start.elapsed();
-    if bar {
-        eprintln!();
-    }
+    bar.finish_and_clear();
     exchange::send_word(stream, "done")?;
     report(p, total, elapsed, &marks);
     Ok(true)
