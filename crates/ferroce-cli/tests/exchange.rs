@@ -157,6 +157,72 @@ fn perf_client_names_a_peer_that_is_not_a_ferroce_server() {
 }
 
 #[test]
+fn pingpong_client_names_a_peer_that_is_not_a_pingpong_server() {
+    let listener = TcpListener::bind("127.0.0.102:18802").unwrap();
+    let fake = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut record = [0u8; 52];
+        s.read_exact(&mut record).unwrap();
+        let mut answer = *b"HTTP/1.0 400 Bad Request\r\n\r\n........................";
+        answer[51] = 0;
+        s.write_all(&answer).unwrap();
+        std::thread::sleep(Duration::from_secs(1));
+    });
+    let out = ferroce(&[
+        "pingpong",
+        "-L",
+        "127.0.0.103",
+        "-p",
+        "18802",
+        "127.0.0.102",
+    ]);
+    fake.join().unwrap();
+    let (_, err) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("127.0.0.102:18802"), "{err}");
+    assert!(
+        err.contains("not an ibv_*_pingpong or ferroce pingpong server"),
+        "{err}"
+    );
+}
+
+#[test]
+fn perftest_server_refuses_a_silent_client_and_serves_the_next() {
+    let common = [
+        "--perftest",
+        "-p",
+        "18804",
+        "-s",
+        "4096",
+        "-n",
+        "50",
+        "--quiet",
+    ];
+    let server = spawn(
+        &[
+            &["perf", "write", "--listen", "-L", "127.0.0.104"],
+            &common[..],
+        ]
+        .concat(),
+    );
+    let _silent = connect_when_listening(addr("127.0.0.104:18804"));
+    let client = ferroce(
+        &[
+            &["perf", "write", "-L", "127.0.0.105", "127.0.0.104"],
+            &common[..],
+        ]
+        .concat(),
+    );
+    let server = server.wait_with_output().unwrap();
+    let (out, err) = text(&client);
+    assert!(client.status.success(), "client: {out}{err}");
+    assert!(out.contains("BW average"), "{out}");
+    let (_, err) = text(&server);
+    assert!(server.status.success(), "server: {err}");
+    assert!(err.contains("refused the client"), "{err}");
+}
+
+#[test]
 fn bad_arguments_are_refused_up_front_with_the_range() {
     for (args, says) in [
         (&["perf", "write", "-n", "0"][..], "0 is not in 1.."),

@@ -102,7 +102,8 @@ pub(crate) fn run(args: &PingpongArgs) -> Result<bool, Error> {
     let theirs = match &args.server {
         Some(server) => {
             let mut s = tcp::connect_retry(server, args.port)?;
-            let theirs = exchange::client(&mut s, &local.ours, server)?;
+            let peer = tcp::peer_name(&s);
+            let theirs = exchange::client(&mut s, &local.ours, &peer)?;
             local.connect(&theirs, args.mtu)?;
             theirs
         }

@@ -58,6 +58,7 @@ fn host_and_port(s: &str) -> Option<(&str, u16)> {
 
 /// Connects to `server`, trying for [`CONNECT_WAIT`] while it is not yet
 /// listening (so that a client started together with its server works).
+/// The stream has [`ANSWER_TIMEOUT`] on reads and writes.
 pub(crate) fn connect_retry(server: &str, port: u16) -> Result<TcpStream, Error> {
     let addr = resolve(server, port)?;
     let start = Instant::now();
@@ -90,8 +91,8 @@ pub(crate) fn listen(addr: SocketAddr) -> Result<TcpListener, Error> {
 /// answer) the client's first messages under [`OPENING_TIMEOUT`]. A client
 /// it refuses with [`Error::Refused`] is told nothing more, named on
 /// standard error, and dropped; any other error ends the server. Returns the
-/// stream (timeouts still set; [`clear_timeouts`] before the traffic) and
-/// what `opening` returned.
+/// stream (with [`ANSWER_TIMEOUT`] for the rest of the setup;
+/// [`clear_timeouts`] before the traffic) and what `opening` returned.
 pub(crate) fn serve_first<T>(
     listener: &TcpListener,
     mut opening: impl FnMut(&mut TcpStream) -> Result<T, Error>,
@@ -102,13 +103,25 @@ pub(crate) fn serve_first<T>(
         s.set_write_timeout(Some(OPENING_TIMEOUT))?;
         let _ = s.set_nodelay(true);
         match opening(&mut s) {
-            Ok(v) => return Ok((s, v)),
+            Ok(v) => {
+                // The client is ours: the rest of the setup may wait on
+                // its device (thousands of QPs take a while to open).
+                s.set_read_timeout(Some(ANSWER_TIMEOUT))?;
+                s.set_write_timeout(Some(ANSWER_TIMEOUT))?;
+                return Ok((s, v));
+            }
             Err(Error::Refused(why)) => {
                 eprintln!("ferroce: refused the client at {from}: {why}; waiting for another");
             }
             Err(e) => return Err(e),
         }
     }
+}
+
+/// `host:port` of the peer of `s`, for messages.
+pub(crate) fn peer_name(s: &TcpStream) -> String {
+    s.peer_addr()
+        .map_or_else(|_| "the peer".into(), |a| a.to_string())
 }
 
 /// No timeouts: the traffic that follows the setup may take any time.

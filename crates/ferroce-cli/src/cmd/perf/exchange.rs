@@ -65,10 +65,7 @@ pub(super) fn send_line(s: &mut TcpStream, v: &Value) -> Result<(), Error> {
     })
 }
 
-fn peer_name(s: &TcpStream) -> String {
-    s.peer_addr()
-        .map_or_else(|_| "the peer".into(), |a| a.to_string())
-}
+use tcp::peer_name;
 
 /// Reads one line byte by byte: a buffered reader could swallow the start
 /// of the next message, which belongs to a later call.

@@ -211,7 +211,8 @@ fn client(args: &PerfArgs, local: IpAddr, server: &str) -> Result<bool, Error> {
     let mut stream = tcp::connect_retry(server, args.port)?;
     let params = Params::from_args(args);
     exchange::write_hello(&mut stream, &params)?;
-    exchange::read_answer(&mut stream, server)?;
+    let peer = tcp::peer_name(&stream);
+    exchange::read_answer(&mut stream, &peer)?;
     let side = setup::Side::open(local, &params)?;
     let peer = exchange::exchange_client(&mut stream, &side)?;
     side.connect(&peer, &params)?;
