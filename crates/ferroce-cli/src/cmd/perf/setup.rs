@@ -1,5 +1,5 @@
-//! Test parameters, per-side resources (context, QPs, one region) and the
-//! TCP exchange that connects them.
+//! Test parameters and one side's resources (device, QPs, one region, with
+//! the access the test needs and no more), connected to the peer's QPs.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -54,7 +54,8 @@ pub(super) struct Params {
     pub(super) mtu: Mtu,
     /// Client side only (the server does not need it).
     pub(super) atomic: AtomicType,
-    /// Receives a SEND server keeps posted per QP (0: `tx_depth`).
+    /// Receives a SEND server posts per QP before the first message (its
+    /// QPs' receive queues are sized for the larger of this and `tx_depth`).
     pub(super) rx_depth: u32,
     /// The region is at least this long (this side only: perftest's
     /// layout needs room for a slot per QP and the atomic results).
