@@ -187,7 +187,7 @@ fn pingpong_client_names_a_peer_that_is_not_a_pingpong_server() {
 }
 
 #[test]
-fn perftest_server_refuses_a_silent_client_and_serves_the_next() {
+fn perftest_server_refuses_silent_and_greedy_clients_and_serves_the_next() {
     let common = [
         "--perftest",
         "-p",
@@ -206,6 +206,14 @@ fn perftest_server_refuses_a_silent_client_and_serves_the_next() {
         .concat(),
     );
     let _silent = connect_when_listening(addr("127.0.0.104:18804"));
+    // perftest's opening, announcing a 4 GiB cycle buffer (it would size
+    // the server's memory region).
+    let mut greedy = connect_when_listening(addr("127.0.0.104:18804"));
+    let mut opening = b"6.06".to_vec();
+    opening.resize(16, 0);
+    opening.extend_from_slice(&u32::MAX.to_be_bytes());
+    opening.extend_from_slice(&64u32.to_be_bytes());
+    greedy.write_all(&opening).unwrap();
     let client = ferroce(
         &[
             &["perf", "write", "-L", "127.0.0.105", "127.0.0.104"],
@@ -220,6 +228,10 @@ fn perftest_server_refuses_a_silent_client_and_serves_the_next() {
     let (_, err) = text(&server);
     assert!(server.status.success(), "server: {err}");
     assert!(err.contains("refused the client"), "{err}");
+    assert!(
+        err.contains("the peer's cycle buffer 4294967295 is outside 1 ..= 8388608"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ferroce::Mtu;
 
-use crate::cmd::tcp;
+use crate::cmd::{limits, tcp};
 use crate::error::Error;
 
 pub(super) const VERSION: &str = "6.06";
@@ -17,6 +17,10 @@ pub(super) const KEY_LEN: usize = 108;
 /// perftest's defaults, sent in step 2.
 pub(super) const CYCLE_BUFFER: u32 = 4096;
 pub(super) const CACHE_LINE: u32 = 64;
+/// The largest cycle buffer and cache line a peer may announce (they size
+/// our region): a message's largest size, and a page.
+const MAX_CYCLE_BUFFER: u32 = ferroce::MAX_MSG_SIZE as u32;
+const MAX_CACHE_LINE: u32 = 4096;
 /// What we accept as a responder (ferroce's max_dest_rd_atomic).
 pub(super) const OUT_READS: u32 = 16;
 
@@ -177,6 +181,18 @@ pub(super) fn agree(w: &mut Wire, mtu: Mtu) -> Result<Agreed, Error> {
         cycle_buffer = cycle_buffer.max(be(w.xchg(&CYCLE_BUFFER.to_be_bytes())?));
         // perftest spaces small messages (and atomics) by the cache line.
         cache_line = cache_line.max(be(w.xchg(&CACHE_LINE.to_be_bytes())?));
+    }
+    // Both size our region: a peer's value is checked before it is used.
+    for (what, v, max) in [
+        ("cycle buffer", cycle_buffer, MAX_CYCLE_BUFFER),
+        ("cache line", cache_line, MAX_CACHE_LINE),
+    ] {
+        limits::check(&format!("the peer's {what}"), v.into(), max.into()).map_err(|what| {
+            Error::Exchange {
+                peer: tcp::peer_name(&w.s),
+                what,
+            }
+        })?;
     }
     let mut mtu = mtu;
     if rem_version >= 5.1 {
