@@ -40,6 +40,18 @@ pub(crate) fn check(what: &str, value: u64, max: u64) -> Result<u64, String> {
     }
 }
 
+/// Room for one latency sample per iteration, or an error saying that
+/// `-n` asks for more than memory holds (rather than an abort).
+pub(crate) fn samples<T>(iters: u32) -> Result<Vec<T>, crate::error::Error> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(iters as usize).map_err(|_| {
+        crate::error::Error::Usage(format!(
+            "-n {iters}: no memory for a latency sample per iteration; use a smaller -n"
+        ))
+    })?;
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

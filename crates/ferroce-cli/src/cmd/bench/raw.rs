@@ -171,7 +171,7 @@ pub(super) fn latency(
     let mut b = backend(client, false)?;
     let msg = vec![0u8; size];
     let to = SocketAddr::new(server, ROCE_PORT);
-    let mut samples = Vec::with_capacity(iters as usize);
+    let mut samples = crate::cmd::limits::samples(iters)?;
     for _ in 0..iters {
         let t = Instant::now();
         b.send_raw(to, 0xc000, &[&msg])?;

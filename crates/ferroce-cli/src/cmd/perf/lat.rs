@@ -110,7 +110,7 @@ pub(super) fn run(
         return Err("server did not get ready".into());
     }
     let qp = &side.qps[0].0;
-    let mut samples = Vec::with_capacity(p.iters as usize);
+    let mut samples = crate::cmd::limits::samples(p.iters)?;
     let size = p.size as u32;
     for i in 1..=u64::from(p.iters) {
         let t = Instant::now();

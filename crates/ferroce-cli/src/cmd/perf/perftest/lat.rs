@@ -91,7 +91,7 @@ fn write_lat(c: &Ctx<'_>) -> Result<Vec<Instant>, Error> {
     let size = p.size;
     let src = c.lay.source() as usize;
     side.mr.write(src, &vec![0u8; size]).map_err(ferr)?;
-    let mut posts = Vec::with_capacity(p.iters as usize);
+    let mut posts = crate::cmd::limits::samples(p.iters)?;
     for i in 1..=u64::from(p.iters) {
         if !c.server {
             arrival(c, i)?;
@@ -239,7 +239,7 @@ fn send_lat(c: &Ctx<'_>, rx: &mut Receives) -> Result<Vec<Instant>, Error> {
     let src = c.lay.source();
     let pattern: Vec<u8> = (0..p.size).map(|k| (k * 7 + 3) as u8).collect();
     side.mr.write(src as usize, &pattern).map_err(ferr)?;
-    let mut posts = Vec::with_capacity(p.iters as usize);
+    let mut posts = crate::cmd::limits::samples(p.iters)?;
     for i in 1..=u64::from(p.iters) {
         if c.server {
             rx.next(c, i)?;
@@ -278,7 +278,7 @@ fn request_lat(c: &Ctx<'_>) -> Result<Vec<Instant>, Error> {
     let (remote, rkey) = (c.rem[0].vaddr, c.rem[0].rkey);
     let mut atomics = AtomicCheck::new(p.atomic, 1, 1);
     let mut first: Option<Vec<u8>> = None;
-    let mut posts = Vec::with_capacity(p.iters as usize);
+    let mut posts = crate::cmd::limits::samples(p.iters)?;
     for i in 1..=u64::from(p.iters) {
         let (op, local) = if p.test == Test::Atomic {
             (
