@@ -18,6 +18,12 @@ pub(crate) enum Error {
          with -L (e.g. 127.0.0.3 on loopback)"
     )]
     AddrTaken { addr: IpAddr, port: u16 },
+    /// The address is not one of this machine's.
+    #[error(
+        "{addr} is not an address of this machine, so no device can bind it: give -L an \
+         address `ip addr` lists (on loopback, any 127.0.0.x)"
+    )]
+    NotLocal { addr: IpAddr },
     /// The device could not be opened for another reason.
     #[error("opening a device on {addr}: {source}")]
     Device {
@@ -79,6 +85,9 @@ pub(crate) fn open_device(cfg: ferroce::DeviceConfig) -> Result<ferroce::Context
             addr: cfg.local,
             port: cfg.port,
         },
+        ferroce::Error::Io(e) if e.kind() == io::ErrorKind::AddrNotAvailable => {
+            Error::NotLocal { addr: cfg.local }
+        }
         _ => Error::Device {
             addr: cfg.local,
             source,

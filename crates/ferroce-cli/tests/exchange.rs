@@ -247,6 +247,10 @@ fn bad_arguments_are_refused_up_front_with_the_range() {
         (&["pingpong", "-m", "1000"], "1000 is not an MTU"),
         (&["pingpong", "127.0.0.1:18515"], "-p 18515 127.0.0.1"),
         (&["perf", "write", "localhost:9000"], "-p 9000 localhost"),
+        (
+            &["pingpong", "-L", "192.0.2.1"],
+            "192.0.2.1 is not an address of this machine",
+        ),
     ] {
         let out = ferroce(args);
         let (_, err) = text(&out);
