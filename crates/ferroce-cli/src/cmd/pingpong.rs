@@ -1,7 +1,10 @@
 //! `ferroce pingpong`: rdma-core's `ibv_rc_pingpong`, `ibv_uc_pingpong` and
 //! `ibv_ud_pingpong`, same exchange (TCP port 18515, one 52-byte record each
 //! way), same traffic (each side answers every message with one of its
-//! own) and the same report.
+//! own) and the same report. The server, as rdma-core's, runs with one
+//! client and exits; a connection that sends no record is refused and the
+//! next one served (see [`super::tcp`]). The client retries its connection
+//! while the server starts.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -52,7 +55,7 @@ pub(crate) struct PingpongArgs {
     port: u16,
     /// Message size (default 4096; 1024 for UD).
     #[arg(long, short = 's',
-          value_parser = clap::value_parser!(u32).range(1..=i64::try_from(limits::MAX_SIZE).unwrap_or(i64::MAX)))]
+          value_parser = clap::value_parser!(u32).range(1..=limits::MAX_SIZE as i64))]
     size: Option<u32>,
     /// Number of exchanges.
     #[arg(long, short = 'n', default_value_t = 1000,
