@@ -61,10 +61,15 @@ impl Dest {
         let [lid, qpn, psn, gid] = parts[..] else {
             return Err(format!("malformed record {text:?}: want LID:QPN:PSN:GID"));
         };
-        let hex = |s: &str, what: &str| {
-            u32::from_str_radix(s, 16).map_err(|_| format!("bad {what} {s:?} in {text:?}"))
+        // Hex digits only (from_str_radix would take a sign), within the
+        // field's width.
+        let hex = |s: &str, what: &str, max: u32| {
+            u32::from_str_radix(s, 16)
+                .ok()
+                .filter(|v| s.bytes().all(|b| b.is_ascii_hexdigit()) && *v <= max)
+                .ok_or_else(|| format!("bad {what} {s:?} in {text:?}"))
         };
-        if gid.len() != 32 {
+        if gid.len() != 32 || !gid.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(format!("bad GID {gid:?}: want 32 hex digits"));
         }
         let mut g = [0u8; 16];
@@ -73,9 +78,9 @@ impl Dest {
                 .map_err(|_| format!("bad GID {gid:?}"))?;
         }
         Ok(Self {
-            lid: hex(lid, "LID")? as u16,
-            qpn: hex(qpn, "QPN")?,
-            psn: hex(psn, "PSN")?,
+            lid: hex(lid, "LID", 0xffff)? as u16,
+            qpn: hex(qpn, "QPN", 0xff_ffff)?,
+            psn: hex(psn, "PSN", 0xff_ffff)?,
             gid: g,
         })
     }
@@ -159,6 +164,14 @@ mod tests {
         assert_eq!(d.encode(), rec);
         rec[5] = b'x';
         assert!(Dest::decode(&rec).is_err());
+        // Hostile records are errors, never a panic: a GID of 32 bytes
+        // that are not 32 digits (a char split by the digit pairs), a
+        // sign, a QPN wider than 24 bits.
+        let mut odd = *b"0000:000011:2c3616:00000000000000000000000000000000\0";
+        odd[19..22].copy_from_slice("\u{20ac}".as_bytes());
+        assert!(Dest::decode(&odd).is_err());
+        assert!(Dest::decode(b"0000:+00011:2c3616:00000000000000000000ffffc612000c\0").is_err());
+        assert!(Dest::decode(b"0000:1000011:2c3616:00000000000000000000ffffc612000c").is_err());
         let v6 = Dest::decode(b"0000:000014:aa6436:fd526f43450000000000000000000012\0").unwrap();
         assert_eq!(
             addr_of(v6.gid),
