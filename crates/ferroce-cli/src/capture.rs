@@ -1,7 +1,8 @@
 //! Packet capture files for `ferroce dump`: read classic pcap and pcapng, write classic pcap.
 //!
 //! Contract:
-//! * [`read_frames`] reads a whole file and returns every packet record in file order,
+//! * [`FrameReader`] yields every packet record of a file or stream in file order, holding
+//!   one record at a time (memory stays bounded whatever the capture's size); records are
 //!   numbered from 1 exactly like Wireshark's `frame.number`. Non-RoCE packets count; so do
 //!   the few pcapng blocks without a packet that Wireshark lists as frames (custom, systemd
 //!   journal and Sysdig event blocks), which are not returned: numbers then skip them.
@@ -31,12 +32,12 @@ use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapParser, PcapWriter};
-use pcap_file::pcapng::blocks::interface_description::{
-    InterfaceDescriptionBlock, InterfaceDescriptionOption,
-};
-use pcap_file::pcapng::{PcapNgParser, RawBlock};
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
+
+mod reader;
+
+pub(crate) use reader::FrameReader;
 
 /// Snapshot length written by [`write_pcap`] (tcpdump's default; Wireshark's limit for
 /// Ethernet). Longer frames are refused.
@@ -193,27 +194,24 @@ impl std::error::Error for CaptureError {
     }
 }
 
-/// Reads every packet record of the pcap or pcapng file at `path`.
+/// Reads every packet record of the pcap or pcapng file at `path` (all in
+/// memory: for tests; `dump` streams with [`FrameReader`]).
+#[cfg(test)]
 pub(crate) fn read_frames(path: &Path) -> Result<Vec<Frame>, CaptureError> {
     let err = |kind| CaptureError {
         path: path.to_path_buf(),
         kind,
     };
-    let bytes = std::fs::read(path).map_err(|e| err(CaptureErrorKind::Io(e)))?;
-    parse_capture(&bytes).map_err(err)
+    let file = File::open(path).map_err(|e| err(CaptureErrorKind::Io(e)))?;
+    FrameReader::new(file)
+        .collect::<Result<_, _>>()
+        .map_err(err)
 }
 
-/// [`read_frames`] on the file's contents.
+/// [`read_frames`] on a file's contents.
+#[cfg(test)]
 fn parse_capture(bytes: &[u8]) -> Result<Vec<Frame>, CaptureErrorKind> {
-    let magic = bytes.get(..4);
-    if magic.is_some_and(|m| PCAP_MAGICS.iter().any(|p| p == m)) {
-        read_pcap(bytes)
-    } else if magic == Some(&PCAPNG_MAGIC[..]) {
-        read_pcapng(bytes)
-    } else {
-        let head = bytes[..bytes.len().min(4)].to_vec();
-        Err(CaptureErrorKind::NotACapture { head })
-    }
+    FrameReader::new(bytes).collect()
 }
 
 /// Writes `frames` (timestamp since the Unix epoch, bytes starting with the `link` header)
@@ -269,235 +267,6 @@ pub(crate) fn write_pcap(
         .into_inner()
         .map(drop) // flushed; the file is closed here
         .map_err(|e| err(CaptureErrorKind::Io(e.into_error())))
-}
-
-/// Byte offset of `rest` within `all` (`rest` is a tail of `all`).
-fn offset_of(all: &[u8], rest: &[u8]) -> u64 {
-    (all.len() - rest.len()) as u64
-}
-
-fn read_pcap(bytes: &[u8]) -> Result<Vec<Frame>, CaptureErrorKind> {
-    let (mut rest, parser) =
-        PcapParser::new(bytes).map_err(|e| pcap_file_error(e, "pcap file header".to_owned(), 0))?;
-    let header = parser.header();
-    // The upper 16 bits may carry FCS-length flags (libpcap's LT_LINKTYPE mask).
-    let linktype = u32::from(header.datalink) & 0xFFFF;
-    let link = link_from_number(linktype).ok_or(CaptureErrorKind::UnsupportedLinkType(linktype))?;
-    let frac_unit_ns = match header.ts_resolution {
-        TsResolution::MicroSecond => 1_000,
-        TsResolution::NanoSecond => 1,
-    };
-    let mut frames = Vec::new();
-    while !rest.is_empty() {
-        let number = frames.len() as u64 + 1;
-        let offset = offset_of(bytes, rest);
-        // Raw records: `PcapPacket` would refuse `orig_len > snaplen` and odd fractions,
-        // which Wireshark reads.
-        let (next, raw) = parser
-            .next_raw_packet(rest)
-            .map_err(|e| pcap_file_error(e, format!("packet record {number}"), offset))?;
-        frames.push(Frame {
-            number,
-            timestamp: Duration::from_secs(u64::from(raw.ts_sec))
-                + Duration::from_nanos(u64::from(raw.ts_frac) * frac_unit_ns),
-            orig_len: raw.orig_len,
-            link,
-            data: raw.data.into_owned(),
-        });
-        rest = next;
-    }
-    Ok(frames)
-}
-
-/// What a packet block needs from its interface's description.
-struct Interface {
-    linktype: u32,
-    snaplen: u32,
-    tsresol: u8,
-    tsoffset: i64,
-}
-
-impl Interface {
-    fn new(idb: &InterfaceDescriptionBlock<'_>) -> Self {
-        let mut interface = Self {
-            linktype: u32::from(idb.linktype),
-            snaplen: idb.snaplen,
-            tsresol: 6,
-            tsoffset: 0,
-        };
-        for option in &idb.options {
-            match option {
-                InterfaceDescriptionOption::IfTsResol(r) => interface.tsresol = *r,
-                // A signed number of seconds (pcap-file reads it as u64).
-                InterfaceDescriptionOption::IfTsOffset(o) => {
-                    interface.tsoffset = i64::from_ne_bytes(o.to_ne_bytes());
-                }
-                _ => {}
-            }
-        }
-        interface
-    }
-
-    /// Converts a packet block's tick count to time since the epoch, truncating to whole
-    /// nanoseconds as Wireshark does.
-    fn timestamp(&self, ticks: u64) -> Duration {
-        let ticks = u128::from(ticks);
-        let exponent = u32::from(self.tsresol & 0x7F);
-        let nanos = if self.tsresol & 0x80 != 0 {
-            (ticks * 1_000_000_000) >> exponent // 2^-exponent s; exponent <= 127
-        } else if exponent <= 9 {
-            ticks * 10u128.pow(9 - exponent)
-        } else if exponent <= 38 {
-            ticks / 10u128.pow(exponent - 9)
-        } else {
-            0 // 10^exponent > u128::MAX > ticks * 10^9
-        };
-        // nanos / 10^9 <= ticks, so the seconds fit in a u64.
-        let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
-        let since_epoch = Duration::new(secs, (nanos % 1_000_000_000) as u32);
-        let offset = Duration::from_secs(self.tsoffset.unsigned_abs());
-        if self.tsoffset >= 0 {
-            since_epoch.saturating_add(offset)
-        } else {
-            since_epoch.saturating_sub(offset)
-        }
-    }
-}
-
-fn read_pcapng(bytes: &[u8]) -> Result<Vec<Frame>, CaptureErrorKind> {
-    let (mut rest, mut parser) = PcapNgParser::new(bytes)
-        .map_err(|e| pcap_file_error(e, "pcapng Section Header Block".to_owned(), 0))?;
-    let mut frames = Vec::new();
-    let mut numbered = 0u64; // records Wireshark has numbered so far
-    while !rest.is_empty() {
-        let offset = offset_of(bytes, rest);
-        // Checks the block's framing; keeps the section's byte order and interfaces.
-        let (next, block) = parser
-            .next_raw_block(rest)
-            .map_err(|e| pcap_file_error(e, "pcapng block".to_owned(), offset))?;
-        rest = next;
-        if PCAPNG_NUMBERED_NON_PACKETS.contains(&block.type_) {
-            numbered += 1;
-            continue;
-        }
-        let number = numbered + 1;
-        let malformed = |detail: &str| CaptureErrorKind::Malformed {
-            what: format!("pcapng packet block (frame {number})"),
-            offset,
-            detail: detail.to_owned(),
-        };
-        let Some(packet) =
-            decode_packet_block(&block, parser.section().endianness).map_err(malformed)?
-        else {
-            continue;
-        };
-        let interface = parser
-            .interfaces()
-            .get(packet.interface_id as usize)
-            .map(Interface::new)
-            .ok_or(CaptureErrorKind::UnknownInterface {
-                interface_id: packet.interface_id,
-                offset,
-            })?;
-        let link = link_from_number(interface.linktype)
-            .ok_or(CaptureErrorKind::UnsupportedLinkType(interface.linktype))?;
-        let (timestamp, data) = match packet.ticks {
-            Some(ticks) => (interface.timestamp(ticks), packet.data),
-            None => {
-                // Simple Packet Block: captured length = min(orig_len, snaplen); the rest is
-                // block padding. A snaplen of 0 means no limit.
-                let mut len = packet.data.len().min(packet.orig_len as usize);
-                if interface.snaplen != 0 {
-                    len = len.min(interface.snaplen as usize);
-                }
-                (Duration::ZERO, &packet.data[..len])
-            }
-        };
-        numbered = number;
-        frames.push(Frame {
-            number,
-            timestamp,
-            orig_len: packet.orig_len,
-            link,
-            data: data.to_vec(),
-        });
-    }
-    Ok(frames)
-}
-
-/// The fixed fields of an Enhanced, Simple or obsolete Packet Block.
-struct PacketBlock<'a> {
-    interface_id: u32,
-    /// `None` for a Simple Packet Block, which has no timestamp.
-    ticks: Option<u64>,
-    orig_len: u32,
-    /// Captured bytes; for a Simple Packet Block, followed by the block padding.
-    data: &'a [u8],
-}
-
-/// Decodes a packet block; `Ok(None)` for blocks that carry no packet.
-fn decode_packet_block<'a>(
-    block: &'a RawBlock<'a>,
-    endianness: Endianness,
-) -> Result<Option<PacketBlock<'a>>, &'static str> {
-    let body: &'a [u8] = &block.body;
-    let u16_at = |at: usize| {
-        let b = [body[at], body[at + 1]];
-        match endianness {
-            Endianness::Big => u16::from_be_bytes(b),
-            Endianness::Little => u16::from_le_bytes(b),
-        }
-    };
-    let u32_at = |at: usize| {
-        let b = [body[at], body[at + 1], body[at + 2], body[at + 3]];
-        match endianness {
-            Endianness::Big => u32::from_be_bytes(b),
-            Endianness::Little => u32::from_le_bytes(b),
-        }
-    };
-    let ticks_at = |at: usize| (u64::from(u32_at(at)) << 32) | u64::from(u32_at(at + 4));
-    let captured = |header_len: usize, captured_len: u32| {
-        body.get(header_len..)
-            .and_then(|d| d.get(..captured_len as usize))
-            .ok_or("its captured length runs past the end of the block")
-    };
-    let packet = match block.type_ {
-        PCAPNG_ENHANCED_PACKET_BLOCK => {
-            if body.len() < 20 {
-                return Err("an Enhanced Packet Block body is shorter than 20 bytes");
-            }
-            PacketBlock {
-                interface_id: u32_at(0),
-                ticks: Some(ticks_at(4)),
-                orig_len: u32_at(16),
-                data: captured(20, u32_at(12))?,
-            }
-        }
-        PCAPNG_SIMPLE_PACKET_BLOCK => {
-            if body.len() < 4 {
-                return Err("a Simple Packet Block body is shorter than 4 bytes");
-            }
-            PacketBlock {
-                interface_id: 0,
-                ticks: None,
-                orig_len: u32_at(0),
-                data: &body[4..],
-            }
-        }
-        PCAPNG_PACKET_BLOCK => {
-            if body.len() < 20 {
-                return Err("a Packet Block body is shorter than 20 bytes");
-            }
-            PacketBlock {
-                interface_id: u32::from(u16_at(0)),
-                ticks: Some(ticks_at(4)),
-                orig_len: u32_at(16),
-                data: captured(20, u32_at(12))?,
-            }
-        }
-        _ => return Ok(None),
-    };
-    Ok(Some(packet))
 }
 
 /// Maps a `pcap-file` parse error on `what`, which starts at byte `offset`.

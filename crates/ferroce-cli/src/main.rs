@@ -8,6 +8,7 @@
 
 mod capture;
 mod cmd;
+mod error;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -101,7 +102,7 @@ fn main() -> ExitCode {
         eprintln!("ferroce: {e}");
         return ExitCode::from(2);
     }
-    let result = match &cli.command {
+    let result: Result<bool, error::Error> = match &cli.command {
         Command::Dump(args) => cmd::dump::run(args),
         Command::Sample(args) => cmd::sample::run(args),
         Command::Pingpong(args) => cmd::pingpong::run(args),

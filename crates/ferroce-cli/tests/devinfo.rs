@@ -2,14 +2,10 @@
 //! prints for rxe, with ferroce's values. Needs no root and binds nothing
 //! (it runs beside the tests that hold 127.0.0.x:4791).
 
-use std::process::Command;
+mod common;
 
 fn devinfo(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferroce"))
-        .arg("devinfo")
-        .args(args)
-        .output()
-        .expect("run ferroce");
+    let out = common::ferroce(&[&["devinfo"], args].concat());
     assert!(
         out.status.success(),
         "ferroce devinfo {args:?}: {}\n{}",
@@ -98,10 +94,7 @@ fn short_form_and_default_address() {
 
 #[test]
 fn foreign_address_is_an_error() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferroce"))
-        .args(["devinfo", "--local", "0.0.0.0"])
-        .output()
-        .expect("run ferroce");
+    let out = common::ferroce(&["devinfo", "--local", "0.0.0.0"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("0.0.0.0"), "{err}");

@@ -7,48 +7,12 @@
 //! peercheck's venv: `scripts/setup-test-deps.sh` installs it. Missing
 //! pieces fail the test, with that hint; nothing is skipped.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 use std::process::Command;
 
-fn shared() -> PathBuf {
-    let dir = std::env::var_os("FERROCE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-    assert!(
-        dir.join("vectors").is_dir(),
-        "no shared vectors at {} (set FERROCE_SHARED)",
-        dir.display()
-    );
-    dir
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn ferroce(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ferroce"))
-        .args(args)
-        .output()
-        .expect("run ferroce")
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("ferroce-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::{TempDir, ferroce, repo, shared};
 
 fn captures() -> Vec<PathBuf> {
     let s = shared().join("vectors");

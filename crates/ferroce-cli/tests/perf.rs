@@ -1,22 +1,17 @@
 //! `ferroce perf` end to end: server and client processes on loopback for
-//! every test, bandwidth and latency, small counts.
+//! every test, bandwidth and latency, small counts; and with --perftest at
+//! both ends (perftest's exchange and roles).
 
-use std::process::Command;
+mod common;
 
 fn perf(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferroce"))
-        .arg("perf")
-        .args(args)
-        .arg("--quiet")
-        .output()
-        .expect("run ferroce perf");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let out = common::ferroce(&[&["perf"], args, &["--quiet"]].concat());
+    let (stdout, stderr) = common::text(&out);
     assert!(
         out.status.success(),
-        "ferroce perf {args:?} failed:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        "ferroce perf {args:?} failed:\n{stdout}\n{stderr}"
     );
-    text
+    stdout
 }
 
 #[test]
@@ -66,5 +61,53 @@ fn latency_tests_report_percentiles() {
             "127.0.0.53",
         ]);
         assert!(text.contains("99% percentile[usec]"), "{text}");
+    }
+}
+
+#[test]
+fn perftest_mode_runs_every_test_between_two_ferroce_processes() {
+    let mut port = 18720;
+    for lat in [false, true] {
+        for test in ["write", "read", "send", "atomic"] {
+            port += 1;
+            let p = port.to_string();
+            let mut run = vec![
+                "perf",
+                test,
+                "--perftest",
+                "-p",
+                &p,
+                "-s",
+                "8",
+                "-n",
+                "5",
+                "--quiet",
+            ];
+            if lat {
+                run.push("--lat");
+            }
+            let server = common::spawn(&[&run[..], &["--listen", "-L", "127.0.0.110"]].concat());
+            let client =
+                common::ferroce(&[&run[..], &["-L", "127.0.0.111", "127.0.0.110"]].concat());
+            let server = server.wait_with_output().unwrap();
+            for (who, out) in [("client", &client), ("server", &server)] {
+                let (stdout, stderr) = common::text(out);
+                assert!(
+                    out.status.success(),
+                    "{test} lat={lat} {who}: {stdout}{stderr}"
+                );
+            }
+            // ib_send_bw's server posts min(512, -n) receives, made even.
+            let (stdout, _) = common::text(&server);
+            let rx = stdout.lines().find(|l| l.contains("RX depth"));
+            if test == "send" && !lat {
+                assert_eq!(
+                    rx.map(str::split_whitespace).and_then(|mut w| w.nth(3)),
+                    Some("6")
+                );
+            } else {
+                assert_eq!(rx, None, "{test} lat={lat}");
+            }
+        }
     }
 }

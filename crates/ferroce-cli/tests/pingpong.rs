@@ -1,8 +1,9 @@
 //! `ferroce pingpong` server and client as two processes on loopback, for
 //! RC, UC and UD, with data checking, as ibv_*_pingpong runs.
 
-use std::process::{Command, Stdio};
-use std::time::Duration;
+mod common;
+
+use common::{ferroce, spawn, text};
 
 fn run_pair(transport: &str, server_ip: &str, client_ip: &str, tcp_port: u16, extra: &[&str]) {
     run_pair_with(transport, server_ip, client_ip, tcp_port, extra, &[], &[]);
@@ -17,52 +18,27 @@ fn run_pair_with(
     server_extra: &[&str],
     client_extra: &[&str],
 ) {
-    let bin = env!("CARGO_BIN_EXE_ferroce");
     let port = tcp_port.to_string();
     let mut common = vec!["pingpong", "-t", transport, "-p", &port, "-n", "200", "-c"];
     common.extend_from_slice(extra);
-    let mut server = Command::new(bin)
-        .args(&common)
-        .args(["-L", server_ip])
-        .args(server_extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start server");
-    // The server listens before the client connects; retry the client a few times.
-    let mut client_out = None;
-    for _ in 0..50 {
-        std::thread::sleep(Duration::from_millis(100));
-        let out = Command::new(bin)
-            .args(&common)
-            .args(client_extra)
-            .args(["-L", client_ip, server_ip])
-            .output()
-            .expect("run client");
-        let err = String::from_utf8_lossy(&out.stderr);
-        if !out.status.success() && err.contains("Connection refused") {
-            continue;
-        }
-        if !out.status.success() {
-            // The server would wait for a client forever: stop it.
-            let _ = server.kill();
-        }
-        client_out = Some(out);
-        break;
-    }
-    let client = client_out.expect("client never connected");
+    let server = spawn(&[&common[..], &["-L", server_ip], server_extra].concat());
+    // The client retries the connection while the server starts, as the
+    // README's two-process block relies on.
+    let client = ferroce(&[&common[..], client_extra, &["-L", client_ip, server_ip]].concat());
     let server = server.wait_with_output().expect("server");
     for (who, out) in [("client", &client), ("server", &server)] {
-        let text = String::from_utf8_lossy(&out.stdout);
+        let (stdout, stderr) = text(out);
         assert!(
             out.status.success(),
-            "{transport} {who} failed: {text}\n{}",
-            String::from_utf8_lossy(&out.stderr)
+            "{transport} {who} failed: {stdout}\n{stderr}"
         );
-        assert!(text.contains("200 iters in"), "{transport} {who}: {text}");
         assert!(
-            text.contains("remote address: LID 0x0000, QPN 0x"),
-            "{text}"
+            stdout.contains("200 iters in"),
+            "{transport} {who}: {stdout}"
+        );
+        assert!(
+            stdout.contains("remote address: LID 0x0000, QPN 0x"),
+            "{stdout}"
         );
     }
 }

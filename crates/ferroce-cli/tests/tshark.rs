@@ -20,19 +20,22 @@
 //!
 //! tshark missing is a failure, not a skip: run `scripts/setup-test-deps.sh`.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::ErrorKind;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use ferroce_wire::aeth::Syndrome;
 use ferroce_wire::mad::{CmMessage, Mad};
 use ferroce_wire::{LinkType, Network, RoceFrame, RoceRepr, locate, samples};
 use pcap_file::DataLink;
 use pcap_file::pcap::PcapReader;
+
+use common::TempDir;
 
 /// Payload heuristics peercheck disables: left on, they claim short SEND
 /// payloads (RPCoRDMA reports them as malformed).
@@ -275,29 +278,6 @@ fn short(s: String) -> String {
 
 fn mac(m: [u8; 6]) -> String {
     m.map(|b| format!("{b:02x}")).join(":")
-}
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let dir = std::env::temp_dir().join(format!(
-            "ferroce-tshark-test-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir(&dir).expect("create temp dir");
-        Self(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn write_samples(pcap: &Path) {
@@ -615,7 +595,7 @@ fn tshark_version() -> String {
 
 #[test]
 fn tshark_decodes_every_sample_as_ferroce_meant_it() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("tshark");
     let pcap = dir.0.join("samples.pcap");
     write_samples(&pcap);
     let frames = read_pcap(&pcap);

@@ -12,15 +12,12 @@
 //!
 //! Needs root (packet capture) and tshark, as CI has; fails otherwise.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn shared() -> PathBuf {
-    std::env::var_os("FERROCE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"))
-}
+use common::shared;
 
 /// The `ferroce` binary, with GSO off (see the module docs).
 fn ferroce_cmd() -> Command {

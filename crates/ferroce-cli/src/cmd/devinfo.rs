@@ -5,6 +5,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use crate::error::Error;
 use clap::Args;
 use ferroce::{DeviceAttr, Gid, GidType, Mtu, PhysState, PortAttr};
 
@@ -23,7 +24,7 @@ pub(crate) struct DevinfoArgs {
     verbose: bool,
 }
 
-pub(crate) fn run(args: &DevinfoArgs) -> Result<bool, String> {
+pub(crate) fn run(args: &DevinfoArgs) -> Result<bool, Error> {
     let local = match args.local {
         Some(a) => a,
         None => default_local(),

@@ -1,10 +1,13 @@
 //! `ferroce dump`: one line (or one JSON object) per RoCE packet of a capture.
 //!
+//! The capture is read as a stream, one frame at a time, so memory stays
+//! the same for a capture of any size (or an endless one on a pipe).
 //! Frames that are not RoCE are skipped silently, as tshark's display filter
 //! `infiniband` would. A malformed RoCE packet is printed with the reason;
 //! `--check` turns any malformed packet or bad ICRC into exit status 1.
 
-use std::io::{self, Write};
+use std::fs::File;
+use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
 use clap::Args;
@@ -15,12 +18,14 @@ use ferroce_wire::roce::{Located, RoceFrame};
 use ferroce_wire::{Error, Network, RoceVersion, TransportPacket};
 use serde_json::{Map, Value, json};
 
-use crate::capture::{self, Frame};
+use crate::capture::{CaptureError, CaptureErrorKind, Frame, FrameReader};
+use crate::error::Error as CliError;
 
 /// Arguments of `ferroce dump`.
 #[derive(Debug, Args)]
 pub(crate) struct DumpArgs {
-    /// A pcap or pcapng file (Ethernet, Linux cooked v1/v2 or raw IP).
+    /// A pcap or pcapng file (Ethernet, Linux cooked v1/v2 or raw IP);
+    /// `-` reads standard input (e.g. `tcpdump -w - | ferroce dump -`).
     file: PathBuf,
     /// Print one JSON object per RoCE packet (the peercheck OURS.jsonl schema).
     #[arg(long)]
@@ -42,20 +47,40 @@ struct Tally {
     bad_icrc: usize,
 }
 
-pub(crate) fn run(args: &DumpArgs) -> Result<bool, String> {
-    let frames = capture::read_frames(&args.file).map_err(|e| e.to_string())?;
-    let first_ts = frames.first().map(|f| f.timestamp).unwrap_or_default();
-    let mut out = io::BufWriter::new(io::stdout().lock());
-    let mut tally = Tally {
-        frames: frames.len(),
-        ..Tally::default()
+pub(crate) fn run(args: &DumpArgs) -> Result<bool, CliError> {
+    let stdin = args.file.as_os_str() == "-";
+    let name = if stdin {
+        "standard input".into()
+    } else {
+        args.file.display().to_string()
     };
-    for frame in &frames {
+    let source: Box<dyn Read> = if stdin {
+        Box::new(io::stdin().lock())
+    } else {
+        let file = File::open(&args.file).map_err(|e| CaptureError {
+            path: args.file.clone(),
+            kind: CaptureErrorKind::Io(e),
+        })?;
+        Box::new(file)
+    };
+    // Read a chunk at a time, one frame decoded at a time: memory stays
+    // the same whatever the capture's length.
+    let frames = FrameReader::new(source);
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    let mut tally = Tally::default();
+    let mut first_ts = None;
+    for frame in frames {
+        let frame = frame.map_err(|kind| CaptureError {
+            path: name.clone().into(),
+            kind,
+        })?;
+        tally.frames += 1;
+        let first_ts = *first_ts.get_or_insert(frame.timestamp);
         let Some(located) = ferroce_wire::locate(frame.link, &frame.data) else {
             continue;
         };
         tally.roce += 1;
-        let verdict = judge(frame, located);
+        let verdict = judge(&frame, located);
         match &verdict {
             Verdict::Malformed(_) => tally.malformed += 1,
             Verdict::Parsed { icrc_ok: false, .. } => tally.bad_icrc += 1,
@@ -66,9 +91,9 @@ pub(crate) fn run(args: &DumpArgs) -> Result<bool, String> {
         }
         let t = frame.timestamp.saturating_sub(first_ts).as_secs_f64();
         let line = if args.json {
-            json_record(frame, located, &verdict).to_string()
+            json_record(&frame, located, &verdict).to_string()
         } else {
-            text_line(frame, t, located, &verdict)
+            text_line(&frame, t, located, &verdict)
         };
         if writeln!(out, "{line}").is_err() {
             // Reader went away (e.g. `| head`): stop quietly.
@@ -77,12 +102,8 @@ pub(crate) fn run(args: &DumpArgs) -> Result<bool, String> {
     }
     let _ = out.flush();
     eprintln!(
-        "{}: {} frames, {} RoCE, {} malformed, {} bad ICRC",
-        args.file.display(),
-        tally.frames,
-        tally.roce,
-        tally.malformed,
-        tally.bad_icrc
+        "{name}: {} frames, {} RoCE, {} malformed, {} bad ICRC",
+        tally.frames, tally.roce, tally.malformed, tally.bad_icrc
     );
     Ok(!args.check || (tally.malformed == 0 && tally.bad_icrc == 0))
 }

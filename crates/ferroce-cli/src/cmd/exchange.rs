@@ -6,6 +6,9 @@
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpStream};
 
+use super::tcp;
+use crate::error::Error;
+
 /// The record's length on the wire, NUL included.
 pub(crate) const LEN: usize = 52;
 
@@ -58,10 +61,15 @@ impl Dest {
         let [lid, qpn, psn, gid] = parts[..] else {
             return Err(format!("malformed record {text:?}: want LID:QPN:PSN:GID"));
         };
-        let hex = |s: &str, what: &str| {
-            u32::from_str_radix(s, 16).map_err(|_| format!("bad {what} {s:?} in {text:?}"))
+        // Hex digits only (from_str_radix would take a sign), within the
+        // field's width.
+        let hex = |s: &str, what: &str, max: u32| {
+            u32::from_str_radix(s, 16)
+                .ok()
+                .filter(|v| s.bytes().all(|b| b.is_ascii_hexdigit()) && *v <= max)
+                .ok_or_else(|| format!("bad {what} {s:?} in {text:?}"))
         };
-        if gid.len() != 32 {
+        if gid.len() != 32 || !gid.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(format!("bad GID {gid:?}: want 32 hex digits"));
         }
         let mut g = [0u8; 16];
@@ -70,37 +78,76 @@ impl Dest {
                 .map_err(|_| format!("bad GID {gid:?}"))?;
         }
         Ok(Self {
-            lid: hex(lid, "LID")? as u16,
-            qpn: hex(qpn, "QPN")?,
-            psn: hex(psn, "PSN")?,
+            lid: hex(lid, "LID", 0xffff)? as u16,
+            qpn: hex(qpn, "QPN", 0xff_ffff)?,
+            psn: hex(psn, "PSN", 0xff_ffff)?,
             gid: g,
         })
     }
 }
 
-/// Client side: send ours, read theirs, send `done`.
-pub(crate) fn client(stream: &mut TcpStream, ours: &Dest) -> io::Result<Dest> {
-    stream.write_all(&ours.encode())?;
+/// Client side: send ours, read theirs, send `done`. `server` names the
+/// peer in errors; a peer that answers something other than a record is
+/// named as not being a pingpong server.
+pub(crate) fn client(stream: &mut TcpStream, ours: &Dest, server: &str) -> Result<Dest, Error> {
+    let fail = |what: String| Error::Exchange {
+        peer: server.to_owned(),
+        what,
+    };
     let mut buf = [0u8; LEN];
-    stream.read_exact(&mut buf)?;
-    let theirs = Dest::decode(&buf).map_err(io::Error::other)?;
-    stream.write_all(b"done\0")?;
+    stream
+        .write_all(&ours.encode())
+        .and_then(|()| stream.read_exact(&mut buf))
+        .map_err(|e| fail(answer_error(&e)))?;
+    let theirs = Dest::decode(&buf).map_err(|e| {
+        fail(format!(
+            "not an ibv_*_pingpong or ferroce pingpong server ({e})"
+        ))
+    })?;
+    stream
+        .write_all(b"done\0")
+        .map_err(|e| fail(e.to_string()))?;
     Ok(theirs)
 }
 
-/// Server side, first half: read the client's record.
-pub(crate) fn server_read(stream: &mut TcpStream) -> io::Result<Dest> {
+/// What a failed read of the server's record means.
+fn answer_error(e: &io::Error) -> String {
+    if tcp::is_timeout(e) {
+        format!(
+            "no record within {} s: is it an ibv_*_pingpong or ferroce pingpong server?",
+            tcp::ANSWER_TIMEOUT.as_secs()
+        )
+    } else {
+        format!("{e} (is it an ibv_*_pingpong or ferroce pingpong server?)")
+    }
+}
+
+/// Server side, first half: read the client's record. A client that sends
+/// nothing in time, or not a record, is [`Error::Refused`].
+pub(crate) fn server_read(stream: &mut TcpStream) -> Result<Dest, Error> {
     let mut buf = [0u8; LEN];
-    stream.read_exact(&mut buf)?;
-    Dest::decode(&buf).map_err(io::Error::other)
+    stream.read_exact(&mut buf).map_err(|e| {
+        Error::Refused(if tcp::is_timeout(&e) {
+            format!("no record within {} s", tcp::OPENING_TIMEOUT.as_secs())
+        } else {
+            format!("reading its record: {e}")
+        })
+    })?;
+    Dest::decode(&buf).map_err(|e| Error::Refused(format!("not a pingpong client: {e}")))
 }
 
 /// Server side, second half (after connecting the QP): send ours, read `done`.
-pub(crate) fn server_reply(stream: &mut TcpStream, ours: &Dest) -> io::Result<()> {
-    stream.write_all(&ours.encode())?;
+pub(crate) fn server_reply(stream: &mut TcpStream, ours: &Dest) -> Result<(), Error> {
     let mut done = [0u8; 5];
-    stream.read_exact(&mut done)?;
-    Ok(())
+    stream
+        .write_all(&ours.encode())
+        .and_then(|()| stream.read_exact(&mut done))
+        .map_err(|e| Error::Exchange {
+            peer: stream
+                .peer_addr()
+                .map_or_else(|_| "the client".into(), |a| a.to_string()),
+            what: format!("after our record, no `done`: {e}"),
+        })
 }
 
 #[cfg(test)]
@@ -117,6 +164,14 @@ mod tests {
         assert_eq!(d.encode(), rec);
         rec[5] = b'x';
         assert!(Dest::decode(&rec).is_err());
+        // Hostile records are errors, never a panic: a GID of 32 bytes
+        // that are not 32 digits (a char split by the digit pairs), a
+        // sign, a QPN wider than 24 bits.
+        let mut odd = *b"0000:000011:2c3616:00000000000000000000000000000000\0";
+        odd[19..22].copy_from_slice("\u{20ac}".as_bytes());
+        assert!(Dest::decode(&odd).is_err());
+        assert!(Dest::decode(b"0000:+00011:2c3616:00000000000000000000ffffc612000c\0").is_err());
+        assert!(Dest::decode(b"0000:1000011:2c3616:00000000000000000000ffffc612000c").is_err());
         let v6 = Dest::decode(b"0000:000014:aa6436:fd526f43450000000000000000000012\0").unwrap();
         assert_eq!(
             addr_of(v6.gid),

@@ -4,6 +4,8 @@ pub(crate) mod bench;
 pub(crate) mod devinfo;
 pub(crate) mod dump;
 pub(crate) mod exchange;
+pub(crate) mod limits;
 pub(crate) mod perf;
 pub(crate) mod pingpong;
 pub(crate) mod sample;
+pub(crate) mod tcp;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::capture;
+use crate::error::Error;
 
 /// Arguments of `ferroce sample`.
 #[derive(Debug, Args)]
@@ -19,7 +20,7 @@ pub(crate) struct SampleArgs {
 /// The first sample's timestamp (2026-01-01T00:00:00Z); the rest follow 1 ms apart.
 const START: Duration = Duration::from_secs(1_767_225_600);
 
-pub(crate) fn run(args: &SampleArgs) -> Result<bool, String> {
+pub(crate) fn run(args: &SampleArgs) -> Result<bool, Error> {
     let frames: Vec<Vec<u8>> = ferroce_wire::samples::all()
         .iter()
         .map(|s| s.to_bytes())
@@ -29,8 +30,7 @@ pub(crate) fn run(args: &SampleArgs) -> Result<bool, String> {
         .enumerate()
         .map(|(i, f)| (START + Duration::from_millis(i as u64), &f[..]))
         .collect();
-    capture::write_pcap(&args.out, capture::LinkType::Ethernet, &timed)
-        .map_err(|e| e.to_string())?;
+    capture::write_pcap(&args.out, capture::LinkType::Ethernet, &timed)?;
     eprintln!("wrote {} packets to {}", frames.len(), args.out.display());
     Ok(true)
 }

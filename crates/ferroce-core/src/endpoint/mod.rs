@@ -177,6 +177,16 @@ impl Endpoint {
                 break (l, r);
             }
         };
+        // An impossible size is an error, not an abort in the allocator
+        // (a peer's request can size a region; ibv_reg_mr fails with
+        // ENOMEM). The probe is freed and the region allocated zeroed, which
+        // leaves its pages untouched until used.
+        if Vec::<u8>::new().try_reserve_exact(len).is_err() {
+            return Err(VerbsError::BadValue {
+                what: "MR length (no memory for that many bytes)",
+                value: len as u64,
+            });
+        }
         // A page-aligned address unique to the region, as a real one would be.
         let addr = (u64::from(self.rng.next_u32()) << 16) & !0xfff;
         Ok(self.mrs.insert(Mr {

@@ -479,3 +479,20 @@ fn work_requests_posted_to_a_qp_in_error_are_flushed() {
     p.eps[0].modify_qp(a.qpn, &to(QpState::Reset)).unwrap();
     assert_eq!(p.eps[0].qp_state(a.qpn).unwrap(), QpState::Reset);
 }
+
+#[test]
+fn impossible_region_size_is_refused_not_aborted() {
+    let mut e = Endpoint::new(EndpointConfig { seed: 7 });
+    let pd = e.alloc_pd();
+    for len in [1usize << 62, usize::MAX] {
+        refused(
+            e.reg_mr(pd, len, Access::LOCAL_WRITE),
+            VerbsError::BadValue {
+                what: "MR length (no memory for that many bytes)",
+                value: len as u64,
+            },
+            &["MR length"],
+        );
+    }
+    assert!(e.reg_mr(pd, 4096, Access::LOCAL_WRITE).is_ok());
+}

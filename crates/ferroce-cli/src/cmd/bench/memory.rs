@@ -5,11 +5,12 @@
 
 use std::net::IpAddr;
 
+use crate::error::Error;
 use ferroce::{Context, DeviceConfig, Mtu, Psn, QpInitAttr, QpType, connect_qp};
 
 /// Resident bytes of this process (`/proc/self/statm`, second field).
-fn resident() -> Result<u64, String> {
-    let statm = std::fs::read_to_string("/proc/self/statm").map_err(|e| e.to_string())?;
+fn resident() -> Result<u64, Error> {
+    let statm = std::fs::read_to_string("/proc/self/statm")?;
     let pages: u64 = statm
         .split_whitespace()
         .nth(1)
@@ -20,19 +21,18 @@ fn resident() -> Result<u64, String> {
 
 /// Bytes per idle RC QP, measured over `count` QPs on a device at `local`
 /// (on a spare RoCE port), connected to `remote`.
-pub(super) fn per_idle_qp(local: IpAddr, remote: IpAddr, count: u32) -> Result<f64, String> {
-    let e = |e: ferroce::Error| e.to_string();
+pub(super) fn per_idle_qp(local: IpAddr, remote: IpAddr, count: u32) -> Result<f64, Error> {
     let mut cfg = DeviceConfig::new(local);
     cfg.port = 4899;
-    let ctx = Context::open_with(cfg).map_err(e)?;
+    let ctx = Context::open_with(cfg)?;
     let pd = ctx.alloc_pd();
-    let cq = ctx.create_cq(1024).map_err(e)?;
+    let cq = ctx.create_cq(1024)?;
     // One QP first, so that per-device and first-use costs are not counted.
     let attr = QpInitAttr::new(QpType::Rc, &cq, &cq);
-    let mut qps = vec![pd.create_qp(&attr).map_err(e)?];
+    let mut qps = vec![pd.create_qp(&attr)?];
     let before = resident()?;
     for i in 0..count {
-        let qp = pd.create_qp(&attr).map_err(e)?;
+        let qp = pd.create_qp(&attr)?;
         connect_qp(
             &qp,
             QpType::Rc,
@@ -41,8 +41,7 @@ pub(super) fn per_idle_qp(local: IpAddr, remote: IpAddr, count: u32) -> Result<f
             Psn::new(i),
             Psn::new(i),
             Mtu::Mtu4096,
-        )
-        .map_err(e)?;
+        )?;
         qps.push(qp);
     }
     let after = resident()?;

@@ -19,10 +19,12 @@
 
 mod memory;
 mod raw;
+mod report;
 
 use std::net::IpAddr;
 use std::process::Command;
 
+use crate::error::Error;
 use clap::Args;
 
 pub(crate) use raw::{UdpPeerArgs, udp_peer};
@@ -72,8 +74,8 @@ pub(super) fn median_p99(v: &mut [f64]) -> (f64, f64) {
 /// its figures; any failed run fails the measure.
 fn repeated<const K: usize>(
     n: u32,
-    mut f: impl FnMut() -> Result<[f64; K], String>,
-) -> Result<[f64; K], String> {
+    mut f: impl FnMut() -> Result<[f64; K], Error>,
+) -> Result<[f64; K], Error> {
     let mut runs = Vec::new();
     for _ in 0..n.max(1) {
         runs.push(f()?);
@@ -86,7 +88,7 @@ fn repeated<const K: usize>(
 
 /// The median of each figure of (median, p99) runs; any failed run fails
 /// the measure.
-fn medians(runs: Vec<Result<(f64, f64), String>>) -> Result<[f64; 2], String> {
+fn medians(runs: Vec<Result<(f64, f64), Error>>) -> Result<[f64; 2], Error> {
     let runs = runs.into_iter().collect::<Result<Vec<_>, _>>()?;
     let (mut m, mut p): (Vec<f64>, Vec<f64>) = runs.into_iter().unzip();
     Ok([median_p99(&mut m).0, median_p99(&mut p).0])
@@ -94,23 +96,23 @@ fn medians(runs: Vec<Result<(f64, f64), String>>) -> Result<[f64; 2], String> {
 
 /// One `ferroce perf` run (client here, server in a child process); returns
 /// the numbers of its data row.
-fn perf(args: &BenchArgs, extra: &[String], port: u16) -> Result<Vec<f64>, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+fn perf(args: &BenchArgs, extra: &[String], port: u16) -> Result<Vec<f64>, Error> {
+    let exe = std::env::current_exe()?;
     let out = Command::new(exe)
         .arg("perf")
         .args(extra)
         .args(["--quiet", "-p", &port.to_string()])
         .args(["-L", &args.client.to_string()])
         .args(["--server-local", &args.server.to_string()])
-        .output()
-        .map_err(|e| e.to_string())?;
+        .output()?;
     let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         return Err(format!(
             "ferroce perf {} failed: {text}{}",
             extra.join(" "),
             String::from_utf8_lossy(&out.stderr)
-        ));
+        )
+        .into());
     }
     let row = text.lines().nth(2).unwrap_or_default();
     Ok(row
@@ -127,7 +129,7 @@ fn bandwidth(
     size: u64,
     qps: u32,
     port: u16,
-) -> Result<(f64, f64), String> {
+) -> Result<(f64, f64), Error> {
     let per_qp = (args.bytes / size / u64::from(qps)).max(1);
     // Keep the bytes in flight about the same whatever the QP count.
     let depth = (128 / qps).clamp(2, 128);
@@ -144,7 +146,7 @@ fn bandwidth(
 }
 
 /// An 8-byte latency run: (median, p99) in µs.
-fn latency(args: &BenchArgs, op: &str, port: u16) -> Result<(f64, f64), String> {
+fn latency(args: &BenchArgs, op: &str, port: u16) -> Result<(f64, f64), Error> {
     let a: Vec<String> = [op, "--lat", "-s", "8", "-n", &args.lat_iters.to_string()]
         .iter()
         .map(|s| s.to_string())
@@ -157,78 +159,87 @@ fn latency(args: &BenchArgs, op: &str, port: u16) -> Result<(f64, f64), String> 
     ))
 }
 
-/// The table: one row per measure.
-struct Table;
-
-impl Table {
-    fn header() {
-        println!(
-            "| {:<40} | {:>14} | {:>24} | {:>7} | {:<14} |",
-            "measure", "ferroce", "baseline", "ratio", "goal"
-        );
-        println!(
-            "|{}|{}|{}|{}|{}|",
-            "-".repeat(42),
-            "-".repeat(16),
-            "-".repeat(26),
-            "-".repeat(9),
-            "-".repeat(16)
-        );
-    }
-
-    fn row(name: &str, ours: &str, base: &str, ratio: f64, goal: &str) {
-        let ratio = if ratio.is_finite() {
-            format!("{:.0}%", ratio * 100.0)
-        } else {
-            String::new()
-        };
-        println!("| {name:<40} | {ours:>14} | {base:>24} | {ratio:>7} | {goal:<14} |");
-    }
+/// The raw UDP figures every ferroce figure is set beside.
+pub(super) struct Raw {
+    /// GB/s of full datagrams with `sendmmsg` and with GSO + GRO, the
+    /// better of the two, and shaped as a 64 KiB WRITE's packets.
+    mmsg: f64,
+    gso: f64,
+    limit: f64,
+    shaped: f64,
+    /// Datagrams per second of 64-byte WRITE's size.
+    rate_mmsg: f64,
+    rate_gso: f64,
 }
 
-pub(crate) fn run(args: &BenchArgs) -> Result<bool, String> {
+/// One measure's median, or why it failed.
+type Figure = Result<f64, Error>;
+
+/// What the ferroce runs measured (each may have failed on its own).
+pub(super) struct Figures {
+    /// (operation, message size, QPs, GB/s).
+    bandwidth: Vec<(&'static str, u64, u32, Figure)>,
+    /// Raw UDP's half round trip (median, p99), in µs.
+    raw_latency: [f64; 2],
+    /// (operation, median, p99) in µs.
+    latency: Vec<(&'static str, Figure, Figure)>,
+    /// Million 64-byte WRITEs per second.
+    rate: Figure,
+    /// (QPs, GB/s).
+    scale: Vec<(u32, Figure)>,
+    /// Resident bytes per idle QP.
+    memory: Figure,
+}
+
+pub(crate) fn run(args: &BenchArgs) -> Result<bool, Error> {
+    let raw = measure_raw(args)?;
+    let figures = measure_ferroce(args)?;
+    Ok(report::print(args, &raw, figures))
+}
+
+/// The raw UDP streams: the limit for goodput and for message rate.
+fn measure_raw(args: &BenchArgs) -> Result<Raw, Error> {
     let (server, client) = (args.server, args.client);
-    let full_count = args.bytes / 4096;
-    let n = args.repeat;
     eprintln!("raw UDP streams ...");
     let stream = |size, count, how| {
-        repeated(n, || {
+        repeated(args.repeat, || {
             raw::stream(server, client, size, count, how).map(|(r, g)| [r, g])
         })
     };
-    let [_, raw_mmsg] = stream(FULL_DATAGRAM, full_count, raw::Batching::Mmsg)?;
-    let [_, raw_gso] = stream(FULL_DATAGRAM, full_count, raw::Batching::GsoGro)?;
-    let [_, raw_shaped] = stream(FULL_DATAGRAM, full_count, raw::Batching::WriteShaped)?;
-    let limit = raw_mmsg.max(raw_gso);
+    let full_count = args.bytes / 4096;
+    let [_, mmsg] = stream(FULL_DATAGRAM, full_count, raw::Batching::Mmsg)?;
+    let [_, gso] = stream(FULL_DATAGRAM, full_count, raw::Batching::GsoGro)?;
+    let [_, shaped] = stream(FULL_DATAGRAM, full_count, raw::Batching::WriteShaped)?;
     let rate_count = u64::from(args.rate_msgs);
     let [rate_mmsg, _] = stream(RATE_WRITE, rate_count, raw::Batching::Mmsg)?;
     let [rate_gso, _] = stream(RATE_WRITE, rate_count, raw::Batching::GsoGro)?;
+    Ok(Raw {
+        mmsg,
+        gso,
+        limit: mmsg.max(gso),
+        shaped,
+        rate_mmsg,
+        rate_gso,
+    })
+}
 
+/// Every ferroce measure, each run `args.repeat` times on fresh TCP ports.
+fn measure_ferroce(args: &BenchArgs) -> Result<Figures, Error> {
+    let n = args.repeat;
     let mut port = 18800;
     let mut next_port = || {
         port += 1;
         port
     };
-    let mut bw_rows = Vec::new();
-    for (op, size, qps) in [
-        ("write", 65536, 1),
-        ("write", 65536, 8),
-        ("write", 1 << 20, 1),
-        ("write", 1 << 20, 8),
-        ("read", 65536, 1),
-        ("read", 65536, 8),
-        ("read", 1 << 20, 1),
-        ("read", 1 << 20, 8),
-        ("send", 65536, 1),
-        ("send", 65536, 8),
-        ("send", 1 << 20, 1),
-        ("send", 1 << 20, 8),
-    ] {
-        eprintln!("ferroce perf {op} -s {size} -q {qps} ...");
-        let r = repeated(n, || {
-            bandwidth(args, op, size, qps, next_port()).map(|(g, _)| [g])
-        });
-        bw_rows.push((op, size, qps, r.map(|[g]| g)));
+    let mut bandwidth_rows = Vec::new();
+    for op in ["write", "read", "send"] {
+        for (size, qps) in [(65536, 1), (65536, 8), (1 << 20, 1), (1 << 20, 8)] {
+            eprintln!("ferroce perf {op} -s {size} -q {qps} ...");
+            let r = repeated(n, || {
+                bandwidth(args, op, size, qps, next_port()).map(|(g, _)| [g])
+            });
+            bandwidth_rows.push((op, size, qps, r.map(|[g]| g)));
+        }
     }
     // Latency moves with the machine's load more than anything here, so
     // each run of the raw ping-pong sits right beside a run of each
@@ -236,19 +247,29 @@ pub(crate) fn run(args: &BenchArgs) -> Result<bool, String> {
     eprintln!("raw UDP and ferroce latency 8 B ...");
     let (mut raw_runs, mut write_runs, mut send_runs) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..n.max(1) {
-        raw_runs.push(raw::latency(server, client, SMALL_WRITE, args.lat_iters));
+        let raw = raw::latency(args.server, args.client, SMALL_WRITE, args.lat_iters);
+        raw_runs.push(raw);
         write_runs.push(latency(args, "write", next_port()));
         send_runs.push(latency(args, "send", next_port()));
     }
-    let [raw_med, raw_p99] = medians(raw_runs)?;
-    let wl = medians(write_runs);
-    let sl = medians(send_runs);
+    let raw_latency = medians(raw_runs)?;
+    let latency = [("WRITE", write_runs), ("SEND", send_runs)]
+        .into_iter()
+        .map(|(name, runs)| match medians(runs) {
+            Ok([med, p99]) => (name, Ok(med), Ok(p99)),
+            Err(e) => (
+                name,
+                Err(e),
+                Err(Error::Run(format!("{name} latency: see above"))),
+            ),
+        })
+        .collect();
     eprintln!("ferroce perf write -s 64 (message rate) ...");
-    let per = u64::from(args.rate_msgs);
+    let per = u64::from(args.rate_msgs).to_string();
     let rate = repeated(n, || {
         perf(
             args,
-            &["write", "-s", "64", "-n", &per.to_string()].map(String::from),
+            &["write", "-s", "64", "-n", &per].map(String::from),
             next_port(),
         )
         .map(|cols| [cols.get(4).copied().unwrap_or(f64::NAN)])
@@ -263,131 +284,13 @@ pub(crate) fn run(args: &BenchArgs) -> Result<bool, String> {
         scale.push((qps, r.map(|[g]| g)));
     }
     eprintln!("idle QP memory ...");
-    let mem = memory::per_idle_qp(server, client, args.idle_qps);
-    // A failed run leaves its row empty; why is printed under the table.
-    let mut failures = Vec::new();
-    let mut ok = |r: Result<f64, String>| {
-        r.unwrap_or_else(|e| {
-            failures.push(e);
-            f64::NAN
-        })
-    };
-
-    println!(
-        "ferroce bench: {client} -> {server}, two processes each side; median of {} runs \
-         of each measure; {} MiB per bandwidth run",
-        n.max(1),
-        args.bytes >> 20
-    );
-    Table::header();
-    let gbs = |v: f64| format!("{v:.2} GB/s");
-    Table::row(
-        "raw UDP 4112 B datagrams, sendmmsg",
-        "",
-        &gbs(raw_mmsg),
-        f64::NAN,
-        "",
-    );
-    Table::row(
-        "raw UDP 4112 B datagrams, GSO + GRO",
-        "",
-        &gbs(raw_gso),
-        f64::NAN,
-        "",
-    );
-    Table::row(
-        "raw UDP, shaped as 64 KiB WRITEs",
-        "",
-        &gbs(raw_shaped),
-        f64::NAN,
-        "",
-    );
-    for (op, size, qps, r) in bw_rows {
-        let gb = ok(r);
-        let goal_row = op == "write" && size == 65536 && qps == 1;
-        let size = if size == 65536 { "64 KiB" } else { "1 MiB" };
-        Table::row(
-            &format!("RC {} goodput, {size}, {qps} QP", op.to_uppercase()),
-            &gbs(gb),
-            &format!("{} (raw limit)", gbs(limit)),
-            gb / limit,
-            if goal_row { ">= 80%" } else { "" },
-        );
-        if goal_row {
-            Table::row(
-                "",
-                "",
-                &format!("{} (raw, shaped)", gbs(raw_shaped)),
-                gb / raw_shaped,
-                "",
-            );
-        }
-    }
-    let us = |v: f64| format!("{v:.2} us");
-    for (name, r) in [("WRITE", wl), ("SEND", sl)] {
-        let med = ok(r.clone().map(|l| l[0]));
-        let p99 = ok(r.map(|l| l[1]));
-        Table::row(
-            &format!("RC {name} latency 8 B, median"),
-            &us(med),
-            &format!("{} (raw half RTT)", us(raw_med)),
-            med / raw_med,
-            "<= 150%",
-        );
-        Table::row(
-            &format!("RC {name} latency 8 B, p99"),
-            &us(p99),
-            &format!("{} (raw half RTT)", us(raw_p99)),
-            p99 / raw_p99,
-            "",
-        );
-    }
-    let mps = |v: f64| format!("{:.2} M/s", v / 1e6);
-    let rate = ok(rate);
-    Table::row(
-        "64 B WRITE message rate, 1 QP",
-        &mps(rate * 1e6),
-        &format!("{} (raw, sendmmsg)", mps(rate_mmsg)),
-        rate * 1e6 / rate_mmsg,
-        ">= 1.00 M/s",
-    );
-    Table::row(
-        "",
-        "",
-        &format!("{} (raw, GSO+GRO)", mps(rate_gso)),
-        rate * 1e6 / rate_gso,
-        "",
-    );
-    let scale: Vec<(u32, f64)> = scale.into_iter().map(|(q, r)| (q, ok(r))).collect();
-    let one = scale.first().map_or(f64::NAN, |s| s.1);
-    for (qps, gb) in scale {
-        Table::row(
-            &format!("RC WRITE goodput, 64 KiB, {qps} QPs"),
-            &gbs(gb),
-            &format!("{} (1 QP)", gbs(one)),
-            gb / one,
-            if qps == 1000 { ">= 70%" } else { "" },
-        );
-    }
-    let mem = ok(mem);
-    Table::row(
-        "resident memory per idle RC QP",
-        &format!("{mem:.0} B"),
-        &format!("{} QPs at RTS", args.idle_qps),
-        f64::NAN,
-        "<= 4096 B",
-    );
-    println!(
-        "ratio: ferroce / baseline (for latency: ferroce / raw, lower is better). \
-         raw: {FULL_DATAGRAM}-byte (or {RATE_WRITE}-byte) datagrams between the same two \
-         addresses; GSO trains of up to 64 KiB; shaped: per 16 datagrams one of \
-         {} bytes alone (a WRITE's FIRST packet, with its RETH) and a train of 15; latency: a {SMALL_WRITE}-byte datagram \
-         echoed, half the round trip. Bandwidth runs keep 128 messages in flight in all \
-         (-t 128/QPs, at least 2 per QP).",
-        FULL_DATAGRAM + 16
-    );
-    for f in &failures {
-        println!("failed: {f}");
-    }
-    Ok(failures.is_empty())
+    let memory = memory::per_idle_qp(args.server, args.client, args.idle_qps);
+    Ok(Figures {
+        bandwidth: bandwidth_rows,
+        raw_latency,
+        latency,
+        rate,
+        scale,
+        memory,
+    })
 }

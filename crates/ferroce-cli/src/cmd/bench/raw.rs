@@ -7,6 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::error::Error;
 use clap::{Args, ValueEnum};
 use ferroce_io::{UdpBackend, UdpConfig};
 
@@ -35,14 +36,14 @@ pub(crate) struct UdpPeerArgs {
     gro: bool,
 }
 
-fn backend(local: IpAddr, gro: bool) -> Result<UdpBackend, String> {
+fn backend(local: IpAddr, gro: bool) -> Result<UdpBackend, Error> {
     let mut cfg = UdpConfig::new(local);
     cfg.gro = gro;
     cfg.gso = false;
-    UdpBackend::bind(cfg).map_err(|e| format!("binding {local}: {e}"))
+    UdpBackend::bind(cfg).map_err(|e| Error::Run(format!("binding {local}: {e}")))
 }
 
-pub(crate) fn udp_peer(args: &UdpPeerArgs) -> Result<bool, String> {
+pub(crate) fn udp_peer(args: &UdpPeerArgs) -> Result<bool, Error> {
     let mut b = backend(args.local, args.gro)?;
     println!("ready");
     let (mut n, mut bytes) = (0u64, 0u64);
@@ -53,22 +54,19 @@ pub(crate) fn udp_peer(args: &UdpPeerArgs) -> Result<bool, String> {
         if first.is_some() && last.elapsed() > Duration::from_secs(1) {
             break; // the sender is done; some datagrams were lost
         }
-        let got = b
-            .recv_raw(|from, data| {
-                bytes += data.len() as u64;
-                if args.mode == PeerMode::Echo {
-                    echo.push((SocketAddr::new(from.ip(), ROCE_PORT), data.to_vec()));
-                }
-            })
-            .map_err(|e| e.to_string())?;
+        let got = b.recv_raw(|from, data| {
+            bytes += data.len() as u64;
+            if args.mode == PeerMode::Echo {
+                echo.push((SocketAddr::new(from.ip(), ROCE_PORT), data.to_vec()));
+            }
+        })?;
         if got > 0 {
             n += got as u64;
             last = Instant::now();
             first.get_or_insert(last);
         }
         for (to, data) in echo.drain(..) {
-            b.send_raw(to, 0xc000, &[&data])
-                .map_err(|e| e.to_string())?;
+            b.send_raw(to, 0xc000, &[&data])?;
         }
     }
     let span = first.map_or(Duration::ZERO, |f| last.duration_since(f));
@@ -76,18 +74,15 @@ pub(crate) fn udp_peer(args: &UdpPeerArgs) -> Result<bool, String> {
     Ok(true)
 }
 
-fn spawn_peer(mode: &str, local: IpAddr, count: u64, gro: bool) -> Result<Child, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+fn spawn_peer(mode: &str, local: IpAddr, count: u64, gro: bool) -> Result<Child, Error> {
+    let exe = std::env::current_exe()?;
     let mut cmd = Command::new(exe);
     cmd.args(["udp-peer", mode, "-L", &local.to_string()])
         .args(["--count", &count.to_string()]);
     if gro {
         cmd.arg("--gro");
     }
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| e.to_string())?;
+    let mut child = cmd.stdout(Stdio::piped()).spawn()?;
     // Wait for "ready" so that nothing is sent before the socket is bound.
     let mut first = [0u8; 6];
     if let Some(out) = child.stdout.as_mut() {
@@ -98,8 +93,8 @@ fn spawn_peer(mode: &str, local: IpAddr, count: u64, gro: bool) -> Result<Child,
 }
 
 /// What the sink saw: datagrams, bytes, seconds from first to last.
-fn peer_result(child: Child) -> Result<(u64, u64, f64), String> {
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+fn peer_result(child: Child) -> Result<(u64, u64, f64), Error> {
+    let out = child.wait_with_output()?;
     let text = String::from_utf8_lossy(&out.stdout);
     let w: Vec<&str> = text.split_whitespace().collect();
     let num = |k: &str| {
@@ -135,7 +130,7 @@ pub(super) fn stream(
     size: usize,
     count: u64,
     how: Batching,
-) -> Result<(f64, f64), String> {
+) -> Result<(f64, f64), Error> {
     let child = spawn_peer("sink", server, count, how != Batching::Mmsg)?;
     let mut b = backend(client, false)?;
     let data = vec![0x5au8; size];
@@ -157,8 +152,7 @@ pub(super) fn stream(
             Batching::Mmsg => b.send_raw(to, 0xc000, &batch[..n]),
             Batching::GsoGro => b.send_raw_gso(to, 0xc000, &batch[..n], per_train),
             Batching::WriteShaped => b.send_raw_trains(to, 0xc000, &batch[..n], &shaped),
-        }
-        .map_err(|e| e.to_string())? as u64;
+        }? as u64;
     }
     let (got, bytes, secs) = peer_result(child)?;
     let secs = secs.max(1e-9);
@@ -172,18 +166,18 @@ pub(super) fn latency(
     client: IpAddr,
     size: usize,
     iters: u32,
-) -> Result<(f64, f64), String> {
+) -> Result<(f64, f64), Error> {
     let child = spawn_peer("echo", server, u64::from(iters), false)?;
     let mut b = backend(client, false)?;
     let msg = vec![0u8; size];
     let to = SocketAddr::new(server, ROCE_PORT);
-    let mut samples = Vec::with_capacity(iters as usize);
+    let mut samples = crate::cmd::limits::samples(iters)?;
     for _ in 0..iters {
         let t = Instant::now();
-        b.send_raw(to, 0xc000, &[&msg]).map_err(|e| e.to_string())?;
+        b.send_raw(to, 0xc000, &[&msg])?;
         let mut got = false;
         while !got {
-            b.recv_raw(|_, _| got = true).map_err(|e| e.to_string())?;
+            b.recv_raw(|_, _| got = true)?;
             if t.elapsed() > Duration::from_secs(5) {
                 return Err("raw UDP echo lost a datagram".into());
             }

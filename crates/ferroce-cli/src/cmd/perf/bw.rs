@@ -2,30 +2,31 @@
 //! until each has completed `iters`; the server keeps receives posted for
 //! SEND and otherwise only waits (its driver thread does the work).
 
-use std::io::IsTerminal;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use ferroce::{SendOp, SendWr};
+use indicatif::{ProgressBar, ProgressStyle};
 
-use super::setup::{self, Params, Peer, Side};
+use super::exchange;
+use super::setup::{Params, Peer, Side};
 use super::{AtomicType, Test};
+use crate::error::Error;
 
-pub(super) fn serve(side: &Side, p: &Params, stream: &mut TcpStream) -> Result<bool, String> {
+pub(super) fn serve(side: &Side, p: &Params, stream: &mut TcpStream) -> Result<bool, Error> {
     if p.test != Test::Send {
         // Our QPs are at RTR now: packets sent before this was said would
         // have been dropped, and cost the client a retransmission timeout.
-        setup::send_word(stream, "ready")?;
-        setup::wait_word(stream)?;
+        exchange::send_word(stream, "ready")?;
+        exchange::wait_word(stream)?;
         return Ok(true);
     }
-    side.receive_sends(
-        p,
-        p.tx_depth,
-        |k| p.slot(k),
-        || setup::send_word(stream, "ready"),
-    )?;
-    setup::wait_word(stream)?;
+    let p = Params {
+        rx_depth: p.tx_depth.min(p.iters),
+        ..*p
+    };
+    side.receive_sends(&p, |k| p.slot(k), || exchange::send_word(stream, "ready"))?;
+    exchange::wait_word(stream)?;
     Ok(true)
 }
 
@@ -35,19 +36,29 @@ pub(super) fn run(
     p: &Params,
     stream: &mut TcpStream,
     progress: bool,
-) -> Result<bool, String> {
+) -> Result<bool, Error> {
     // The server says "ready" once its QPs can take packets (for SEND, once
     // its receives are posted too).
-    if setup::wait_word(stream)? != "ready" {
+    if exchange::wait_word(stream)? != "ready" {
         return Err("server did not get ready".into());
     }
-    let e = |e: ferroce::Error| e.to_string();
     let n = side.qps.len();
     let (mut posted, mut inflight) = (vec![0u32; n], vec![0u32; n]);
     let total = u64::from(p.iters) * n as u64;
     let mut done = 0u64;
     let mut marks: Vec<(Instant, u64)> = Vec::with_capacity(256);
-    let bar = progress && std::io::stderr().is_terminal();
+    // Moved once per percent; indicatif draws it on standard error only
+    // when that is a terminal.
+    let bar = if progress {
+        ProgressBar::new(total)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("  [{bar:50}] {percent:>3}%")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("## "),
+    );
     let start = Instant::now();
     marks.push((start, 0));
     let mut last = start;
@@ -71,14 +82,11 @@ pub(super) fn run(
                     },
                     Test::Atomic => atomic_op(p.atomic, remote, peer.rkey),
                 };
-                side.qps[i]
-                    .0
-                    .post_send(SendWr::new(
-                        i as u64,
-                        op,
-                        vec![side.mr.sge(off, p.size as u32)],
-                    ))
-                    .map_err(e)?;
+                side.qps[i].0.post_send(SendWr::new(
+                    i as u64,
+                    op,
+                    vec![side.mr.sge(off, p.size as u32)],
+                ))?;
                 posted[i] += 1;
                 inflight[i] += 1;
             }
@@ -97,20 +105,12 @@ pub(super) fn run(
         }
         if done * 100 / total > (marks.len() as u64 - 1) {
             marks.push((last, done));
-            if bar {
-                eprint!(
-                    "\r  [{:<50}] {:>3}%",
-                    "#".repeat((done * 50 / total) as usize),
-                    done * 100 / total
-                );
-            }
+            bar.set_position(done);
         }
     }
     let elapsed = start.elapsed();
-    if bar {
-        eprintln!();
-    }
-    setup::send_word(stream, "done")?;
+    bar.finish_and_clear();
+    exchange::send_word(stream, "done")?;
     report(p, total, elapsed, &marks);
     Ok(true)
 }

@@ -9,38 +9,40 @@ use std::time::{Duration, Instant};
 use ferroce::{RecvWr, SendOp, SendWr, WcStatus, WorkCompletion};
 
 use super::Test;
-use super::setup::{self, Params, Peer, STALL, Side};
+use super::exchange;
+use super::setup::{Params, Peer, STALL, Side};
+use crate::error::Error;
 
 /// Waits for one completion.
-pub(super) fn wait(side: &Side) -> Result<WorkCompletion, String> {
+pub(super) fn wait(side: &Side) -> Result<WorkCompletion, Error> {
     let start = Instant::now();
     loop {
-        if let Some(wc) = side.cq.poll(1).map_err(|e| e.to_string())?.pop() {
+        if let Some(wc) = side.cq.poll(1)?.pop() {
             if wc.status != WcStatus::Success {
-                return Err(format!("work request failed with {:?}", wc.status));
+                return Err(format!("work request failed with {:?}", wc.status).into());
             }
             return Ok(wc);
         }
         if start.elapsed() > STALL {
-            return Err(format!("no completion for {} s", STALL.as_secs()));
+            return Err(format!("no completion for {} s", STALL.as_secs()).into());
         }
     }
 }
 
 /// Waits until the region's first 8 bytes hold `want` (written by the peer).
-fn wait_value(side: &Side, want: u64) -> Result<(), String> {
+fn wait_value(side: &Side, want: u64) -> Result<(), Error> {
     let start = Instant::now();
     loop {
         let mut b = [0u8; 8];
-        side.mr.read(0, &mut b).map_err(|e| e.to_string())?;
+        side.mr.read(0, &mut b)?;
         if u64::from_ne_bytes(b) == want {
             return Ok(());
         }
         if start.elapsed() > STALL {
-            return Err(format!("the peer's write {want} never arrived"));
+            return Err(format!("the peer's write {want} never arrived").into());
         }
         // Progress the engine while waiting (the write comes from the peer).
-        side.cq.poll(0).map_err(|e| e.to_string())?;
+        side.cq.poll(0)?;
     }
 }
 
@@ -49,38 +51,34 @@ pub(super) fn serve(
     peer: &Peer,
     p: &Params,
     stream: &mut TcpStream,
-) -> Result<bool, String> {
-    let e = |e: ferroce::Error| e.to_string();
+) -> Result<bool, Error> {
     let qp = &side.qps[0].0;
     match p.test {
         Test::Send => {
             qp.post_recv(RecvWr {
                 wr_id: 0,
                 sg: vec![side.mr.sge(0, p.size as u32)],
-            })
-            .map_err(e)?;
-            setup::send_word(stream, "ready")?;
+            })?;
+            exchange::send_word(stream, "ready")?;
             for _ in 0..p.iters {
                 wait(side)?; // the ping
                 qp.post_recv(RecvWr {
                     wr_id: 0,
                     sg: vec![side.mr.sge(0, p.size as u32)],
-                })
-                .map_err(e)?;
+                })?;
                 qp.post_send(SendWr::new(
                     0,
                     SendOp::Send,
                     vec![side.mr.sge(0, p.size as u32)],
-                ))
-                .map_err(e)?;
+                ))?;
                 wait(side)?; // our pong's send completion
             }
         }
         Test::Write => {
-            setup::send_word(stream, "ready")?;
+            exchange::send_word(stream, "ready")?;
             for i in 1..=u64::from(p.iters) {
                 wait_value(side, i)?;
-                side.mr.write(8, &i.to_ne_bytes()).map_err(e)?;
+                side.mr.write(8, &i.to_ne_bytes())?;
                 let op = SendOp::Write {
                     remote_addr: peer.va,
                     rkey: peer.rkey,
@@ -92,14 +90,13 @@ pub(super) fn serve(
                         side.mr
                             .sge(8, 8.max(p.size as u32).min(side.mr.len() as u32 - 8)),
                     ],
-                ))
-                .map_err(e)?;
+                ))?;
                 wait(side)?;
             }
         }
-        Test::Read | Test::Atomic => setup::send_word(stream, "ready")?,
+        Test::Read | Test::Atomic => exchange::send_word(stream, "ready")?,
     }
-    setup::wait_word(stream)?;
+    exchange::wait_word(stream)?;
     Ok(true)
 }
 
@@ -108,13 +105,12 @@ pub(super) fn run(
     peer: &Peer,
     p: &Params,
     stream: &mut TcpStream,
-) -> Result<bool, String> {
-    let e = |e: ferroce::Error| e.to_string();
-    if setup::wait_word(stream)? != "ready" {
+) -> Result<bool, Error> {
+    if exchange::wait_word(stream)? != "ready" {
         return Err("server did not get ready".into());
     }
     let qp = &side.qps[0].0;
-    let mut samples = Vec::with_capacity(p.iters as usize);
+    let mut samples = crate::cmd::limits::samples(p.iters)?;
     let size = p.size as u32;
     for i in 1..=u64::from(p.iters) {
         let t = Instant::now();
@@ -123,23 +119,20 @@ pub(super) fn run(
                 qp.post_recv(RecvWr {
                     wr_id: 1,
                     sg: vec![side.mr.sge(0, size)],
-                })
-                .map_err(e)?;
-                qp.post_send(SendWr::new(0, SendOp::Send, vec![side.mr.sge(0, size)]))
-                    .map_err(e)?;
+                })?;
+                qp.post_send(SendWr::new(0, SendOp::Send, vec![side.mr.sge(0, size)]))?;
                 // Our send completes, and their pong arrives, in either order.
                 wait(side)?;
                 wait(side)?;
             }
             Test::Write => {
-                side.mr.write(8, &i.to_ne_bytes()).map_err(e)?;
+                side.mr.write(8, &i.to_ne_bytes())?;
                 let len = 8.max(size).min(side.mr.len() as u32 - 8);
                 let op = SendOp::Write {
                     remote_addr: peer.va,
                     rkey: peer.rkey,
                 };
-                qp.post_send(SendWr::new(0, op, vec![side.mr.sge(8, len)]))
-                    .map_err(e)?;
+                qp.post_send(SendWr::new(0, op, vec![side.mr.sge(8, len)]))?;
                 wait(side)?;
                 wait_value(side, i)?;
             }
@@ -148,20 +141,18 @@ pub(super) fn run(
                     remote_addr: peer.va,
                     rkey: peer.rkey,
                 };
-                qp.post_send(SendWr::new(0, op, vec![side.mr.sge(0, size)]))
-                    .map_err(e)?;
+                qp.post_send(SendWr::new(0, op, vec![side.mr.sge(0, size)]))?;
                 wait(side)?;
             }
             Test::Atomic => {
                 let op = super::bw::atomic_op(p.atomic, peer.va, peer.rkey);
-                qp.post_send(SendWr::new(0, op, vec![side.mr.sge(0, 8)]))
-                    .map_err(e)?;
+                qp.post_send(SendWr::new(0, op, vec![side.mr.sge(0, 8)]))?;
                 wait(side)?;
             }
         }
         samples.push(t.elapsed());
     }
-    setup::send_word(stream, "done")?;
+    exchange::send_word(stream, "done")?;
     let one_way = matches!(p.test, Test::Send | Test::Write);
     report(p, &mut samples, one_way);
     Ok(true)

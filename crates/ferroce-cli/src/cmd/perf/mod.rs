@@ -3,23 +3,31 @@
 //!
 //! `ferroce perf write` alone runs a loopback test: it starts a server
 //! process on 127.0.0.1 and runs the client on 127.0.0.2. With `--listen`
-//! it is the server; with a server address, the client. The exchange of QP
-//! numbers, PSNs and keys is one JSON line each way over TCP (not perftest's
-//! format). With `--perftest` the exchange is perftest's own instead, to
+//! it is the server: it runs one test with one client and exits (as
+//! perftest's servers); a connection that sends no usable hello is refused
+//! and it waits for the next. With a server address, the client. The
+//! exchange of QP numbers, PSNs and keys is one JSON line each way over TCP
+//! (not perftest's format; see exchange.rs): both sides must be started
+//! for the same test, `--lat`, `-s` and `-q`, or both exit non-zero. With `--perftest` the exchange is perftest's own instead, to
 //! run against ib_write_bw / ib_send_bw / ib_read_bw / ib_atomic_bw and
 //! ib_write_lat / ib_send_lat / ib_read_lat / ib_atomic_lat (see
 //! perftest/).
 
 mod bw;
+mod exchange;
 mod lat;
 mod perftest;
 mod setup;
 
-use std::net::{IpAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use ferroce::Mtu;
+
+use super::{limits, tcp};
+use crate::error::Error;
+use setup::Params;
 
 /// Which operation to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -45,11 +53,12 @@ pub(crate) struct PerfArgs {
     /// What to measure.
     #[arg(value_enum)]
     test: Test,
-    /// Server to connect to; without it (and without --listen), run both
-    /// sides on loopback.
+    /// Server to connect to (a host name or address; the TCP port is -p);
+    /// without it (and without --listen), run both sides on loopback.
     server: Option<String>,
-    /// Be the server.
-    #[arg(long)]
+    /// Be the server: run one test with one client, then exit. The client
+    /// must ask for the same test, --lat, -s and -q; it brings -n and -t.
+    #[arg(long, conflicts_with = "server")]
     listen: bool,
     /// Measure latency (ping-pong) instead of bandwidth.
     #[arg(long)]
@@ -63,20 +72,25 @@ pub(crate) struct PerfArgs {
     )]
     atomic_type: AtomicType,
     /// Message size in bytes (atomics: always 8).
-    #[arg(long, short = 's', default_value_t = 65536)]
-    size: usize,
+    #[arg(long, short = 's', default_value_t = 65536,
+          value_parser = clap::value_parser!(u64).range(1..=limits::MAX_SIZE))]
+    size: u64,
     /// Messages per QP.
-    #[arg(long, short = 'n', default_value_t = 5000)]
+    #[arg(long, short = 'n', default_value_t = 5000,
+          value_parser = clap::value_parser!(u32).range(1..))]
     iters: u32,
     /// Queue pairs.
-    #[arg(long, short = 'q', default_value_t = 1)]
+    #[arg(long, short = 'q', default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(limits::MAX_QPS)))]
     qps: u32,
     /// Outstanding work requests per QP.
-    #[arg(long, short = 't', default_value_t = 128)]
+    #[arg(long, short = 't', default_value_t = 128,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(limits::MAX_DEPTH)))]
     tx_depth: u32,
-    /// Path MTU in bytes.
-    #[arg(long, short = 'm', default_value_t = 4096)]
-    mtu: usize,
+    /// Path MTU in bytes: 256, 512, 1024, 2048 or 4096 (the smaller of the
+    /// two sides' is used).
+    #[arg(long, short = 'm', default_value = "4096", value_parser = limits::parse_mtu)]
+    mtu: Mtu,
     /// This device's address (default 127.0.0.1 as server, 127.0.0.2 as client).
     #[arg(long, short = 'L')]
     local: Option<IpAddr>,
@@ -101,28 +115,21 @@ pub(crate) struct PerfArgs {
     perftest: bool,
 }
 
-pub(crate) fn run(args: &PerfArgs) -> Result<bool, String> {
+pub(crate) fn run(args: &PerfArgs) -> Result<bool, Error> {
     let mut args = args.clone();
     if args.test == Test::Atomic {
         args.size = 8;
-    }
-    if args.size == 0 || args.size > ferroce::MAX_MSG_SIZE as usize {
-        return Err(format!(
-            "message size {} is outside 1 .. {}",
-            args.size,
-            ferroce::MAX_MSG_SIZE
-        ));
     }
     if args.perftest {
         return perftest::run(&args);
     }
     if args.listen {
-        let local = args.local.unwrap_or_else(|| "127.0.0.1".parse().unwrap());
+        let local = args.local.unwrap_or(Ipv4Addr::new(127, 0, 0, 1).into());
         return server(&args, local);
     }
     match args.server.clone() {
         Some(s) => {
-            let local = args.local.unwrap_or_else(|| "127.0.0.2".parse().unwrap());
+            let local = args.local.unwrap_or(Ipv4Addr::new(127, 0, 0, 2).into());
             client(&args, local, &s)
         }
         None => loopback(&args),
@@ -130,34 +137,34 @@ pub(crate) fn run(args: &PerfArgs) -> Result<bool, String> {
 }
 
 /// Starts `ferroce perf ... --listen` as a child and runs the client here.
-fn loopback(args: &PerfArgs) -> Result<bool, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+fn loopback(args: &PerfArgs) -> Result<bool, Error> {
+    let exe = std::env::current_exe()?;
     let server_local = args.server_local.to_string();
     let mut child = Command::new(exe)
-        .args([
-            "perf",
-            test_name(args.test),
-            "--listen",
-            "--quiet",
-            "-L",
-            &server_local,
-        ])
-        .args(["-p", &args.port.to_string(), "-m", &args.mtu.to_string()])
+        .args(["perf", test_name(args.test), "--listen", "--quiet"])
+        .args(["-L", &server_local, "-p", &args.port.to_string()])
+        .args(["-s", &args.size.to_string(), "-q", &args.qps.to_string()])
+        .args(["-m", &args.mtu.bytes().to_string()])
+        .args(args.lat.then_some("--lat"))
         .args(args.stats.then_some("--stats"))
         .env(crate::LOG_ENV, crate::log_filter())
         .stdout(Stdio::null())
         .spawn()
-        .map_err(|e| format!("starting the server process: {e}"))?;
-    let local = args.local.unwrap_or_else(|| "127.0.0.2".parse().unwrap());
+        .map_err(|e| Error::Run(format!("starting the server process: {e}")))?;
+    let local = args.local.unwrap_or(Ipv4Addr::new(127, 0, 0, 2).into());
     let result = client(args, local, &server_local);
-    let status = child.wait().map_err(|e| e.to_string())?;
+    if result.is_err() {
+        // It may be waiting for a client that will not come.
+        let _ = child.kill();
+    }
+    let status = child.wait()?;
     if result.is_ok() && !status.success() {
-        return Err(format!("server process failed: {status}"));
+        return Err(Error::Run(format!("the server process failed: {status}")));
     }
     result
 }
 
-fn test_name(t: Test) -> &'static str {
+pub(super) fn test_name(t: Test) -> &'static str {
     match t {
         Test::Send => "send",
         Test::Write => "write",
@@ -166,14 +173,30 @@ fn test_name(t: Test) -> &'static str {
     }
 }
 
-fn server(args: &PerfArgs, local: IpAddr) -> Result<bool, String> {
-    let listener = TcpListener::bind((local, args.port))
-        .map_err(|e| format!("listening on {local}:{}: {e}", args.port))?;
-    let (mut stream, _) = listener.accept().map_err(|e| e.to_string())?;
-    let params = setup::read_params(&mut stream)?;
+fn server(args: &PerfArgs, local: IpAddr) -> Result<bool, Error> {
+    let ours = Params::from_args(args);
+    let listener = tcp::listen(SocketAddr::new(local, args.port))?;
+    let (mut stream, params) = tcp::serve_first(&listener, |s| {
+        let theirs = exchange::read_hello(s)?;
+        let refusal = exchange::mismatch(&ours, &theirs);
+        exchange::answer(s, refusal.as_deref())?;
+        match refusal {
+            None => Ok(theirs),
+            Some(why) => Err(Error::Mismatch(format!(
+                "the client at {} was refused: {why}",
+                s.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string())
+            ))),
+        }
+    })?;
+    // The client's -n, -t and -m rule (its MTU no larger than ours).
+    let params = Params {
+        mtu: params.mtu.min(ours.mtu),
+        ..params
+    };
     let side = setup::Side::open(local, &params)?;
-    let peer = setup::exchange_server(&mut stream, &side)?;
+    let peer = exchange::exchange_server(&mut stream, &side)?;
     side.connect(&peer, &params)?;
+    tcp::clear_timeouts(&stream)?;
     let result = if params.lat {
         lat::serve(&side, &peer, &params, &mut stream)
     } else {
@@ -185,13 +208,16 @@ fn server(args: &PerfArgs, local: IpAddr) -> Result<bool, String> {
     result
 }
 
-fn client(args: &PerfArgs, local: IpAddr, server: &str) -> Result<bool, String> {
-    let mut stream = connect_retry(server, args.port)?;
-    let params = setup::Params::from_args(args);
-    setup::write_params(&mut stream, &params)?;
+fn client(args: &PerfArgs, local: IpAddr, server: &str) -> Result<bool, Error> {
+    let mut stream = tcp::connect_retry(server, args.port)?;
+    let params = Params::from_args(args);
+    exchange::write_hello(&mut stream, &params)?;
+    let peer = tcp::peer_name(&stream);
+    exchange::read_answer(&mut stream, &peer)?;
     let side = setup::Side::open(local, &params)?;
-    let peer = setup::exchange_client(&mut stream, &side)?;
+    let peer = exchange::exchange_client(&mut stream, &side)?;
     side.connect(&peer, &params)?;
+    tcp::clear_timeouts(&stream)?;
     let result = if params.lat {
         lat::run(&side, &peer, &params, &mut stream)
     } else {
@@ -201,26 +227,4 @@ fn client(args: &PerfArgs, local: IpAddr, server: &str) -> Result<bool, String> 
         side.print_stats();
     }
     result
-}
-
-/// Connects to the server, waiting up to 10 s for it to listen.
-fn connect_retry(server: &str, port: u16) -> Result<TcpStream, String> {
-    use std::net::ToSocketAddrs;
-    let addr = (server, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("resolving {server}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{server} has no address"))?;
-    let mut last = None;
-    for _ in 0..100 {
-        match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
-            Ok(s) => return Ok(s),
-            Err(e) => last = Some(e),
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Err(format!(
-        "connecting to {addr}: {}",
-        last.map(|e| e.to_string()).unwrap_or_default()
-    ))
 }

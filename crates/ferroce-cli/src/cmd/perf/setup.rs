@@ -1,18 +1,46 @@
-//! Test parameters, per-side resources (context, QPs, one region) and the
-//! TCP exchange that connects them.
+//! Test parameters and one side's resources (device, QPs, one region, with
+//! the access the test needs and no more), connected to the peer's QPs.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{IpAddr, TcpStream};
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use ferroce::{
-    Access, CompletionQueue, Context, MemoryRegion, Mtu, Psn, QpInitAttr, QpType, QueuePair,
-    RecvWr, WcStatus, WorkCompletion, connect_qp,
+    Access, CompletionQueue, Context, MemoryRegion, Mtu, Psn, QpAttr, QpInitAttr, QpState, QpType,
+    QueuePair, RecvWr, WcStatus, WorkCompletion, path_to,
 };
-use serde_json::{Value, json};
 
 use super::{AtomicType, PerfArgs, Test};
+use crate::error::{Error, open_device};
+
+/// READs and atomics outstanding per QP, each way (perftest's out_reads,
+/// ferroce's maximum).
+const MAX_RD_ATOMIC: u8 = 16;
+
+/// What a test's memory region grants, as perftest's `setup_mr_flags`:
+/// local write, and the one remote access the test needs (on both sides:
+/// a WRITE latency test writes both ways). A WRITE server's memory cannot
+/// be read, a READ server's cannot be written.
+pub(super) fn access(t: Test) -> Access {
+    Access::LOCAL_WRITE
+        | match t {
+            Test::Write => Access::REMOTE_WRITE,
+            Test::Read => Access::REMOTE_READ,
+            Test::Atomic => Access::REMOTE_ATOMIC,
+            Test::Send => Access::NONE,
+        }
+}
+
+/// What a test's QPs grant, as perftest's `ctx_modify_qp_to_init`: the
+/// region's one remote access; a SEND test's QP, remote and local write.
+pub(super) fn qp_access(t: Test) -> Access {
+    match t {
+        Test::Write => Access::REMOTE_WRITE,
+        Test::Read => Access::REMOTE_READ,
+        Test::Atomic => Access::REMOTE_ATOMIC,
+        Test::Send => Access::REMOTE_WRITE | Access::LOCAL_WRITE,
+    }
+}
 
 /// What both sides must agree on; the client sends it first.
 #[derive(Debug, Clone, Copy)]
@@ -26,6 +54,9 @@ pub(super) struct Params {
     pub(super) mtu: Mtu,
     /// Client side only (the server does not need it).
     pub(super) atomic: AtomicType,
+    /// Receives a SEND server posts per QP before the first message (its
+    /// QPs' receive queues are sized for the larger of this and `tx_depth`).
+    pub(super) rx_depth: u32,
     /// The region is at least this long (this side only: perftest's
     /// layout needs room for a slot per QP and the atomic results).
     pub(super) min_region: usize,
@@ -36,12 +67,13 @@ impl Params {
         Self {
             test: a.test,
             lat: a.lat,
-            size: a.size,
+            size: a.size as usize,
             iters: a.iters,
             qps: a.qps,
-            tx_depth: a.tx_depth.max(1),
-            mtu: mtu_of(a.mtu),
+            tx_depth: a.tx_depth,
+            mtu: a.mtu,
             atomic: a.atomic_type,
+            rx_depth: 0,
             min_region: 0,
         }
     }
@@ -68,74 +100,8 @@ impl Params {
     }
 }
 
-/// The largest IB MTU not above `bytes` (256 at least).
 /// perftest's cycle buffer (a page).
 pub(super) const CYCLE: usize = 4096;
-
-fn mtu_of(bytes: usize) -> Mtu {
-    [Mtu::Mtu4096, Mtu::Mtu2048, Mtu::Mtu1024, Mtu::Mtu512]
-        .into_iter()
-        .find(|m| m.bytes() <= bytes)
-        .unwrap_or(Mtu::Mtu256)
-}
-
-fn send_line(s: &mut TcpStream, v: &Value) -> Result<(), String> {
-    let mut line = v.to_string();
-    line.push('\n');
-    s.write_all(line.as_bytes())
-        .map_err(|e| format!("exchange: {e}"))
-}
-
-/// Reads one line byte by byte: a buffered reader could swallow the start
-/// of the next message, which belongs to a later call.
-fn read_line(s: &mut TcpStream) -> Result<Value, String> {
-    let mut line = Vec::new();
-    let mut b = [0u8; 1];
-    loop {
-        match s.read(&mut b) {
-            Ok(0) => return Err("exchange: the peer closed the connection".into()),
-            Ok(_) if b[0] == b'\n' => break,
-            Ok(_) if line.len() < 1 << 20 => line.push(b[0]),
-            Ok(_) => return Err("exchange: message too long".into()),
-            Err(e) => return Err(format!("exchange: {e}")),
-        }
-    }
-    serde_json::from_slice(&line).map_err(|e| format!("exchange: bad message: {e}"))
-}
-
-pub(super) fn write_params(s: &mut TcpStream, p: &Params) -> Result<(), String> {
-    send_line(
-        s,
-        &json!({"test": super::test_name(p.test), "lat": p.lat, "size": p.size, "iters": p.iters,
-                "qps": p.qps, "tx_depth": p.tx_depth, "mtu": p.mtu.bytes()}),
-    )
-}
-
-pub(super) fn read_params(s: &mut TcpStream) -> Result<Params, String> {
-    let v = read_line(s)?;
-    let num = |k: &str| {
-        v[k].as_u64()
-            .ok_or_else(|| format!("exchange: no {k} in {v}"))
-    };
-    let test = match v["test"].as_str() {
-        Some("send") => Test::Send,
-        Some("write") => Test::Write,
-        Some("read") => Test::Read,
-        Some("atomic") => Test::Atomic,
-        _ => return Err(format!("exchange: bad test in {v}")),
-    };
-    Ok(Params {
-        test,
-        lat: v["lat"].as_bool().unwrap_or(false),
-        size: num("size")? as usize,
-        iters: num("iters")? as u32,
-        qps: (num("qps")? as u32).clamp(1, 1024),
-        tx_depth: (num("tx_depth")? as u32).clamp(1, 1024),
-        mtu: mtu_of(num("mtu")? as usize),
-        atomic: AtomicType::FetchAndAdd,
-        min_region: 0,
-    })
-}
 
 /// One side's resources.
 pub(super) struct Side {
@@ -162,23 +128,18 @@ pub(super) struct Peer {
 }
 
 impl Side {
-    pub(super) fn open(local: IpAddr, p: &Params) -> Result<Self, String> {
-        let e = |e: ferroce::Error| e.to_string();
-        let ctx = Context::open(local).map_err(|e| format!("opening a device on {local}: {e}"))?;
+    pub(super) fn open(local: IpAddr, p: &Params) -> Result<Self, Error> {
+        let ctx = open_device(ferroce::DeviceConfig::new(local))?;
         let pd = ctx.alloc_pd();
-        let depth = (p.qps * (p.tx_depth + 1) * 2).min(1 << 20);
-        let cq = ctx.create_cq(depth).map_err(e)?;
-        let access = Access::LOCAL_WRITE
-            | Access::REMOTE_WRITE
-            | Access::REMOTE_READ
-            | Access::REMOTE_ATOMIC;
-        let mr = pd.reg_mr(p.region_len().max(64), access).map_err(e)?;
+        let depth = p.tx_depth.max(p.rx_depth) + 1;
+        let cq = ctx.create_cq((p.qps * depth * 2).min(1 << 20))?;
+        let mr = pd.reg_mr(p.region_len().max(64), access(p.test))?;
         let mut qps = Vec::new();
         for i in 0..p.qps {
             let mut attr = QpInitAttr::new(QpType::Rc, &cq, &cq);
-            attr.max_send_wr = p.tx_depth + 1;
-            attr.max_recv_wr = p.tx_depth + 1;
-            let qp = pd.create_qp(&attr).map_err(e)?;
+            attr.max_send_wr = depth;
+            attr.max_recv_wr = depth;
+            let qp = pd.create_qp(&attr)?;
             let psn = Psn::new(0x10_0000 * (i + 1) + qp.qpn());
             qps.push((qp, psn));
         }
@@ -216,18 +177,17 @@ impl Side {
         self.index.get(&qpn).copied().unwrap_or(0)
     }
 
-    /// SEND bandwidth's server side: keeps up to `depth` receives of
-    /// `p.size` bytes posted on every QP (the `k`th at `offset(k)`) until
+    /// SEND bandwidth's server side: posts `p.rx_depth` receives of
+    /// `p.size` bytes on every QP, then keeps one posted for each message
+    /// still to come (the `k`th at `offset(k)`) until
     /// `p.iters` have arrived on each. `ready` runs once the first are
     /// posted (tell the client); returns the time from then to the last.
     pub(super) fn receive_sends(
         &self,
         p: &Params,
-        depth: u32,
         offset: impl Fn(u32) -> u64,
-        ready: impl FnOnce() -> Result<(), String>,
-    ) -> Result<Duration, String> {
-        let e = |e: ferroce::Error| e.to_string();
+        ready: impl FnOnce() -> Result<(), Error>,
+    ) -> Result<Duration, Error> {
         let mut posted = vec![0u32; self.qps.len()];
         let post = |i: usize, posted: &mut [u32]| {
             let wr = RecvWr {
@@ -235,10 +195,10 @@ impl Side {
                 sg: vec![self.mr.sge(offset(posted[i]), p.size as u32)],
             };
             posted[i] += 1;
-            self.qps[i].0.post_recv(wr).map_err(e)
+            self.qps[i].0.post_recv(wr)
         };
         for i in 0..self.qps.len() {
-            for _ in 0..depth.min(p.iters) {
+            for _ in 0..p.rx_depth {
                 post(i, &mut posted)?;
             }
         }
@@ -268,15 +228,13 @@ impl Side {
         &self,
         last: &mut Instant,
         progress: impl Fn() -> String,
-    ) -> Result<Vec<WorkCompletion>, String> {
-        let wcs = self.cq.poll(64).map_err(|e| e.to_string())?;
+    ) -> Result<Vec<WorkCompletion>, Error> {
+        let wcs = self.cq.poll(64)?;
         if wcs.is_empty() {
             if last.elapsed() > STALL {
-                return Err(format!(
-                    "{}, then nothing for {} s",
-                    progress(),
-                    STALL.as_secs()
-                ));
+                return Err(
+                    format!("{}, then nothing for {} s", progress(), STALL.as_secs()).into(),
+                );
             }
             return Ok(wcs);
         }
@@ -286,80 +244,50 @@ impl Side {
                 "{}: a work request failed with {:?}",
                 progress(),
                 bad.status
-            ));
+            )
+            .into());
         }
         Ok(wcs)
     }
 
-    fn describe(&self) -> Value {
-        let gid = match self.local {
-            IpAddr::V4(a) => a.to_ipv6_mapped(),
-            IpAddr::V6(a) => a,
-        };
-        json!({
-            "gid": gid.to_string(),
-            "rkey": self.mr.rkey(),
-            "va": self.mr.addr(),
-            "qps": self.qps.iter().map(|(q, p)| json!([q.qpn(), p.value()])).collect::<Vec<_>>(),
-        })
-    }
-
-    pub(super) fn connect(&self, peer: &Peer, p: &Params) -> Result<(), String> {
+    /// Each QP to INIT (with [`access`] of the test), RTR and RTS, as
+    /// perftest's `ctx_modify_qp_to_init` / `ctx_connect`.
+    pub(super) fn connect(&self, peer: &Peer, p: &Params) -> Result<(), Error> {
         if peer.qps.len() != self.qps.len() {
-            return Err(format!(
-                "peer has {} QPs, we have {}",
+            return Err(Error::Mismatch(format!(
+                "the peer has {} QPs, this side {}: give both the same -q",
                 peer.qps.len(),
                 self.qps.len()
-            ));
+            )));
         }
         for ((qp, psn), (rqpn, rpsn)) in self.qps.iter().zip(&peer.qps) {
-            connect_qp(qp, QpType::Rc, peer.addr, *rqpn, *psn, *rpsn, p.mtu)
-                .map_err(|e| e.to_string())?;
+            qp.modify(&QpAttr {
+                state: Some(QpState::Init),
+                pkey_index: Some(0),
+                port: Some(1),
+                access: Some(qp_access(p.test)),
+                ..QpAttr::default()
+            })?;
+            qp.modify(&QpAttr {
+                state: Some(QpState::Rtr),
+                path: Some(path_to(peer.addr, qp.qpn(), *rqpn)),
+                path_mtu: Some(p.mtu),
+                dest_qpn: Some(*rqpn),
+                rq_psn: Some(*rpsn),
+                max_dest_rd_atomic: Some(MAX_RD_ATOMIC),
+                min_rnr_timer: Some(12),
+                ..QpAttr::default()
+            })?;
+            qp.modify(&QpAttr {
+                state: Some(QpState::Rts),
+                sq_psn: Some(*psn),
+                timeout: Some(14),
+                retry_cnt: Some(7),
+                rnr_retry: Some(7),
+                max_rd_atomic: Some(MAX_RD_ATOMIC),
+                ..QpAttr::default()
+            })?;
         }
         Ok(())
     }
-}
-
-fn parse_peer(v: &Value) -> Result<Peer, String> {
-    let bad = || format!("exchange: bad peer description {v}");
-    let gid: std::net::Ipv6Addr = v["gid"]
-        .as_str()
-        .ok_or_else(bad)?
-        .parse()
-        .map_err(|_| bad())?;
-    let addr = gid.to_ipv4_mapped().map_or(IpAddr::V6(gid), IpAddr::V4);
-    let qps = v["qps"]
-        .as_array()
-        .ok_or_else(bad)?
-        .iter()
-        .map(|q| Some((q[0].as_u64()? as u32, Psn::new(q[1].as_u64()? as u32))))
-        .collect::<Option<Vec<_>>>()
-        .ok_or_else(bad)?;
-    Ok(Peer {
-        addr,
-        rkey: v["rkey"].as_u64().ok_or_else(bad)? as u32,
-        va: v["va"].as_u64().ok_or_else(bad)?,
-        qps,
-    })
-}
-
-pub(super) fn exchange_client(s: &mut TcpStream, side: &Side) -> Result<Peer, String> {
-    send_line(s, &side.describe())?;
-    parse_peer(&read_line(s)?)
-}
-
-pub(super) fn exchange_server(s: &mut TcpStream, side: &Side) -> Result<Peer, String> {
-    let peer = parse_peer(&read_line(s)?)?;
-    send_line(s, &side.describe())?;
-    Ok(peer)
-}
-
-/// Waits for the other side's one-word signal (`done`, `ready`).
-pub(super) fn wait_word(s: &mut TcpStream) -> Result<String, String> {
-    let v = read_line(s)?;
-    Ok(v.as_str().unwrap_or_default().to_string())
-}
-
-pub(super) fn send_word(s: &mut TcpStream, w: &str) -> Result<(), String> {
-    send_line(s, &json!(w))
 }

@@ -10,16 +10,25 @@ use super::super::setup::{Params, Side};
 use super::super::{AtomicType, Test};
 use super::Ctx;
 use super::exchange::{Key, Report, Wire, close, print_report};
+use crate::error::Error;
 
 /// ib_send_bw's server side: keep receives posted until every message has
 /// arrived, then close.
-pub(super) fn serve_send(w: &mut Wire, side: &Side, p: &Params, key: &Key) -> Result<bool, String> {
-    let elapsed =
-        side.receive_sends(p, p.tx_depth.max(1), |_| 0, || w.hand_shake(key).map(drop))?;
+pub(super) fn serve_send(w: &mut Wire, side: &Side, p: &Params, key: &Key) -> Result<bool, Error> {
+    println!(" RX depth        : {}", p.rx_depth);
+    let elapsed = side.receive_sends(p, |_| 0, || w.hand_shake(key).map(drop))?;
     let total = u64::from(p.iters) * side.qps.len() as u64;
     print_report(&rate(p.size, total, elapsed));
     close(w, key)?;
     Ok(true)
+}
+
+/// The receives perftest's SEND server posts per QP for `iters` messages
+/// (ib_send_bw prints it as "RX depth"): its default of 512, no more than
+/// the iterations, made even (perftest works around a bug with odd depths).
+pub(super) fn perftest_rx_depth(iters: u32) -> u32 {
+    let d = iters.min(512);
+    d + d % 2
 }
 
 pub(super) fn rate(size: usize, n: u64, t: Duration) -> Report {
@@ -39,9 +48,8 @@ pub(super) fn rate(size: usize, n: u64, t: Duration) -> Report {
 /// at the addresses perftest uses: the start of both buffers for messages
 /// over half a cycle buffer, otherwise stepping by `inc` through one cycle
 /// buffer. Atomic results are checked as they arrive (see [`AtomicCheck`]).
-pub(super) fn traffic(c: &Ctx<'_>) -> Result<Report, String> {
+pub(super) fn traffic(c: &Ctx<'_>) -> Result<Report, Error> {
     let (side, p, lay) = (c.side, c.p, c.lay);
-    let e = |e: ferroce::Error| e.to_string();
     let n = side.qps.len();
     let mut cap = p.tx_depth;
     if matches!(p.test, Test::Read | Test::Atomic) {
@@ -90,10 +98,7 @@ pub(super) fn traffic(c: &Ctx<'_>) -> Result<Report, String> {
                     ),
                     Test::Send => (SendOp::Send, side.mr.sge(lay.source(), p.size as u32)),
                 };
-                side.qps[i]
-                    .0
-                    .post_send(SendWr::new(k, op, vec![local]))
-                    .map_err(e)?;
+                side.qps[i].0.post_send(SendWr::new(k, op, vec![local]))?;
                 posted[i] += 1;
                 inflight[i] += 1;
             }
@@ -106,12 +111,10 @@ pub(super) fn traffic(c: &Ctx<'_>) -> Result<Report, String> {
             if p.test == Test::Atomic {
                 let k = wc.wr_id;
                 let mut b = [0u8; 8];
-                side.mr
-                    .read(
-                        lay.result(i, k % u64::from(cap), u64::from(cap)) as usize,
-                        &mut b,
-                    )
-                    .map_err(e)?;
+                side.mr.read(
+                    lay.result(i, k % u64::from(cap), u64::from(cap)) as usize,
+                    &mut b,
+                )?;
                 atomics.got(i, (k % lay.per_cycle) as usize, u64::from_ne_bytes(b))?;
             }
         }
@@ -162,14 +165,15 @@ impl AtomicCheck {
     }
 
     /// Atomic on QP `qp`, address `a`, returned `orig`.
-    pub(super) fn got(&mut self, qp: usize, a: usize, orig: u64) -> Result<(), String> {
+    pub(super) fn got(&mut self, qp: usize, a: usize, orig: u64) -> Result<(), Error> {
         let cell = &mut self.known[qp][a];
         if let Some(v) = *cell {
             if orig != v {
                 return Err(format!(
                     "data check: an atomic on QP {qp}, address {a}, returned 0x{orig:x}, \
                      expected 0x{v:x}"
-                ));
+                )
+                .into());
             }
             self.checked += 1;
             *cell = Some(v.wrapping_add(1));
@@ -198,7 +202,7 @@ impl AtomicCheck {
 /// adds 1 (fetch-and-add) or compares 0 and swaps 0 (compare-and-swap:
 /// nothing changes); ferroce's own client, after a first 0 / 0, swaps in
 /// the value plus 1. `per_qp` is the client's iteration count per QP.
-pub(super) fn check_atomic_targets(c: &Ctx<'_>, per_qp: u64) -> Result<(), String> {
+pub(super) fn check_atomic_targets(c: &Ctx<'_>, per_qp: u64) -> Result<(), Error> {
     let lay = c.lay;
     let expect = |a: u64| per_qp / lay.per_cycle + u64::from(a < per_qp % lay.per_cycle);
     // ferroce's first compare-and-swap on an address compares 0, swaps 0.
@@ -209,8 +213,7 @@ pub(super) fn check_atomic_targets(c: &Ctx<'_>, per_qp: u64) -> Result<(), Strin
             let mut b = [0u8; 8];
             c.side
                 .mr
-                .read((lay.target(i) + a * lay.inc) as usize, &mut b)
-                .map_err(|e| e.to_string())?;
+                .read((lay.target(i) + a * lay.inc) as usize, &mut b)?;
             let v = u64::from_ne_bytes(b);
             adds_ok &= v == expect(a);
             swaps_ok &= v == swaps(a);
@@ -226,7 +229,8 @@ pub(super) fn check_atomic_targets(c: &Ctx<'_>, per_qp: u64) -> Result<(), Strin
         return Err(format!(
             "data check: the {n} atomic targets do not hold what {} atomics per QP leave",
             per_qp
-        ));
+        )
+        .into());
     }
     eprintln!(" data check: {n} atomic targets hold what {per_qp} atomics per QP leave");
     Ok(())

@@ -8,12 +8,19 @@ use std::time::Duration;
 
 use ferroce::Mtu;
 
+use crate::cmd::{limits, tcp};
+use crate::error::Error;
+
 pub(super) const VERSION: &str = "6.06";
 pub(super) const VERSION_LEN: usize = 16;
 pub(super) const KEY_LEN: usize = 108;
 /// perftest's defaults, sent in step 2.
 pub(super) const CYCLE_BUFFER: u32 = 4096;
 pub(super) const CACHE_LINE: u32 = 64;
+/// The largest cycle buffer and cache line a peer may announce (they size
+/// our region): a message's largest size, and a page.
+const MAX_CYCLE_BUFFER: u32 = ferroce::MAX_MSG_SIZE as u32;
+const MAX_CACHE_LINE: u32 = 4096;
 /// What we accept as a responder (ferroce's max_dest_rd_atomic).
 pub(super) const OUT_READS: u32 = 16;
 
@@ -80,22 +87,32 @@ pub(super) struct Wire {
 }
 
 impl Wire {
-    pub(super) fn send(&mut self, m: &[u8]) -> Result<(), String> {
-        self.s
-            .write_all(m)
-            .map_err(|e| format!("perftest exchange: {e}"))
+    pub(super) fn send(&mut self, m: &[u8]) -> Result<(), Error> {
+        self.s.write_all(m).map_err(|e| Error::Exchange {
+            peer: self.peer(),
+            what: format!("perftest exchange: {e}"),
+        })
     }
 
-    pub(super) fn recv(&mut self, n: usize) -> Result<Vec<u8>, String> {
+    pub(super) fn recv(&mut self, n: usize) -> Result<Vec<u8>, Error> {
         let mut b = vec![0u8; n];
-        self.s.read_exact(&mut b).map_err(|e| {
-            format!("perftest exchange: reading {n} bytes: {e} (do both sides run the same test?)")
+        self.s.read_exact(&mut b).map_err(|e| Error::Exchange {
+            peer: self.peer(),
+            what: format!(
+                "perftest exchange: reading {n} bytes: {} (do both sides run the same test \
+                 and -s, and is the peer a perftest tool or `ferroce perf --perftest`?)",
+                if tcp::is_timeout(&e) {
+                    "nothing arrived in time".to_string()
+                } else {
+                    e.to_string()
+                }
+            ),
         })?;
         Ok(b)
     }
 
     /// One symmetric exchange: the client writes first.
-    pub(super) fn xchg(&mut self, mine: &[u8]) -> Result<Vec<u8>, String> {
+    pub(super) fn xchg(&mut self, mine: &[u8]) -> Result<Vec<u8>, Error> {
         if self.client {
             self.send(mine)?;
             self.recv(mine.len())
@@ -106,8 +123,17 @@ impl Wire {
         }
     }
 
-    pub(super) fn hand_shake(&mut self, mine: &Key) -> Result<Key, String> {
-        Key::decode(&self.xchg(&mine.encode())?)
+    pub(super) fn hand_shake(&mut self, mine: &Key) -> Result<Key, Error> {
+        Key::decode(&self.xchg(&mine.encode())?).map_err(|what| Error::Exchange {
+            peer: self.peer(),
+            what,
+        })
+    }
+
+    fn peer(&self) -> String {
+        self.s
+            .peer_addr()
+            .map_or_else(|_| "the peer".into(), |a| a.to_string())
     }
 }
 
@@ -144,7 +170,7 @@ pub(super) fn parse_version(b: &[u8]) -> f64 {
     s.parse().unwrap_or(0.0)
 }
 
-pub(super) fn agree(w: &mut Wire, mtu: Mtu) -> Result<Agreed, String> {
+pub(super) fn agree(w: &mut Wire, mtu: Mtu) -> Result<Agreed, Error> {
     let mut v = [0u8; VERSION_LEN];
     v[..VERSION.len()].copy_from_slice(VERSION.as_bytes());
     let rv = w.xchg(&v)?;
@@ -155,6 +181,18 @@ pub(super) fn agree(w: &mut Wire, mtu: Mtu) -> Result<Agreed, String> {
         cycle_buffer = cycle_buffer.max(be(w.xchg(&CYCLE_BUFFER.to_be_bytes())?));
         // perftest spaces small messages (and atomics) by the cache line.
         cache_line = cache_line.max(be(w.xchg(&CACHE_LINE.to_be_bytes())?));
+    }
+    // Both size our region: a peer's value is checked before it is used.
+    for (what, v, max) in [
+        ("cycle buffer", cycle_buffer, MAX_CYCLE_BUFFER),
+        ("cache line", cache_line, MAX_CACHE_LINE),
+    ] {
+        limits::check(&format!("the peer's {what}"), v.into(), max.into()).map_err(|what| {
+            Error::Exchange {
+                peer: tcp::peer_name(&w.s),
+                what,
+            }
+        })?;
     }
     let mut mtu = mtu;
     if rem_version >= 5.1 {
@@ -192,12 +230,8 @@ pub(super) struct Report {
     pub(super) msg_rate: f64,
 }
 
-pub(super) fn xchg_reports(
-    w: &mut Wire,
-    mine: &Report,
-    rem_version: f64,
-) -> Result<Report, String> {
-    let u64w = |w: &mut Wire, v: u64| -> Result<u64, String> {
+pub(super) fn xchg_reports(w: &mut Wire, mine: &Report, rem_version: f64) -> Result<Report, Error> {
+    let u64w = |w: &mut Wire, v: u64| -> Result<u64, Error> {
         let r = w.xchg(&v.to_be_bytes())?;
         Ok(u64::from_be_bytes(r[..8].try_into().unwrap()))
     };
@@ -225,7 +259,7 @@ pub(super) fn print_report(r: &Report) {
 }
 
 /// Closes as perftest does: a key record, then `done`.
-pub(super) fn close(w: &mut Wire, key: &Key) -> Result<(), String> {
+pub(super) fn close(w: &mut Wire, key: &Key) -> Result<(), Error> {
     w.hand_shake(key)?;
     w.send(b"done\0")?;
     // The peer sends its own `done` and closes; neither side waits on it.

@@ -29,8 +29,9 @@ use super::super::{AtomicType, Test};
 use super::Ctx;
 use super::bandwidth::AtomicCheck;
 use super::exchange::{Wire, close};
+use crate::error::Error;
 
-pub(super) fn run(w: &mut Wire, c: &Ctx<'_>) -> Result<bool, String> {
+pub(super) fn run(w: &mut Wire, c: &Ctx<'_>) -> Result<bool, Error> {
     match c.p.test {
         Test::Write => {
             // The sync after RTR.
@@ -84,13 +85,13 @@ fn ferr(e: ferroce::Error) -> String {
     e.to_string()
 }
 
-fn write_lat(c: &Ctx<'_>) -> Result<Vec<Instant>, String> {
+fn write_lat(c: &Ctx<'_>) -> Result<Vec<Instant>, Error> {
     let (side, p) = (c.side, c.p);
     let qp = &side.qps[0].0;
     let size = p.size;
     let src = c.lay.source() as usize;
     side.mr.write(src, &vec![0u8; size]).map_err(ferr)?;
-    let mut posts = Vec::with_capacity(p.iters as usize);
+    let mut posts = crate::cmd::limits::samples(p.iters)?;
     for i in 1..=u64::from(p.iters) {
         if !c.server {
             arrival(c, i)?;
@@ -121,7 +122,7 @@ fn write_lat(c: &Ctx<'_>) -> Result<Vec<Instant>, String> {
 
 /// Waits for the peer's write number `i` in our slot: its last byte is
 /// `i` mod 256, every other byte zero.
-fn arrival(c: &Ctx<'_>, i: u64) -> Result<(), String> {
+fn arrival(c: &Ctx<'_>, i: u64) -> Result<(), Error> {
     let (at, size) = (c.lay.target(0) as usize, c.p.size);
     let start = Instant::now();
     let mut spins = 0u32;
@@ -139,7 +140,8 @@ fn arrival(c: &Ctx<'_>, i: u64) -> Result<(), String> {
             Some(false) => {
                 return Err(format!(
                     "data check: the peer's write {i} has non-zero bytes before its number"
-                ));
+                )
+                .into());
             }
             None => {}
         }
@@ -147,7 +149,8 @@ fn arrival(c: &Ctx<'_>, i: u64) -> Result<(), String> {
             return Err(format!(
                 "the peer's write {i} did not arrive in {} s",
                 STALL.as_secs()
-            ));
+            )
+            .into());
         }
         // Move the engine on ourselves; give the CPU away now and then
         // (on two cores the peer and our driver need it too).
@@ -168,7 +171,7 @@ struct Receives {
 }
 
 impl Receives {
-    fn new(c: &Ctx<'_>) -> Result<Self, String> {
+    fn new(c: &Ctx<'_>) -> Result<Self, Error> {
         let mut r = Self {
             posted: 0,
             first: None,
@@ -180,7 +183,7 @@ impl Receives {
         Ok(r)
     }
 
-    fn post(&mut self, c: &Ctx<'_>) -> Result<(), String> {
+    fn post(&mut self, c: &Ctx<'_>) -> Result<(), Error> {
         c.side.qps[0]
             .0
             .post_recv(RecvWr {
@@ -194,7 +197,7 @@ impl Receives {
 
     /// Waits for the next message (counting our send completions on the
     /// way), checks it and reposts.
-    fn next(&mut self, c: &Ctx<'_>, i: u64) -> Result<(), String> {
+    fn next(&mut self, c: &Ctx<'_>, i: u64) -> Result<(), Error> {
         loop {
             let wc = wait(c.side)?;
             if wc.opcode != WcOpcode::Recv {
@@ -205,7 +208,8 @@ impl Receives {
                 return Err(format!(
                     "data check: message {i} has {} bytes, not {}",
                     wc.byte_len, c.p.size
-                ));
+                )
+                .into());
             }
             let mut m = vec![0u8; c.p.size];
             c.side
@@ -217,7 +221,7 @@ impl Receives {
                 Some(f) if *f != m => {
                     return Err(format!(
                         "data check: message {i} differs from the first (the peer sends the same bytes every time)"
-                    ));
+                    ).into());
                 }
                 Some(_) => {}
             }
@@ -229,13 +233,13 @@ impl Receives {
     }
 }
 
-fn send_lat(c: &Ctx<'_>, rx: &mut Receives) -> Result<Vec<Instant>, String> {
+fn send_lat(c: &Ctx<'_>, rx: &mut Receives) -> Result<Vec<Instant>, Error> {
     let (side, p) = (c.side, c.p);
     let qp = &side.qps[0].0;
     let src = c.lay.source();
     let pattern: Vec<u8> = (0..p.size).map(|k| (k * 7 + 3) as u8).collect();
     side.mr.write(src as usize, &pattern).map_err(ferr)?;
-    let mut posts = Vec::with_capacity(p.iters as usize);
+    let mut posts = crate::cmd::limits::samples(p.iters)?;
     for i in 1..=u64::from(p.iters) {
         if c.server {
             rx.next(c, i)?;
@@ -268,13 +272,13 @@ fn send_lat(c: &Ctx<'_>, rx: &mut Receives) -> Result<Vec<Instant>, String> {
 /// The client of ib_read_lat / ib_atomic_lat: one request at a time to the
 /// start of the peer's slot. READs must return the same bytes every time;
 /// atomics are checked as in the bandwidth test.
-fn request_lat(c: &Ctx<'_>) -> Result<Vec<Instant>, String> {
+fn request_lat(c: &Ctx<'_>) -> Result<Vec<Instant>, Error> {
     let (side, p) = (c.side, c.p);
     let qp = &side.qps[0].0;
     let (remote, rkey) = (c.rem[0].vaddr, c.rem[0].rkey);
     let mut atomics = AtomicCheck::new(p.atomic, 1, 1);
     let mut first: Option<Vec<u8>> = None;
-    let mut posts = Vec::with_capacity(p.iters as usize);
+    let mut posts = crate::cmd::limits::samples(p.iters)?;
     for i in 1..=u64::from(p.iters) {
         let (op, local) = if p.test == Test::Atomic {
             (
@@ -304,7 +308,8 @@ fn request_lat(c: &Ctx<'_>) -> Result<Vec<Instant>, String> {
                 Some(f) if *f != m => {
                     return Err(format!(
                         "data check: READ {i} returned other bytes than the first"
-                    ));
+                    )
+                    .into());
                 }
                 Some(_) => {}
             }
@@ -323,7 +328,7 @@ fn request_lat(c: &Ctx<'_>) -> Result<Vec<Instant>, String> {
 
 /// ib_atomic_lat's server, after the run: the start of our slot holds what
 /// `iters` atomics leave on a zero (see `check_atomic_targets`).
-fn check_atomic_target(c: &Ctx<'_>) -> Result<(), String> {
+fn check_atomic_target(c: &Ctx<'_>) -> Result<(), Error> {
     let mut b = [0u8; 8];
     c.side
         .mr
@@ -336,9 +341,9 @@ fn check_atomic_target(c: &Ctx<'_>) -> Result<(), String> {
         AtomicType::CmpAndSwap => v == 0 || v == n.saturating_sub(1),
     };
     if !ok {
-        return Err(format!(
-            "data check: the atomic target holds {v}, not what {n} atomics leave"
-        ));
+        return Err(
+            format!("data check: the atomic target holds {v}, not what {n} atomics leave").into(),
+        );
     }
     eprintln!(" data check: the atomic target holds {v} after {n} atomics");
     Ok(())

@@ -41,13 +41,15 @@ mod bandwidth;
 mod exchange;
 mod lat;
 
-use std::net::{IpAddr, Ipv6Addr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use ferroce::Psn;
+use ferroce::{Mtu, Psn};
 
 use super::setup::{Params, Peer, Side};
 use super::{PerfArgs, Test};
-use bandwidth::{check_atomic_targets, serve_send, traffic};
+use crate::cmd::tcp;
+use crate::error::Error;
+use bandwidth::{check_atomic_targets, perftest_rx_depth, serve_send, traffic};
 use exchange::{Agreed, Key, OUT_READS, Report, Wire, agree, close, print_report, xchg_reports};
 
 fn gid_of(a: IpAddr) -> [u8; 16] {
@@ -121,65 +123,23 @@ impl Layout {
     }
 }
 
-pub(super) fn run(args: &PerfArgs) -> Result<bool, String> {
-    let (stream, local) = if args.listen {
-        let local = args.local.unwrap_or_else(|| "127.0.0.1".parse().unwrap());
-        // As perftest: on every address. The exchange may come over IPv4
-        // while RoCE runs over IPv6 (perftest 4.5's client cannot reach an
-        // IPv6 server address); `::` takes both on Linux.
-        let l = TcpListener::bind((Ipv6Addr::UNSPECIFIED, args.port))
-            .or_else(|_| TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, args.port)))
-            .map_err(|e| format!("listening on TCP port {}: {e}", args.port))?;
-        (l.accept().map_err(|e| e.to_string())?.0, local)
-    } else {
-        let server = args
-            .server
-            .as_deref()
-            .ok_or("--perftest needs a server address or --listen")?;
-        let local = args.local.unwrap_or_else(|| "127.0.0.2".parse().unwrap());
-        (super::connect_retry(server, args.port)?, local)
-    };
-    let _ = stream.set_nodelay(true);
-    let mut w = Wire {
-        s: stream,
-        client: !args.listen,
-    };
+pub(super) fn run(args: &PerfArgs) -> Result<bool, Error> {
     let mut p = Params::from_args(args);
-    let agreed = agree(&mut w, p.mtu)?;
+    let (mut w, agreed, local) = open_exchange(args, p.mtu)?;
     p.mtu = agreed.mtu;
 
     // perftest addresses the peer's buffer within max(size, cycle buffer)
     // of the address in its key; our region must hold a slot per QP, our
     // own messages and the atomic results.
     let lay = Layout::new(&p, &agreed);
+    if p.test == Test::Send && args.listen && !p.lat {
+        p.rx_depth = perftest_rx_depth(p.iters);
+    }
     let mut open = p;
     open.min_region = lay.len(u64::from(p.tx_depth)) as usize;
     let side = Side::open(local, &open)?;
     let mine = my_keys(&side, &lay);
-
-    if p.lat && p.test != Test::Send {
-        w.hand_shake(&mine[0])?;
-    }
-    let mut rem = Vec::with_capacity(mine.len());
-    for k in &mine {
-        rem.push(w.hand_shake(k)?);
-    }
-    let peer = Peer {
-        addr: {
-            let g = Ipv6Addr::from(rem[0].gid);
-            g.to_ipv4_mapped().map_or(IpAddr::V6(g), IpAddr::V4)
-        },
-        rkey: rem[0].rkey,
-        va: rem[0].vaddr,
-        qps: rem.iter().map(|k| (k.qpn, Psn::new(k.psn))).collect(),
-    };
-    side.connect(&peer, &p)?;
-    if p.test == Test::Send {
-        w.hand_shake(&mine[0])?;
-    }
-    for k in &mine {
-        w.hand_shake(k)?;
-    }
+    let (rem, peer) = exchange_keys(&mut w, &side, &p, &mine)?;
     if !args.quiet {
         eprintln!(
             " perftest peer: version {:.2}, MTU {}, {} QP(s), remote QPN 0x{:06x} at {}",
@@ -190,6 +150,7 @@ pub(super) fn run(args: &PerfArgs) -> Result<bool, String> {
             peer.addr
         );
     }
+    tcp::clear_timeouts(&w.s)?;
     let ctx = Ctx {
         side: &side,
         rem: &rem,
@@ -201,31 +162,103 @@ pub(super) fn run(args: &PerfArgs) -> Result<bool, String> {
     if p.lat {
         return lat::run(&mut w, &ctx);
     }
-
     if p.test == Test::Send && args.listen {
         return serve_send(&mut w, &side, &p, &mine[0]);
     }
+    bandwidth(&mut w, &ctx, agreed.rem_version)
+}
+
+/// The TCP connection (the server serves the first client that opens with
+/// a version) and steps 1-3; returns this side's RoCE address too.
+fn open_exchange(args: &PerfArgs, mtu: Mtu) -> Result<(Wire, Agreed, IpAddr), Error> {
+    if !args.listen {
+        let server = args
+            .server
+            .as_deref()
+            .ok_or_else(|| Error::Usage("--perftest needs a server address or --listen".into()))?;
+        let local = args.local.unwrap_or(Ipv4Addr::new(127, 0, 0, 2).into());
+        let mut w = Wire {
+            s: tcp::connect_retry(server, args.port)?,
+            client: true,
+        };
+        let agreed = agree(&mut w, mtu)?;
+        return Ok((w, agreed, local));
+    }
+    let local = args.local.unwrap_or(Ipv4Addr::new(127, 0, 0, 1).into());
+    // As perftest: on every address. The exchange may come over IPv4
+    // while RoCE runs over IPv6 (perftest 4.5's client cannot reach an
+    // IPv6 server address); `::` takes both on Linux.
+    let l = tcp::listen((Ipv6Addr::UNSPECIFIED, args.port).into())
+        .or_else(|_| tcp::listen((Ipv4Addr::UNSPECIFIED, args.port).into()))?;
+    let (s, agreed) = tcp::serve_first(&l, |s| {
+        let mut w = Wire {
+            s: s.try_clone()?,
+            client: false,
+        };
+        // A client that does not open with a version is none of ours.
+        agree(&mut w, mtu).map_err(|e| Error::Refused(e.to_string()))
+    })?;
+    Ok((Wire { s, client: false }, agreed, local))
+}
+
+/// Step 4: the key records, the QPs connected between them; returns the
+/// peer's records and what they say.
+fn exchange_keys(
+    w: &mut Wire,
+    side: &Side,
+    p: &Params,
+    mine: &[Key],
+) -> Result<(Vec<Key>, Peer), Error> {
+    if p.lat && p.test != Test::Send {
+        w.hand_shake(&mine[0])?;
+    }
+    let mut rem = Vec::with_capacity(mine.len());
+    for k in mine {
+        rem.push(w.hand_shake(k)?);
+    }
+    let peer = Peer {
+        addr: {
+            let g = Ipv6Addr::from(rem[0].gid);
+            g.to_ipv4_mapped().map_or(IpAddr::V6(g), IpAddr::V4)
+        },
+        rkey: rem[0].rkey,
+        va: rem[0].vaddr,
+        qps: rem.iter().map(|k| (k.qpn, Psn::new(k.psn))).collect(),
+    };
+    side.connect(&peer, p)?;
+    if p.test == Test::Send {
+        w.hand_shake(&mine[0])?;
+    }
+    for k in mine {
+        w.hand_shake(k)?;
+    }
+    Ok((rem, peer))
+}
+
+/// Steps 5-7 of a bandwidth test but a SEND server's: the client's traffic
+/// and report; the server waits for it.
+fn bandwidth(w: &mut Wire, c: &Ctx<'_>, rem_version: f64) -> Result<bool, Error> {
     // send: the server has posted its receives; write/read/atomic: the
     // extra sync after RTR.
-    w.hand_shake(&mine[0])?;
-    if args.listen {
+    w.hand_shake(&c.key)?;
+    if c.server {
         // write/read/atomic: the client does it all; wait for its end.
-        w.hand_shake(&mine[0])?;
-        let r = xchg_reports(&mut w, &Report::default(), agreed.rem_version)?;
+        w.hand_shake(&c.key)?;
+        let r = xchg_reports(w, &Report::default(), rem_version)?;
         print_report(&r);
-        close(&mut w, &mine[0])?;
-        if p.test == Test::Atomic {
-            check_atomic_targets(&ctx, r.iters / u64::from(p.qps))?;
+        close(w, &c.key)?;
+        if c.p.test == Test::Atomic {
+            check_atomic_targets(c, r.iters / u64::from(c.p.qps))?;
         }
         return Ok(true);
     }
-    let r = traffic(&ctx)?;
+    let r = traffic(c)?;
     print_report(&r);
-    if p.test != Test::Send {
-        w.hand_shake(&mine[0])?;
-        xchg_reports(&mut w, &r, agreed.rem_version)?;
+    if c.p.test != Test::Send {
+        w.hand_shake(&c.key)?;
+        xchg_reports(w, &r, rem_version)?;
     }
-    close(&mut w, &mine[0])?;
+    close(w, &c.key)?;
     Ok(true)
 }
 
@@ -327,6 +360,7 @@ mod tests {
             tx_depth: 16,
             mtu: Mtu::Mtu1024,
             atomic: AtomicType::FetchAndAdd,
+            rx_depth: 0,
             min_region: 0,
         };
         let l = Layout::new(&p, &a);
@@ -339,6 +373,49 @@ mod tests {
         p.size = 10_000;
         let l = Layout::new(&p, &a);
         assert_eq!((l.slot, l.per_cycle), (10_048, 1));
+    }
+
+    #[test]
+    fn send_server_rx_depth_is_perftests() {
+        // ib_send_bw -n N prints "RX depth" min(512, N), made even.
+        for (n, rx) in [
+            (1, 2),
+            (5, 6),
+            (100, 100),
+            (511, 512),
+            (512, 512),
+            (5000, 512),
+        ] {
+            assert_eq!(perftest_rx_depth(n), rx, "-n {n}");
+        }
+    }
+
+    #[test]
+    fn each_test_grants_only_its_remote_access() {
+        use super::super::setup::{access, qp_access};
+        use ferroce::Access;
+        let remote = [
+            Access::REMOTE_WRITE,
+            Access::REMOTE_READ,
+            Access::REMOTE_ATOMIC,
+        ];
+        for (t, grant) in [
+            (Test::Write, Access::REMOTE_WRITE),
+            (Test::Read, Access::REMOTE_READ),
+            (Test::Atomic, Access::REMOTE_ATOMIC),
+        ] {
+            for r in remote {
+                assert_eq!(access(t).contains(r), r == grant, "{t:?} region {r:?}");
+                assert_eq!(qp_access(t).contains(r), r == grant, "{t:?} QP {r:?}");
+            }
+            assert!(access(t).contains(Access::LOCAL_WRITE));
+        }
+        // perftest's SEND QP: remote and local write; its region: local only.
+        assert_eq!(
+            qp_access(Test::Send),
+            Access::REMOTE_WRITE | Access::LOCAL_WRITE
+        );
+        assert_eq!(access(Test::Send), Access::LOCAL_WRITE);
     }
 
     #[test]

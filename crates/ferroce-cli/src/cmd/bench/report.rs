@@ -1,0 +1,149 @@
+//! `ferroce bench`'s table: one row per measure, each beside its baseline
+//! with the ratio and the goal. A measure that failed leaves its row empty
+//! and its reason under the table.
+
+use super::{BenchArgs, FULL_DATAGRAM, Figure, Figures, RATE_WRITE, Raw, SMALL_WRITE};
+
+/// The table: one row per measure.
+struct Table;
+
+impl Table {
+    fn header() {
+        println!(
+            "| {:<40} | {:>14} | {:>24} | {:>7} | {:<14} |",
+            "measure", "ferroce", "baseline", "ratio", "goal"
+        );
+        println!(
+            "|{}|{}|{}|{}|{}|",
+            "-".repeat(42),
+            "-".repeat(16),
+            "-".repeat(26),
+            "-".repeat(9),
+            "-".repeat(16)
+        );
+    }
+
+    fn row(name: &str, ours: &str, base: &str, ratio: f64, goal: &str) {
+        let ratio = if ratio.is_finite() {
+            format!("{:.0}%", ratio * 100.0)
+        } else {
+            String::new()
+        };
+        println!("| {name:<40} | {ours:>14} | {base:>24} | {ratio:>7} | {goal:<14} |");
+    }
+}
+
+fn gbs(v: f64) -> String {
+    format!("{v:.2} GB/s")
+}
+
+fn us(v: f64) -> String {
+    format!("{v:.2} us")
+}
+
+fn mps(v: f64) -> String {
+    format!("{:.2} M/s", v / 1e6)
+}
+
+/// Prints the table and the failures; true if nothing failed.
+pub(super) fn print(args: &BenchArgs, raw: &Raw, f: Figures) -> bool {
+    let mut failures = Vec::new();
+    let mut ok = |r: Figure| {
+        r.unwrap_or_else(|e| {
+            failures.push(e.to_string());
+            f64::NAN
+        })
+    };
+    println!(
+        "ferroce bench: {} -> {}, two processes each side; median of {} runs \
+         of each measure; {} MiB per bandwidth run",
+        args.client,
+        args.server,
+        args.repeat.max(1),
+        args.bytes >> 20
+    );
+    Table::header();
+    for (name, v) in [
+        ("raw UDP 4112 B datagrams, sendmmsg", raw.mmsg),
+        ("raw UDP 4112 B datagrams, GSO + GRO", raw.gso),
+        ("raw UDP, shaped as 64 KiB WRITEs", raw.shaped),
+    ] {
+        Table::row(name, "", &gbs(v), f64::NAN, "");
+    }
+    for (op, size, qps, r) in f.bandwidth {
+        let gb = ok(r);
+        let goal_row = op == "write" && size == 65536 && qps == 1;
+        let size = if size == 65536 { "64 KiB" } else { "1 MiB" };
+        Table::row(
+            &format!("RC {} goodput, {size}, {qps} QP", op.to_uppercase()),
+            &gbs(gb),
+            &format!("{} (raw limit)", gbs(raw.limit)),
+            gb / raw.limit,
+            if goal_row { ">= 80%" } else { "" },
+        );
+        if goal_row {
+            let base = format!("{} (raw, shaped)", gbs(raw.shaped));
+            Table::row("", "", &base, gb / raw.shaped, "");
+        }
+    }
+    let [raw_med, raw_p99] = f.raw_latency;
+    for (name, med, p99) in f.latency {
+        let (med, p99) = (ok(med), ok(p99));
+        Table::row(
+            &format!("RC {name} latency 8 B, median"),
+            &us(med),
+            &format!("{} (raw half RTT)", us(raw_med)),
+            med / raw_med,
+            "<= 150%",
+        );
+        Table::row(
+            &format!("RC {name} latency 8 B, p99"),
+            &us(p99),
+            &format!("{} (raw half RTT)", us(raw_p99)),
+            p99 / raw_p99,
+            "",
+        );
+    }
+    let rate = ok(f.rate) * 1e6;
+    Table::row(
+        "64 B WRITE message rate, 1 QP",
+        &mps(rate),
+        &format!("{} (raw, sendmmsg)", mps(raw.rate_mmsg)),
+        rate / raw.rate_mmsg,
+        ">= 1.00 M/s",
+    );
+    let base = format!("{} (raw, GSO+GRO)", mps(raw.rate_gso));
+    Table::row("", "", &base, rate / raw.rate_gso, "");
+    let scale: Vec<(u32, f64)> = f.scale.into_iter().map(|(q, r)| (q, ok(r))).collect();
+    let one = scale.first().map_or(f64::NAN, |s| s.1);
+    for (qps, gb) in scale {
+        Table::row(
+            &format!("RC WRITE goodput, 64 KiB, {qps} QPs"),
+            &gbs(gb),
+            &format!("{} (1 QP)", gbs(one)),
+            gb / one,
+            if qps == 1000 { ">= 70%" } else { "" },
+        );
+    }
+    let mem = ok(f.memory);
+    Table::row(
+        "resident memory per idle RC QP",
+        &format!("{mem:.0} B"),
+        &format!("{} QPs at RTS", args.idle_qps),
+        f64::NAN,
+        "<= 4096 B",
+    );
+    println!(
+        "ratio: ferroce / baseline (for latency: ferroce / raw, lower is better). \
+         raw: {FULL_DATAGRAM}-byte (or {RATE_WRITE}-byte) datagrams between the same two \
+         addresses; GSO trains of up to 64 KiB; shaped: per 16 datagrams one of \
+         {} bytes alone (a WRITE's FIRST packet, with its RETH) and a train of 15; latency: a {SMALL_WRITE}-byte datagram \
+         echoed, half the round trip. Bandwidth runs keep 128 messages in flight in all \
+         (-t 128/QPs, at least 2 per QP).",
+        FULL_DATAGRAM + 16
+    );
+    for f in &failures {
+        println!("failed: {f}");
+    }
+    failures.is_empty()
+}

@@ -1,0 +1,94 @@
+//! Helpers the integration tests share: the `ferroce` binary, the shared
+//! test material, temporary directories, and starting a pair of processes.
+//! Each test binary uses some of them.
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// `../shared` beside the repository, or `FERROCE_SHARED`.
+pub(crate) fn shared() -> PathBuf {
+    let dir = std::env::var_os("FERROCE_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
+    assert!(
+        dir.join("vectors").is_dir(),
+        "no shared vectors at {} (set FERROCE_SHARED)",
+        dir.display()
+    );
+    dir
+}
+
+/// The repository's root.
+pub(crate) fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A `ferroce` command.
+pub(crate) fn ferroce_cmd() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ferroce"))
+}
+
+/// Runs `ferroce ARGS` to the end.
+pub(crate) fn ferroce(args: &[&str]) -> Output {
+    ferroce_cmd().args(args).output().expect("run ferroce")
+}
+
+/// Starts `ferroce ARGS` with its output captured.
+pub(crate) fn spawn(args: &[&str]) -> Child {
+    ferroce_cmd()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ferroce")
+}
+
+/// Standard output and standard error, for assertions.
+pub(crate) fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Connects to `addr` once something listens there (up to 10 s).
+pub(crate) fn connect_when_listening(addr: SocketAddr) -> TcpStream {
+    let start = Instant::now();
+    loop {
+        match TcpStream::connect(addr) {
+            Ok(s) => return s,
+            Err(e) if start.elapsed() > Duration::from_secs(10) => {
+                panic!("nothing listens on {addr}: {e}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub(crate) struct TempDir(pub(crate) PathBuf);
+
+impl TempDir {
+    pub(crate) fn new(tag: &str) -> Self {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir =
+            std::env::temp_dir().join(format!("ferroce-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        Self(dir)
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
