@@ -5,7 +5,7 @@
 //!
 //! | level | events |
 //! |---|---|
-//! | debug | QP state changes and why (the completion status, the NAK, or `modify_qp`); retransmission timeouts and go-back-N restarts; RNR NAKs sent and RNR waits; NAKs sent and received |
+//! | debug | QP state changes and why (the completion status, the NAK, or `modify_qp`); retransmission timeouts and go-back-N restarts; RNR NAKs sent, RNR waits and their end; NAKs sent and received |
 //! | trace | every received packet dropped (or answered as a duplicate), by cause: the [`Stats`] counter it went to |
 //!
 //! Events about a received packet happen inside a debug span `rx` that

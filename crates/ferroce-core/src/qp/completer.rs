@@ -351,6 +351,7 @@ fn rearm(qp: &mut Qp, now: Instant) {
 /// The timers of this QP at `now`.
 pub(crate) fn on_timeout(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>, stats: &mut Stats, now: Instant) {
     if qp.comp.rnr_until.is_some_and(|t| t <= now) {
+        debug!(qpn = %log::Qpn(qp.qpn), "RNR wait over: resending");
         qp.comp.rnr_until = None;
         rearm(qp, now);
     }

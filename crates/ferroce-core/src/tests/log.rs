@@ -131,7 +131,9 @@ fn an_rnr_wait_shows_at_debug_on_both_sides() {
     });
     let qpn = |q: u32| format!("qpn={q:#08x}");
     assert_eq!(lines_with(&lines, &["RNR NAK sent", &qpn(b.qpn)]).len(), 2);
-    assert_eq!(lines_with(&lines, &["RNR wait", &qpn(a.qpn)]).len(), 1);
+    assert_eq!(lines_with(&lines, &["RNR wait qpn", &qpn(a.qpn)]).len(), 1);
+    let over = lines_with(&lines, &["timer{", "RNR wait over", &qpn(a.qpn)]);
+    assert_eq!(over.len(), 1, "{lines:#?}");
     let change = ["QP state change", &qpn(a.qpn), "status=RnrRetryExcErr"];
     assert_eq!(lines_with(&lines, &change).len(), 1, "{lines:#?}");
 }
