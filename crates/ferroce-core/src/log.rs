@@ -5,7 +5,7 @@
 //!
 //! | level | events |
 //! |---|---|
-//! | debug | QP state changes and why (the completion status, the NAK, or `modify_qp`); retransmission timeouts and go-back-N restarts; RNR NAKs sent and RNR waits; NAKs sent and received |
+//! | debug | QP state changes and why (the completion status, the NAK, or `modify_qp`); retransmission timeouts and go-back-N restarts; RNR NAKs sent, RNR waits and their end; NAKs sent and received |
 //! | trace | every received packet dropped (or answered as a duplicate), by cause: the [`Stats`] counter it went to |
 //!
 //! Events about a received packet happen inside a debug span `rx` that
@@ -17,6 +17,7 @@
 //! spans and events are built, and their fields formatted, only when
 //! enabled, and the counters are compared only at trace level.
 
+use std::fmt;
 use std::net::IpAddr;
 
 use ferroce_wire::TransportPacket;
@@ -27,6 +28,17 @@ use tracing::{Level, Span, debug, debug_span, trace};
 use crate::endpoint::Stats;
 use crate::verbs::{QpState, WcStatus};
 
+/// A QPN as an event field, written as rxe and `ferroce dump` write it
+/// (`0x000011`), formatted only if the event is enabled.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Qpn(pub(crate) u32);
+
+impl fmt::Display for Qpn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#08x}", self.0)
+    }
+}
+
 /// The span of the events a received packet causes; its packet fields are
 /// parsed only when the span is enabled.
 pub(crate) fn rx_span(from: IpAddr, data: &[u8]) -> Span {
@@ -35,7 +47,7 @@ pub(crate) fn rx_span(from: IpAddr, data: &[u8]) -> Span {
         && let Ok(pkt) = TransportPacket::new_checked(data)
     {
         let bth = pkt.bth();
-        span.record("qpn", format_args!("{:#08x}", bth.dest_qp()));
+        span.record("qpn", tracing::field::display(Qpn(bth.dest_qp())));
         span.record("opcode", format_args!("{}", bth.opcode()));
         span.record("psn", format_args!("{}", bth.psn()));
         if let Some(aeth) = pkt.aeth() {
@@ -47,7 +59,7 @@ pub(crate) fn rx_span(from: IpAddr, data: &[u8]) -> Span {
 
 /// The span of the events QP `qpn`'s timers cause.
 pub(crate) fn timer_span(qpn: u32) -> Span {
-    debug_span!("timer", qpn = format_args!("{qpn:#08x}"))
+    debug_span!("timer", qpn = %Qpn(qpn))
 }
 
 /// The counters before a packet is handled, when drops are traced (`None`
@@ -122,12 +134,12 @@ pub(crate) fn state_change(qpn: u32, from: QpState, to: QpState, why: Why) {
     if from == to {
         return;
     }
-    let qpn = format_args!("{qpn:#08x}");
+    let qpn = Qpn(qpn);
     match why {
-        Why::Modify => debug!(qpn, ?from, ?to, reason = "modify_qp", "QP state change"),
-        Why::Completion(status) => debug!(qpn, ?from, ?to, ?status, "QP state change"),
+        Why::Modify => debug!(%qpn, ?from, ?to, reason = "modify_qp", "QP state change"),
+        Why::Completion(status) => debug!(%qpn, ?from, ?to, ?status, "QP state change"),
         Why::NakSent(code) => {
-            debug!(qpn, ?from, ?to, nak_sent = code.name(), "QP state change");
+            debug!(%qpn, ?from, ?to, nak_sent = code.name(), "QP state change");
         }
     }
 }
@@ -136,6 +148,6 @@ pub(crate) fn state_change(qpn: u32, from: QpState, to: QpState, why: Why) {
 #[inline]
 pub(crate) fn nak_received(qpn: u32, syndrome: Syndrome) {
     if !matches!(syndrome, Syndrome::Ack { .. }) {
-        debug!(qpn = format_args!("{qpn:#08x}"), %syndrome, "NAK received");
+        debug!(qpn = %Qpn(qpn), %syndrome, "NAK received");
     }
 }

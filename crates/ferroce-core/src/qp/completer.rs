@@ -250,7 +250,7 @@ fn rnr_nak(qp: &mut Qp, psn: Psn, timer: u8, now: Instant) {
         qp.comp.rnr_left -= 1;
     }
     let wait = core::time::Duration::from_micros(rnr_timer_us(timer).into());
-    debug!(qpn = format_args!("{:#08x}", qp.qpn), %psn, ?wait, rnr_retries_left = qp.comp.rnr_left, "RNR wait");
+    debug!(qpn = %log::Qpn(qp.qpn), %psn, ?wait, rnr_retries_left = qp.comp.rnr_left, "RNR wait");
     qp.comp.rnr_until = Some(now.after(wait));
     qp.comp.retransmit_at = None;
     requester::rewind(qp, psn);
@@ -350,6 +350,7 @@ fn rearm(qp: &mut Qp, now: Instant) {
 /// The timers of this QP at `now`.
 pub(crate) fn on_timeout(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>, stats: &mut Stats, now: Instant) {
     if qp.comp.rnr_until.is_some_and(|t| t <= now) {
+        debug!(qpn = %log::Qpn(qp.qpn), "RNR wait over: resending");
         qp.comp.rnr_until = None;
         rearm(qp, now);
     }
@@ -369,7 +370,7 @@ pub(crate) fn on_timeout(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>, stats: &mut St
         }
         qp.comp.retry_left -= 1;
         debug!(
-            qpn = format_args!("{:#08x}", qp.qpn),
+            qpn = %log::Qpn(qp.qpn),
             retries_left = qp.comp.retry_left,
             "retransmission timeout"
         );

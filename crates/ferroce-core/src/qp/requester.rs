@@ -370,7 +370,7 @@ pub(crate) fn rewind(qp: &mut Qp, psn: Psn) {
         }
         qp.req.offset = k * mtu;
         qp.req.next_psn = w.first_psn + k as u32;
-        tracing::debug!(qpn = format_args!("{:#08x}", qp.qpn), psn = %qp.req.next_psn, "go-back-N: resending from PSN");
+        tracing::debug!(qpn = %crate::log::Qpn(qp.qpn), psn = %qp.req.next_psn, "go-back-N: resending from PSN");
         return;
     }
 }

@@ -114,7 +114,7 @@ pub(crate) fn on_request(
         if !qp.resp.nak_sent {
             qp.resp.nak_sent = true;
             let epsn = qp.resp.epsn;
-            tracing::debug!(qpn = format_args!("{:#08x}", qp.qpn), expected = %epsn, "NAK sent: PSN sequence error");
+            tracing::debug!(qpn = %crate::log::Qpn(qp.qpn), expected = %epsn, "NAK sent: PSN sequence error");
             owe_ack(qp, epsn, Syndrome::Nak(NakCode::PsnSequenceError), t.stats);
         }
         return;
@@ -132,7 +132,7 @@ pub(crate) fn on_request(
         Outcome::Rnr => {
             t.stats.rnr_naks_sent += 1;
             let timer = qp.cfg.min_rnr_timer;
-            tracing::debug!(qpn = format_args!("{:#08x}", qp.qpn), %psn, timer, "RNR NAK sent: no receive posted");
+            tracing::debug!(qpn = %crate::log::Qpn(qp.qpn), %psn, timer, "RNR NAK sent: no receive posted");
             owe_ack(qp, psn, Syndrome::RnrNak { timer }, t.stats);
         }
         Outcome::Nak(code) => {

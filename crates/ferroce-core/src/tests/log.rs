@@ -5,10 +5,11 @@
 //! log every timeout; a dropped packet names its cause at trace.
 
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use ferroce_wire::{Opcode, Psn};
-use tracing::Level;
+use tracing::subscriber::NoSubscriber;
+use tracing::{Dispatch, Level};
 
 use super::util::{Faults, Opts, Pair, connect, connect_with, craft, emit, send_wr, sge};
 use crate::verbs::{Mtu, QpType, SendOp, WcStatus};
@@ -28,6 +29,9 @@ impl Write for Captured {
     }
 }
 
+/// Held while a test's subscriber is alive.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 /// Runs `f` with a subscriber at `level` on this thread; returns its lines.
 fn capture(level: Level, f: impl FnOnce()) -> Vec<String> {
     let out = Captured::default();
@@ -37,7 +41,20 @@ fn capture(level: Level, f: impl FnOnce()) -> Vec<String> {
         .with_ansi(false)
         .with_writer(move || writer.clone())
         .finish();
-    tracing::subscriber::with_default(subscriber, f);
+    // Two things keep other tests' threads from spoiling the capture.
+    // With a single dispatcher registered, tracing-core takes it for the
+    // global one and computes the interest of a callsite another thread
+    // meets first from that thread's default (none: "never"), cached for
+    // good: a second dispatcher that lives forever prevents that (before
+    // it, about one run in ten lost a debug line). And one capture at a
+    // time: each new dispatcher recomputes the global level hint.
+    static SECOND: OnceLock<Dispatch> = OnceLock::new();
+    SECOND.get_or_init(|| Dispatch::new(NoSubscriber::default()));
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    tracing::subscriber::with_default(subscriber, || {
+        tracing::callsite::rebuild_interest_cache();
+        f();
+    });
     let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
     text.lines().map(str::to_owned).collect()
 }
@@ -114,7 +131,9 @@ fn an_rnr_wait_shows_at_debug_on_both_sides() {
     });
     let qpn = |q: u32| format!("qpn={q:#08x}");
     assert_eq!(lines_with(&lines, &["RNR NAK sent", &qpn(b.qpn)]).len(), 2);
-    assert_eq!(lines_with(&lines, &["RNR wait", &qpn(a.qpn)]).len(), 1);
+    assert_eq!(lines_with(&lines, &["RNR wait qpn", &qpn(a.qpn)]).len(), 1);
+    let over = lines_with(&lines, &["timer{", "RNR wait over", &qpn(a.qpn)]);
+    assert_eq!(over.len(), 1, "{lines:#?}");
     let change = ["QP state change", &qpn(a.qpn), "status=RnrRetryExcErr"];
     assert_eq!(lines_with(&lines, &change).len(), 1, "{lines:#?}");
 }
