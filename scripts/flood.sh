@@ -30,10 +30,11 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" = 0 ] || { echo "flood.sh: needs root (ip netns)" >&2; exit 1; }
 
-cargo build --release -q -p ferroce-cli -p ferroce-io --example flood
+cargo build --release -q -p ferroce-cli
+cargo build --release -q -p ferroce-io --example flood
 target=${CARGO_TARGET_DIR:-target}/release
 ferroce=$target/ferroce
-flood=$target/examples/flood
+flood_bin=$target/examples/flood
 
 ip netns add "$ns"
 trap 'ip netns del "$ns"' EXIT
@@ -46,7 +47,7 @@ timed() {
     if [ -n "$to" ]; then
         # Not through `run`: $! must be the flood itself (ip netns exec
         # execs it), not a subshell, for the kill below to reach it.
-        ip netns exec "$ns" "$flood" "$to" --seconds 300 "${flood_args[@]}" >/dev/null &
+        ip netns exec "$ns" "$flood_bin" "$to" --seconds 300 "${flood_args[@]}" >/dev/null &
         pid=$!
         sleep 1
     fi
@@ -62,13 +63,13 @@ timed() {
 }
 
 # The flood's own rate (alone, 5 s), to report what this machine reaches.
-run "$flood" 127.0.0.1:4799 --seconds 5 "${flood_args[@]}"
+run "$flood_bin" 127.0.0.1:4799 --seconds 5 "${flood_args[@]}"
 
 for r in $(seq "$rounds"); do
-    none=$(timed "")
-    control=$(timed 127.0.0.1:4799)
-    flood=$(timed 127.0.0.1:4791)
+    t_none=$(timed "")
+    t_control=$(timed 127.0.0.1:4799)
+    t_flood=$(timed 127.0.0.1:4791)
     printf 'round %s: none %.2f s, control %.2f s, flood %.2f s, flood/control %.2f, flood/none %.2f\n' \
-        "$r" "$none" "$control" "$flood" \
-        "$(echo "$flood / $control" | bc -l)" "$(echo "$flood / $none" | bc -l)"
+        "$r" "$t_none" "$t_control" "$t_flood" \
+        "$(echo "$t_flood / $t_control" | bc -l)" "$(echo "$t_flood / $t_none" | bc -l)"
 done

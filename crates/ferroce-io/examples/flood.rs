@@ -127,14 +127,10 @@ fn main() -> ExitCode {
     let start = Instant::now();
     let (mut sent, mut at) = (0u64, 0usize);
     while Instant::now() < end {
-        let batch: Vec<&[u8]> = (0..BATCH)
-            .map(|i| &pool[(at + i) % POOL][..])
-            .collect();
+        let batch: Vec<&[u8]> = (0..BATCH).map(|i| &pool[(at + i) % POOL][..]).collect();
         at = (at + BATCH + 1) % POOL;
         // A full send buffer or an ICMP error queued on the socket: keep going.
-        sent += backend
-            .send_raw(args.to, SRC_PORT, &batch)
-            .unwrap_or(0) as u64;
+        sent += backend.send_raw(args.to, SRC_PORT, &batch).unwrap_or(0) as u64;
     }
     let secs = start.elapsed().as_secs_f64();
     println!(

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ferroce_core::{Endpoint, Instant, Transmit};
-use ferroce_io::{OutDatagram, Sleeper, UdpBackend};
+use ferroce_io::{OutDatagram, Receiver, Sleeper, UdpBackend};
 
 use crate::hold::ResponseHold;
 
@@ -290,10 +290,8 @@ impl Shared {
         let mut ep = self.engine();
         let mut received = 0;
         for _ in 0..4 {
-            let n = io
-                .backend
-                .recv(|from, _port, data| ep.handle_datagram(now, from, data))
-                .unwrap_or(0);
+            let mut rx = EngineRx { ep: &mut ep, now };
+            let n = io.backend.recv_into(&mut rx).unwrap_or(0);
             received += n;
             if n < BATCH {
                 break;
@@ -301,6 +299,22 @@ impl Shared {
         }
         io.next_timer = ep.poll_timeout();
         (received > 0 || sent > 0, io.next_timer)
+    }
+}
+
+/// The engine as the backend's [`Receiver`]: it filters datagrams before
+/// their ICRC is checked and takes the good ones.
+struct EngineRx<'a> {
+    ep: &'a mut Endpoint,
+    now: Instant,
+}
+
+impl Receiver for EngineRx<'_> {
+    fn accepts(&mut self, from: IpAddr, dest_qp: u32) -> bool {
+        self.ep.accepts(from, dest_qp)
+    }
+    fn deliver(&mut self, from: IpAddr, _src_port: u16, transport: &[u8]) {
+        self.ep.handle_datagram(self.now, from, transport);
     }
 }
 
