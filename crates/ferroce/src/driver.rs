@@ -353,14 +353,7 @@ fn send_all(
     // Group by source port so that each sendmmsg carries one flow's packets
     // (stable: each flow keeps its order), requests before responses: a
     // new request is what a peer may be waiting on; an ACK can follow it.
-    out.sort_by_key(|t| {
-        (
-            t.path.udp_src_port,
-            t.data.first().is_some_and(|&op| is_response(op)),
-        )
-    });
-    // The engine gives out an empty packet only for a bug; it is dropped.
-    out.retain(|t| !t.data.is_empty());
+    out.sort_by_key(|t| (t.path.udp_src_port, t.kind));
     let mut batch: Vec<OutDatagram<'_>> = out
         .iter_mut()
         .map(|t| OutDatagram {
@@ -377,14 +370,6 @@ fn send_all(
     drop(batch);
     spent.extend(out.drain(..n.min(total)).map(|t| t.data));
     n
-}
-
-/// Whether a BTH opcode is a response (READ responses, ACK, ATOMIC
-/// ACKNOWLEDGE).
-pub(crate) fn is_response(opcode: u8) -> bool {
-    ferroce_wire::Opcode(opcode)
-        .info()
-        .is_some_and(|i| i.response)
 }
 
 /// Spins, then yields, then sleeps briefly (never past the next timer).

@@ -19,9 +19,7 @@
 
 use std::time::Duration;
 
-use ferroce_core::{Instant, Transmit};
-
-use crate::driver::is_response;
+use ferroce_core::{Instant, PacketKind, Transmit};
 
 /// The longest an application round holds responses back: about one
 /// loopback round trip.
@@ -62,9 +60,7 @@ impl ResponseHold {
         if out.is_empty() && self.held.is_empty() {
             return;
         }
-        let only_responses = out
-            .iter()
-            .all(|t| t.data.first().is_some_and(|&op| is_response(op)));
+        let only_responses = out.iter().all(|t| t.kind == PacketKind::Response);
         let young = self.since.is_none_or(|s| now.since(s) < RESPONSE_HOLD);
         if app && only_responses && young {
             if self.since.is_none() {
@@ -98,6 +94,7 @@ impl ResponseHold {
 mod tests {
     use std::net::{IpAddr, Ipv4Addr};
 
+    use ferroce_core::Ecn;
     use ferroce_core::verbs::Path;
 
     use super::*;
@@ -113,6 +110,12 @@ mod tests {
                 traffic_class: 0,
                 hop_limit: 64,
             },
+            kind: if opcode == ACK {
+                PacketKind::Response
+            } else {
+                PacketKind::Request
+            },
+            ecn: Ecn::NotEct,
             data: vec![opcode, 0, 0, 0],
         }
     }

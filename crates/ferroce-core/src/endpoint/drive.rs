@@ -145,13 +145,19 @@ impl Endpoint {
                 self.burst = 0;
                 self.active.push_back(qpn);
             }
-            self.stats.tx_packets += 1;
             if rc {
                 self.recount(qpn);
             } else {
                 self.raise_events(qpn);
             }
-            return Some(t);
+            match t {
+                Ok(t) => {
+                    self.stats.tx_packets += 1;
+                    return Some(t);
+                }
+                // The QP went on as if the packet had been lost on the wire.
+                Err(_) => self.stats.tx_emit_errors += 1,
+            }
         }
         None
     }

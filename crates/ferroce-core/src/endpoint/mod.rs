@@ -29,7 +29,7 @@ use crate::qp::{self, Qp, QpInit, SendWqe, completer, responder};
 use crate::srq::{MAX_SRQ_WR, Srq};
 use crate::timers::Timers;
 pub(crate) use crate::transmit::BufPool;
-pub use crate::transmit::Transmit;
+pub use crate::transmit::{Ecn, EmitError, PacketKind, Transmit};
 
 mod drive;
 use crate::verbs::{
@@ -82,6 +82,9 @@ pub struct Stats {
     pub rx_unexpected: u64,
     pub retransmits: u64,
     pub rnr_naks_sent: u64,
+    /// Packets the engine could not emit from its own header values (a
+    /// bug; see [`EmitError`]), not sent.
+    pub tx_emit_errors: u64,
 }
 
 /// One device's objects and engine. See the module docs for the contract.

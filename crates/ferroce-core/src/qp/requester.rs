@@ -12,6 +12,7 @@ use super::{Qp, SendWqe};
 use crate::endpoint::{BufPool, Transmit};
 use crate::mr::MrTable;
 use crate::time::{Instant, local_ack_timeout};
+use crate::transmit::EmitError;
 use crate::verbs::{QpState, QpType, SendOp, WcStatus};
 
 /// At most this many PSNs in flight past the oldest unacknowledged one
@@ -50,7 +51,7 @@ pub(crate) fn next_packet(
     pool: &mut BufPool,
     now: Instant,
     ask_ack: bool,
-) -> Option<Transmit> {
+) -> Option<Result<Transmit, EmitError>> {
     let idx = qp.req.wqe;
     let wqe = qp.sq.get(idx)?;
     // SQD drains: the messages already begun are finished and retransmitted
@@ -136,7 +137,7 @@ fn build(
     mrs: &MrTable,
     pool: &mut BufPool,
     ask_ack: bool,
-) -> Option<Transmit> {
+) -> Option<Result<Transmit, EmitError>> {
     let mtu = qp.cfg.mtu.bytes() as u64;
     let (op, len, first_psn, npkts, solicited) = {
         let w = &qp.sq[idx];
@@ -307,7 +308,7 @@ fn transmit(
     mrs: &MrTable,
     pool: &mut BufPool,
     offset: u64,
-) -> Transmit {
+) -> Result<Transmit, EmitError> {
     let wr = &qp.sq[idx].wr;
     let path = match (qp.init.qp_type, wr.ud) {
         (QpType::Ud, Some(ud)) => ud.path,

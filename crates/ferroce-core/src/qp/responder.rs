@@ -22,6 +22,7 @@ use crate::cq::Cq;
 use crate::endpoint::{BufPool, NO_PATH, Stats, Transmit};
 use crate::mr::{MrTable, RemoteAccess};
 use crate::srq::Srq;
+use crate::transmit::EmitError;
 use crate::verbs::{Access, QpState, QpType, RecvWr, WcOpcode, WcStatus, WorkCompletion};
 
 /// Atomic results kept for replaying duplicates.
@@ -531,7 +532,11 @@ fn ud_receive(
 }
 
 /// The next response packet this QP owes, if any.
-pub(crate) fn next_response(qp: &mut Qp, mrs: &MrTable, pool: &mut BufPool) -> Option<Transmit> {
+pub(crate) fn next_response(
+    qp: &mut Qp,
+    mrs: &MrTable,
+    pool: &mut BufPool,
+) -> Option<Result<Transmit, EmitError>> {
     if qp.init.qp_type != QpType::Rc {
         return None;
     }
