@@ -12,55 +12,84 @@
 //! (rxe counts it per destination). The CRC is linear in those 16 bits, so
 //! the backend solves for the one Identification that makes the ICRC match:
 //! a corrupted packet passes only if some 16-bit value happens to explain
-//! it, so 16 of the 32 ICRC bits still check the packet. The DF bit is taken
-//! to be set, as RoCE senders set it, and then clear.
+//! it. The DF bit is taken to be set, as RoCE senders set it, and then
+//! clear, which spends one more bit: 15 of the 32 ICRC bits still check the
+//! packet, and about 1 in 32,768 random datagrams passes. The receive path
+//! therefore runs this check last, after the header and QP checks (see
+//! [`crate::udp::UdpBackend::recv_into`]).
+//!
+//! The pseudo-headers are written with `ferroce-wire`'s emitters
+//! ([`Ipv4Repr`], [`Ipv6Repr`], [`UdpRepr`]).
 
 use std::net::IpAddr;
 
 use ferroce_wire::icrc::compute_v2_parts;
+use ferroce_wire::ipv4::{self, Ipv4Repr};
+use ferroce_wire::ipv6::{self, Ipv6Repr};
 use ferroce_wire::transport::ICRC_LEN;
+use ferroce_wire::udp::{self, UdpRepr};
 
-/// The UDP header's length.
-const UDP_HEADER_LEN: usize = 8;
+/// The TTL and hop limit the backend's sockets send with (masked out of
+/// the ICRC, so any value would do for it).
+const HOP_LIMIT: u8 = 64;
 
-/// The 20-byte IPv4 header the kernel will write for this datagram.
+/// The option-less IPv4 header the kernel will write for this datagram
+/// (DF as given: RoCE senders set it; Identification `ident`).
 pub(crate) fn ipv4_header(
     src: [u8; 4],
     dst: [u8; 4],
     udp_len: usize,
     ident: u16,
     df: bool,
-) -> [u8; 20] {
-    let total = (20 + udp_len) as u16;
-    let mut h = [0u8; 20];
-    h[0] = 0x45;
-    h[2..4].copy_from_slice(&total.to_be_bytes());
-    h[4..6].copy_from_slice(&ident.to_be_bytes());
-    h[6] = if df { 0x40 } else { 0 };
-    h[8] = 64;
-    h[9] = 17;
-    h[12..16].copy_from_slice(&src);
-    h[16..20].copy_from_slice(&dst);
+) -> [u8; ipv4::MIN_HEADER_LEN] {
+    let repr = Ipv4Repr {
+        header_len: ipv4::MIN_HEADER_LEN as u8,
+        dscp: 0,
+        ecn: 0,
+        total_len: (ipv4::MIN_HEADER_LEN + udp_len) as u16,
+        ident,
+        dont_frag: df,
+        more_frags: false,
+        frag_offset: 0,
+        ttl: HOP_LIMIT,
+        protocol: ipv4::PROTO_UDP,
+        checksum: 0,
+        src: src.into(),
+        dst: dst.into(),
+    };
+    let mut h = [0u8; ipv4::MIN_HEADER_LEN];
+    // The buffer is the header's size: emitting cannot fail.
+    let _ = repr.emit(&mut h);
     h
 }
 
-/// The 40-byte IPv6 header for this datagram.
-pub(crate) fn ipv6_header(src: [u8; 16], dst: [u8; 16], udp_len: usize) -> [u8; 40] {
-    let mut h = [0u8; 40];
-    h[0] = 0x60;
-    h[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-    h[6] = 17;
-    h[7] = 64;
-    h[8..24].copy_from_slice(&src);
-    h[24..40].copy_from_slice(&dst);
+/// The IPv6 header for this datagram.
+pub(crate) fn ipv6_header(src: [u8; 16], dst: [u8; 16], udp_len: usize) -> [u8; ipv6::HEADER_LEN] {
+    let repr = Ipv6Repr {
+        traffic_class: 0,
+        flow_label: 0,
+        payload_len: udp_len as u16,
+        next_header: ipv4::PROTO_UDP,
+        hop_limit: HOP_LIMIT,
+        src: src.into(),
+        dst: dst.into(),
+    };
+    let mut h = [0u8; ipv6::HEADER_LEN];
+    // The buffer is the header's size and the flow label 0: cannot fail.
+    let _ = repr.emit(&mut h);
     h
 }
 
-pub(crate) fn udp_header(src_port: u16, dst_port: u16, udp_len: usize) -> [u8; 8] {
-    let mut u = [0u8; 8];
-    u[0..2].copy_from_slice(&src_port.to_be_bytes());
-    u[2..4].copy_from_slice(&dst_port.to_be_bytes());
-    u[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+/// The UDP header (checksum 0: masked out of the ICRC).
+pub(crate) fn udp_header(src_port: u16, dst_port: u16, udp_len: usize) -> [u8; udp::HEADER_LEN] {
+    let repr = UdpRepr {
+        src_port,
+        dst_port,
+        length: udp_len as u16,
+        checksum: 0,
+    };
+    let mut u = [0u8; udp::HEADER_LEN];
+    let _ = repr.emit(&mut u);
     u
 }
 
@@ -75,9 +104,9 @@ pub(crate) fn for_send(
     ident: u16,
     transport: &[u8],
 ) -> Option<u32> {
-    let udp_len = 8 + transport.len();
+    let udp_len = udp::HEADER_LEN + transport.len();
     let udp = udp_header(src_port, dst_port, udp_len);
-    let body = &transport[..transport.len().checked_sub(4)?];
+    let body = &transport[..transport.len().checked_sub(ICRC_LEN)?];
     match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => compute_v2_parts(
             &ipv4_header(s.octets(), d.octets(), udp_len, ident, true),
@@ -138,7 +167,7 @@ impl Default for RxVerifier {
             ident: Basis::new(changes),
             unshift,
             by_len: vec![0; CACHED_LENGTHS],
-            df: gf::mul(gf::byte((IPV4_DF >> 8) as u8), gf::X_MINUS_8),
+            df: gf::mul(gf::byte(ipv4::DONT_FRAG.to_be_bytes()[0]), gf::X_MINUS_8),
         }
     }
 }
@@ -147,11 +176,9 @@ impl Default for RxVerifier {
 /// Identification (a 4096-byte MTU's packets and then some; 32 KiB).
 const CACHED_LENGTHS: usize = 8192;
 
-/// DF in the IPv4 flags and fragment offset field.
-const IPV4_DF: u16 = 0x4000;
 /// Bytes of the IPv4 ICRC input after the Identification, besides the
-/// transport: the rest of the IPv4 header (14) and the UDP header (8).
-const AFTER_IDENT: usize = 14 + 8;
+/// transport: the rest of the IPv4 header and the UDP header.
+const AFTER_IDENT: usize = ipv4::AFTER_IDENT + udp::HEADER_LEN;
 
 /// A GF(2) basis of the ICRC changes the 16 Identification bits cause:
 /// (change, identification bits producing it), each with a distinct leading bit.
@@ -281,7 +308,7 @@ impl RxVerifier {
         };
         let (body, tail) = transport.split_at(body_len);
         let received = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
-        let udp_len = UDP_HEADER_LEN + transport.len();
+        let udp_len = udp::HEADER_LEN + transport.len();
         let udp = udp_header(src_port, dst_port, udp_len);
         match (src, dst) {
             (IpAddr::V6(s), IpAddr::V6(d)) => {

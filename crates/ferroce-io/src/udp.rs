@@ -39,6 +39,7 @@ use std::ops::Range;
 use std::os::fd::AsRawFd;
 
 use ferroce_wire::TransportPacket;
+use ferroce_wire::transport::ICRC_LEN;
 use ferroce_wire::udp::ROCE_V2_PORT;
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -325,7 +326,7 @@ impl UdpBackend {
                     ident,
                     d.transport,
                 ) {
-                    d.transport[len - 4..].copy_from_slice(&c.to_le_bytes());
+                    d.transport[len - ICRC_LEN..].copy_from_slice(&c.to_le_bytes());
                 }
             }
         }
@@ -617,8 +618,10 @@ impl Drop {
 
 /// Most datagrams in one GSO train (the kernel's UDP_MAX_SEGMENTS).
 pub const MAX_SEGMENTS: usize = 64;
-/// Most UDP payload bytes in one train (IPv4: 65535 - 20 - 8).
-pub const MAX_TRAIN: usize = 65507;
+/// Most UDP payload bytes in one train: what IPv4's 16-bit total length
+/// leaves after the IPv4 and UDP headers (65507).
+pub const MAX_TRAIN: usize =
+    u16::MAX as usize - ferroce_wire::ipv4::MIN_HEADER_LEN - ferroce_wire::udp::HEADER_LEN;
 
 /// The datagrams of a received buffer: cut at `segment` bytes (a GRO
 /// train), or the whole buffer if `segment` is 0.

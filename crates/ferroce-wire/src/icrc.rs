@@ -32,6 +32,7 @@ use crc32fast::Hasher;
 
 use crate::transport::{BTH_LEN, ICRC_LEN};
 use crate::{Error, Header, Result};
+use crate::{ipv4, ipv6, udp};
 
 /// `crc32(8 x 0xFF)`: the CRC state after the masked LRH. rxe keeps the same
 /// state un-inverted as its seed 0xDEBB20E3.
@@ -188,9 +189,9 @@ static V1_FIX: [MaskFix; 6] = {
 /// Room for the largest masked prefix (IPv4 with options: 60 + 8 + 12).
 const STAGE: usize = 128;
 
-const V4_PREFIX: usize = 20 + 8 + BTH_LEN;
-const V6_PREFIX: usize = 40 + 8 + BTH_LEN;
-const V1_PREFIX: usize = 40 + BTH_LEN;
+const V4_PREFIX: usize = ipv4::MIN_HEADER_LEN + udp::HEADER_LEN + BTH_LEN;
+const V6_PREFIX: usize = ipv6::HEADER_LEN + udp::HEADER_LEN + BTH_LEN;
+const V1_PREFIX: usize = ipv6::HEADER_LEN + BTH_LEN;
 
 /// The bits of a `len`-byte prefix laid out as `scope` says that the ICRC
 /// replaces with ones: OR-ing it in is the masking. `ib_global`: a native IB
