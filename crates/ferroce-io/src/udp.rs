@@ -30,6 +30,12 @@
 //!   turned off for the backend and the datagrams are sent one by one.
 //! * GRO: the receive socket takes coalesced trains (`UDP_GRO`) and the
 //!   backend cuts them back into datagrams, each verified on its own.
+//!
+//! Receiving treats every datagram as hostile: the cheap checks come
+//! first (length, opcode, headers against length, then the caller's
+//! [`Receiver::accepts`], a QP lookup) and the ICRC last, so that a flood
+//! of garbage costs a few comparisons per datagram, not a CRC; each drop is
+//! counted by cause in [`UdpStats`].
 
 use rustc_hash::FxHashMap as HashMap;
 use std::io;
@@ -547,8 +553,8 @@ impl UdpBackend {
             for data in segments(train, r.segment) {
                 n += 1;
                 self.stats.rx_datagrams += 1;
-                if let Err(drop) = check(&mut self.verifier, &self.cfg, ip, port, data, rx) {
-                    drop.count(&mut self.stats);
+                if let Err(why) = check(&mut self.verifier, &self.cfg, ip, port, data, rx) {
+                    why.count(&mut self.stats);
                     continue;
                 }
                 rx.deliver(ip, port, data);
@@ -566,23 +572,23 @@ fn check(
     src_port: u16,
     data: &[u8],
     rx: &mut impl Receiver,
-) -> Result<(), Drop> {
+) -> Result<(), Reject> {
     if data.len() > cfg.max_datagram {
-        return Err(Drop::TooLong);
+        return Err(Reject::TooLong);
     }
-    let packet = TransportPacket::new_checked(data).map_err(Drop::from_wire)?;
+    let packet = TransportPacket::new_checked(data).map_err(Reject::from_wire)?;
     if !rx.accepts(from, packet.bth().dest_qp()) {
-        return Err(Drop::Unwanted);
+        return Err(Reject::Unwanted);
     }
     match verifier.verify(from, cfg.local, src_port, cfg.port, data) {
         Verdict::Good | Verdict::GoodWithIdent(_) => Ok(()),
-        Verdict::Bad => Err(Drop::BadIcrc),
+        Verdict::Bad => Err(Reject::BadIcrc),
     }
 }
 
 /// Why a received datagram was dropped (one [`UdpStats`] counter each).
 #[derive(Debug, Clone, Copy)]
-enum Drop {
+enum Reject {
     TooLong,
     TooShort,
     BadOpcode,
@@ -591,7 +597,7 @@ enum Drop {
     BadIcrc,
 }
 
-impl Drop {
+impl Reject {
     fn from_wire(e: ferroce_wire::Error) -> Self {
         use ferroce_wire::{Error, Header};
         match e {
