@@ -15,15 +15,15 @@ pub const VERSION: u8 = 6;
 /// The largest flow label (20 bits).
 pub const MAX_FLOW_LABEL: u32 = 0xf_ffff;
 
-mod field {
+pub(crate) mod field {
     use super::Field;
     /// Version (4 bits), traffic class (8), flow label (20).
-    pub(super) const VER_TC_FLOW: Field = 0..4;
-    pub(super) const PAYLOAD_LEN: Field = 4..6;
-    pub(super) const NEXT_HEADER: usize = 6;
-    pub(super) const HOP_LIMIT: usize = 7;
-    pub(super) const SRC: Field = 8..24;
-    pub(super) const DST: Field = 24..40;
+    pub(crate) const VER_TC_FLOW: Field = 0..4;
+    pub(crate) const PAYLOAD_LEN: Field = 4..6;
+    pub(crate) const NEXT_HEADER: usize = 6;
+    pub(crate) const HOP_LIMIT: usize = 7;
+    pub(crate) const SRC: Field = 8..24;
+    pub(crate) const DST: Field = 24..40;
 }
 /// GRH next header: IBA transport (a BTH) follows.
 pub const NEXT_HEADER_IBA: u8 = 0x1b;
