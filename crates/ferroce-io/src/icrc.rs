@@ -406,6 +406,17 @@ mod tests {
         }
     }
 
+    /// The 16 Identification bits change the ICRC independently and DF is
+    /// outside their span: each DF value explains 2^16 of the 2^32
+    /// differences, so a random datagram passes with odds 2 x 2^16 / 2^32,
+    /// 1 in 32,768 (the README's figure).
+    #[test]
+    fn identification_spends_sixteen_bits_and_df_one() {
+        let v = RxVerifier::default();
+        assert_eq!(v.ident.0.len(), 16);
+        assert_eq!(v.ident.solve(v.df), None);
+    }
+
     #[test]
     fn every_length_of_a_range_checks() {
         let src = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
