@@ -53,7 +53,11 @@ timed() {
     fi
     local t0 t1
     t0=$(date +%s.%N)
-    run timeout 300 "$ferroce" perf write -s "$size" -n "$iters" >/dev/null
+    # A failed run (RETRY_EXC_ERR under the flood, or the timeout) is
+    # reported, timed to its failure, and the flood still stopped.
+    if ! run timeout 300 "$ferroce" perf write -s "$size" -n "$iters" >/dev/null; then
+        echo "flood.sh: the perf run ${to:+with a flood at $to }failed" >&2
+    fi
     t1=$(date +%s.%N)
     if [ -n "$pid" ]; then
         kill "$pid" 2>/dev/null || true
