@@ -36,7 +36,10 @@ pub mod verbs;
 #[cfg(test)]
 mod tests;
 
-pub use endpoint::{Endpoint, EndpointConfig, MAX_IN_FLIGHT, MAX_MSG_SIZE, Stats, Transmit};
+pub use endpoint::{
+    Ecn, EmitError, Endpoint, EndpointConfig, MAX_IN_FLIGHT, MAX_MSG_SIZE, PacketKind, Stats,
+    Transmit,
+};
 pub use mr::MrInfo;
 pub use qp::QpInit;
 pub use time::Instant;

@@ -81,7 +81,7 @@ pub(crate) fn drops_since(before: Option<Stats>, after: &Stats) {
 /// The drop counters of `a` and `b`, by cause. Destructured in full, so
 /// that a counter added to [`Stats`] must be placed here (or below as not a
 /// drop) before this compiles.
-fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 12] {
+fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 13] {
     let Stats {
         rx_packets: _,
         tx_packets: _,
@@ -99,6 +99,7 @@ fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 12] {
         rx_duplicate_unserved,
         rx_over_depth,
         acks_dropped,
+        tx_emit_errors,
     } = *a;
     [
         ("malformed", rx_malformed, b.rx_malformed),
@@ -113,6 +114,7 @@ fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 12] {
         ("duplicate_unserved", rx_duplicate_unserved, b.rx_duplicate_unserved),
         ("over_depth", rx_over_depth, b.rx_over_depth),
         ("ack_dropped", acks_dropped, b.acks_dropped),
+        ("emit_error", tx_emit_errors, b.tx_emit_errors),
     ]
 }
 

@@ -29,4 +29,7 @@ pub struct Stats {
     /// ACKs and NAKs not queued because the QP already owed as many
     /// responses as it may (a peer flooding it with requests).
     pub acks_dropped: u64,
+    /// Packets the engine could not emit from its own header values (a
+    /// bug; see [`crate::EmitError`]), not sent.
+    pub tx_emit_errors: u64,
 }

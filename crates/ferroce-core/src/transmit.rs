@@ -1,17 +1,65 @@
 //! What the engine gives the I/O layer to send ([`Transmit`]), and the pool
 //! of packet buffers it builds them in.
+//!
+//! A `Transmit` says what it carries, as quinn-proto's does, so that the
+//! driver and the I/O layer never read its bytes to decide how to send it:
+//! whether it is a request or a response, and its ECN codepoint. Unlike
+//! quinn's, a `Transmit` is always one packet, so it has no segment size:
+//! its GSO segment is `data.len()`, and the I/O layer forms trains from
+//! runs of equal lengths. A packet that could not be emitted is an
+//! [`EmitError`], never an empty buffer.
 
 use ferroce_wire::TransportRepr;
 
 use crate::verbs::Path;
 
 /// A packet to send: the transport (BTH through ICRC, the ICRC bytes left
-/// zero for the I/O layer, which knows the IP header it covers) and where.
+/// zero for the I/O layer, which knows the IP header it covers), where it
+/// goes and what it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transmit {
     pub path: Path,
+    /// A request, or a response (ACK, READ response, ATOMIC ACKNOWLEDGE).
+    pub kind: PacketKind,
+    /// The ECN codepoint for the IP header: the low 2 bits of the path's
+    /// traffic class (IBA's ECN bits of the GRH's traffic class).
+    pub ecn: Ecn,
     pub data: Vec<u8>,
 }
+
+/// Whether a packet is a request or a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PacketKind {
+    Request,
+    Response,
+}
+
+/// The ECN field of the IP header (RFC 3168).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ecn {
+    NotEct,
+    Ect1,
+    Ect0,
+    Ce,
+}
+
+impl Ecn {
+    /// The codepoint in the low 2 bits of a traffic class (or TOS) byte.
+    pub fn from_traffic_class(tc: u8) -> Self {
+        match tc & 0b11 {
+            0b00 => Self::NotEct,
+            0b01 => Self::Ect1,
+            0b10 => Self::Ect0,
+            _ => Self::Ce,
+        }
+    }
+}
+
+/// The engine could not emit a packet from its own header values (a bug:
+/// the engine builds them from its valid state). The packet is counted in
+/// [`crate::Stats::tx_emit_errors`] and not sent, as if lost on the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmitError(pub ferroce_wire::Error);
 
 impl Transmit {
     /// Emits `t` into a buffer from `pool`; `fill` writes the payload in
@@ -21,20 +69,33 @@ impl Transmit {
         path: Path,
         t: &TransportRepr,
         fill: impl FnOnce(&mut [u8]),
-    ) -> Self {
+    ) -> Result<Self, EmitError> {
         let mut data = pool.take(t.buffer_len());
-        // The engine builds reprs from its own valid state; a refusal here
-        // would be a bug, and yields an empty packet the peer drops.
         match t.emit_headers(&mut data) {
             Ok(at) => fill(&mut data[at]),
-            Err(_) => data.clear(),
+            Err(e) => {
+                pool.give(data);
+                return Err(EmitError(e));
+            }
         }
-        Self { path, data }
+        let response = t.bth.opcode.info().is_some_and(|i| i.response);
+        Ok(Self {
+            path,
+            kind: if response {
+                PacketKind::Response
+            } else {
+                PacketKind::Request
+            },
+            ecn: Ecn::from_traffic_class(path.traffic_class),
+            data,
+        })
     }
 }
 
 /// Packet buffers given back after sending ([`Endpoint::recycle`]), so that
 /// building a packet does not allocate (and fault in fresh pages) each time.
+///
+/// [`Endpoint::recycle`]: crate::Endpoint::recycle
 #[derive(Debug, Default)]
 pub(crate) struct BufPool(Vec<Vec<u8>>);
 
@@ -57,5 +118,47 @@ impl BufPool {
         if self.0.len() < Self::MAX && buf.capacity() >= 64 {
             self.0.push(buf);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use ferroce_wire::Opcode;
+
+    use super::*;
+
+    fn path(traffic_class: u8) -> Path {
+        Path {
+            remote: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            udp_src_port: 0xc000,
+            traffic_class,
+            hop_limit: 64,
+        }
+    }
+
+    #[test]
+    fn says_what_it_carries() {
+        let mut pool = BufPool::default();
+        let repr = |op| ferroce_wire::samples::transport(op, 7, 0);
+        let ack = Transmit::build(&mut pool, path(0), &repr(Opcode::RC_ACKNOWLEDGE), |_| {});
+        let ack = ack.unwrap();
+        assert_eq!((ack.kind, ack.ecn), (PacketKind::Response, Ecn::NotEct));
+        let send = Transmit::build(&mut pool, path(0x0a), &repr(Opcode::RC_SEND_ONLY), |_| {});
+        let send = send.unwrap();
+        assert_eq!((send.kind, send.ecn), (PacketKind::Request, Ecn::Ect0));
+        assert_eq!(send.data[0], Opcode::RC_SEND_ONLY.0);
+    }
+
+    #[test]
+    fn an_emit_failure_is_an_error_not_an_empty_packet() {
+        let mut pool = BufPool::default();
+        // A WRITE FIRST without its RETH cannot be emitted.
+        let mut t = ferroce_wire::samples::transport(Opcode::RC_RDMA_WRITE_FIRST, 7, 0);
+        assert!(Transmit::build(&mut pool, path(0), &t, |_| {}).is_ok());
+        t.reth = None;
+        let r = Transmit::build(&mut pool, path(0), &t, |_| {});
+        assert!(r.is_err(), "{r:?}");
     }
 }

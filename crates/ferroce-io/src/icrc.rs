@@ -12,52 +12,84 @@
 //! (rxe counts it per destination). The CRC is linear in those 16 bits, so
 //! the backend solves for the one Identification that makes the ICRC match:
 //! a corrupted packet passes only if some 16-bit value happens to explain
-//! it, so 16 of the 32 ICRC bits still check the packet. The DF bit is taken
-//! to be set, as RoCE senders set it, and then clear.
+//! it. The DF bit is taken to be set, as RoCE senders set it, and then
+//! clear, which spends one more bit: 15 of the 32 ICRC bits still check the
+//! packet, and about 1 in 32,768 random datagrams passes. The receive path
+//! therefore runs this check last, after the header and QP checks (see
+//! [`crate::udp::UdpBackend::recv_into`]).
+//!
+//! The pseudo-headers are written with `ferroce-wire`'s emitters
+//! ([`Ipv4Repr`], [`Ipv6Repr`], [`UdpRepr`]).
 
-use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
 use ferroce_wire::icrc::compute_v2_parts;
+use ferroce_wire::ipv4::{self, Ipv4Repr};
+use ferroce_wire::ipv6::{self, Ipv6Repr};
+use ferroce_wire::transport::ICRC_LEN;
+use ferroce_wire::udp::{self, UdpRepr};
 
-/// The 20-byte IPv4 header the kernel will write for this datagram.
+/// The TTL and hop limit the backend's sockets send with (masked out of
+/// the ICRC, so any value would do for it).
+const HOP_LIMIT: u8 = 64;
+
+/// The option-less IPv4 header the kernel will write for this datagram
+/// (DF as given: RoCE senders set it; Identification `ident`).
 pub(crate) fn ipv4_header(
     src: [u8; 4],
     dst: [u8; 4],
     udp_len: usize,
     ident: u16,
     df: bool,
-) -> [u8; 20] {
-    let total = (20 + udp_len) as u16;
-    let mut h = [0u8; 20];
-    h[0] = 0x45;
-    h[2..4].copy_from_slice(&total.to_be_bytes());
-    h[4..6].copy_from_slice(&ident.to_be_bytes());
-    h[6] = if df { 0x40 } else { 0 };
-    h[8] = 64;
-    h[9] = 17;
-    h[12..16].copy_from_slice(&src);
-    h[16..20].copy_from_slice(&dst);
+) -> [u8; ipv4::MIN_HEADER_LEN] {
+    let repr = Ipv4Repr {
+        header_len: ipv4::MIN_HEADER_LEN as u8,
+        dscp: 0,
+        ecn: 0,
+        total_len: (ipv4::MIN_HEADER_LEN + udp_len) as u16,
+        ident,
+        dont_frag: df,
+        more_frags: false,
+        frag_offset: 0,
+        ttl: HOP_LIMIT,
+        protocol: ipv4::PROTO_UDP,
+        checksum: 0,
+        src: src.into(),
+        dst: dst.into(),
+    };
+    let mut h = [0u8; ipv4::MIN_HEADER_LEN];
+    // The buffer is the header's size: emitting cannot fail.
+    let _ = repr.emit(&mut h);
     h
 }
 
-/// The 40-byte IPv6 header for this datagram.
-pub(crate) fn ipv6_header(src: [u8; 16], dst: [u8; 16], udp_len: usize) -> [u8; 40] {
-    let mut h = [0u8; 40];
-    h[0] = 0x60;
-    h[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-    h[6] = 17;
-    h[7] = 64;
-    h[8..24].copy_from_slice(&src);
-    h[24..40].copy_from_slice(&dst);
+/// The IPv6 header for this datagram.
+pub(crate) fn ipv6_header(src: [u8; 16], dst: [u8; 16], udp_len: usize) -> [u8; ipv6::HEADER_LEN] {
+    let repr = Ipv6Repr {
+        traffic_class: 0,
+        flow_label: 0,
+        payload_len: udp_len as u16,
+        next_header: ipv4::PROTO_UDP,
+        hop_limit: HOP_LIMIT,
+        src: src.into(),
+        dst: dst.into(),
+    };
+    let mut h = [0u8; ipv6::HEADER_LEN];
+    // The buffer is the header's size and the flow label 0: cannot fail.
+    let _ = repr.emit(&mut h);
     h
 }
 
-pub(crate) fn udp_header(src_port: u16, dst_port: u16, udp_len: usize) -> [u8; 8] {
-    let mut u = [0u8; 8];
-    u[0..2].copy_from_slice(&src_port.to_be_bytes());
-    u[2..4].copy_from_slice(&dst_port.to_be_bytes());
-    u[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+/// The UDP header (checksum 0: masked out of the ICRC).
+pub(crate) fn udp_header(src_port: u16, dst_port: u16, udp_len: usize) -> [u8; udp::HEADER_LEN] {
+    let repr = UdpRepr {
+        src_port,
+        dst_port,
+        length: udp_len as u16,
+        checksum: 0,
+    };
+    let mut u = [0u8; udp::HEADER_LEN];
+    let _ = repr.emit(&mut u);
     u
 }
 
@@ -72,9 +104,9 @@ pub(crate) fn for_send(
     ident: u16,
     transport: &[u8],
 ) -> Option<u32> {
-    let udp_len = 8 + transport.len();
+    let udp_len = udp::HEADER_LEN + transport.len();
     let udp = udp_header(src_port, dst_port, udp_len);
-    let body = &transport[..transport.len().checked_sub(4)?];
+    let body = &transport[..transport.len().checked_sub(ICRC_LEN)?];
     match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => compute_v2_parts(
             &ipv4_header(s.octets(), d.octets(), udp_len, ident, true),
@@ -89,15 +121,67 @@ pub(crate) fn for_send(
     }
 }
 
-/// Solves for the IPv4 Identification; one solver per datagram length.
-#[derive(Debug, Default)]
+/// Checks received ICRCs. Over IPv4 it solves for the sender's
+/// Identification with one CRC pass and a few dozen word operations per
+/// datagram, whatever its length, and keeps no per-length state (a flood of
+/// random lengths costs what a flood of one length does).
+///
+/// How: the ICRC is computed with Identification 0 and DF set; the change
+/// that Identification bits (or a clear DF) cause is, for a reflected CRC,
+/// a fixed value `c` carried through the bytes that follow by the zero-byte
+/// advance `Z` (multiplication by x^8 modulo the polynomial). So the
+/// difference `d` from the received ICRC is `Z^k(c)`, `k` being the number
+/// of ICRC input bytes after the Identification. `Z` is invertible (the
+/// polynomial's constant term is 1), so `Z^-k(d)` is solved against one
+/// basis of the 16 Identification bits' changes, built once.
+#[derive(Debug)]
 pub(crate) struct RxVerifier {
-    by_len: HashMap<usize, Basis>,
+    ident: Basis,
+    /// `Z^-k` for `k = 2^i`: `unshift[i]` as a polynomial, x^(-8 * 2^i).
+    unshift: [u32; 17],
+    /// `Z^-k` by `k`, filled in as lengths are seen (0: not yet; a power
+    /// of x is never 0). Fixed size, so a flood of lengths can neither grow
+    /// it nor make it thrash; longer inputs are computed each time.
+    by_len: Vec<u32>,
+    /// The change a clear DF causes, unshifted like the others.
+    df: u32,
 }
 
-/// A GF(2) basis of the ICRC changes the 16 Identification bits cause, for
-/// one datagram length: (change, identification bits producing it), each
-/// with a distinct leading bit.
+impl Default for RxVerifier {
+    fn default() -> Self {
+        // The ICRC input from the Identification on: its two bytes, then
+        // the flags byte (DF is 0x40 in it).
+        let mut changes = [0u32; 16];
+        for (bit, c) in changes.iter_mut().enumerate() {
+            let [hi, lo] = (1u16 << bit).to_be_bytes();
+            // `hi` is followed by `lo`: one more zero byte's advance.
+            *c = gf::mul(gf::byte(hi), gf::X8) ^ gf::byte(lo);
+        }
+        let mut unshift = [0u32; 17];
+        let mut p = gf::X_MINUS_8;
+        for u in unshift.iter_mut() {
+            *u = p;
+            p = gf::mul(p, p);
+        }
+        Self {
+            ident: Basis::new(changes),
+            unshift,
+            by_len: vec![0; CACHED_LENGTHS],
+            df: gf::mul(gf::byte(ipv4::DONT_FRAG.to_be_bytes()[0]), gf::X_MINUS_8),
+        }
+    }
+}
+
+/// `Z^-k` is kept for ICRC inputs of up to this many bytes after the
+/// Identification (a 4096-byte MTU's packets and then some; 32 KiB).
+const CACHED_LENGTHS: usize = 8192;
+
+/// Bytes of the IPv4 ICRC input after the Identification, besides the
+/// transport: the rest of the IPv4 header and the UDP header.
+const AFTER_IDENT: usize = ipv4::AFTER_IDENT + udp::HEADER_LEN;
+
+/// A GF(2) basis of the ICRC changes the 16 Identification bits cause:
+/// (change, identification bits producing it), each with a distinct leading bit.
 #[derive(Debug, Clone)]
 struct Basis(Vec<(u32, u16)>);
 
@@ -134,6 +218,70 @@ impl Basis {
     }
 }
 
+/// Polynomials modulo the CRC-32 polynomial, in the CRC register's
+/// reflected order (bit 31 is x^0, bit 0 is x^31).
+mod gf {
+    /// The reflected CRC-32 polynomial.
+    const POLY: u32 = 0xedb8_8320;
+    /// x^0.
+    pub(super) const ONE: u32 = 1 << 31;
+
+    /// `a * b`.
+    pub(super) const fn mul(a: u32, mut b: u32) -> u32 {
+        let mut p = 0;
+        let mut i = 0;
+        while i < 32 {
+            if a & (ONE >> i) != 0 {
+                p ^= b;
+            }
+            b = times_x(b);
+            i += 1;
+        }
+        p
+    }
+
+    const fn times_x(b: u32) -> u32 {
+        if b & 1 != 0 { (b >> 1) ^ POLY } else { b >> 1 }
+    }
+
+    /// The inverse of [`times_x`]: the top bit says whether the polynomial
+    /// was added (its x^0 term is set; a shifted value's never is).
+    const fn over_x(b: u32) -> u32 {
+        if b & ONE != 0 {
+            ((b ^ POLY) << 1) | 1
+        } else {
+            b << 1
+        }
+    }
+
+    const fn pow_x(steps: u32, inverse: bool) -> u32 {
+        let mut p = ONE;
+        let mut i = 0;
+        while i < steps {
+            p = if inverse { over_x(p) } else { times_x(p) };
+            i += 1;
+        }
+        p
+    }
+
+    /// x^8: one zero byte's advance.
+    pub(super) const X8: u32 = pow_x(8, false);
+    /// x^-8: undoes one zero byte's advance.
+    pub(super) const X_MINUS_8: u32 = pow_x(8, true);
+
+    /// The register change one input byte `b` causes where it is hashed
+    /// (the entry of a table-driven CRC's table): `b` enters the low byte
+    /// of the register, which then advances 8 bits.
+    pub(super) const fn byte(b: u8) -> u32 {
+        let mut r = b as u32;
+        let mut i = 0;
+        while i < 8 {
+            r = times_x(r);
+            i += 1;
+        }
+        r
+    }
+}
 /// What receive-side verification concluded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Verdict {
@@ -145,8 +293,6 @@ pub(crate) enum Verdict {
 }
 
 impl RxVerifier {
-    const MAX_LENGTHS: usize = 256;
-
     /// Checks a received datagram `transport` (BTH through ICRC) that came
     /// from `src:src_port` to `dst:dst_port`.
     pub(crate) fn verify(
@@ -157,12 +303,12 @@ impl RxVerifier {
         dst_port: u16,
         transport: &[u8],
     ) -> Verdict {
-        let Some(body_len) = transport.len().checked_sub(4) else {
+        let Some(body_len) = transport.len().checked_sub(ICRC_LEN) else {
             return Verdict::Bad;
         };
         let (body, tail) = transport.split_at(body_len);
         let received = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
-        let udp_len = 8 + transport.len();
+        let udp_len = udp::HEADER_LEN + transport.len();
         let udp = udp_header(src_port, dst_port, udp_len);
         match (src, dst) {
             (IpAddr::V6(s), IpAddr::V6(d)) => {
@@ -173,42 +319,40 @@ impl RxVerifier {
                 }
             }
             (IpAddr::V4(s), IpAddr::V4(d)) => {
-                for df in [true, false] {
-                    let ip = ipv4_header(s.octets(), d.octets(), udp_len, 0, df);
-                    let Ok(base) = compute_v2_parts(&ip, &udp, body) else {
-                        return Verdict::Bad;
-                    };
-                    if let Some(ident) = self
-                        .basis(transport.len(), s.octets(), d.octets(), &udp, body)
-                        .solve(base ^ received)
-                    {
-                        return Verdict::GoodWithIdent(ident);
-                    }
+                let ip = ipv4_header(s.octets(), d.octets(), udp_len, 0, true);
+                let Ok(base) = compute_v2_parts(&ip, &udp, body) else {
+                    return Verdict::Bad;
+                };
+                let Some(unshift) = self.unshift(AFTER_IDENT + body_len) else {
+                    return Verdict::Bad;
+                };
+                let diff = gf::mul(base ^ received, unshift);
+                // DF set, as RoCE senders set it; then clear.
+                let ident = self.ident.solve(diff);
+                match ident.or_else(|| self.ident.solve(diff ^ self.df)) {
+                    Some(ident) => Verdict::GoodWithIdent(ident),
+                    None => Verdict::Bad,
                 }
-                Verdict::Bad
             }
             _ => Verdict::Bad,
         }
     }
 
-    fn basis(&mut self, len: usize, s: [u8; 4], d: [u8; 4], udp: &[u8; 8], body: &[u8]) -> &Basis {
-        if self.by_len.len() >= Self::MAX_LENGTHS && !self.by_len.contains_key(&len) {
-            self.by_len.clear();
+    /// `Z^-k`, if `k` fits the 17 powers kept.
+    fn unshift(&mut self, k: usize) -> Option<u32> {
+        if let Some(&u) = self.by_len.get(k).filter(|&&u| u != 0) {
+            return Some(u);
         }
-        self.by_len.entry(len).or_insert_with(|| {
-            // The change from flipping one Identification bit depends only
-            // on how many bytes follow it, not on their values: measure it
-            // on this packet once per length.
-            let udp_len = 8 + len;
-            let zero =
-                compute_v2_parts(&ipv4_header(s, d, udp_len, 0, true), udp, body).unwrap_or(0);
-            let mut changes = [0u32; 16];
-            for (k, c) in changes.iter_mut().enumerate() {
-                let ip = ipv4_header(s, d, udp_len, 1 << k, true);
-                *c = compute_v2_parts(&ip, udp, body).unwrap_or(0) ^ zero;
-            }
-            Basis::new(changes)
-        })
+        if k >> self.unshift.len() != 0 {
+            return None;
+        }
+        let u = (0..self.unshift.len())
+            .filter(|i| k >> i & 1 != 0)
+            .fold(gf::ONE, |p, i| gf::mul(p, self.unshift[i]));
+        if let Some(slot) = self.by_len.get_mut(k) {
+            *slot = u;
+        }
+        Some(u)
     }
 }
 
@@ -218,31 +362,77 @@ mod tests {
     use ferroce_wire::udp::ROCE_V2_PORT;
     use std::net::Ipv4Addr;
 
+    /// A datagram of `len` bytes whose ICRC was computed with `ident` and `df`.
+    fn signed(len: usize, ident: u16, df: bool) -> Vec<u8> {
+        let mut t: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+        let udp_len = 8 + len;
+        let ip = ipv4_header([198, 18, 0, 11], [198, 18, 0, 12], udp_len, ident, df);
+        let udp = udp_header(0xc121, ROCE_V2_PORT, udp_len);
+        let c = compute_v2_parts(&ip, &udp, &t[..len - 4]).unwrap();
+        t[len - 4..].copy_from_slice(&c.to_le_bytes());
+        t
+    }
+
     #[test]
     fn recovers_any_identification_and_rejects_corruption() {
         let src = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 11));
         let dst = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 12));
         let mut v = RxVerifier::default();
-        for (len, ident) in [
-            (16usize, 0u16),
-            (100, 0x1234),
-            (1048, 0xbeef),
-            (1048, 0xffff),
+        // Lengths inside and beyond the cached range, DF set and clear.
+        for (len, ident, df) in [
+            (16usize, 0u16, true),
+            (100, 0x1234, true),
+            (1048, 0xbeef, false),
+            (1048, 0xffff, true),
+            (4140, 0x8001, true),
+            (9000, 0x0102, false),
+            (60_000, 0x7fff, true),
         ] {
-            let mut t: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let mut t = signed(len, ident, df);
+            // Twice: the second finds its length cached.
+            for _ in 0..2 {
+                assert_eq!(
+                    v.verify(src, dst, 0xc121, ROCE_V2_PORT, &t),
+                    Verdict::GoodWithIdent(ident),
+                    "len {len}"
+                );
+            }
+            t[5] ^= 0x10;
+            assert_eq!(
+                v.verify(src, dst, 0xc121, ROCE_V2_PORT, &t),
+                Verdict::Bad,
+                "len {len}"
+            );
+        }
+    }
+
+    /// The 16 Identification bits change the ICRC independently and DF is
+    /// outside their span: each DF value explains 2^16 of the 2^32
+    /// differences, so a random datagram passes with odds 2 x 2^16 / 2^32,
+    /// 1 in 32,768 (the README's figure).
+    #[test]
+    fn identification_spends_sixteen_bits_and_df_one() {
+        let v = RxVerifier::default();
+        assert_eq!(v.ident.0.len(), 16);
+        assert_eq!(v.ident.solve(v.df), None);
+    }
+
+    #[test]
+    fn every_length_of_a_range_checks() {
+        let src = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+        let dst = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
+        let mut v = RxVerifier::default();
+        for len in 16..600 {
+            let ident = (len as u16).wrapping_mul(0x9e37);
+            let mut t = signed(len, ident, true);
             let udp_len = 8 + len;
-            let ip = ipv4_header([198, 18, 0, 11], [198, 18, 0, 12], udp_len, ident, true);
+            let ip = ipv4_header([127, 0, 0, 2], [127, 0, 0, 1], udp_len, ident, true);
             let udp = udp_header(0xc121, ROCE_V2_PORT, udp_len);
             let c = compute_v2_parts(&ip, &udp, &t[..len - 4]).unwrap();
             t[len - 4..].copy_from_slice(&c.to_le_bytes());
             assert_eq!(
                 v.verify(src, dst, 0xc121, ROCE_V2_PORT, &t),
-                Verdict::GoodWithIdent(ident)
-            );
-            t[5] ^= 0x10;
-            assert_eq!(
-                v.verify(src, dst, 0xc121, ROCE_V2_PORT, &t),
-                Verdict::Bad,
+                Verdict::GoodWithIdent(ident),
                 "len {len}"
             );
         }

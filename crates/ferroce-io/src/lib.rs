@@ -19,5 +19,5 @@ mod sys;
 pub mod udp;
 pub mod wait;
 
-pub use udp::{OutDatagram, UdpBackend, UdpConfig, UdpStats};
+pub use udp::{OutDatagram, Receiver, UdpBackend, UdpConfig, UdpStats};
 pub use wait::Sleeper;

@@ -30,6 +30,12 @@
 //!   turned off for the backend and the datagrams are sent one by one.
 //! * GRO: the receive socket takes coalesced trains (`UDP_GRO`) and the
 //!   backend cuts them back into datagrams, each verified on its own.
+//!
+//! Receiving treats every datagram as hostile: the cheap checks come
+//! first (length, opcode, headers against length, then the caller's
+//! [`Receiver::accepts`], a QP lookup) and the ICRC last, so that a flood
+//! of garbage costs a few comparisons per datagram, not a CRC; each drop is
+//! counted by cause in [`UdpStats`].
 
 use rustc_hash::FxHashMap as HashMap;
 use std::io;
@@ -38,6 +44,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 use std::os::fd::AsRawFd;
 
+use ferroce_wire::TransportPacket;
+use ferroce_wire::transport::ICRC_LEN;
 use ferroce_wire::udp::ROCE_V2_PORT;
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -89,17 +97,51 @@ pub struct OutDatagram<'a> {
     pub transport: &'a mut [u8],
 }
 
-/// Traffic and drop counters.
+/// Where [`UdpBackend::recv_into`] hands what it receives.
+pub trait Receiver {
+    /// Whether a structurally sound datagram from `from` for QP `dest_qp`
+    /// could be taken at all. Asked before the ICRC is checked, so it must
+    /// be cheap (a table lookup); a flood of garbage costs what this and
+    /// the header checks cost, not an ICRC each.
+    fn accepts(&mut self, from: IpAddr, dest_qp: u32) -> bool;
+    /// A datagram that passed every check: the transport (BTH through
+    /// ICRC) from `from:src_port`.
+    fn deliver(&mut self, from: IpAddr, src_port: u16, transport: &[u8]);
+}
+
+/// A closure that takes every datagram (no [`Receiver::accepts`] filter).
+struct TakeAll<F>(F);
+
+impl<F: FnMut(IpAddr, u16, &[u8])> Receiver for TakeAll<F> {
+    fn accepts(&mut self, _: IpAddr, _: u32) -> bool {
+        true
+    }
+    fn deliver(&mut self, from: IpAddr, src_port: u16, transport: &[u8]) {
+        (self.0)(from, src_port, transport)
+    }
+}
+
+/// Traffic and drop counters. A received datagram is checked from the
+/// cheapest test to the dearest, and counted under the first it fails.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UdpStats {
     /// Datagrams received (each of a GRO train counted).
     pub rx_datagrams: u64,
-    /// Dropped: the ICRC did not check.
-    pub rx_bad_icrc: u64,
-    /// Dropped: larger than the receive buffer.
+    /// Dropped: larger than [`UdpConfig::max_datagram`] (or than the
+    /// receive buffer).
     pub rx_truncated: u64,
     /// Dropped: too short to hold a BTH and an ICRC.
     pub rx_too_short: u64,
+    /// Dropped: an unknown opcode or transport version.
+    pub rx_bad_opcode: u64,
+    /// Dropped: its length does not fit its opcode's headers, pad and
+    /// payload.
+    pub rx_bad_length: u64,
+    /// Dropped: the receiver would not take it ([`Receiver::accepts`]: no
+    /// such QP, or not from its peer).
+    pub rx_unwanted: u64,
+    /// Dropped: the ICRC did not check.
+    pub rx_bad_icrc: u64,
     pub tx_datagrams: u64,
     /// Datagrams a full socket send buffer did not take; the caller keeps
     /// them for later (ferroce's driver does) or drops them.
@@ -291,7 +333,7 @@ impl UdpBackend {
                     ident,
                     d.transport,
                 ) {
-                    d.transport[len - 4..].copy_from_slice(&c.to_le_bytes());
+                    d.transport[len - ICRC_LEN..].copy_from_slice(&c.to_le_bytes());
                 }
             }
         }
@@ -487,7 +529,15 @@ impl UdpBackend {
     /// Receives what is waiting (one `recvmmsg`), verifies each ICRC, and
     /// hands every good datagram to `f(from, src_port, transport)`.
     /// Returns the number of datagrams read (good or not).
-    pub fn recv(&mut self, mut f: impl FnMut(IpAddr, u16, &[u8])) -> io::Result<usize> {
+    pub fn recv(&mut self, f: impl FnMut(IpAddr, u16, &[u8])) -> io::Result<usize> {
+        self.recv_into(&mut TakeAll(f))
+    }
+
+    /// Receives what is waiting (one `recvmmsg`) and hands each datagram
+    /// that passes every check to `rx`: first the cheap ones (its length,
+    /// its opcode, its headers against its length, then `rx.accepts`), the
+    /// ICRC last. Returns the number of datagrams read (good or not).
+    pub fn recv_into(&mut self, rx: &mut impl Receiver) -> io::Result<usize> {
         self.receive_batch()?;
         let mut n = 0;
         for r in &self.received {
@@ -506,31 +556,94 @@ impl UdpBackend {
             for data in segments(train, r.segment) {
                 n += 1;
                 self.stats.rx_datagrams += 1;
-                if data.len() < 16 {
-                    tracing::trace!(%ip, len = data.len(), cause = "too_short", "datagram dropped");
-                    self.stats.rx_too_short += 1;
+                if let Err(why) = check(&mut self.verifier, &self.cfg, ip, port, data, rx) {
+                    tracing::trace!(%ip, len = data.len(), cause = why.cause(), "datagram dropped");
+                    why.count(&mut self.stats);
                     continue;
                 }
-                match self
-                    .verifier
-                    .verify(ip, self.cfg.local, port, self.cfg.port, data)
-                {
-                    Verdict::Good | Verdict::GoodWithIdent(_) => f(ip, port, data),
-                    Verdict::Bad => {
-                        tracing::trace!(%ip, cause = "bad_icrc", "datagram dropped");
-                        self.stats.rx_bad_icrc += 1;
-                    }
-                }
+                rx.deliver(ip, port, data);
             }
         }
         Ok(n)
     }
 }
 
+/// Every check of a received datagram, cheapest first.
+fn check(
+    verifier: &mut RxVerifier,
+    cfg: &UdpConfig,
+    from: IpAddr,
+    src_port: u16,
+    data: &[u8],
+    rx: &mut impl Receiver,
+) -> Result<(), Reject> {
+    if data.len() > cfg.max_datagram {
+        return Err(Reject::TooLong);
+    }
+    let packet = TransportPacket::new_checked(data).map_err(Reject::from_wire)?;
+    if !rx.accepts(from, packet.bth().dest_qp()) {
+        return Err(Reject::Unwanted);
+    }
+    match verifier.verify(from, cfg.local, src_port, cfg.port, data) {
+        Verdict::Good | Verdict::GoodWithIdent(_) => Ok(()),
+        Verdict::Bad => Err(Reject::BadIcrc),
+    }
+}
+
+/// Why a received datagram was dropped (one [`UdpStats`] counter each).
+#[derive(Debug, Clone, Copy)]
+enum Reject {
+    TooLong,
+    TooShort,
+    BadOpcode,
+    BadLength,
+    Unwanted,
+    BadIcrc,
+}
+
+impl Reject {
+    fn from_wire(e: ferroce_wire::Error) -> Self {
+        use ferroce_wire::{Error, Header};
+        match e {
+            Error::Truncated {
+                header: Header::Bth | Header::Icrc,
+                ..
+            } => Self::TooShort,
+            Error::UnknownOpcode { .. } | Error::BadVersion { .. } => Self::BadOpcode,
+            _ => Self::BadLength,
+        }
+    }
+
+    /// The counter's name, for the trace event of each drop.
+    fn cause(self) -> &'static str {
+        match self {
+            Self::TooLong => "truncated",
+            Self::TooShort => "too_short",
+            Self::BadOpcode => "bad_opcode",
+            Self::BadLength => "bad_length",
+            Self::Unwanted => "unwanted",
+            Self::BadIcrc => "bad_icrc",
+        }
+    }
+
+    fn count(self, s: &mut UdpStats) {
+        *match self {
+            Self::TooLong => &mut s.rx_truncated,
+            Self::TooShort => &mut s.rx_too_short,
+            Self::BadOpcode => &mut s.rx_bad_opcode,
+            Self::BadLength => &mut s.rx_bad_length,
+            Self::Unwanted => &mut s.rx_unwanted,
+            Self::BadIcrc => &mut s.rx_bad_icrc,
+        } += 1;
+    }
+}
+
 /// Most datagrams in one GSO train (the kernel's UDP_MAX_SEGMENTS).
 pub const MAX_SEGMENTS: usize = 64;
-/// Most UDP payload bytes in one train (IPv4: 65535 - 20 - 8).
-pub const MAX_TRAIN: usize = 65507;
+/// Most UDP payload bytes in one train: what IPv4's 16-bit total length
+/// leaves after the IPv4 and UDP headers (65507).
+pub const MAX_TRAIN: usize =
+    u16::MAX as usize - ferroce_wire::ipv4::MIN_HEADER_LEN - ferroce_wire::udp::HEADER_LEN;
 
 /// The datagrams of a received buffer: cut at `segment` bytes (a GRO
 /// train), or the whole buffer if `segment` is 0.

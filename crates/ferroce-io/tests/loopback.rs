@@ -28,6 +28,14 @@ fn transports() -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// `body` behind the BTH of an RC SEND_MIDDLE (no pad, version 0): the
+/// backend drops what is not structurally a RoCE packet before its ICRC.
+fn send_middle(mut body: Vec<u8>) -> Vec<u8> {
+    body[0] = ferroce_wire::Opcode::RC_SEND_MIDDLE.0;
+    body[1] = 0;
+    body
+}
+
 fn exchange(a: IpAddr, b: IpAddr, port: u16) {
     let (mut tx, mut rx) = pair(a, b, port);
     let sent = transports();
@@ -118,10 +126,10 @@ fn trains(gro: bool, port: u16) {
     // 100 full datagrams then a short one, then 3 of another length: at
     // least three trains (64 is the most per train).
     let mut sent: Vec<Vec<u8>> = (0..100u32)
-        .map(|i| (0..1036u32).map(|j| (i * 7 + j) as u8).collect())
+        .map(|i| send_middle((0..1036u32).map(|j| (i * 7 + j) as u8).collect()))
         .collect();
-    sent.push(vec![0xab; 300]);
-    sent.extend((0..3u8).map(|i| vec![i; 520]));
+    sent.push(send_middle(vec![0xab; 300]));
+    sent.extend((0..3u8).map(|i| send_middle(vec![i; 520])));
     let mut bufs = sent.clone();
     let mut batch: Vec<OutDatagram<'_>> = bufs
         .iter_mut()
@@ -204,8 +212,11 @@ fn source_ports_past_the_socket_limit_share_open_ones() {
     cb.port = port + 1;
     let (mut tx, mut rx) = (UdpBackend::bind(ca).unwrap(), UdpBackend::bind(cb).unwrap());
     let asked: Vec<u16> = (1..=6).map(|i| 0xd000 + i).collect();
-    // Each asked-for port sends twice, tagged with its index.
-    let mut bufs: Vec<Vec<u8>> = (0..12).map(|k| vec![(k % 6) as u8; 64]).collect();
+    // Each asked-for port sends twice, tagged with its index (after the BTH).
+    const TAG: usize = 12;
+    let mut bufs: Vec<Vec<u8>> = (0..12)
+        .map(|k| send_middle(vec![(k % 6) as u8; 64]))
+        .collect();
     let mut batch: Vec<OutDatagram<'_>> = bufs
         .iter_mut()
         .enumerate()
@@ -221,7 +232,7 @@ fn source_ports_past_the_socket_limit_share_open_ones() {
     let mut seen: Vec<(u8, u16)> = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(5);
     while seen.len() < 12 && Instant::now() < deadline {
-        rx.recv(|_, from_port, data| seen.push((data[0], from_port)))
+        rx.recv(|_, from_port, data| seen.push((data[TAG], from_port)))
             .unwrap();
     }
     assert_eq!(seen.len(), 12, "{:?}", rx.stats());
@@ -244,4 +255,91 @@ fn source_ports_past_the_socket_limit_share_open_ones() {
             assert_eq!(ports[0], asked[usize::from(tag)], "its own socket");
         }
     }
+}
+
+/// Takes QP 0x42's datagrams from one address; counts what it was asked.
+struct OnlyQp {
+    peer: IpAddr,
+    asked: usize,
+    got: Vec<Vec<u8>>,
+}
+
+impl ferroce_io::Receiver for OnlyQp {
+    fn accepts(&mut self, from: IpAddr, dest_qp: u32) -> bool {
+        self.asked += 1;
+        from == self.peer && dest_qp == 0x42
+    }
+    fn deliver(&mut self, _: IpAddr, _: u16, transport: &[u8]) {
+        self.got.push(transport.to_vec());
+    }
+}
+
+/// Garbage is dropped by the cheapest check it fails, each cause counted,
+/// and only structurally sound datagrams reach the receiver's filter; a
+/// good datagram among them still arrives.
+#[test]
+fn garbage_is_dropped_by_cause_before_the_icrc() {
+    let a = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 7));
+    let b = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 8));
+    let (mut tx, mut rx) = pair(a, b, 47600);
+    let to = (b, 47601);
+    let with_qp = |mut t: Vec<u8>, qp: u32| {
+        t[5..8].copy_from_slice(&qp.to_be_bytes()[1..]);
+        t
+    };
+    let unknown = (0..=255u8)
+        .find(|&op| ferroce_wire::Opcode(op).info().is_none())
+        .unwrap();
+    let mut bad_opcode = send_middle(vec![0; 64]);
+    bad_opcode[0] = unknown;
+    // RDMA WRITE FIRST needs a 16-byte RETH: 8 bytes are not enough.
+    let mut short_reth = vec![0u8; 12 + 8 + 4];
+    short_reth[0] = ferroce_wire::Opcode::RC_RDMA_WRITE_FIRST.0;
+    let mut bad_icrc = with_qp(send_middle(vec![7; 64]), 0x42);
+    bad_icrc[63] ^= 0xff;
+    let garbage: Vec<Vec<u8>> = vec![
+        vec![1; 10],                             // too short
+        vec![0; 5000],                           // too long
+        bad_opcode,                              // unknown opcode
+        short_reth,                              // headers past the end
+        with_qp(send_middle(vec![7; 64]), 0x43), // no such QP
+        bad_icrc,                                // the ICRC fails
+    ];
+    let sock = std::net::UdpSocket::bind((a, 0)).unwrap();
+    for g in &garbage {
+        sock.send_to(g, to).unwrap();
+    }
+    let mut good = with_qp(send_middle(vec![9; 100]), 0x42);
+    let mut d = [OutDatagram {
+        remote: b,
+        remote_port: to.1,
+        src_port: 0xc001,
+        transport: &mut good,
+    }];
+    assert_eq!(tx.send(&mut d).unwrap(), 1);
+    let mut sink = OnlyQp {
+        peer: a,
+        asked: 0,
+        got: Vec::new(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while rx.stats().rx_datagrams < 7 && Instant::now() < deadline {
+        rx.recv_into(&mut sink).unwrap();
+    }
+    let s = rx.stats();
+    assert_eq!(
+        (
+            s.rx_too_short,
+            s.rx_truncated,
+            s.rx_bad_opcode,
+            s.rx_bad_length
+        ),
+        (1, 1, 1, 1),
+        "{s:?}"
+    );
+    assert_eq!((s.rx_unwanted, s.rx_bad_icrc), (1, 1), "{s:?}");
+    // Asked about the three sound ones: the unknown QP, the bad ICRC, the good.
+    assert_eq!(sink.asked, 3);
+    assert_eq!(sink.got.len(), 1);
+    assert_eq!(sink.got[0][..96], good[..96]);
 }

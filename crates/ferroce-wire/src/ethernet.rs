@@ -4,8 +4,26 @@
 //! Not supported: 802.3 length frames, stacked (QinQ) tags beyond the first,
 //! the frame check sequence (captures do not carry it).
 
-use crate::field::{read_u16, write_u16};
+use crate::field::{Field, read_u16, write_u16};
 use crate::{Error, Header, Result};
+
+mod field {
+    use super::Field;
+    pub(super) const DST: Field = 0..6;
+    pub(super) const SRC: Field = 6..12;
+    /// The ethertype, or the tag's TPID (0x8100) when tagged.
+    pub(super) const ETHERTYPE: Field = 12..14;
+    /// With a tag: its TCI (PCP, DEI, VID), then the real ethertype.
+    pub(super) const TCI: Field = 14..16;
+    pub(super) const TAGGED_ETHERTYPE: Field = 16..18;
+}
+
+/// PCP's bits of a TCI.
+const TCI_PCP_SHIFT: u16 = 13;
+/// DEI's bit of a TCI.
+const TCI_DEI: u16 = 0x1000;
+/// VID's bits of a TCI.
+const TCI_VID: u16 = 0x0fff;
 
 /// Ethertype of RoCE v1 (IBA Annex A16).
 pub const ETHERTYPE_ROCE_V1: u16 = 0x8915;
@@ -34,13 +52,14 @@ pub struct VlanTag {
 impl VlanTag {
     fn from_tci(tci: u16) -> Self {
         Self {
-            pcp: (tci >> 13) as u8,
-            dei: tci & 0x1000 != 0,
-            vid: tci & 0x0fff,
+            pcp: (tci >> TCI_PCP_SHIFT) as u8,
+            dei: tci & TCI_DEI != 0,
+            vid: tci & TCI_VID,
         }
     }
     fn tci(self) -> u16 {
-        (u16::from(self.pcp & 7) << 13) | (u16::from(self.dei) << 12) | (self.vid & 0x0fff)
+        let dei = if self.dei { TCI_DEI } else { 0 };
+        (u16::from(self.pcp & 7) << TCI_PCP_SHIFT) | dei | (self.vid & TCI_VID)
     }
 }
 
@@ -61,16 +80,16 @@ impl EthernetRepr {
         crate::field::check(Header::Ethernet, HEADER_LEN, frame.len())?;
         let mut dst = [0; 6];
         let mut src = [0; 6];
-        dst.copy_from_slice(&frame[0..6]);
-        src.copy_from_slice(&frame[6..12]);
-        let et = read_u16(frame, 12..14);
+        dst.copy_from_slice(&frame[field::DST]);
+        src.copy_from_slice(&frame[field::SRC]);
+        let et = read_u16(frame, field::ETHERTYPE);
         if et == ETHERTYPE_VLAN || et == ETHERTYPE_QINQ {
             crate::field::check(Header::Vlan, HEADER_LEN + VLAN_LEN, frame.len())?;
             let repr = Self {
                 dst,
                 src,
-                vlan: Some(VlanTag::from_tci(read_u16(frame, 14..16))),
-                ethertype: read_u16(frame, 16..18),
+                vlan: Some(VlanTag::from_tci(read_u16(frame, field::TCI))),
+                ethertype: read_u16(frame, field::TAGGED_ETHERTYPE),
             };
             return Ok((repr, HEADER_LEN + VLAN_LEN));
         }
@@ -99,15 +118,15 @@ impl EthernetRepr {
                 available: buf.len(),
             });
         }
-        buf[0..6].copy_from_slice(&self.dst);
-        buf[6..12].copy_from_slice(&self.src);
+        buf[field::DST].copy_from_slice(&self.dst);
+        buf[field::SRC].copy_from_slice(&self.src);
         match self.vlan {
             Some(tag) => {
-                write_u16(buf, 12..14, ETHERTYPE_VLAN);
-                write_u16(buf, 14..16, tag.tci());
-                write_u16(buf, 16..18, self.ethertype);
+                write_u16(buf, field::ETHERTYPE, ETHERTYPE_VLAN);
+                write_u16(buf, field::TCI, tag.tci());
+                write_u16(buf, field::TAGGED_ETHERTYPE, self.ethertype);
             }
-            None => write_u16(buf, 12..14, self.ethertype),
+            None => write_u16(buf, field::ETHERTYPE, self.ethertype),
         }
         Ok(len)
     }

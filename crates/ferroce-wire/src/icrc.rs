@@ -32,6 +32,7 @@ use crc32fast::Hasher;
 
 use crate::transport::{BTH_LEN, ICRC_LEN};
 use crate::{Error, Header, Result};
+use crate::{ipv4, ipv6, udp};
 
 /// `crc32(8 x 0xFF)`: the CRC state after the masked LRH. rxe keeps the same
 /// state un-inverted as its seed 0xDEBB20E3.
@@ -145,25 +146,45 @@ const fn mask_fix(at: usize, mask: u8) -> MaskFix {
     MaskFix { at, table }
 }
 
-/// The masked bytes of an IPv6 header or GRH at `at`.
-const fn grh_fix(at: usize) -> [MaskFix; 5] {
+/// Where the masked bytes are. Offsets are in the ICRC input after the
+/// 8 bytes standing for the LRH, i.e. from the first header on.
+mod at {
+    use crate::{ipv4, ipv6, udp};
+    /// The IPv4 header's TOS (DSCP and ECN), TTL and header checksum.
+    pub(super) const V4_TOS: usize = ipv4::field::TOS;
+    pub(super) const V4_TTL: usize = ipv4::field::TTL;
+    pub(super) const V4_CHECKSUM: usize = ipv4::field::CHECKSUM.start;
+    /// The UDP checksum after an option-less IPv4 header, or an IPv6 one.
+    pub(super) const V4_UDP_CHECKSUM: usize = ipv4::MIN_HEADER_LEN + udp::field::CHECKSUM.start;
+    pub(super) const V6_UDP_CHECKSUM: usize = ipv6::HEADER_LEN + udp::field::CHECKSUM.start;
+    /// An IPv6 header's or GRH's first word: version (kept), traffic class
+    /// and flow label (masked); and its hop limit.
+    pub(super) const GRH_FIRST_WORD: usize = ipv6::field::VER_TC_FLOW.start;
+    pub(super) const GRH_HOP_LIMIT: usize = ipv6::field::HOP_LIMIT;
+    /// The BTH's byte of FECN, BECN and resv6, from the BTH's start.
+    pub(super) const BTH_FECN_BECN: usize = 4;
+}
+
+/// The masked bytes of an IPv6 header or GRH at `start`.
+const fn grh_fix(start: usize) -> [MaskFix; 5] {
+    let w = start + at::GRH_FIRST_WORD;
     [
-        mask_fix(at, 0x0f),
-        mask_fix(at + 1, 0xff),
-        mask_fix(at + 2, 0xff),
-        mask_fix(at + 3, 0xff),
-        mask_fix(at + 7, 0xff),
+        mask_fix(w, 0x0f), // the version's nibble is covered
+        mask_fix(w + 1, 0xff),
+        mask_fix(w + 2, 0xff),
+        mask_fix(w + 3, 0xff),
+        mask_fix(start + at::GRH_HOP_LIMIT, 0xff),
     ]
 }
 
 static V4_FIX: [MaskFix; 7] = [
-    mask_fix(1, 0xff),  // TOS
-    mask_fix(8, 0xff),  // TTL
-    mask_fix(10, 0xff), // header checksum
-    mask_fix(11, 0xff),
-    mask_fix(26, 0xff), // UDP checksum
-    mask_fix(27, 0xff),
-    mask_fix(28 + 4, 0xff), // BTH FECN, BECN, resv6
+    mask_fix(at::V4_TOS, 0xff),
+    mask_fix(at::V4_TTL, 0xff),
+    mask_fix(at::V4_CHECKSUM, 0xff),
+    mask_fix(at::V4_CHECKSUM + 1, 0xff),
+    mask_fix(at::V4_UDP_CHECKSUM, 0xff),
+    mask_fix(at::V4_UDP_CHECKSUM + 1, 0xff),
+    mask_fix(V4_PREFIX - BTH_LEN + at::BTH_FECN_BECN, 0xff),
 ];
 
 static V6_FIX: [MaskFix; 8] = {
@@ -174,23 +195,30 @@ static V6_FIX: [MaskFix; 8] = {
         c,
         d,
         e,
-        mask_fix(46, 0xff), // UDP checksum
-        mask_fix(47, 0xff),
-        mask_fix(48 + 4, 0xff), // BTH FECN, BECN, resv6
+        mask_fix(at::V6_UDP_CHECKSUM, 0xff),
+        mask_fix(at::V6_UDP_CHECKSUM + 1, 0xff),
+        mask_fix(V6_PREFIX - BTH_LEN + at::BTH_FECN_BECN, 0xff),
     ]
 };
 
 static V1_FIX: [MaskFix; 6] = {
     let [a, b, c, d, e] = grh_fix(0);
-    [a, b, c, d, e, mask_fix(40 + 4, 0xff)]
+    [
+        a,
+        b,
+        c,
+        d,
+        e,
+        mask_fix(V1_PREFIX - BTH_LEN + at::BTH_FECN_BECN, 0xff),
+    ]
 };
 
 /// Room for the largest masked prefix (IPv4 with options: 60 + 8 + 12).
 const STAGE: usize = 128;
 
-const V4_PREFIX: usize = 20 + 8 + BTH_LEN;
-const V6_PREFIX: usize = 40 + 8 + BTH_LEN;
-const V1_PREFIX: usize = 40 + BTH_LEN;
+const V4_PREFIX: usize = ipv4::MIN_HEADER_LEN + udp::HEADER_LEN + BTH_LEN;
+const V6_PREFIX: usize = ipv6::HEADER_LEN + udp::HEADER_LEN + BTH_LEN;
+const V1_PREFIX: usize = ipv6::HEADER_LEN + BTH_LEN;
 
 /// The bits of a `len`-byte prefix laid out as `scope` says that the ICRC
 /// replaces with ones: OR-ing it in is the masking. `ib_global`: a native IB
@@ -202,15 +230,16 @@ const fn or_mask(scope: IcrcScope, len: usize, ib_global: bool) -> [u8; STAGE] {
         IcrcScope::RoceV1 => grh_mask(&mut m, 0),
         IcrcScope::RoceV2Ipv6 => {
             grh_mask(&mut m, 0);
-            m[46] = 0xff; // UDP checksum
-            m[47] = 0xff;
+            m[at::V6_UDP_CHECKSUM] = 0xff;
+            m[at::V6_UDP_CHECKSUM + 1] = 0xff;
         }
         IcrcScope::RoceV2Ipv4 => {
-            m[1] = 0xff; // TOS: DSCP and ECN
-            m[8] = 0xff; // TTL
-            m[10] = 0xff; // header checksum
-            m[11] = 0xff;
-            m[bth - 2] = 0xff; // UDP checksum
+            m[at::V4_TOS] = 0xff;
+            m[at::V4_TTL] = 0xff;
+            m[at::V4_CHECKSUM] = 0xff;
+            m[at::V4_CHECKSUM + 1] = 0xff;
+            // The UDP checksum, just before the BTH whatever the options.
+            m[bth - 2] = 0xff;
             m[bth - 1] = 0xff;
         }
         IcrcScope::Infiniband => {
@@ -226,17 +255,18 @@ const fn or_mask(scope: IcrcScope, len: usize, ib_global: bool) -> [u8; STAGE] {
             }
         }
     }
-    m[bth + 4] = 0xff; // FECN, BECN, resv6
+    m[bth + at::BTH_FECN_BECN] = 0xff;
     m
 }
 
 /// GRH / IPv6: traffic class, flow label, hop limit.
-const fn grh_mask(m: &mut [u8; STAGE], at: usize) {
-    m[at] = 0x0f;
-    m[at + 1] = 0xff;
-    m[at + 2] = 0xff;
-    m[at + 3] = 0xff;
-    m[at + 7] = 0xff;
+const fn grh_mask(m: &mut [u8; STAGE], start: usize) {
+    let w = start + at::GRH_FIRST_WORD;
+    m[w] = 0x0f;
+    m[w + 1] = 0xff;
+    m[w + 2] = 0xff;
+    m[w + 3] = 0xff;
+    m[start + at::GRH_HOP_LIMIT] = 0xff;
 }
 
 /// Checks the ICRC stored at the end of `packet` (see [`compute`]).

@@ -4,13 +4,41 @@
 
 use std::net::Ipv4Addr;
 
-use crate::field::{read_u16, write_u16};
+use crate::field::{Field, read_u16, write_u16};
 use crate::{Error, Header, Result};
 
 /// Minimum (option-less) header length.
 pub const MIN_HEADER_LEN: usize = 20;
 /// IP protocol number of UDP.
 pub const PROTO_UDP: u8 = 17;
+/// IP version 4, in the header's first nibble.
+pub const VERSION: u8 = 4;
+/// Don't Fragment, in the flags and fragment offset word.
+pub const DONT_FRAG: u16 = 0x4000;
+/// More Fragments, in the flags and fragment offset word.
+pub const MORE_FRAGS: u16 = 0x2000;
+/// The fragment offset's bits of that word.
+pub const FRAG_OFFSET: u16 = 0x1fff;
+
+pub(crate) mod field {
+    use super::Field;
+    /// Version (high nibble) and IHL (low nibble, in 4-byte words).
+    pub(crate) const VER_IHL: usize = 0;
+    /// DSCP (high 6 bits) and ECN (low 2).
+    pub(crate) const TOS: usize = 1;
+    pub(crate) const TOTAL_LEN: Field = 2..4;
+    pub(crate) const IDENT: Field = 4..6;
+    pub(crate) const FLAGS_FRAG: Field = 6..8;
+    pub(crate) const TTL: usize = 8;
+    pub(crate) const PROTOCOL: usize = 9;
+    pub(crate) const CHECKSUM: Field = 10..12;
+    pub(crate) const SRC: Field = 12..16;
+    pub(crate) const DST: Field = 16..20;
+}
+
+/// Bytes of an option-less header after the Identification (the ICRC
+/// solver on IPv4 receive needs where those 16 bits sit).
+pub const AFTER_IDENT: usize = MIN_HEADER_LEN - field::IDENT.end;
 
 /// The content of an IPv4 header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,13 +66,14 @@ impl Ipv4Repr {
     #[inline]
     pub fn parse(b: &[u8]) -> Result<Self> {
         crate::field::check(Header::Ipv4, MIN_HEADER_LEN, b.len())?;
-        if b[0] >> 4 != 4 {
+        let ver_ihl = b[field::VER_IHL];
+        if ver_ihl >> 4 != VERSION {
             return Err(Error::BadVersion {
                 field: "ipv4.version",
-                value: b[0] >> 4,
+                value: ver_ihl >> 4,
             });
         }
-        let header_len = (b[0] & 0xf) * 4;
+        let header_len = (ver_ihl & 0xf) * 4;
         if usize::from(header_len) < MIN_HEADER_LEN {
             return Err(Error::BadLength {
                 field: "ipv4.ihl",
@@ -53,21 +82,23 @@ impl Ipv4Repr {
             });
         }
         crate::field::check(Header::Ipv4, header_len.into(), b.len())?;
-        let frag = read_u16(b, 6..8);
+        let frag = read_u16(b, field::FLAGS_FRAG);
+        let addr =
+            |f: Field| Ipv4Addr::new(b[f.start], b[f.start + 1], b[f.start + 2], b[f.start + 3]);
         Ok(Self {
             header_len,
-            dscp: b[1] >> 2,
-            ecn: b[1] & 3,
-            total_len: read_u16(b, 2..4),
-            ident: read_u16(b, 4..6),
-            dont_frag: frag & 0x4000 != 0,
-            more_frags: frag & 0x2000 != 0,
-            frag_offset: frag & 0x1fff,
-            ttl: b[8],
-            protocol: b[9],
-            checksum: read_u16(b, 10..12),
-            src: Ipv4Addr::new(b[12], b[13], b[14], b[15]),
-            dst: Ipv4Addr::new(b[16], b[17], b[18], b[19]),
+            dscp: b[field::TOS] >> 2,
+            ecn: b[field::TOS] & 3,
+            total_len: read_u16(b, field::TOTAL_LEN),
+            ident: read_u16(b, field::IDENT),
+            dont_frag: frag & DONT_FRAG != 0,
+            more_frags: frag & MORE_FRAGS != 0,
+            frag_offset: frag & FRAG_OFFSET,
+            ttl: b[field::TTL],
+            protocol: b[field::PROTOCOL],
+            checksum: read_u16(b, field::CHECKSUM),
+            src: addr(field::SRC),
+            dst: addr(field::DST),
         })
     }
 
@@ -81,21 +112,25 @@ impl Ipv4Repr {
     /// `checksum` and `header_len` fields are ignored).
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
         crate::field::check(Header::Ipv4, MIN_HEADER_LEN, b.len())?;
-        b[0] = 0x45;
-        b[1] = (self.dscp << 2) | (self.ecn & 3);
-        write_u16(b, 2..4, self.total_len);
-        write_u16(b, 4..6, self.ident);
-        let frag = (u16::from(self.dont_frag) << 14)
-            | (u16::from(self.more_frags) << 13)
-            | (self.frag_offset & 0x1fff);
-        write_u16(b, 6..8, frag);
-        b[8] = self.ttl;
-        b[9] = self.protocol;
-        write_u16(b, 10..12, 0);
-        b[12..16].copy_from_slice(&self.src.octets());
-        b[16..20].copy_from_slice(&self.dst.octets());
+        b[field::VER_IHL] = (VERSION << 4) | (MIN_HEADER_LEN / 4) as u8;
+        b[field::TOS] = (self.dscp << 2) | (self.ecn & 3);
+        write_u16(b, field::TOTAL_LEN, self.total_len);
+        write_u16(b, field::IDENT, self.ident);
+        let mut frag = self.frag_offset & FRAG_OFFSET;
+        if self.dont_frag {
+            frag |= DONT_FRAG;
+        }
+        if self.more_frags {
+            frag |= MORE_FRAGS;
+        }
+        write_u16(b, field::FLAGS_FRAG, frag);
+        b[field::TTL] = self.ttl;
+        b[field::PROTOCOL] = self.protocol;
+        write_u16(b, field::CHECKSUM, 0);
+        b[field::SRC].copy_from_slice(&self.src.octets());
+        b[field::DST].copy_from_slice(&self.dst.octets());
         let c = checksum(&b[..MIN_HEADER_LEN]);
-        write_u16(b, 10..12, c);
+        write_u16(b, field::CHECKSUM, c);
         Ok(())
     }
 }

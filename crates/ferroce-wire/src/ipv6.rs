@@ -5,11 +5,26 @@
 
 use std::net::Ipv6Addr;
 
-use crate::field::{read_u16, read_u32, write_u16, write_u32};
+use crate::field::{Field, read_u16, read_u32, write_u16, write_u32};
 use crate::{Error, Header, Result};
 
 /// Header length (IPv6 and GRH alike).
 pub const HEADER_LEN: usize = 40;
+/// IP version 6 (the GRH's IPVer too), in the header's first nibble.
+pub const VERSION: u8 = 6;
+/// The largest flow label (20 bits).
+pub const MAX_FLOW_LABEL: u32 = 0xf_ffff;
+
+pub(crate) mod field {
+    use super::Field;
+    /// Version (4 bits), traffic class (8), flow label (20).
+    pub(crate) const VER_TC_FLOW: Field = 0..4;
+    pub(crate) const PAYLOAD_LEN: Field = 4..6;
+    pub(crate) const NEXT_HEADER: usize = 6;
+    pub(crate) const HOP_LIMIT: usize = 7;
+    pub(crate) const SRC: Field = 8..24;
+    pub(crate) const DST: Field = 24..40;
+}
 /// GRH next header: IBA transport (a BTH) follows.
 pub const NEXT_HEADER_IBA: u8 = 0x1b;
 
@@ -33,7 +48,7 @@ impl Ipv6Repr {
     #[inline]
     pub fn parse_as(header: Header, b: &[u8]) -> Result<Self> {
         crate::field::check(header, HEADER_LEN, b.len())?;
-        if b[0] >> 4 != 6 {
+        if b[0] >> 4 != VERSION {
             return Err(Error::BadVersion {
                 field: if header == Header::Grh {
                     "grh.ipver"
@@ -43,17 +58,17 @@ impl Ipv6Repr {
                 value: b[0] >> 4,
             });
         }
-        let w = read_u32(b, 0..4);
+        let w = read_u32(b, field::VER_TC_FLOW);
         let mut src = [0; 16];
         let mut dst = [0; 16];
-        src.copy_from_slice(&b[8..24]);
-        dst.copy_from_slice(&b[24..40]);
+        src.copy_from_slice(&b[field::SRC]);
+        dst.copy_from_slice(&b[field::DST]);
         Ok(Self {
             traffic_class: (w >> 20) as u8,
-            flow_label: w & 0xf_ffff,
-            payload_len: read_u16(b, 4..6),
-            next_header: b[6],
-            hop_limit: b[7],
+            flow_label: w & MAX_FLOW_LABEL,
+            payload_len: read_u16(b, field::PAYLOAD_LEN),
+            next_header: b[field::NEXT_HEADER],
+            hop_limit: b[field::HOP_LIMIT],
             src: Ipv6Addr::from(src),
             dst: Ipv6Addr::from(dst),
         })
@@ -88,19 +103,20 @@ impl Ipv6Repr {
     /// Writes the 40-byte header.
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
         crate::field::check(Header::Ipv6, HEADER_LEN, b.len())?;
-        if self.flow_label > 0xf_ffff {
+        if self.flow_label > MAX_FLOW_LABEL {
             return Err(Error::FieldOverflow {
                 field: "ipv6.flow_label",
                 value: self.flow_label.into(),
             });
         }
-        let w = (6 << 28) | (u32::from(self.traffic_class) << 20) | self.flow_label;
-        write_u32(b, 0..4, w);
-        write_u16(b, 4..6, self.payload_len);
-        b[6] = self.next_header;
-        b[7] = self.hop_limit;
-        b[8..24].copy_from_slice(&self.src.octets());
-        b[24..40].copy_from_slice(&self.dst.octets());
+        let w =
+            (u32::from(VERSION) << 28) | (u32::from(self.traffic_class) << 20) | self.flow_label;
+        write_u32(b, field::VER_TC_FLOW, w);
+        write_u16(b, field::PAYLOAD_LEN, self.payload_len);
+        b[field::NEXT_HEADER] = self.next_header;
+        b[field::HOP_LIMIT] = self.hop_limit;
+        b[field::SRC].copy_from_slice(&self.src.octets());
+        b[field::DST].copy_from_slice(&self.dst.octets());
         Ok(())
     }
 }

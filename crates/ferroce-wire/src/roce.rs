@@ -13,7 +13,7 @@ use crate::ethernet::{self, EthernetRepr};
 use crate::icrc::{self, IcrcScope};
 use crate::ipv4::{self, Ipv4Repr};
 use crate::ipv6::{self, Ipv6Repr};
-use crate::transport::{TransportPacket, TransportRepr};
+use crate::transport::{ICRC_LEN, TransportPacket, TransportRepr};
 use crate::udp::{self, UdpRepr};
 use crate::{Error, Header, Result};
 
@@ -70,6 +70,15 @@ pub struct Located<'a> {
     pub l3: &'a [u8],
 }
 
+/// The pre-802.1ad QinQ outer tag some switches still send.
+const ETHERTYPE_QINQ_OLD: u16 = 0x9100;
+/// Linux cooked capture v1: a 16-byte header, the protocol in its last 2.
+const SLL_HEADER_LEN: usize = 16;
+const SLL_PROTOCOL: core::ops::Range<usize> = 14..16;
+/// Linux cooked capture v2: a 20-byte header, the protocol in its first 2.
+const SLL2_HEADER_LEN: usize = 20;
+const SLL2_PROTOCOL: core::ops::Range<usize> = 0..2;
+
 /// Finds the RoCE packet in `frame`, or `None` if the frame is not RoCE.
 #[inline]
 pub fn locate(link: LinkType, frame: &[u8]) -> Option<Located<'_>> {
@@ -77,22 +86,27 @@ pub fn locate(link: LinkType, frame: &[u8]) -> Option<Located<'_>> {
         LinkType::Ethernet => {
             let (mut eth, mut off) = EthernetRepr::parse(frame).ok()?;
             // Step over any further (QinQ) tags; the repr keeps the outer one.
-            while matches!(eth.ethertype, 0x8100 | 0x88a8 | 0x9100) && frame.len() >= off + 4 {
+            while matches!(
+                eth.ethertype,
+                ethernet::ETHERTYPE_VLAN | ethernet::ETHERTYPE_QINQ | ETHERTYPE_QINQ_OLD
+            ) && frame.len() >= off + ethernet::VLAN_LEN
+            {
+                // A tag is TCI then the next ethertype.
                 eth.ethertype = u16::from_be_bytes([frame[off + 2], frame[off + 3]]);
-                off += 4;
+                off += ethernet::VLAN_LEN;
             }
             (Some(eth), eth.ethertype, off)
         }
         LinkType::LinuxSll => {
-            let b = frame.get(14..16)?;
-            (None, u16::from_be_bytes([b[0], b[1]]), 16)
+            let b = frame.get(SLL_PROTOCOL)?;
+            (None, u16::from_be_bytes([b[0], b[1]]), SLL_HEADER_LEN)
         }
         LinkType::LinuxSll2 => {
-            let b = frame.get(0..2)?;
-            if frame.len() < 20 {
+            let b = frame.get(SLL2_PROTOCOL)?;
+            if frame.len() < SLL2_HEADER_LEN {
                 return None;
             }
-            (None, u16::from_be_bytes([b[0], b[1]]), 20)
+            (None, u16::from_be_bytes([b[0], b[1]]), SLL2_HEADER_LEN)
         }
         LinkType::RawIp => match frame.first()? >> 4 {
             4 => (None, ethernet::ETHERTYPE_IPV4, 0),
@@ -105,12 +119,13 @@ pub fn locate(link: LinkType, frame: &[u8]) -> Option<Located<'_>> {
         ethernet::ETHERTYPE_ROCE_V1 => RoceVersion::V1,
         ethernet::ETHERTYPE_IPV4 => {
             let ihl = usize::from(*l3.first()? & 0xf) * 4;
-            let ok = l3.len() >= 20
-                && l3[0] >> 4 == 4
-                && ihl >= 20
-                && l3.len() >= ihl + 8
-                && l3[9] == ipv4::PROTO_UDP
-                && u16::from_be_bytes([l3[ihl + 2], l3[ihl + 3]]) == udp::ROCE_V2_PORT;
+            let dst_port = ihl + udp::field::DST_PORT.start;
+            let ok = l3.len() >= ipv4::MIN_HEADER_LEN
+                && l3[0] >> 4 == ipv4::VERSION
+                && ihl >= ipv4::MIN_HEADER_LEN
+                && l3.len() >= ihl + udp::HEADER_LEN
+                && l3[ipv4::field::PROTOCOL] == ipv4::PROTO_UDP
+                && u16::from_be_bytes([l3[dst_port], l3[dst_port + 1]]) == udp::ROCE_V2_PORT;
             if !ok {
                 return None;
             }
@@ -359,7 +374,7 @@ impl RoceRepr {
         transport: TransportRepr,
     ) -> Self {
         let ip = Ipv4Repr {
-            header_len: 20,
+            header_len: ipv4::MIN_HEADER_LEN as u8,
             dscp: 0,
             ecn: 0,
             total_len: 0,
@@ -429,7 +444,7 @@ impl RoceRepr {
     pub fn buffer_len(&self) -> usize {
         // `emit` writes an option-less IPv4 header whatever `header_len` says.
         let network = match self.network {
-            Network::V2Ipv4 { .. } => 20 + udp::HEADER_LEN,
+            Network::V2Ipv4 { .. } => ipv4::MIN_HEADER_LEN + udp::HEADER_LEN,
             n => n.header_len(),
         };
         self.ethernet.map_or(0, |e| e.header_len()) + network + self.transport.buffer_len()
@@ -445,13 +460,16 @@ impl RoceRepr {
                 grh.next_header = ipv6::NEXT_HEADER_IBA;
             }
             Network::V2Ipv4 { ip, udp } => {
-                ip.header_len = 20;
+                ip.header_len = ipv4::MIN_HEADER_LEN as u8;
                 udp.length = (udp::HEADER_LEN + tlen).min(0xffff) as u16;
-                ip.total_len = udp.length.saturating_add(20);
-                let mut h = [0u8; 20];
-                // An option-less header always fits 20 bytes.
+                ip.total_len = udp.length.saturating_add(ipv4::MIN_HEADER_LEN as u16);
+                let mut h = [0u8; ipv4::MIN_HEADER_LEN];
+                // An option-less header always fits.
                 if ip.emit(&mut h).is_ok() {
-                    ip.checksum = u16::from_be_bytes([h[10], h[11]]);
+                    ip.checksum = u16::from_be_bytes([
+                        h[ipv4::field::CHECKSUM.start],
+                        h[ipv4::field::CHECKSUM.start + 1],
+                    ]);
                 }
             }
             Network::V2Ipv6 { ip, udp } => {
@@ -505,7 +523,7 @@ impl RoceRepr {
             Network::V1 { grh } => grh.emit(&mut buf[off..])?,
             Network::V2Ipv4 { ip, udp } => {
                 ip.emit(&mut buf[off..])?;
-                udp.emit(&mut buf[off + 20..])?;
+                udp.emit(&mut buf[off + ipv4::MIN_HEADER_LEN..])?;
             }
             Network::V2Ipv6 { ip, udp } => {
                 ip.emit(&mut buf[off..])?;
@@ -517,7 +535,7 @@ impl RoceRepr {
         let end = off + tlen;
         let scope = r.network.version().icrc_scope();
         let value = icrc::compute(scope, &buf[l3_start..end])?;
-        buf[end - 4..end].copy_from_slice(&value.to_le_bytes());
+        buf[end - ICRC_LEN..end].copy_from_slice(&value.to_le_bytes());
         Ok(end)
     }
 }

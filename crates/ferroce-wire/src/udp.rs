@@ -2,13 +2,22 @@
 //! source port an entropy value (0xC000 | flow hash) and, as rxe sends it, a
 //! zero checksum over IPv4 and IPv6 alike.
 
-use crate::field::{read_u16, write_u16};
+use crate::field::{Field, read_u16, write_u16};
 use crate::{Header, Result};
 
 /// The IANA port of RoCE v2.
 pub const ROCE_V2_PORT: u16 = 4791;
 /// UDP header length.
 pub const HEADER_LEN: usize = 8;
+
+pub(crate) mod field {
+    use super::Field;
+    pub(crate) const SRC_PORT: Field = 0..2;
+    pub(crate) const DST_PORT: Field = 2..4;
+    /// Header plus payload.
+    pub(crate) const LENGTH: Field = 4..6;
+    pub(crate) const CHECKSUM: Field = 6..8;
+}
 
 /// The content of a UDP header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,19 +34,19 @@ impl UdpRepr {
     pub fn parse(b: &[u8]) -> Result<Self> {
         crate::field::check(Header::Udp, HEADER_LEN, b.len())?;
         Ok(Self {
-            src_port: read_u16(b, 0..2),
-            dst_port: read_u16(b, 2..4),
-            length: read_u16(b, 4..6),
-            checksum: read_u16(b, 6..8),
+            src_port: read_u16(b, field::SRC_PORT),
+            dst_port: read_u16(b, field::DST_PORT),
+            length: read_u16(b, field::LENGTH),
+            checksum: read_u16(b, field::CHECKSUM),
         })
     }
 
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
         crate::field::check(Header::Udp, HEADER_LEN, b.len())?;
-        write_u16(b, 0..2, self.src_port);
-        write_u16(b, 2..4, self.dst_port);
-        write_u16(b, 4..6, self.length);
-        write_u16(b, 6..8, self.checksum);
+        write_u16(b, field::SRC_PORT, self.src_port);
+        write_u16(b, field::DST_PORT, self.dst_port);
+        write_u16(b, field::LENGTH, self.length);
+        write_u16(b, field::CHECKSUM, self.checksum);
         Ok(())
     }
 }

@@ -29,10 +29,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ferroce_core::{Endpoint, Instant, Transmit};
-use ferroce_io::{OutDatagram, Sleeper, UdpBackend};
+use ferroce_io::{OutDatagram, Receiver, Sleeper, UdpBackend};
 use tracing::{Span, debug, info_span, warn};
 
-use crate::hold::{ResponseHold, is_response};
+use crate::hold::ResponseHold;
 
 /// The backend and what it could not send yet.
 #[derive(Debug)]
@@ -302,13 +302,11 @@ impl Shared {
         let mut ep = self.engine();
         let mut received = 0;
         for _ in 0..4 {
-            let n = io
-                .backend
-                .recv(|from, _port, data| ep.handle_datagram(now, from, data))
-                .unwrap_or_else(|e| {
-                    debug!(error = %e, "receive failed");
-                    0
-                });
+            let mut rx = EngineRx { ep: &mut ep, now };
+            let n = io.backend.recv_into(&mut rx).unwrap_or_else(|e| {
+                debug!(error = %e, "receive failed");
+                0
+            });
             received += n;
             if n < BATCH {
                 break;
@@ -316,6 +314,22 @@ impl Shared {
         }
         io.next_timer = ep.poll_timeout();
         (received > 0 || sent > 0, io.next_timer)
+    }
+}
+
+/// The engine as the backend's [`Receiver`]: it filters datagrams before
+/// their ICRC is checked and takes the good ones.
+struct EngineRx<'a> {
+    ep: &'a mut Endpoint,
+    now: Instant,
+}
+
+impl Receiver for EngineRx<'_> {
+    fn accepts(&mut self, from: IpAddr, dest_qp: u32) -> bool {
+        self.ep.accepts(from, dest_qp)
+    }
+    fn deliver(&mut self, from: IpAddr, _src_port: u16, transport: &[u8]) {
+        self.ep.handle_datagram(self.now, from, transport);
     }
 }
 
@@ -356,14 +370,7 @@ fn send_all(io: &mut Io, port: u16) -> usize {
     // Group by source port so that each sendmmsg carries one flow's packets
     // (stable: each flow keeps its order), requests before responses: a
     // new request is what a peer may be waiting on; an ACK can follow it.
-    out.sort_by_key(|t| {
-        (
-            t.path.udp_src_port,
-            t.data.first().is_some_and(|&op| is_response(op)),
-        )
-    });
-    // The engine gives out an empty packet only for a bug; it is dropped.
-    out.retain(|t| !t.data.is_empty());
+    out.sort_by_key(|t| (t.path.udp_src_port, t.kind));
     let mut batch: Vec<OutDatagram<'_>> = out
         .iter_mut()
         .map(|t| OutDatagram {

@@ -18,12 +18,11 @@
 //! are tried only once in [`HOLD_TRY_EVERY`] batches until one pays again.
 //!
 //! This module sits below [`crate::driver`]: the driver owns a
-//! [`ResponseHold`] and sorts its sends with [`is_response`]; nothing here
-//! knows the driver.
+//! [`ResponseHold`]; nothing here knows the driver.
 
 use std::time::Duration;
 
-use ferroce_core::{Instant, Transmit};
+use ferroce_core::{Instant, PacketKind, Transmit};
 
 /// The longest an application round holds responses back: about one
 /// loopback round trip.
@@ -32,15 +31,6 @@ pub(crate) const RESPONSE_HOLD: Duration = Duration::from_micros(8);
 /// While holds do not pay, one response batch in this many is held, to
 /// find out whether the traffic has changed.
 pub(crate) const HOLD_TRY_EVERY: u32 = 64;
-
-/// Whether a BTH opcode is a response (READ responses, ACK, ATOMIC
-/// ACKNOWLEDGE): what a hold may take, and what the driver sends after
-/// the requests of the same flow.
-pub(crate) fn is_response(opcode: u8) -> bool {
-    ferroce_wire::Opcode(opcode)
-        .info()
-        .is_some_and(|i| i.response)
-}
 
 /// Responses held back, and whether holding pays in this traffic.
 #[derive(Debug)]
@@ -73,9 +63,7 @@ impl ResponseHold {
         if out.is_empty() && self.held.is_empty() {
             return;
         }
-        let only_responses = out
-            .iter()
-            .all(|t| t.data.first().is_some_and(|&op| is_response(op)));
+        let only_responses = out.iter().all(|t| t.kind == PacketKind::Response);
         let young = self.since.is_none_or(|s| now.since(s) < RESPONSE_HOLD);
         if app && only_responses && young {
             if self.since.is_none() {
@@ -109,6 +97,7 @@ impl ResponseHold {
 mod tests {
     use std::net::{IpAddr, Ipv4Addr};
 
+    use ferroce_core::Ecn;
     use ferroce_core::verbs::Path;
 
     use super::*;
@@ -124,6 +113,12 @@ mod tests {
                 traffic_class: 0,
                 hop_limit: 64,
             },
+            kind: if opcode == ACK {
+                PacketKind::Response
+            } else {
+                PacketKind::Request
+            },
+            ecn: Ecn::NotEct,
             data: vec![opcode, 0, 0, 0],
         }
     }

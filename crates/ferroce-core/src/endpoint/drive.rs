@@ -78,6 +78,20 @@ impl Endpoint {
         self.raise_events(dqpn);
     }
 
+    /// Whether a packet from `from` for QP `dest_qp` could be taken at all:
+    /// the QP exists, receives in its state, and (connected QPs) `from` is
+    /// its peer. A cheap filter for the I/O layer to run before the ICRC
+    /// check, so that garbage costs a table lookup; [`Self::handle_datagram`]
+    /// checks the same and more.
+    pub fn accepts(&self, from: IpAddr, dest_qp: u32) -> bool {
+        self.qps.get(&dest_qp).is_some_and(|q| {
+            matches!(
+                q.state,
+                QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+            ) && (q.init.qp_type == QpType::Ud || q.cfg.path.is_none_or(|p| p.remote == from))
+        })
+    }
+
     /// The next packet to send, if any: the active QPs take turns, one
     /// packet each; a QP's responses go before its new requests. While the
     /// endpoint has [`MAX_IN_FLIGHT`] packets in flight, requests wait
@@ -144,13 +158,19 @@ impl Endpoint {
                 self.burst = 0;
                 self.active.push_back(qpn);
             }
-            self.stats.tx_packets += 1;
             if rc {
                 self.recount(qpn);
             } else {
                 self.raise_events(qpn);
             }
-            return Some(t);
+            match t {
+                Ok(t) => {
+                    self.stats.tx_packets += 1;
+                    return Some(t);
+                }
+                // The QP went on as if the packet had been lost on the wire.
+                Err(_) => self.stats.tx_emit_errors += 1,
+            }
         }
         None
     }

@@ -29,7 +29,7 @@ use crate::srq::{MAX_SRQ_WR, Srq};
 pub use crate::stats::Stats;
 use crate::timers::Timers;
 pub(crate) use crate::transmit::BufPool;
-pub use crate::transmit::Transmit;
+pub use crate::transmit::{Ecn, EmitError, PacketKind, Transmit};
 
 mod drive;
 use crate::verbs::{

@@ -16,7 +16,7 @@ use super::responder::{ACK, Outcome, next_msn, remote_target};
 use super::{Qp, ReadJob, Response};
 use crate::mr::MrTable;
 use crate::stats::Stats;
-use crate::transmit::{BufPool, Transmit};
+use crate::transmit::{BufPool, EmitError, Transmit};
 use crate::verbs::{Access, QpType};
 
 /// The responder resources: READ and atomic requests recorded, and READ or
@@ -226,7 +226,11 @@ pub(super) fn atomic(
 }
 
 /// The next response packet this QP owes, if any.
-pub(crate) fn next_response(qp: &mut Qp, mrs: &MrTable, pool: &mut BufPool) -> Option<Transmit> {
+pub(crate) fn next_response(
+    qp: &mut Qp,
+    mrs: &MrTable,
+    pool: &mut BufPool,
+) -> Option<Result<Transmit, EmitError>> {
     if qp.init.qp_type != QpType::Rc {
         return None;
     }

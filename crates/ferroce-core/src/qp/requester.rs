@@ -12,7 +12,7 @@ use ferroce_wire::{Opcode, Psn, Transport, TransportRepr};
 use super::{Qp, SendWqe};
 use crate::mr::MrTable;
 use crate::time::{Instant, local_ack_timeout};
-use crate::transmit::{BufPool, Transmit};
+use crate::transmit::{BufPool, EmitError, Transmit};
 use crate::verbs::{QpState, QpType, SendOp, WcStatus};
 
 /// At most this many PSNs in flight past the oldest unacknowledged one
@@ -42,7 +42,7 @@ pub(crate) fn next_packet(
     pool: &mut BufPool,
     now: Instant,
     ask_ack: bool,
-) -> Option<Transmit> {
+) -> Option<Result<Transmit, EmitError>> {
     let idx = qp.req.wqe;
     let wqe = qp.sq.get(idx)?;
     // SQD drains: the messages already begun are finished and retransmitted
@@ -128,7 +128,7 @@ fn build(
     mrs: &MrTable,
     pool: &mut BufPool,
     ask_ack: bool,
-) -> Option<Transmit> {
+) -> Option<Result<Transmit, EmitError>> {
     let mtu = qp.cfg.mtu.bytes() as u64;
     let (op, len, first_psn, npkts, solicited) = {
         let w = &qp.sq[idx];
@@ -298,7 +298,7 @@ fn transmit(
     mrs: &MrTable,
     pool: &mut BufPool,
     offset: u64,
-) -> Transmit {
+) -> Result<Transmit, EmitError> {
     let wr = &qp.sq[idx].wr;
     let path = match (qp.init.qp_type, wr.ud) {
         (QpType::Ud, Some(ud)) => ud.path,

@@ -302,3 +302,20 @@ fn responses_to_nothing_outstanding_are_ignored() {
     assert_eq!(p.wait_cqes(0, a.cq, 1)[0].status, WcStatus::Success);
     assert_eq!(read_mr(&p, 1, b.mr.lkey, 0, 64), pattern(64, 3));
 }
+
+/// `accepts`, the I/O layer's filter before the ICRC, says yes exactly to
+/// what `handle_datagram` would not drop for its QP, state or source.
+#[test]
+fn accepts_only_a_receiving_qp_from_its_peer() {
+    let mut p = Pair::new(61);
+    let [_, b] = connect(&mut p, QpType::Rc, 4096, Mtu::Mtu1024);
+    let peer = p.addrs[0];
+    assert!(p.eps[1].accepts(peer, b.qpn));
+    assert!(!p.eps[1].accepts(STRANGER, b.qpn), "wrong source");
+    assert!(!p.eps[1].accepts(peer, b.qpn + 0x1000), "no such QP");
+    let init = idle_qp(&mut p, QpType::Rc, QpState::Init);
+    assert!(!p.eps[1].accepts(peer, init), "not receiving yet");
+    // UD takes any source.
+    let ud = idle_qp(&mut p, QpType::Ud, QpState::Rtr);
+    assert!(p.eps[1].accepts(STRANGER, ud));
+}
