@@ -343,3 +343,39 @@ fn garbage_is_dropped_by_cause_before_the_icrc() {
     assert_eq!(sink.got.len(), 1);
     assert_eq!(sink.got[0][..96], good[..96]);
 }
+
+/// The send and receive calls share the backend's scratch space. A send of
+/// exactly as many datagrams as the receive takes at once (16 with GRO)
+/// used to leave the receive's control buffers unsized, and the next
+/// receive indexed past them (a panic in the driver thread).
+#[test]
+fn a_send_as_long_as_a_receive_batch_then_a_receive() {
+    let a = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
+    let b = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+    let mut ca = UdpConfig::new(a);
+    ca.port = 47700;
+    ca.gso = false; // one message per datagram, so 16 in one sendmmsg
+    ca.gro = true; // 16 receive slots
+    let mut cb = UdpConfig::new(b);
+    cb.port = 47701;
+    let (mut tx, mut rx) = (UdpBackend::bind(ca).unwrap(), UdpBackend::bind(cb).unwrap());
+    let mut bufs: Vec<Vec<u8>> = (0..16).map(|_| send_middle(vec![0u8; 64])).collect();
+    let mut batch: Vec<OutDatagram<'_>> = bufs
+        .iter_mut()
+        .map(|t| OutDatagram {
+            remote: b,
+            remote_port: 47701,
+            src_port: 0xc000,
+            transport: t,
+        })
+        .collect();
+    assert_eq!(tx.send(&mut batch).unwrap(), 16);
+    // Nothing waits for `tx`; the call must simply return.
+    assert_eq!(tx.recv(|_, _, _| {}).unwrap(), 0);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut got = 0;
+    while got < 16 && Instant::now() < deadline {
+        got += rx.recv(|_, _, _| {}).unwrap();
+    }
+    assert_eq!(got, 16, "every datagram reaches the other backend");
+}

@@ -310,11 +310,10 @@ pub(crate) fn recv_batch(
     } = scratch;
     // The kernel writes the addresses and control messages it returns (and
     // says how much); their old contents are never read, so they are not
-    // cleared between calls.
-    if addrs.len() != n {
-        addrs.resize(n, (zeroed_storage(), 0));
-        controls.resize(n, [0; 8]);
-    }
+    // cleared between calls. Each is sized on its own: sends reuse `addrs`
+    // (with their own length) but not `controls`.
+    addrs.resize(n, (zeroed_storage(), 0));
+    controls.resize(n, [0; 8]);
     iovs.clear();
     iovs.extend(bufs.iter_mut().map(|b| libc::iovec {
         iov_base: b.as_mut_ptr().cast(),
