@@ -111,7 +111,11 @@ fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 13] {
         ("duplicate", rx_duplicate, b.rx_duplicate),
         ("out_of_sequence", rx_out_of_sequence, b.rx_out_of_sequence),
         ("unexpected", rx_unexpected, b.rx_unexpected),
-        ("duplicate_unserved", rx_duplicate_unserved, b.rx_duplicate_unserved),
+        (
+            "duplicate_unserved",
+            rx_duplicate_unserved,
+            b.rx_duplicate_unserved,
+        ),
         ("over_depth", rx_over_depth, b.rx_over_depth),
         ("ack_dropped", acks_dropped, b.acks_dropped),
         ("emit_error", tx_emit_errors, b.tx_emit_errors),
