@@ -413,7 +413,9 @@ pub struct PortAttr {
     /// (0x00010000); ferroce does not answer CM MADs on QP1 yet.
     pub port_cap_flags: u32,
     pub max_msg_sz: u32,
-    /// ferroce does not check the P_Key: always 0.
+    /// Packets dropped for a BTH P_Key of another partition
+    /// ([`crate::Stats::rx_bad_pkey`]; [`Context::query_port`] fills it
+    /// in; the address-only [`query_port`] has no engine: 0).
     pub bad_pkey_cntr: u32,
     /// UD receives dropped for a wrong Q_Key ([`Context::query_port`]
     /// fills it in; the address-only [`query_port`] has no engine: 0).
@@ -794,10 +796,13 @@ impl Context {
         Ok(query_device(self.local())?)
     }
 
-    /// Port 1, with the Q_Key violation counter of this device's engine.
+    /// Port 1, with the P_Key and Q_Key violation counters of this
+    /// device's engine.
     pub fn query_port(&self) -> Result<PortAttr> {
         let mut port = query_port(self.local())?;
-        port.qkey_viol_cntr = u32::try_from(self.stats().rx_bad_qkey).unwrap_or(u32::MAX);
+        let stats = self.stats();
+        port.bad_pkey_cntr = u32::try_from(stats.rx_bad_pkey).unwrap_or(u32::MAX);
+        port.qkey_viol_cntr = u32::try_from(stats.rx_bad_qkey).unwrap_or(u32::MAX);
         Ok(port)
     }
 

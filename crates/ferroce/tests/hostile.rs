@@ -161,6 +161,8 @@ fn a_write_of_another_partition_is_dropped() {
     forger.send(&t, &[0xee; 8]);
     let st = wait_stats(&s.ctx, |st| st.rx_bad_pkey > 0);
     assert_eq!(st.rx_bad_pkey, 1, "{st:?}");
+    let port = s.ctx.query_port().unwrap();
+    assert_eq!(port.bad_pkey_cntr, 1, "ibv_query_port's bad_pkey_cntr");
     let mut back = [0u8; 8];
     s.mr.read(0, &mut back).unwrap();
     assert_eq!(back, [0; 8], "the WRITE landed");
