@@ -33,6 +33,8 @@ pub struct DeviceConfig {
 }
 
 impl DeviceConfig {
+    /// Port 4791 both ways, keys seeded from the clock, GSO on unless
+    /// `FERROCE_GSO=0`.
     pub fn new(local: IpAddr) -> Self {
         Self {
             local,
@@ -58,6 +60,7 @@ impl Context {
         Self::open_with(DeviceConfig::new(local))
     }
 
+    /// Opens a device with the settings of `cfg`.
     pub fn open_with(cfg: DeviceConfig) -> Result<Self> {
         let mut udp = UdpConfig::new(cfg.local);
         udp.port = cfg.port;
@@ -98,6 +101,7 @@ impl Context {
         self.shared.udp_stats()
     }
 
+    /// `ibv_alloc_pd`.
     pub fn alloc_pd(&self) -> ProtectionDomain {
         let handle = self.shared.engine().alloc_pd();
         ProtectionDomain {
@@ -106,6 +110,8 @@ impl Context {
         }
     }
 
+    /// `ibv_create_cq`: a completion queue of `depth` entries (beyond it,
+    /// completions are lost and [`CompletionQueue::overflowed`] says so).
     pub fn create_cq(&self, depth: u32) -> Result<CompletionQueue> {
         let handle = self.shared.engine().create_cq(depth)?;
         Ok(CompletionQueue {

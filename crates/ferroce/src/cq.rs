@@ -33,6 +33,31 @@ impl CompletionQueue {
         Ok(self.shared.engine().poll_cq(self.handle, max)?)
     }
 
+    /// Moves up to `out.len()` completions into `out` and returns how
+    /// many, without allocating (the buffer is reused from call to call;
+    /// [`WorkCompletion::default`] fills it). Moves the engine forward as
+    /// [`CompletionQueue::poll`] does.
+    ///
+    /// ```no_run
+    /// # fn f(cq: &ferroce::CompletionQueue) -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut wcs = [ferroce::WorkCompletion::default(); 16];
+    /// let n = cq.poll_into(&mut wcs)?;
+    /// for wc in &wcs[..n] {
+    ///     wc.ok()?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn poll_into(&self, out: &mut [WorkCompletion]) -> Result<usize> {
+        if !out.is_empty() && !self.shared.kicked_since_round() {
+            let n = self.shared.engine().poll_cq_into(self.handle, out)?;
+            if n > 0 {
+                return Ok(n);
+            }
+        }
+        self.shared.app_progress();
+        Ok(self.shared.engine().poll_cq_into(self.handle, out)?)
+    }
+
     /// Whether completions were lost because the queue was full.
     pub fn overflowed(&self) -> Result<bool> {
         Ok(self.shared.engine().cq_overflowed(self.handle)?)

@@ -38,29 +38,36 @@
 //! NAKs and the counters at close, at trace every dropped packet and its
 //! cause. The `ferroce` command's `-v`/`-q` and `FERROCE_LOG` choose.
 
+#![warn(missing_docs)]
+
 mod context;
 mod cq;
 mod device;
 mod driver;
+mod endpoint;
 mod error;
 mod hold;
 mod mr;
 mod pd;
 mod qp;
+mod remote;
 mod srq;
 
 pub use context::{Context, DeviceConfig};
 pub use cq::CompletionQueue;
 pub use device::*;
-pub use error::{Error, Result};
+pub use endpoint::{ConnectOptions, QpEndpoint};
+pub use error::{DecodeError, Error, Result};
 pub use ferroce_core::verbs::{
-    Access, AsyncEvent, Mtu, Path, QpAttr, QpState, QpType, RecvWr, SendOp, SendWr, Sge, SrqAttr,
-    SrqInfo, UdDest, VerbsError, WcOpcode, WcStatus, WorkCompletion,
+    Access, AsyncEvent, INLINE_SGES, Mtu, Path, QpAttr, QpState, QpType, RecvWr, RemoteSlice,
+    SendOp, SendWr, Sge, SrqAttr, SrqInfo, UdDest, VerbsError, WcError, WcOpcode, WcStatus,
+    WorkCompletion,
 };
 pub use ferroce_core::{MAX_MSG_SIZE, MrInfo, Stats};
 pub use ferroce_io::UdpStats;
 pub use ferroce_wire::Psn;
 pub use mr::MemoryRegion;
 pub use pd::ProtectionDomain;
-pub use qp::{QpInitAttr, QueuePair, connect_qp, path_to};
+pub use qp::{QpInitAttr, QueuePair, path_to};
+pub use remote::RemoteRegion;
 pub use srq::SharedReceiveQueue;

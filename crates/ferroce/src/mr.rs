@@ -14,9 +14,11 @@ pub struct MemoryRegion {
 }
 
 impl MemoryRegion {
+    /// The key local work requests name the region by ([`Sge::lkey`]).
     pub fn lkey(&self) -> u32 {
         self.info.lkey
     }
+    /// The key a peer names the region by (in [`MemoryRegion::remote`]).
     pub fn rkey(&self) -> u32 {
         self.info.rkey
     }
@@ -24,9 +26,11 @@ impl MemoryRegion {
     pub fn addr(&self) -> u64 {
         self.info.addr
     }
+    /// Bytes in the region.
     pub fn len(&self) -> usize {
         self.info.len
     }
+    /// Whether the region holds no bytes.
     pub fn is_empty(&self) -> bool {
         self.info.len == 0
     }
@@ -72,6 +76,13 @@ impl MemoryRegion {
             out.copy_from_slice(src);
             Ok(())
         })?
+    }
+
+    /// The region as its peer addresses it (address, R_Key, length): send
+    /// it out of band ([`RemoteRegion::to_bytes`](crate::RemoteRegion::to_bytes))
+    /// and the peer's WRITEs, READs and atomics take slices of it.
+    pub fn remote(&self) -> crate::RemoteRegion {
+        crate::RemoteRegion::registered(self.addr(), self.rkey(), self.len() as u64)
     }
 }
 

@@ -25,6 +25,8 @@ impl ProtectionDomain {
         })
     }
 
+    /// `ibv_create_qp`: a QP in RESET, with its first PSN chosen
+    /// ([`QpInitAttr::psn`]); [`QueuePair::connect`] brings it up.
     pub fn create_qp(&self, attr: &QpInitAttr<'_>) -> Result<QueuePair> {
         let qpn = self.shared.engine().create_qp(QpInit {
             pd: self.handle,
@@ -36,11 +38,7 @@ impl ProtectionDomain {
             sq_sig_all: attr.sq_sig_all,
             srq: attr.srq.map(|s| s.inner.handle),
         })?;
-        Ok(QueuePair {
-            shared: self.shared.clone(),
-            qpn,
-            srq: attr.srq.map(|s| s.inner.clone()),
-        })
+        Ok(QueuePair::new(self.shared.clone(), qpn, attr))
     }
 
     /// A shared receive queue of up to `max_wr` receive work requests

@@ -34,7 +34,7 @@ impl SharedReceiveQueue {
 
     /// `ibv_post_srq_recv`: one receive work request, for whichever of
     /// its QPs next needs one.
-    pub fn post_recv(&self, wr: RecvWr) -> Result<()> {
+    pub fn post_recv(&self, wr: RecvWr<'_>) -> Result<()> {
         self.inner
             .shared
             .engine()

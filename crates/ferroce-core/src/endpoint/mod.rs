@@ -240,6 +240,23 @@ impl Endpoint {
         Ok(std::iter::from_fn(|| q.pop()).take(max).collect())
     }
 
+    /// Moves up to `out.len()` completions into `out`, oldest first, and
+    /// returns how many: `ibv_poll_cq` without an allocation.
+    pub fn poll_cq_into(
+        &mut self,
+        cq: u32,
+        out: &mut [WorkCompletion],
+    ) -> Result<usize, VerbsError> {
+        let q = self.cqs.get_mut(&cq).ok_or(VerbsError::NoSuchCq(cq))?;
+        let mut n = 0;
+        while let Some(slot) = out.get_mut(n) {
+            let Some(wc) = q.pop() else { break };
+            *slot = wc;
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// Whether the CQ overflowed (completions were lost).
     pub fn cq_overflowed(&self, cq: u32) -> Result<bool, VerbsError> {
         self.cqs
