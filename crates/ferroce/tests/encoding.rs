@@ -274,3 +274,17 @@ fn serde_round_trips_and_checks() {
     let json = serde_json::to_string(&r).unwrap();
     assert_eq!(serde_json::from_str::<RemoteRegion>(&json).unwrap(), r);
 }
+
+/// The API objects may be shared between threads (the README says so).
+#[test]
+fn api_objects_are_send_and_sync() {
+    fn both<T: Send + Sync>() {}
+    both::<ferroce::Context>();
+    both::<ferroce::ProtectionDomain>();
+    both::<ferroce::MemoryRegion>();
+    both::<ferroce::CompletionQueue>();
+    both::<ferroce::QueuePair>();
+    both::<ferroce::SharedReceiveQueue>();
+    both::<QpEndpoint>();
+    both::<RemoteRegion>();
+}

@@ -332,7 +332,7 @@ mod tests {
         let mut c = AtomicCheck::new(AtomicType::CmpAndSwap, 1, 1);
         // First compare 0 / swap 0, then compare the known value, swap +1.
         assert!(matches!(
-            c.op(0, 0, 64, 1),
+            c.op(0, 0, ferroce::RemoteSlice::new(64, 1, 8)),
             SendOp::CompareSwap {
                 compare: 0,
                 swap: 0,
@@ -341,7 +341,7 @@ mod tests {
         ));
         c.got(0, 0, 41).unwrap();
         assert!(matches!(
-            c.op(0, 0, 64, 1),
+            c.op(0, 0, ferroce::RemoteSlice::new(64, 1, 8)),
             SendOp::CompareSwap {
                 compare: 41,
                 swap: 42,
