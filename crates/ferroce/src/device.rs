@@ -85,7 +85,7 @@ pub const MAX_SRQ_WR: u32 = 1 << 15;
 pub const MAX_CQE: u32 = 1 << 20;
 
 /// Outstanding RDMA READ and atomic requests per QP, as initiator and as
-/// responder: the depth [`crate::connect_qp`] sets and ferroce is tested
+/// responder: the depth [`crate::ConnectOptions`] sets by default and ferroce is tested
 /// at (rxe `RXE_MAX_QP_RD_ATOM`: 128).
 pub const MAX_QP_RD_ATOM: u32 = 16;
 

@@ -435,7 +435,7 @@ fn ud_qps_share_an_srq() {
     let mut wr = send_wr(1, SendOp::Send, &sg);
     wr.ud = Some(ud_dest(&p, s.qps[0]));
     p.eps[0].mr_bytes_mut(peers[0].mr.lkey).unwrap()[..600].copy_from_slice(&data);
-    p.eps[0].post_send(peers[0].qpn, wr.clone()).unwrap();
+    p.eps[0].post_send(peers[0].qpn, wr).unwrap();
     p.settle(10_000);
     assert!(p.completions(1, s.cq).is_empty());
     assert_eq!(p.eps[1].stats().rx_unexpected, 1);
@@ -443,7 +443,7 @@ fn ud_qps_share_an_srq() {
         post_slot(&mut p, &s, wr_id, 1024);
     }
     // Peer 0 sends to both QPs of endpoint 1.
-    p.eps[0].post_send(peers[0].qpn, wr.clone()).unwrap();
+    p.eps[0].post_send(peers[0].qpn, wr).unwrap();
     wr.ud = Some(ud_dest(&p, s.qps[1]));
     p.eps[0].post_send(peers[0].qpn, wr).unwrap();
     let got = p.wait_cqes(1, s.cq, 2);
@@ -525,7 +525,7 @@ fn srq_calls_are_checked() {
     let e = &mut p.eps[1];
     let q = s.qps[0];
     // post_recv on a QP with an SRQ is refused, naming the SRQ.
-    let err = e.post_recv(q, recv_wr(1, &vec![])).unwrap_err();
+    let err = e.post_recv(q, recv_wr(1, &[])).unwrap_err();
     assert_eq!(err, VerbsError::QpHasSrq { qpn: q, srq: s.srq });
     let text = err.to_string();
     assert!(text.contains("post_srq_recv"), "{text}");
@@ -545,7 +545,7 @@ fn srq_calls_are_checked() {
         e.post_srq_recv(s.srq, recv_wr(wr_id, &sg)).unwrap();
     }
     assert_eq!(
-        e.post_srq_recv(s.srq, recv_wr(9, &vec![])),
+        e.post_srq_recv(s.srq, recv_wr(9, &[])),
         Err(VerbsError::SrqFull {
             srq: s.srq,
             depth: 4
@@ -564,7 +564,7 @@ fn srq_calls_are_checked() {
         Err(VerbsError::BadSge { .. })
     ));
     assert_eq!(
-        e.post_srq_recv(999, recv_wr(1, &vec![])),
+        e.post_srq_recv(999, recv_wr(1, &[])),
         Err(VerbsError::NoSuchSrq(999))
     );
     // Creation limits.
@@ -603,7 +603,7 @@ fn srq_calls_are_checked() {
         Err(VerbsError::BadValue { .. })
     ));
     e.modify_srq(s.srq, &resize(6)).unwrap();
-    e.post_srq_recv(s.srq, recv_wr(5, &vec![])).unwrap();
+    e.post_srq_recv(s.srq, recv_wr(5, &[])).unwrap();
     let arm = SrqAttr {
         max_wr: None,
         srq_limit: Some(4),
