@@ -7,7 +7,10 @@ use super::util::{
     Faults, Opts, Pair, connect, connect_with, pattern, recv_wr, rmem, send_wr, sge,
 };
 use super::{read_mr, write_mr};
-use crate::verbs::{Mtu, Path, QpState, QpType, SendOp, UdDest, WcOpcode, WcStatus};
+use crate::verbs::{
+    INLINE_SGES, Mtu, Path, QpState, QpType, QueuedRecv, QueuedSend, SendOp, SgList, Sge, UdDest,
+    WcOpcode, WcStatus,
+};
 use ferroce_wire::Psn;
 
 #[test]
@@ -245,6 +248,28 @@ fn inline_data_is_sent_without_a_local_region() {
 
 /// Posts a mix in which only some WRs are signaled; returns the send
 /// completions' ids once every WR is done, checking the data moved.
+/// A queued request keeps up to [`INLINE_SGES`] elements in place (no
+/// heap allocation per post), a longer list on the heap, both in order.
+#[test]
+fn short_scatter_lists_are_queued_in_place() {
+    let sges: Vec<Sge> = (0..6u32)
+        .map(|i| Sge {
+            lkey: i,
+            offset: u64::from(i) * 100,
+            len: i + 1,
+        })
+        .collect();
+    for n in 0..=6 {
+        let wr = send_wr(1, SendOp::Send, &sges[..n]);
+        let queued = QueuedSend::from(&wr);
+        assert_eq!(&*queued.sg, &sges[..n]);
+        let in_place = matches!(queued.sg, SgList::Inline { .. });
+        assert_eq!(in_place, n <= INLINE_SGES, "{n} elements");
+        let recv = QueuedRecv::from(&recv_wr(2, &sges[..n]));
+        assert_eq!(&*recv.sg, &sges[..n]);
+    }
+}
+
 /// Six elements each side (two past the ones a queued request keeps in
 /// place): a WRITE gathers them in order, a SEND scatters into six.
 #[test]
