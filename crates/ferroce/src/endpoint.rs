@@ -49,6 +49,25 @@ impl core::fmt::Debug for QpEndpoint {
     }
 }
 
+impl core::fmt::Display for QpEndpoint {
+    /// As the rdma-core examples print an address: `RC QP 0x000011 PSN
+    /// 0x00abcd at 127.0.0.1`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let t = match self.qp_type {
+            QpType::Rc => "RC",
+            QpType::Uc => "UC",
+            QpType::Ud => "UD",
+        };
+        write!(
+            f,
+            "{t} QP {:#08x} PSN {:#08x} at {}",
+            self.qpn,
+            self.psn.value(),
+            self.gid
+        )
+    }
+}
+
 /// First byte of an encoded endpoint.
 const ENDPOINT_KIND: u8 = b'Q';
 /// The encoding this build writes and reads.

@@ -21,6 +21,8 @@ pub enum Error {
         /// The remote endpoint's type.
         remote: QpType,
     },
+    /// An encoded endpoint or region could not be read.
+    Decode(DecodeError),
 }
 
 impl fmt::Display for Error {
@@ -38,6 +40,7 @@ impl fmt::Display for Error {
                 "connect of a {local:?} QP to a {remote:?} QP: both sides need \
                  the same QP type"
             ),
+            Self::Decode(e) => e.fmt(f),
         }
     }
 }
@@ -48,6 +51,7 @@ impl std::error::Error for Error {
             Self::Verbs(e) => Some(e),
             Self::Io(e) => Some(e),
             Self::QpTypeMismatch { .. } => None,
+            Self::Decode(e) => Some(e),
         }
     }
 }
@@ -55,6 +59,12 @@ impl std::error::Error for Error {
 impl From<VerbsError> for Error {
     fn from(e: VerbsError) -> Self {
         Self::Verbs(e)
+    }
+}
+
+impl From<DecodeError> for Error {
+    fn from(e: DecodeError) -> Self {
+        Self::Decode(e)
     }
 }
 

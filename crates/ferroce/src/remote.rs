@@ -16,6 +16,15 @@ use crate::{DecodeError, RemoteSlice, Result, VerbsError};
 
 /// A peer's memory region, as [`MemoryRegion::remote`](crate::MemoryRegion::remote)
 /// describes it for the peer.
+///
+/// ```no_run
+/// # fn f(qp: &ferroce::QueuePair, mr: &ferroce::MemoryRegion, bytes: &[u8]) -> ferroce::Result<()> {
+/// use ferroce::{RemoteRegion, SendWr};
+/// let peer = RemoteRegion::from_bytes(bytes)?; // what the peer sent
+/// let block = peer.at(7 * 4096, 4096)?; // refused if past its end
+/// qp.post_send(SendWr::write(1, &[mr.sge(0, 4096)], block))?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct RemoteRegion {

@@ -249,6 +249,10 @@ fn debug_prints_qpns_in_hex() {
         text.contains("qpn: 0x1234") && text.contains("src_qp: 0x11"),
         "{text}"
     );
+    assert_eq!(
+        endpoint("10.0.0.1").to_string(),
+        "UC QP 0xabcdef PSN 0x123456 at 10.0.0.1"
+    );
     let e = format!("{:?}", endpoint("::1"));
     assert!(
         e.contains("qpn: 0xabcdef") && e.contains("psn: 0x123456"),
