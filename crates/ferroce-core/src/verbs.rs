@@ -707,8 +707,9 @@ impl fmt::Display for WcError {
 
 impl std::error::Error for WcError {}
 
-/// Why a verbs call was refused. Each names what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a verbs call was refused. Each names what is wrong. `Debug`
+/// prints QPNs and keys in hex, as `Display` and rdma-core do.
+#[derive(Clone, PartialEq, Eq)]
 pub enum VerbsError {
     NoSuchPd(u32),
     NoSuchCq(u32),
@@ -793,6 +794,95 @@ pub enum VerbsError {
         len: u64,
         size: u64,
     },
+}
+
+impl fmt::Debug for VerbsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::NoSuchPd(h) => f.debug_tuple("NoSuchPd").field(&h).finish(),
+            Self::NoSuchCq(h) => f.debug_tuple("NoSuchCq").field(&h).finish(),
+            Self::NoSuchQp(n) => f.debug_tuple("NoSuchQp").field(&Hex(n)).finish(),
+            Self::NoSuchMr(k) => f.debug_tuple("NoSuchMr").field(&Hex(k)).finish(),
+            Self::NoSuchSrq(h) => f.debug_tuple("NoSuchSrq").field(&h).finish(),
+            Self::Busy(what) => f.debug_tuple("Busy").field(&what).finish(),
+            Self::BadTransition { from, to } => f
+                .debug_struct("BadTransition")
+                .field("from", &from)
+                .field("to", &to)
+                .finish(),
+            Self::MissingAttr { to, attr } => f
+                .debug_struct("MissingAttr")
+                .field("to", &to)
+                .field("attr", &attr)
+                .finish(),
+            Self::UnexpectedAttr { to, attr } => f
+                .debug_struct("UnexpectedAttr")
+                .field("to", &to)
+                .field("attr", &attr)
+                .finish(),
+            Self::BadValue { what, value } => f
+                .debug_struct("BadValue")
+                .field("what", &what)
+                .field("value", &value)
+                .finish(),
+            Self::WrongState { qpn, state, call } => f
+                .debug_struct("WrongState")
+                .field("qpn", &Hex(qpn))
+                .field("state", &state)
+                .field("call", &call)
+                .finish(),
+            Self::QueueFull { qpn, queue, depth } => f
+                .debug_struct("QueueFull")
+                .field("qpn", &Hex(qpn))
+                .field("queue", &queue)
+                .field("depth", &depth)
+                .finish(),
+            Self::SrqFull { srq, depth } => f
+                .debug_struct("SrqFull")
+                .field("srq", &srq)
+                .field("depth", &depth)
+                .finish(),
+            Self::QpHasSrq { qpn, srq } => f
+                .debug_struct("QpHasSrq")
+                .field("qpn", &Hex(qpn))
+                .field("srq", &srq)
+                .finish(),
+            Self::BadSge {
+                lkey,
+                offset,
+                len,
+                why,
+            } => f
+                .debug_struct("BadSge")
+                .field("lkey", &Hex(lkey))
+                .field("offset", &offset)
+                .field("len", &len)
+                .field("why", &why)
+                .finish(),
+            Self::BadOpForQpType { op, qp_type } => f
+                .debug_struct("BadOpForQpType")
+                .field("op", &op)
+                .field("qp_type", &qp_type)
+                .finish(),
+            Self::Unaligned(a) => write!(f, "Unaligned({a:#x})"),
+            Self::TooLong { len, max } => f
+                .debug_struct("TooLong")
+                .field("len", &len)
+                .field("max", &max)
+                .finish(),
+            Self::RemoteTooShort { len, remote } => f
+                .debug_struct("RemoteTooShort")
+                .field("len", &len)
+                .field("remote", &remote)
+                .finish(),
+            Self::OutsideRemote { offset, len, size } => f
+                .debug_struct("OutsideRemote")
+                .field("offset", &offset)
+                .field("len", &len)
+                .field("size", &size)
+                .finish(),
+        }
+    }
 }
 
 impl fmt::Display for VerbsError {

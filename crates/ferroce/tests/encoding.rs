@@ -260,6 +260,19 @@ fn debug_prints_qpns_in_hex() {
     );
     let ev = format!("{:?}", ferroce::AsyncEvent::QpFatal { qpn: 0x2a });
     assert_eq!(ev, "QpFatal { qpn: 0x2a }");
+    let err = VerbsError::QueueFull {
+        qpn: 0x2a,
+        queue: "send queue",
+        depth: 4,
+    };
+    assert_eq!(
+        format!("{err:?}"),
+        r#"QueueFull { qpn: 0x2a, queue: "send queue", depth: 4 }"#
+    );
+    assert_eq!(
+        format!("{:?}", VerbsError::NoSuchQp(0x11)),
+        "NoSuchQp(0x11)"
+    );
 }
 
 #[cfg(feature = "serde")]
