@@ -112,8 +112,9 @@ pub struct Sge {
     pub lkey: u32,
     /// Byte offset from the start of the region (`addr - mr.addr` in ibverbs).
     pub offset: u64,
-    /// Bytes; one message is at most [`crate::MAX_MSG_SIZE`] (2 GiB, IBA's
-    /// 31-bit DMA length), so 32 bits, as `ibv_sge::length`.
+    /// Bytes; one message is at most [`crate::MAX_MSG_SIZE`] (8 MiB, as
+    /// rxe; IBA's DMA length allows 2 GiB), so 32 bits, as
+    /// `ibv_sge::length`.
     pub len: u32,
 }
 

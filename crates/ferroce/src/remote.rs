@@ -6,7 +6,8 @@
 //!
 //! Offsets and lengths into regions are `u64` throughout the API, as the
 //! RETH's virtual address is and as region offsets ([`crate::Sge::offset`])
-//! are; one message is at most 2 GiB, so its length ([`crate::Sge::len`],
+//! are; one message is at most [`crate::MAX_MSG_SIZE`] (8 MiB, as rxe; IBA
+//! allows 2 GiB), so its length ([`crate::Sge::len`],
 //! [`crate::WorkCompletion::byte_len`]) stays the `u32` of ibverbs.
 
 use core::fmt;
