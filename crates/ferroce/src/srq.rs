@@ -27,7 +27,7 @@ impl Drop for SrqHandle {
 }
 
 impl SharedReceiveQueue {
-    /// The number [`AsyncEvent::SrqLimitReached`] names it by.
+    /// The number [`AsyncEvent::SrqLimitReached`](crate::AsyncEvent::SrqLimitReached) names it by.
     pub fn handle(&self) -> u32 {
         self.inner.handle
     }
@@ -44,8 +44,8 @@ impl SharedReceiveQueue {
     }
 
     /// Arms the limit (`ibv_modify_srq` with `IBV_SRQ_LIMIT`): once fewer
-    /// than `limit` work requests are left, [`Context::poll_async_event`]
-    /// returns [`AsyncEvent::SrqLimitReached`] once, and the limit disarms.
+    /// than `limit` work requests are left, [`Context::poll_async_event`](crate::Context::poll_async_event)
+    /// returns [`AsyncEvent::SrqLimitReached`](crate::AsyncEvent::SrqLimitReached) once, and the limit disarms.
     /// 0 disarms it.
     pub fn arm_limit(&self, limit: u32) -> Result<()> {
         self.modify(&SrqAttr {
