@@ -19,7 +19,7 @@
 
 use std::collections::VecDeque;
 
-use crate::verbs::RecvWr;
+use crate::verbs::QueuedRecv;
 
 /// Receive WQEs per SRQ: `create_srq` and `modify_srq` refuse more (the
 /// same as per QP receive queue; rxe: `RXE_MAX_SRQ_WR`).
@@ -32,7 +32,7 @@ pub(crate) struct Srq {
     pub(crate) max_wr: u32,
     /// The armed limit, 0 when not armed.
     pub(crate) limit: u32,
-    pub(crate) wqes: VecDeque<RecvWr>,
+    pub(crate) wqes: VecDeque<QueuedRecv>,
     /// The limit was crossed and the event not handed out yet.
     pub(crate) limit_reached: bool,
     /// QPs created with this SRQ (`destroy_srq` refuses while any is).
@@ -53,7 +53,7 @@ impl Srq {
 
     /// Takes the oldest WQE for a QP; crossing the armed limit disarms it
     /// and marks the event due.
-    pub(crate) fn take(&mut self) -> Option<RecvWr> {
+    pub(crate) fn take(&mut self) -> Option<QueuedRecv> {
         let wr = self.wqes.pop_front()?;
         if self.limit != 0 && (self.wqes.len() as u64) < u64::from(self.limit) {
             self.limit = 0;
@@ -66,7 +66,7 @@ impl Srq {
     /// midway, a QP reset or destroyed while filling it): the next message,
     /// on any QP, gets it first. If the user filled the SRQ meanwhile, it
     /// holds one more than `max_wr` until that WQE is taken.
-    pub(crate) fn give_back(&mut self, wr: RecvWr) {
+    pub(crate) fn give_back(&mut self, wr: QueuedRecv) {
         self.wqes.push_front(wr);
     }
 }

@@ -107,66 +107,143 @@ pub struct QpAttr {
 }
 
 /// One scatter/gather element: `len` bytes at `offset` in the region `lkey`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Sge {
     pub lkey: u32,
     /// Byte offset from the start of the region (`addr - mr.addr` in ibverbs).
     pub offset: u64,
+    /// Bytes; one message is at most [`crate::MAX_MSG_SIZE`] (8 MiB, as
+    /// rxe; IBA's DMA length allows 2 GiB), so 32 bits, as
+    /// `ibv_sge::length`.
     pub len: u32,
 }
 
-/// What a send work request asks for.
+/// A bounded range of a peer's registered memory: where a WRITE, READ or
+/// atomic lands. Made by `RemoteRegion::at` in the `ferroce` crate, which
+/// checks the range against the region the peer advertised, so that no
+/// caller computes `addr + offset` by hand. A work request whose message is
+/// longer than the slice is refused at post time.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RemoteSlice {
+    addr: u64,
+    rkey: u32,
+    len: u64,
+}
+
+impl RemoteSlice {
+    /// A slice of `len` bytes at the peer's address `addr`, under `rkey`,
+    /// taken on trust: for memory described by other means (another
+    /// tool's exchange). The peer still checks every access.
+    pub const fn new(addr: u64, rkey: u32, len: u64) -> Self {
+        Self { addr, rkey, len }
+    }
+
+    /// The peer's virtual address of the slice's first byte (the RETH VA).
+    pub const fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// The key the peer registered the region under.
+    pub const fn rkey(&self) -> u32 {
+        self.rkey
+    }
+
+    /// Bytes in the slice.
+    pub const fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the slice holds no bytes (a zero-length WRITE or READ).
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl fmt::Debug for RemoteSlice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "RemoteSlice {{ addr: {:#x}, rkey: {:#x}, len: {} }}",
+            self.addr, self.rkey, self.len
+        )
+    }
+}
+
+/// What a send work request asks for (`ibv_wr_opcode` and its operands).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendOp {
+    /// `IBV_WR_SEND`.
     Send,
+    /// `IBV_WR_SEND_WITH_IMM`: the peer's receive completion carries it.
     SendWithImm(u32),
+    /// `IBV_WR_SEND_WITH_INV`: the peer invalidates this R_Key.
     SendWithInv(u32),
-    Write {
-        remote_addr: u64,
-        rkey: u32,
-    },
-    WriteWithImm {
-        remote_addr: u64,
-        rkey: u32,
-        imm: u32,
-    },
-    Read {
-        remote_addr: u64,
-        rkey: u32,
-    },
+    /// `IBV_WR_RDMA_WRITE` into `remote`.
+    Write { remote: RemoteSlice },
+    /// `IBV_WR_RDMA_WRITE_WITH_IMM`: consumes a receive at the peer.
+    WriteWithImm { remote: RemoteSlice, imm: u32 },
+    /// `IBV_WR_RDMA_READ` from `remote` into the scatter list.
+    Read { remote: RemoteSlice },
+    /// `IBV_WR_ATOMIC_CMP_AND_SWP` on the 8 bytes at `remote` (aligned);
+    /// the original value lands in the 8-byte scatter list.
     CompareSwap {
-        remote_addr: u64,
-        rkey: u32,
+        remote: RemoteSlice,
         compare: u64,
         swap: u64,
     },
-    FetchAdd {
-        remote_addr: u64,
-        rkey: u32,
-        add: u64,
-    },
+    /// `IBV_WR_ATOMIC_FETCH_AND_ADD` on the 8 bytes at `remote` (aligned).
+    FetchAdd { remote: RemoteSlice, add: u64 },
 }
 
-/// A send work request (`ibv_send_wr`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SendWr {
+impl SendOp {
+    /// The peer memory the operation touches, if any.
+    pub const fn remote(&self) -> Option<RemoteSlice> {
+        match *self {
+            Self::Write { remote }
+            | Self::WriteWithImm { remote, .. }
+            | Self::Read { remote }
+            | Self::CompareSwap { remote, .. }
+            | Self::FetchAdd { remote, .. } => Some(remote),
+            Self::Send | Self::SendWithImm(_) | Self::SendWithInv(_) => None,
+        }
+    }
+
+    /// Whether the operation writes the scatter list (READ and atomics).
+    pub const fn writes_local(&self) -> bool {
+        matches!(
+            self,
+            Self::Read { .. } | Self::CompareSwap { .. } | Self::FetchAdd { .. }
+        )
+    }
+}
+
+/// A send work request (`ibv_send_wr`). It borrows its scatter list (and
+/// inline data): `post_send` copies what it needs into the send queue, so
+/// the caller's slices are free again when it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendWr<'a> {
+    /// Returned in the completion.
     pub wr_id: u64,
     pub op: SendOp,
-    pub sg: Vec<Sge>,
+    /// Local memory the message is gathered from (READ, atomics: scattered
+    /// into).
+    pub sg: &'a [Sge],
     /// Produce a completion even on a QP created with `sq_sig_all = false`.
     pub signaled: bool,
     /// Wait for earlier READs and atomics to complete before starting.
     pub fence: bool,
+    /// Ask the peer to raise a solicited event.
     pub solicited: bool,
-    /// Data carried in the request itself instead of `sg` (`IBV_SEND_INLINE`).
-    pub inline: Option<Vec<u8>>,
+    /// Data carried in the request itself instead of `sg`
+    /// (`IBV_SEND_INLINE`): copied at post, no registered memory needed.
+    pub inline: Option<&'a [u8]>,
     /// For UD: destination and its QPN and Q_Key.
     pub ud: Option<UdDest>,
 }
 
-impl SendWr {
+impl<'a> SendWr<'a> {
     /// A signaled request with no flags, inline data or UD destination.
-    pub fn new(wr_id: u64, op: SendOp, sg: Vec<Sge>) -> Self {
+    pub const fn new(wr_id: u64, op: SendOp, sg: &'a [Sge]) -> Self {
         Self {
             wr_id,
             op,
@@ -178,21 +255,193 @@ impl SendWr {
             ud: None,
         }
     }
+
+    /// A SEND of the bytes `sg` names.
+    pub const fn send(wr_id: u64, sg: &'a [Sge]) -> Self {
+        Self::new(wr_id, SendOp::Send, sg)
+    }
+
+    /// An RDMA WRITE of `sg` into `remote` (which must hold the message).
+    pub const fn write(wr_id: u64, sg: &'a [Sge], remote: RemoteSlice) -> Self {
+        Self::new(wr_id, SendOp::Write { remote }, sg)
+    }
+
+    /// An RDMA READ of `remote` into `sg`.
+    pub const fn read(wr_id: u64, sg: &'a [Sge], remote: RemoteSlice) -> Self {
+        Self::new(wr_id, SendOp::Read { remote }, sg)
+    }
+
+    /// A FETCH_ADD of `add` on the 8 bytes at `remote`; the old value
+    /// lands in `sg` (8 bytes).
+    pub const fn fetch_add(wr_id: u64, sg: &'a [Sge], remote: RemoteSlice, add: u64) -> Self {
+        Self::new(wr_id, SendOp::FetchAdd { remote, add }, sg)
+    }
+
+    /// A CMP_SWAP at `remote`: `swap` is stored if the 8 bytes there equal
+    /// `compare`; the old value lands in `sg` (8 bytes).
+    pub const fn compare_swap(
+        wr_id: u64,
+        sg: &'a [Sge],
+        remote: RemoteSlice,
+        compare: u64,
+        swap: u64,
+    ) -> Self {
+        Self::new(
+            wr_id,
+            SendOp::CompareSwap {
+                remote,
+                compare,
+                swap,
+            },
+            sg,
+        )
+    }
+
+    /// The same request, completing only on error (or with `sq_sig_all`).
+    pub const fn unsignaled(mut self) -> Self {
+        self.signaled = false;
+        self
+    }
 }
 
-/// The destination of a UD send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The destination of a UD send (an address handle, QPN and Q_Key).
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct UdDest {
     pub path: Path,
     pub qpn: u32,
     pub qkey: u32,
 }
 
-/// A receive work request (`ibv_recv_wr`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecvWr {
+impl fmt::Debug for UdDest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UdDest")
+            .field("path", &self.path)
+            .field("qpn", &Hex(self.qpn))
+            .field("qkey", &Hex(self.qkey))
+            .finish()
+    }
+}
+
+/// A receive work request (`ibv_recv_wr`), borrowing its scatter list as
+/// [`SendWr`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecvWr<'a> {
+    /// Returned in the completion.
     pub wr_id: u64,
-    pub sg: Vec<Sge>,
+    /// Where the incoming message is scattered.
+    pub sg: &'a [Sge],
+}
+
+impl<'a> RecvWr<'a> {
+    /// A receive into `sg`.
+    pub const fn new(wr_id: u64, sg: &'a [Sge]) -> Self {
+        Self { wr_id, sg }
+    }
+}
+
+/// Scatter/gather elements a queued work request keeps in place without
+/// a heap allocation; longer lists go to the heap.
+pub const INLINE_SGES: usize = 4;
+
+/// A queued request's copy of its scatter list: up to [`INLINE_SGES`]
+/// elements held in place (the common case posts without allocating).
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) enum SgList {
+    Inline { len: u8, sges: [Sge; INLINE_SGES] },
+    Heap(Box<[Sge]>),
+}
+
+impl From<&[Sge]> for SgList {
+    fn from(sg: &[Sge]) -> Self {
+        if sg.len() <= INLINE_SGES {
+            let mut sges = [Sge::default(); INLINE_SGES];
+            sges[..sg.len()].copy_from_slice(sg);
+            Self::Inline {
+                len: sg.len() as u8,
+                sges,
+            }
+        } else {
+            Self::Heap(sg.into())
+        }
+    }
+}
+
+impl core::ops::Deref for SgList {
+    type Target = [Sge];
+    fn deref(&self) -> &[Sge] {
+        match self {
+            Self::Inline { len, sges } => &sges[..*len as usize],
+            Self::Heap(sges) => sges,
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a SgList {
+    type Item = &'a Sge;
+    type IntoIter = core::slice::Iter<'a, Sge>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl fmt::Debug for SgList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// A send work request as the send queue holds it: [`SendWr`] with its
+/// borrowed parts copied.
+#[derive(Debug, Clone)]
+pub(crate) struct QueuedSend {
+    pub(crate) wr_id: u64,
+    pub(crate) op: SendOp,
+    pub(crate) sg: SgList,
+    pub(crate) signaled: bool,
+    pub(crate) fence: bool,
+    pub(crate) solicited: bool,
+    pub(crate) inline: Option<Box<[u8]>>,
+    pub(crate) ud: Option<UdDest>,
+}
+
+impl From<&SendWr<'_>> for QueuedSend {
+    fn from(wr: &SendWr<'_>) -> Self {
+        Self {
+            wr_id: wr.wr_id,
+            op: wr.op,
+            sg: wr.sg.into(),
+            signaled: wr.signaled,
+            fence: wr.fence,
+            solicited: wr.solicited,
+            inline: wr.inline.map(Box::from),
+            ud: wr.ud,
+        }
+    }
+}
+
+/// A receive work request as a receive queue or SRQ holds it.
+#[derive(Debug, Clone)]
+pub(crate) struct QueuedRecv {
+    pub(crate) wr_id: u64,
+    pub(crate) sg: SgList,
+}
+
+impl From<&RecvWr<'_>> for QueuedRecv {
+    fn from(wr: &RecvWr<'_>) -> Self {
+        Self {
+            wr_id: wr.wr_id,
+            sg: wr.sg.into(),
+        }
+    }
+}
+
+/// Formats a QPN or key as rdma-core prints them: hex.
+struct Hex(u32);
+
+impl fmt::Debug for Hex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
 }
 
 /// What `modify_srq` changes (`ibv_srq_attr` with its mask); `None` leaves
@@ -218,8 +467,9 @@ pub struct SrqInfo {
 }
 
 /// An asynchronous event (`ibv_get_async_event`). Only the events this
-/// engine can produce are listed; each is reported once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// engine can produce are listed; each is reported once. `Debug` prints
+/// QPNs in hex.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AsyncEvent {
     /// `IBV_EVENT_SRQ_LIMIT_REACHED`: a QP took a WQE from the SRQ and
     /// fewer than its armed limit were left. The limit is disarmed
@@ -239,22 +489,97 @@ pub enum AsyncEvent {
     CqOverflow { cq: u32 },
 }
 
-/// Completion status (`ibv_wc_status`).
+impl fmt::Debug for AsyncEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::SrqLimitReached { srq } => write!(f, "SrqLimitReached {{ srq: {srq} }}"),
+            Self::QpFatal { qpn } => write!(f, "QpFatal {{ qpn: {:?} }}", Hex(qpn)),
+            Self::QpLastWqeReached { qpn } => {
+                write!(f, "QpLastWqeReached {{ qpn: {:?} }}", Hex(qpn))
+            }
+            Self::CqOverflow { cq } => write!(f, "CqOverflow {{ cq: {cq} }}"),
+        }
+    }
+}
+
+/// Completion status (`ibv_wc_status`): the statuses this engine
+/// produces. `Display` gives rdma-core's `ibv_wc_status_str` wording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WcStatus {
+    /// `IBV_WC_SUCCESS`.
     Success,
+    /// `IBV_WC_LOC_LEN_ERR`: a message longer than the receive's buffers.
     LocLenErr,
+    /// `IBV_WC_LOC_QP_OP_ERR`: the QP could not carry out the request.
     LocQpOpErr,
+    /// `IBV_WC_LOC_PROT_ERR`: a scatter/gather element failed its check.
     LocProtErr,
+    /// `IBV_WC_WR_FLUSH_ERR`: flushed from a QP in the error state.
     WrFlushErr,
+    /// `IBV_WC_BAD_RESP_ERR`: the peer answered with something unexpected.
     BadRespErr,
+    /// `IBV_WC_LOC_ACCESS_ERR`: local memory refused the access.
     LocAccessErr,
+    /// `IBV_WC_REM_INV_REQ_ERR`: the peer found the request invalid.
     RemInvReqErr,
+    /// `IBV_WC_REM_ACCESS_ERR`: the peer refused the R_Key, range or rights.
     RemAccessErr,
+    /// `IBV_WC_REM_OP_ERR`: the peer could not carry out the operation.
     RemOpErr,
+    /// `IBV_WC_RETRY_EXC_ERR`: no ACK after `retry_cnt` retransmissions.
     RetryExcErr,
+    /// `IBV_WC_RNR_RETRY_EXC_ERR`: the peer had no receive posted, still,
+    /// after `rnr_retry` tries.
     RnrRetryExcErr,
+    /// `IBV_WC_GENERAL_ERR`.
     GeneralErr,
+}
+
+impl WcStatus {
+    /// rdma-core's `ibv_wc_status_str` for this status.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::LocLenErr => "local length error",
+            Self::LocQpOpErr => "local QP operation error",
+            Self::LocProtErr => "local protection error",
+            Self::WrFlushErr => "Work Request Flushed Error",
+            Self::BadRespErr => "bad response error",
+            Self::LocAccessErr => "local access error",
+            Self::RemInvReqErr => "remote invalid request error",
+            Self::RemAccessErr => "remote access error",
+            Self::RemOpErr => "remote operation error",
+            Self::RetryExcErr => "transport retry counter exceeded",
+            Self::RnrRetryExcErr => "RNR retry counter exceeded",
+            Self::GeneralErr => "general error",
+        }
+    }
+
+    /// The `ibv_wc_status` number (`IBV_WC_*`), for logs that compare
+    /// with rdma-core's.
+    pub const fn code(self) -> u32 {
+        match self {
+            Self::Success => 0,
+            Self::LocLenErr => 1,
+            Self::LocQpOpErr => 2,
+            Self::LocProtErr => 4,
+            Self::WrFlushErr => 5,
+            Self::BadRespErr => 7,
+            Self::LocAccessErr => 8,
+            Self::RemInvReqErr => 9,
+            Self::RemAccessErr => 10,
+            Self::RemOpErr => 11,
+            Self::RetryExcErr => 12,
+            Self::RnrRetryExcErr => 13,
+            Self::GeneralErr => 21,
+        }
+    }
+}
+
+impl fmt::Display for WcStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// What a completion completes (`ibv_wc_opcode`).
@@ -269,12 +594,18 @@ pub enum WcOpcode {
     RecvRdmaWithImm,
 }
 
-/// A work completion (`ibv_wc`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A work completion (`ibv_wc`). `Debug` prints QPNs in hex; the
+/// `Default` value (a successful SEND of wr_id 0) only fills buffers for
+/// `poll_into`.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct WorkCompletion {
+    /// The `wr_id` of the work request this completes.
     pub wr_id: u64,
+    /// Success, or why the request failed ([`WorkCompletion::ok`]).
     pub status: WcStatus,
+    /// What completed (for a failed request, what it was).
     pub opcode: WcOpcode,
+    /// The local QP the work request was posted to.
     pub qpn: u32,
     /// Bytes received (receive completions).
     pub byte_len: u32,
@@ -301,8 +632,85 @@ impl WorkCompletion {
     }
 }
 
-/// Why a verbs call was refused. Each names what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl WorkCompletion {
+    /// The completion if it succeeded, else a [`WcError`] naming the
+    /// status, work request and QP: `cq.poll(16)?.iter().map(|wc| wc.ok())`.
+    pub fn ok(&self) -> Result<&Self, WcError> {
+        if self.status == WcStatus::Success {
+            Ok(self)
+        } else {
+            Err(WcError {
+                status: self.status,
+                opcode: self.opcode,
+                wr_id: self.wr_id,
+                qpn: self.qpn,
+            })
+        }
+    }
+}
+
+impl Default for WorkCompletion {
+    fn default() -> Self {
+        Self {
+            wr_id: 0,
+            status: WcStatus::Success,
+            opcode: WcOpcode::Send,
+            qpn: 0,
+            byte_len: 0,
+            imm: None,
+            invalidated_rkey: None,
+            src_qp: 0,
+        }
+    }
+}
+
+impl fmt::Debug for WorkCompletion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkCompletion")
+            .field("wr_id", &self.wr_id)
+            .field("status", &self.status)
+            .field("opcode", &self.opcode)
+            .field("qpn", &Hex(self.qpn))
+            .field("byte_len", &self.byte_len)
+            .field("imm", &self.imm.map(Hex))
+            .field("invalidated_rkey", &self.invalidated_rkey.map(Hex))
+            .field("src_qp", &Hex(self.src_qp))
+            .finish()
+    }
+}
+
+/// A work request that completed with an error ([`WorkCompletion::ok`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WcError {
+    /// The failed status (never [`WcStatus::Success`]).
+    pub status: WcStatus,
+    /// What the work request was.
+    pub opcode: WcOpcode,
+    /// The work request's `wr_id`.
+    pub wr_id: u64,
+    /// The QP it was posted to.
+    pub qpn: u32,
+}
+
+impl fmt::Display for WcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "work request {} ({:?}) on QP {:#x} failed: {} ({})",
+            self.wr_id,
+            self.opcode,
+            self.qpn,
+            self.status,
+            self.status.code()
+        )
+    }
+}
+
+impl std::error::Error for WcError {}
+
+/// Why a verbs call was refused. Each names what is wrong. `Debug`
+/// prints QPNs and keys in hex, as `Display` and rdma-core do.
+#[derive(Clone, PartialEq, Eq)]
 pub enum VerbsError {
     NoSuchPd(u32),
     NoSuchCq(u32),
@@ -374,6 +782,108 @@ pub enum VerbsError {
         len: u64,
         max: u64,
     },
+    /// A WRITE or READ longer than the remote slice it targets, or an
+    /// atomic whose slice is shorter than 8 bytes.
+    RemoteTooShort {
+        len: u64,
+        remote: RemoteSlice,
+    },
+    /// `offset`..`offset + len` is not inside a remote region of `size`
+    /// bytes (`RemoteRegion::at`).
+    OutsideRemote {
+        offset: u64,
+        len: u64,
+        size: u64,
+    },
+}
+
+impl fmt::Debug for VerbsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::NoSuchPd(h) => f.debug_tuple("NoSuchPd").field(&h).finish(),
+            Self::NoSuchCq(h) => f.debug_tuple("NoSuchCq").field(&h).finish(),
+            Self::NoSuchQp(n) => f.debug_tuple("NoSuchQp").field(&Hex(n)).finish(),
+            Self::NoSuchMr(k) => f.debug_tuple("NoSuchMr").field(&Hex(k)).finish(),
+            Self::NoSuchSrq(h) => f.debug_tuple("NoSuchSrq").field(&h).finish(),
+            Self::Busy(what) => f.debug_tuple("Busy").field(&what).finish(),
+            Self::BadTransition { from, to } => f
+                .debug_struct("BadTransition")
+                .field("from", &from)
+                .field("to", &to)
+                .finish(),
+            Self::MissingAttr { to, attr } => f
+                .debug_struct("MissingAttr")
+                .field("to", &to)
+                .field("attr", &attr)
+                .finish(),
+            Self::UnexpectedAttr { to, attr } => f
+                .debug_struct("UnexpectedAttr")
+                .field("to", &to)
+                .field("attr", &attr)
+                .finish(),
+            Self::BadValue { what, value } => f
+                .debug_struct("BadValue")
+                .field("what", &what)
+                .field("value", &value)
+                .finish(),
+            Self::WrongState { qpn, state, call } => f
+                .debug_struct("WrongState")
+                .field("qpn", &Hex(qpn))
+                .field("state", &state)
+                .field("call", &call)
+                .finish(),
+            Self::QueueFull { qpn, queue, depth } => f
+                .debug_struct("QueueFull")
+                .field("qpn", &Hex(qpn))
+                .field("queue", &queue)
+                .field("depth", &depth)
+                .finish(),
+            Self::SrqFull { srq, depth } => f
+                .debug_struct("SrqFull")
+                .field("srq", &srq)
+                .field("depth", &depth)
+                .finish(),
+            Self::QpHasSrq { qpn, srq } => f
+                .debug_struct("QpHasSrq")
+                .field("qpn", &Hex(qpn))
+                .field("srq", &srq)
+                .finish(),
+            Self::BadSge {
+                lkey,
+                offset,
+                len,
+                why,
+            } => f
+                .debug_struct("BadSge")
+                .field("lkey", &Hex(lkey))
+                .field("offset", &offset)
+                .field("len", &len)
+                .field("why", &why)
+                .finish(),
+            Self::BadOpForQpType { op, qp_type } => f
+                .debug_struct("BadOpForQpType")
+                .field("op", &op)
+                .field("qp_type", &qp_type)
+                .finish(),
+            Self::Unaligned(a) => write!(f, "Unaligned({a:#x})"),
+            Self::TooLong { len, max } => f
+                .debug_struct("TooLong")
+                .field("len", &len)
+                .field("max", &max)
+                .finish(),
+            Self::RemoteTooShort { len, remote } => f
+                .debug_struct("RemoteTooShort")
+                .field("len", &len)
+                .field("remote", &remote)
+                .finish(),
+            Self::OutsideRemote { offset, len, size } => f
+                .debug_struct("OutsideRemote")
+                .field("offset", &offset)
+                .field("len", &len)
+                .field("size", &size)
+                .finish(),
+        }
+    }
 }
 
 impl fmt::Display for VerbsError {
@@ -423,6 +933,18 @@ impl fmt::Display for VerbsError {
             }
             Self::Unaligned(a) => write!(f, "atomic address {a:#x} is not 8-byte aligned"),
             Self::TooLong { len, max } => write!(f, "message of {len} bytes exceeds {max}"),
+            Self::RemoteTooShort { len, remote } => write!(
+                f,
+                "message of {len} bytes does not fit the remote slice of {} bytes at \
+                 {:#x}: take a longer slice or post a shorter message",
+                remote.len(),
+                remote.addr()
+            ),
+            Self::OutsideRemote { offset, len, size } => write!(
+                f,
+                "{len} bytes at offset {offset} are outside the remote region of {size} \
+                 bytes: take a range inside it"
+            ),
         }
     }
 }

@@ -85,7 +85,7 @@ pub const MAX_SRQ_WR: u32 = 1 << 15;
 pub const MAX_CQE: u32 = 1 << 20;
 
 /// Outstanding RDMA READ and atomic requests per QP, as initiator and as
-/// responder: the depth [`crate::connect_qp`] sets and ferroce is tested
+/// responder: the depth [`crate::ConnectOptions`] sets by default and ferroce is tested
 /// at (rxe `RXE_MAX_QP_RD_ATOM`: 128).
 pub const MAX_QP_RD_ATOM: u32 = 16;
 
@@ -138,6 +138,7 @@ impl fmt::Display for Guid {
 /// `ibv_atomic_cap`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AtomicCap {
+    /// No atomics.
     None = 0,
     /// Atomic among the QPs of this device.
     Hca = 1,
@@ -160,6 +161,9 @@ impl AtomicCap {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct DeviceCapFlags(u32);
 
+// Named as ibverbs names them (`man ibv_query_device`, `ibv_query_port`);
+// a line each would repeat the name.
+#[allow(missing_docs)]
 impl DeviceCapFlags {
     pub const RESIZE_MAX_WR: Self = Self(1);
     pub const BAD_PKEY_CNTR: Self = Self(1 << 1);
@@ -281,6 +285,9 @@ impl core::ops::BitOr for DeviceCapFlags {
 
 /// What `ibv_query_device` (and the `_ex` fields `ibv_devinfo -v` prints)
 /// reports. Field names are ibverbs'.
+// Named as ibverbs names them (`man ibv_query_device`, `ibv_query_port`);
+// a line each would repeat the name.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceAttr {
     /// ferroce's version (rxe: `0.0.0`).
@@ -333,6 +340,9 @@ pub struct DeviceAttr {
 }
 
 /// `ibv_port_state`.
+// Named as ibverbs names them (`man ibv_query_device`, `ibv_query_port`);
+// a line each would repeat the name.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PortState {
     Down = 1,
@@ -354,6 +364,9 @@ impl PortState {
 }
 
 /// The port's physical state (IBA PortPhysicalState).
+// Named as ibverbs names them (`man ibv_query_device`, `ibv_query_port`);
+// a line each would repeat the name.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PhysState {
     Sleep = 1,
@@ -366,6 +379,9 @@ pub enum PhysState {
 }
 
 /// `ibv_port_attr::link_layer`.
+// Named as ibverbs names them (`man ibv_query_device`, `ibv_query_port`);
+// a line each would repeat the name.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LinkLayer {
     Unspecified = 0,
@@ -374,6 +390,9 @@ pub enum LinkLayer {
 }
 
 /// IB link width (`ibv_port_attr::active_width`): 1X, 4X, 8X, 12X, 2X.
+// Named as ibverbs names them (`man ibv_query_device`, `ibv_query_port`);
+// a line each would repeat the name.
+#[allow(missing_docs)]
 pub mod width {
     pub const X1: u8 = 1;
     pub const X4: u8 = 2;
@@ -403,6 +422,9 @@ pub mod speed {
 }
 
 /// What `ibv_query_port` reports for port 1, the only one.
+// Named as ibverbs names them (`man ibv_query_device`, `ibv_query_port`);
+// a line each would repeat the name.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortAttr {
     pub state: PortState,
@@ -464,6 +486,7 @@ impl GidType {
 pub struct Gid {
     /// The GID in wire order (an IPv6 address; IPv4 as `::ffff:a.b.c.d`).
     pub raw: [u8; 16],
+    /// RoCE v1 or v2.
     pub kind: GidType,
     /// The interface it belongs to (`/sys/.../gid_attrs/ndevs`).
     pub netdev: String,
@@ -792,6 +815,7 @@ pub fn gid_table(local: IpAddr) -> io::Result<Vec<Gid>> {
 /// from that address only: the other GIDs of the table belong to the same
 /// interface but to no open ferroce device.
 impl Context {
+    /// `ibv_query_device` (with the `_ex` fields `ibv_devinfo -v` prints).
     pub fn query_device(&self) -> Result<DeviceAttr> {
         Ok(query_device(self.local())?)
     }
@@ -806,6 +830,7 @@ impl Context {
         Ok(port)
     }
 
+    /// The GID table of the device's interface, in rxe's order.
     pub fn gid_table(&self) -> Result<Vec<Gid>> {
         Ok(gid_table(self.local())?)
     }

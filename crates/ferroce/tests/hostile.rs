@@ -12,8 +12,9 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use ferroce::{
-    Access, CompletionQueue, Context, DeviceConfig, MemoryRegion, Mtu, Psn, QpInitAttr, QpState,
-    QpType, QueuePair, SendOp, SendWr, Stats, WcStatus, WorkCompletion, connect_qp,
+    Access, CompletionQueue, ConnectOptions, Context, DeviceConfig, MemoryRegion, Mtu, Psn,
+    QpInitAttr, QpState, QpType, QueuePair, RemoteSlice, SendOp, SendWr, Stats, WcStatus,
+    WorkCompletion,
 };
 use ferroce_io::{OutDatagram, UdpBackend, UdpConfig};
 use ferroce_wire::reth::RethRepr;
@@ -41,7 +42,7 @@ pub struct End {
 pub fn rc_pair(ips: [IpAddr; 2], len: usize) -> [End; 2] {
     let access =
         Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
-    let ends = ips.map(|ip| {
+    let ends = [(ips[0], CLIENT_PSN), (ips[1], SERVER_PSN)].map(|(ip, psn)| {
         let ctx = Context::open_with(DeviceConfig::new(ip)).unwrap();
         let pd = ctx.alloc_pd();
         let cq = ctx.create_cq(4096).unwrap();
@@ -49,13 +50,17 @@ pub fn rc_pair(ips: [IpAddr; 2], len: usize) -> [End; 2] {
         let mut attr = QpInitAttr::new(QpType::Rc, &cq, &cq);
         attr.max_send_wr = 1024;
         attr.max_recv_wr = 1024;
+        attr.psn = Some(Psn::new(psn));
         let qp = pd.create_qp(&attr).unwrap();
         End { ctx, cq, mr, qp }
     });
     let [c, s] = &ends;
-    let (cp, sp) = (Psn::new(CLIENT_PSN), Psn::new(SERVER_PSN));
-    connect_qp(&c.qp, QpType::Rc, ips[1], s.qp.qpn(), cp, sp, Mtu::Mtu4096).unwrap();
-    connect_qp(&s.qp, QpType::Rc, ips[0], c.qp.qpn(), sp, cp, Mtu::Mtu4096).unwrap();
+    let opts = ConnectOptions {
+        mtu: Mtu::Mtu4096,
+        ..ConnectOptions::default()
+    };
+    c.qp.connect(&s.qp.endpoint(), &opts).unwrap();
+    s.qp.connect(&c.qp.endpoint(), &opts).unwrap();
     ends
 }
 
@@ -124,18 +129,13 @@ fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
 fn zero_length_write_with_no_valid_key_is_acknowledged() {
     let ips: [IpAddr; 2] = ["127.0.0.41".parse().unwrap(), "127.0.0.42".parse().unwrap()];
     let [c, s] = rc_pair(ips, 4096);
-    let bogus = SendOp::Write {
-        remote_addr: NO_SUCH_VA,
-        rkey: NO_SUCH_RKEY,
-    };
-    c.qp.post_send(SendWr::new(1, bogus, Vec::new())).unwrap();
+    // Bare numbers on purpose: no region of the server has them.
+    let bogus = RemoteSlice::new(NO_SUCH_VA, NO_SUCH_RKEY, 0);
+    c.qp.post_send(SendWr::write(1, &[], bogus)).unwrap();
     // Then a real one, which must still find the QPs working.
     c.mr.write(0, &[0x5a; 64]).unwrap();
-    let real = SendOp::Write {
-        remote_addr: s.mr.addr(),
-        rkey: s.mr.rkey(),
-    };
-    c.qp.post_send(SendWr::new(2, real, vec![c.mr.sge(0, 64)]))
+    let real = s.mr.remote().at(0, 64).unwrap();
+    c.qp.post_send(SendWr::write(2, &[c.mr.sge(0, 64)], real))
         .unwrap();
     let wcs = wait(&c.cq, 2);
     let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
@@ -225,13 +225,13 @@ fn forged_duplicate_reads_do_not_stall_a_write_stream() {
     });
     let started = Instant::now();
     let write = SendOp::Write {
-        remote_addr: s.mr.addr(),
-        rkey: s.mr.rkey(),
+        remote: s.mr.remote().at(0, WRITE_LEN as u64).unwrap(),
     };
     let (mut posted, mut wcs) = (0, Vec::new());
     while wcs.len() < mib && started.elapsed() < Duration::from_secs(60) {
         while posted < mib && posted - wcs.len() < 16 {
-            let wr = SendWr::new(posted as u64, write, vec![c.mr.sge(0, WRITE_LEN as u32)]);
+            let sg = [c.mr.sge(0, WRITE_LEN as u32)];
+            let wr = SendWr::new(posted as u64, write, &sg);
             c.qp.post_send(wr).unwrap();
             posted += 1;
         }

@@ -5,8 +5,8 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use ferroce::{
-    Access, CompletionQueue, Context, DeviceConfig, MemoryRegion, Mtu, Psn, QpInitAttr, QpType,
-    QueuePair, RecvWr, SendOp, SendWr, WcStatus, WorkCompletion, connect_qp,
+    Access, CompletionQueue, ConnectOptions, Context, DeviceConfig, MemoryRegion, Mtu, Psn,
+    QpInitAttr, QpType, QueuePair, RecvWr, SendOp, SendWr, WcStatus, WorkCompletion,
 };
 
 fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
@@ -40,7 +40,8 @@ fn pair_on_ports(a: &str, b: &str, qp_type: QpType, len: usize, ports: [u16; 2])
         Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
     let ips: [IpAddr; 2] = [a.parse().unwrap(), b.parse().unwrap()];
     let mut side = 0;
-    let mut mk = |ip: IpAddr| {
+    // First PSNs on both sides of the 24-bit wrap.
+    let mut mk = |ip: IpAddr, psn: u32| {
         let mut cfg = DeviceConfig::new(ip);
         cfg.port = ports[side];
         cfg.peer_port = ports[1 - side];
@@ -52,14 +53,18 @@ fn pair_on_ports(a: &str, b: &str, qp_type: QpType, len: usize, ports: [u16; 2])
         let mut attr = QpInitAttr::new(qp_type, &cq, &cq);
         attr.max_send_wr = 1024;
         attr.max_recv_wr = 1024;
+        attr.psn = Some(Psn::new(psn));
         let qp = pd.create_qp(&attr).unwrap();
         (ctx, cq, mr, qp)
     };
-    let (c0, q0, m0, p0) = mk(ips[0]);
-    let (c1, q1, m1, p1) = mk(ips[1]);
-    let (s0, s1) = (Psn::new(0xfffff0), Psn::new(7));
-    connect_qp(&p0, qp_type, ips[1], p1.qpn(), s0, s1, Mtu::Mtu4096).unwrap();
-    connect_qp(&p1, qp_type, ips[0], p0.qpn(), s1, s0, Mtu::Mtu4096).unwrap();
+    let (c0, q0, m0, p0) = mk(ips[0], 0xfffff0);
+    let (c1, q1, m1, p1) = mk(ips[1], 7);
+    let opts = ConnectOptions {
+        mtu: Mtu::Mtu4096,
+        ..ConnectOptions::default()
+    };
+    p0.connect(&p1.endpoint(), &opts).unwrap();
+    p1.connect(&p0.endpoint(), &opts).unwrap();
     (
         End {
             _ctx: c0,
@@ -84,24 +89,12 @@ fn rc_write_read_8_mib_and_atomics() {
         .map(|i| (i as u32).wrapping_mul(2_654_435_761) as u8)
         .collect();
     a.mr.write(0, &data).unwrap();
-    a.qp.post_send(SendWr::new(
-        1,
-        SendOp::Write {
-            remote_addr: b.mr.addr(),
-            rkey: b.mr.rkey(),
-        },
-        vec![a.mr.sge(0, LEN as u32)],
-    ))
-    .unwrap();
-    a.qp.post_send(SendWr::new(
-        2,
-        SendOp::Read {
-            remote_addr: b.mr.addr(),
-            rkey: b.mr.rkey(),
-        },
-        vec![a.mr.sge(LEN as u64, LEN as u32)],
-    ))
-    .unwrap();
+    let b_mem = b.mr.remote();
+    let target = b_mem.at(0, LEN as u64).unwrap();
+    a.qp.post_send(SendWr::write(1, &[a.mr.sge(0, LEN as u32)], target))
+        .unwrap();
+    a.qp.post_send(SendWr::read(2, &[a.mr.sge(LEN as u64, LEN as u32)], target))
+        .unwrap();
     let wcs = wait(&a.cq, 2);
     assert!(
         wcs.iter().all(|w| w.status == WcStatus::Success),
@@ -116,16 +109,9 @@ fn rc_write_read_8_mib_and_atomics() {
     assert!(back == data, "READ data differs");
     // Concurrent fetch-and-adds from many posts all count once.
     for i in 0..100 {
-        a.qp.post_send(SendWr::new(
-            10 + i,
-            SendOp::FetchAdd {
-                remote_addr: b.mr.addr() + 8,
-                rkey: b.mr.rkey(),
-                add: 1,
-            },
-            vec![a.mr.sge(0, 8)],
-        ))
-        .unwrap();
+        let counter = b_mem.at(8, 8).unwrap();
+        a.qp.post_send(SendWr::fetch_add(10 + i, &[a.mr.sge(0, 8)], counter, 1))
+            .unwrap();
     }
     wait(&a.cq, 100);
     let mut c = [0u8; 8];
@@ -144,19 +130,13 @@ fn rc_and_uc_sends_with_immediate() {
     ] {
         let (a, b) = pair(addrs.0, addrs.1, qp_type, 1 << 20);
         for i in 0..64u64 {
-            b.qp.post_recv(RecvWr {
-                wr_id: i,
-                sg: vec![b.mr.sge(i * 16384, 16384)],
-            })
-            .unwrap();
+            b.qp.post_recv(RecvWr::new(i, &[b.mr.sge(i * 16384, 16384)]))
+                .unwrap();
         }
         for i in 0..64u64 {
-            a.qp.post_send(SendWr::new(
-                i,
-                SendOp::SendWithImm(i as u32),
-                vec![a.mr.sge(0, (i * 200) as u32)],
-            ))
-            .unwrap();
+            let sg = [a.mr.sge(0, (i * 200) as u32)];
+            a.qp.post_send(SendWr::new(i, SendOp::SendWithImm(i as u32), &sg))
+                .unwrap();
         }
         let got = wait(&b.cq, 64);
         for (i, w) in got.iter().enumerate() {
@@ -174,22 +154,13 @@ fn rc_over_ipv6_loopback() {
     let (a, b) = pair_on_ports("::1", "::1", QpType::Rc, 1 << 20, [47981, 47982]);
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
     a.mr.write(0, &data).unwrap();
-    b.qp.post_recv(RecvWr {
-        wr_id: 1,
-        sg: vec![b.mr.sge(0, 400_000)],
-    })
-    .unwrap();
-    a.qp.post_send(SendWr::new(1, SendOp::Send, vec![a.mr.sge(0, 300_000)]))
+    b.qp.post_recv(RecvWr::new(1, &[b.mr.sge(0, 400_000)]))
         .unwrap();
-    a.qp.post_send(SendWr::new(
-        2,
-        SendOp::Read {
-            remote_addr: b.mr.addr(),
-            rkey: b.mr.rkey(),
-        },
-        vec![a.mr.sge(500_000, 300_000)],
-    ))
-    .unwrap();
+    a.qp.post_send(SendWr::send(1, &[a.mr.sge(0, 300_000)]))
+        .unwrap();
+    let source = b.mr.remote().at(0, 300_000).unwrap();
+    a.qp.post_send(SendWr::read(2, &[a.mr.sge(500_000, 300_000)], source))
+        .unwrap();
     let r = wait(&b.cq, 1);
     assert_eq!((r[0].status, r[0].byte_len), (WcStatus::Success, 300_000));
     let s = wait(&a.cq, 2);

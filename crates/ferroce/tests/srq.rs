@@ -7,8 +7,8 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use ferroce::{
-    Access, AsyncEvent, CompletionQueue, Context, Error, Mtu, Psn, QpInitAttr, QpType, RecvWr,
-    SendOp, SendWr, VerbsError, WcOpcode, WcStatus, WorkCompletion, connect_qp,
+    Access, AsyncEvent, CompletionQueue, ConnectOptions, Context, Error, Psn, QpInitAttr, QpType,
+    RecvWr, SendWr, VerbsError, WcOpcode, WcStatus, WorkCompletion,
 };
 
 fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
@@ -25,17 +25,8 @@ fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
     v
 }
 
-fn send(wr_id: u64, sg: Vec<ferroce::Sge>) -> SendWr {
-    SendWr {
-        wr_id,
-        op: SendOp::Send,
-        sg,
-        signaled: true,
-        fence: false,
-        solicited: false,
-        inline: None,
-        ud: None,
-    }
+fn send(wr_id: u64, sg: &[ferroce::Sge]) -> SendWr<'_> {
+    SendWr::send(wr_id, sg)
 }
 
 /// Message `n`: its length and bytes, different for each.
@@ -64,7 +55,17 @@ fn two_rc_qps_share_an_srq_over_udp() {
     let srq = pd.create_srq(16).unwrap();
     let mut attr = QpInitAttr::new(QpType::Rc, &cq, &cq);
     attr.srq = Some(&srq);
-    let b = [pd.create_qp(&attr).unwrap(), pd.create_qp(&attr).unwrap()];
+    // First PSNs just before the 24-bit wrap on one side.
+    fn with_psn<'a>(attr: &QpInitAttr<'a>, psn: u32) -> QpInitAttr<'a> {
+        QpInitAttr {
+            psn: Some(Psn::new(psn)),
+            ..*attr
+        }
+    }
+    let b = [
+        pd.create_qp(&with_psn(&attr, 0xfffff0)).unwrap(),
+        pd.create_qp(&with_psn(&attr, 0xfffff1)).unwrap(),
+    ];
     // The sending device: two QPs, one per server QP.
     let client = Context::open(ips[1]).unwrap();
     let cpd = client.alloc_pd();
@@ -72,38 +73,17 @@ fn two_rc_qps_share_an_srq_over_udp() {
     let cmr = cpd.reg_mr(16 * SLOT as usize, access).unwrap();
     let cattr = QpInitAttr::new(QpType::Rc, &ccq, &ccq);
     let a = [
-        cpd.create_qp(&cattr).unwrap(),
-        cpd.create_qp(&cattr).unwrap(),
+        cpd.create_qp(&with_psn(&cattr, 100)).unwrap(),
+        cpd.create_qp(&with_psn(&cattr, 101)).unwrap(),
     ];
-    for i in 0..2 {
-        let (sa, sb) = (Psn::new(100 + i), Psn::new(0xfffff0 + i));
-        connect_qp(
-            &a[i as usize],
-            QpType::Rc,
-            ips[0],
-            b[i as usize].qpn(),
-            sa,
-            sb,
-            Mtu::Mtu1024,
-        )
-        .unwrap();
-        connect_qp(
-            &b[i as usize],
-            QpType::Rc,
-            ips[1],
-            a[i as usize].qpn(),
-            sb,
-            sa,
-            Mtu::Mtu1024,
-        )
-        .unwrap();
+    let opts = ConnectOptions::default();
+    for (a, b) in a.iter().zip(&b) {
+        a.connect(&b.endpoint(), &opts).unwrap();
+        b.connect(&a.endpoint(), &opts).unwrap();
     }
 
     // Receives go to the SRQ, not to its QPs.
-    let refused = b[0].post_recv(RecvWr {
-        wr_id: 0,
-        sg: vec![mr.sge(0, 16)],
-    });
+    let refused = b[0].post_recv(RecvWr::new(0, &[mr.sge(0, 16)]));
     assert!(
         matches!(refused, Err(Error::Verbs(VerbsError::QpHasSrq { .. }))),
         "{refused:?}"
@@ -113,15 +93,12 @@ fn two_rc_qps_share_an_srq_over_udp() {
     // posted.
     let first = message(0);
     cmr.write(0, &first).unwrap();
-    a[0].post_send(send(0, vec![cmr.sge(0, first.len() as u32)]))
+    a[0].post_send(send(0, &[cmr.sge(0, first.len() as u32)]))
         .unwrap();
     std::thread::sleep(Duration::from_millis(50));
     assert!(cq.poll(1).unwrap().is_empty());
-    srq.post_recv(RecvWr {
-        wr_id: 0,
-        sg: vec![mr.sge(0, SLOT as u32)],
-    })
-    .unwrap();
+    srq.post_recv(RecvWr::new(0, &[mr.sge(0, SLOT as u32)]))
+        .unwrap();
     let r = wait(&cq, 1);
     assert_eq!(
         (r[0].wr_id, r[0].status, r[0].qpn, r[0].byte_len),
@@ -131,11 +108,8 @@ fn two_rc_qps_share_an_srq_over_udp() {
 
     // Eight more WQEs, the limit armed at 3, four SENDs from each peer.
     for wr_id in 1..=8 {
-        srq.post_recv(RecvWr {
-            wr_id,
-            sg: vec![mr.sge(wr_id * SLOT, SLOT as u32)],
-        })
-        .unwrap();
+        srq.post_recv(RecvWr::new(wr_id, &[mr.sge(wr_id * SLOT, SLOT as u32)]))
+            .unwrap();
     }
     srq.arm_limit(3).unwrap();
     assert_eq!(srq.query().unwrap().srq_limit, 3);
@@ -144,7 +118,7 @@ fn two_rc_qps_share_an_srq_over_udp() {
         let off = n * SLOT;
         cmr.write(off as usize, &m).unwrap();
         a[(n % 2) as usize]
-            .post_send(send(n, vec![cmr.sge(off, m.len() as u32)]))
+            .post_send(send(n, &[cmr.sge(off, m.len() as u32)]))
             .unwrap();
     }
     let got = wait(&cq, 8);

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use ferroce::{
-    Access, CompletionQueue, Context, MemoryRegion, Mtu, Psn, QpAttr, QpInitAttr, QpState, QpType,
-    QueuePair, RecvWr, SendOp, SendWr, UdDest, WcStatus, path_to,
+    Access, CompletionQueue, ConnectOptions, Context, MemoryRegion, Mtu, Psn, QpAttr, QpEndpoint,
+    QpInitAttr, QpState, QpType, QueuePair, RecvWr, SendWr, UdDest, WcStatus, path_to,
 };
 
 use super::exchange::{self, Dest};
@@ -78,13 +78,6 @@ pub(crate) struct PingpongArgs {
     /// UDP port the peer receives RoCE on.
     #[arg(long, default_value_t = 4791)]
     peer_roce_port: u16,
-}
-
-fn random_psn() -> u32 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    (t.subsec_nanos() ^ std::process::id().rotate_left(13)) & 0xff_ffff
 }
 
 fn print_dest(label: &str, d: &Dest) {
@@ -201,7 +194,7 @@ impl Local {
         let ours = Dest {
             lid: 0,
             qpn: qp.qpn(),
-            psn: random_psn(),
+            psn: qp.psn().value(),
             gid: exchange::gid_of(args.local),
         };
         let local = Self {
@@ -223,46 +216,45 @@ impl Local {
     }
 
     fn post_recv(&self) -> ferroce::Result<()> {
-        self.qp.post_recv(RecvWr {
-            wr_id: RECV_WRID,
-            sg: vec![self.mr.sge(self.buf_len as u64, self.buf_len as u32)],
-        })
+        let sge = self.mr.sge(self.buf_len as u64, self.buf_len as u32);
+        self.qp.post_recv(RecvWr::new(RECV_WRID, &[sge]))
     }
 
     /// INIT -> RTR -> RTS with the peer's parameters, as the examples'
-    /// `pp_connect_ctx` does.
+    /// `pp_connect_ctx` does: one READ or atomic each way, local write
+    /// only.
     fn connect(&self, theirs: &Dest, mtu: Mtu) -> ferroce::Result<()> {
-        let rc = self.qp_type == QpType::Rc;
-        let ud = self.qp_type == QpType::Ud;
-        let remote = exchange::addr_of(theirs.gid);
-        self.qp.modify(&QpAttr {
-            state: Some(QpState::Rtr),
-            path: (!ud).then_some(path_to(remote, self.ours.qpn, theirs.qpn)),
-            path_mtu: (!ud).then_some(mtu),
-            dest_qpn: (!ud).then_some(theirs.qpn),
-            rq_psn: (!ud).then_some(Psn::new(theirs.psn)),
-            max_dest_rd_atomic: rc.then_some(1),
-            min_rnr_timer: rc.then_some(12),
-            ..QpAttr::default()
-        })?;
-        self.qp.modify(&QpAttr {
-            state: Some(QpState::Rts),
-            sq_psn: Some(Psn::new(self.ours.psn)),
-            timeout: rc.then_some(14),
-            retry_cnt: rc.then_some(7),
-            rnr_retry: rc.then_some(7),
-            max_rd_atomic: rc.then_some(1),
-            ..QpAttr::default()
-        })
+        if self.qp_type == QpType::Ud {
+            self.qp.modify(&QpAttr {
+                state: Some(QpState::Rtr),
+                ..QpAttr::default()
+            })?;
+            return self.qp.modify(&QpAttr {
+                state: Some(QpState::Rts),
+                sq_psn: Some(self.qp.psn()),
+                ..QpAttr::default()
+            });
+        }
+        let remote = QpEndpoint {
+            gid: exchange::addr_of(theirs.gid),
+            qp_type: self.qp_type,
+            qpn: theirs.qpn,
+            psn: Psn::new(theirs.psn),
+        };
+        let opts = ConnectOptions {
+            mtu,
+            max_rd_atomic: 1,
+            max_dest_rd_atomic: 1,
+            access: Access::LOCAL_WRITE,
+            ..ConnectOptions::default()
+        };
+        self.qp.connect(&remote, &opts)
     }
 
     /// Our message, to `theirs`.
     fn send(&self, theirs: &Dest) -> ferroce::Result<()> {
-        let mut wr = SendWr::new(
-            SEND_WRID,
-            SendOp::Send,
-            vec![self.mr.sge(0, self.size as u32)],
-        );
+        let sg = [self.mr.sge(0, self.size as u32)];
+        let mut wr = SendWr::send(SEND_WRID, &sg);
         if self.qp_type == QpType::Ud {
             wr.ud = Some(UdDest {
                 path: ferroce::Path {
@@ -325,8 +317,10 @@ impl Local {
             for wc in wcs {
                 if wc.status != WcStatus::Success {
                     return Err(Error::Run(format!(
-                        "failed status {:?} for wr_id {}",
-                        wc.status, wc.wr_id
+                        "failed status {} ({}) for wr_id {}",
+                        wc.status,
+                        wc.status.code(),
+                        wc.wr_id
                     )));
                 }
                 match wc.wr_id {

@@ -33,8 +33,8 @@ pub use crate::transmit::{Ecn, EmitError, PacketKind, Transmit};
 
 mod drive;
 use crate::verbs::{
-    Access, AsyncEvent, QpAttr, QpState, QpType, RecvWr, SendOp, SendWr, SrqAttr, SrqInfo,
-    VerbsError, WcOpcode, WcStatus, WorkCompletion,
+    Access, AsyncEvent, QpAttr, QpState, QpType, QueuedRecv, QueuedSend, RecvWr, SendOp, SendWr,
+    SrqAttr, SrqInfo, VerbsError, WcOpcode, WcStatus, WorkCompletion,
 };
 
 /// Largest message (ibv_devinfo's max_msg_sz as rxe reports it).
@@ -240,6 +240,23 @@ impl Endpoint {
         Ok(std::iter::from_fn(|| q.pop()).take(max).collect())
     }
 
+    /// Moves up to `out.len()` completions into `out`, oldest first, and
+    /// returns how many: `ibv_poll_cq` without an allocation.
+    pub fn poll_cq_into(
+        &mut self,
+        cq: u32,
+        out: &mut [WorkCompletion],
+    ) -> Result<usize, VerbsError> {
+        let q = self.cqs.get_mut(&cq).ok_or(VerbsError::NoSuchCq(cq))?;
+        let mut n = 0;
+        while let Some(slot) = out.get_mut(n) {
+            let Some(wc) = q.pop() else { break };
+            *slot = wc;
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// Whether the CQ overflowed (completions were lost).
     pub fn cq_overflowed(&self, cq: u32) -> Result<bool, VerbsError> {
         self.cqs
@@ -393,7 +410,7 @@ impl Endpoint {
 
     /// `ibv_post_srq_recv`: the scatter/gather elements are checked against
     /// the SRQ's protection domain.
-    pub fn post_srq_recv(&mut self, srq: u32, wr: RecvWr) -> Result<(), VerbsError> {
+    pub fn post_srq_recv(&mut self, srq: u32, wr: RecvWr<'_>) -> Result<(), VerbsError> {
         let s = self.srqs.get_mut(&srq).ok_or(VerbsError::NoSuchSrq(srq))?;
         if s.wqes.len() >= s.max_wr as usize {
             return Err(VerbsError::SrqFull {
@@ -401,10 +418,10 @@ impl Endpoint {
                 depth: s.max_wr,
             });
         }
-        for sge in &wr.sg {
+        for sge in wr.sg {
             self.mrs.check_sge(s.pd, sge, true)?;
         }
-        s.wqes.push_back(wr);
+        s.wqes.push_back(QueuedRecv::from(&wr));
         Ok(())
     }
 
@@ -539,7 +556,9 @@ impl Endpoint {
         Ok(())
     }
 
-    pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), VerbsError> {
+    /// `ibv_post_send`: checks the request and copies it (scatter list,
+    /// inline data) into the send queue.
+    pub fn post_send(&mut self, qpn: u32, wr: SendWr<'_>) -> Result<(), VerbsError> {
         let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
         let qp_type = q.init.qp_type;
         if matches!(q.state, QpState::Reset | QpState::Init | QpState::Rtr) {
@@ -589,28 +608,20 @@ impl Endpoint {
                 value: 0,
             });
         }
-        let writes_local = matches!(
-            wr.op,
-            SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
-        );
+        let writes_local = wr.op.writes_local();
         if wr.inline.is_some() && writes_local {
             return Err(VerbsError::BadValue {
                 what: "inline data on a READ or atomic",
                 value: 0,
             });
         }
-        for sge in &wr.sg {
+        for sge in wr.sg {
             self.mrs.check_sge(q.init.pd, sge, writes_local)?;
         }
-        let len = wr
-            .inline
-            .as_ref()
-            .map_or_else(|| sg_len(&wr.sg), |d| d.len() as u64);
-        if let SendOp::CompareSwap { remote_addr, .. } | SendOp::FetchAdd { remote_addr, .. } =
-            wr.op
-        {
-            if remote_addr % 8 != 0 {
-                return Err(VerbsError::Unaligned(remote_addr));
+        let len = wr.inline.map_or_else(|| sg_len(wr.sg), |d| d.len() as u64);
+        if let SendOp::CompareSwap { remote, .. } | SendOp::FetchAdd { remote, .. } = wr.op {
+            if remote.addr() % 8 != 0 {
+                return Err(VerbsError::Unaligned(remote.addr()));
             }
             if len != 8 {
                 return Err(VerbsError::BadValue {
@@ -627,8 +638,13 @@ impl Endpoint {
         if len > max {
             return Err(VerbsError::TooLong { len, max });
         }
+        // The message (an atomic's 8 bytes) must fit the slice of peer
+        // memory it was given: the sender's own bound, before the peer's.
+        if let Some(remote) = wr.op.remote().filter(|r| len > r.len()) {
+            return Err(VerbsError::RemoteTooShort { len, remote });
+        }
         let wqe = SendWqe {
-            wr,
+            wr: QueuedSend::from(&wr),
             len,
             first_psn: q.req.next_psn,
             npkts: 0,
@@ -654,7 +670,7 @@ impl Endpoint {
 
     /// `ibv_post_recv`; refused on a QP that takes its receives from an
     /// SRQ, as ibverbs refuses it.
-    pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), VerbsError> {
+    pub fn post_recv(&mut self, qpn: u32, wr: RecvWr<'_>) -> Result<(), VerbsError> {
         let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
         if let Some(srq) = q.init.srq {
             return Err(VerbsError::QpHasSrq { qpn, srq });
@@ -673,7 +689,7 @@ impl Endpoint {
                 depth: q.init.max_recv_wr,
             });
         }
-        for sge in &wr.sg {
+        for sge in wr.sg {
             self.mrs.check_sge(q.init.pd, sge, true)?;
         }
         if q.state == QpState::Err {
@@ -684,7 +700,7 @@ impl Endpoint {
             self.raise_events(qpn);
             return Ok(());
         }
-        q.rq.push_back(wr);
+        q.rq.push_back(QueuedRecv::from(&wr));
         self.touched(qpn);
         Ok(())
     }

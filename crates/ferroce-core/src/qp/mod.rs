@@ -26,7 +26,7 @@ use ferroce_wire::Psn;
 
 use crate::time::Instant;
 use crate::verbs::{
-    Access, Mtu, Path, QpState, QpType, RecvWr, SendOp, SendWr, WcOpcode, WcStatus,
+    Access, Mtu, Path, QpState, QpType, QueuedRecv, QueuedSend, SendOp, WcOpcode, WcStatus,
 };
 
 /// What `create_qp` takes (`ibv_qp_init_attr`).
@@ -65,7 +65,7 @@ pub(crate) struct QpConfig {
 /// A send work request on the send queue, with its progress.
 #[derive(Debug, Clone)]
 pub(crate) struct SendWqe {
-    pub(crate) wr: SendWr,
+    pub(crate) wr: QueuedSend,
     /// Message length in bytes.
     pub(crate) len: u64,
     /// PSN of its first packet, once started.
@@ -140,7 +140,7 @@ pub(crate) struct Responder {
     pub(crate) epsn: Psn,
     pub(crate) msn: u32,
     /// The receive WQE a multi-packet SEND is filling, and bytes so far.
-    pub(crate) recv: Option<(RecvWr, u64)>,
+    pub(crate) recv: Option<(QueuedRecv, u64)>,
     /// Where a multi-packet WRITE lands: region lkey, offset, bytes left.
     pub(crate) write: Option<(u32, usize, usize)>,
     /// The DMA length of that WRITE (its RETH's): a WRITE with immediate
@@ -245,7 +245,7 @@ pub(crate) struct Qp {
     pub(crate) state: QpState,
     pub(crate) cfg: QpConfig,
     pub(crate) sq: VecDeque<SendWqe>,
-    pub(crate) rq: VecDeque<RecvWr>,
+    pub(crate) rq: VecDeque<QueuedRecv>,
     pub(crate) req: Requester,
     pub(crate) comp: Completer,
     pub(crate) resp: Responder,

@@ -151,15 +151,15 @@ fn build(
         QpType::Ud => Transport::Ud,
     };
     let (rc_opcode, reth) = match op {
-        SendOp::Read { remote_addr, rkey } => {
+        SendOp::Read { remote } => {
             // After a lost response the READ resumes where the responses
             // stopped: the rest of the data, from the missing PSN
             // (IBA 9.7.5.1.4 lets the responder serve such a request).
             let mut t = super::transport_repr(Opcode::RC_RDMA_READ_REQUEST, psn, 0, 0);
             t.bth.ack_req = true;
             t.reth = Some(RethRepr {
-                va: remote_addr + offset,
-                rkey,
+                va: remote.addr() + offset,
+                rkey: remote.rkey(),
                 dma_len: (len - offset) as u32,
             });
             qp.req.next_psn = first_psn + npkts;
@@ -167,16 +167,15 @@ fn build(
             return Some(transmit(qp, idx, t, mrs, pool, 0));
         }
         SendOp::CompareSwap {
-            remote_addr,
-            rkey,
+            remote,
             compare,
             swap,
         } => {
             let t = atomic_repr(
                 Opcode::RC_COMPARE_SWAP,
                 first_psn,
-                remote_addr,
-                rkey,
+                remote.addr(),
+                remote.rkey(),
                 swap,
                 compare,
             );
@@ -184,12 +183,15 @@ fn build(
             finish_wqe(qp, idx);
             return Some(transmit(qp, idx, t, mrs, pool, 0));
         }
-        SendOp::FetchAdd {
-            remote_addr,
-            rkey,
-            add,
-        } => {
-            let t = atomic_repr(Opcode::RC_FETCH_ADD, first_psn, remote_addr, rkey, add, 0);
+        SendOp::FetchAdd { remote, add } => {
+            let t = atomic_repr(
+                Opcode::RC_FETCH_ADD,
+                first_psn,
+                remote.addr(),
+                remote.rkey(),
+                add,
+                0,
+            );
             qp.req.next_psn = first_psn + 1;
             finish_wqe(qp, idx);
             return Some(transmit(qp, idx, t, mrs, pool, 0));
@@ -207,10 +209,7 @@ fn build(
             };
             (opcode, None)
         }
-        SendOp::Write { remote_addr, rkey }
-        | SendOp::WriteWithImm {
-            remote_addr, rkey, ..
-        } => {
+        SendOp::Write { remote } | SendOp::WriteWithImm { remote, .. } => {
             let imm = matches!(op, SendOp::WriteWithImm { .. });
             let opcode = match pos {
                 Position::First => Opcode::RC_RDMA_WRITE_FIRST,
@@ -221,8 +220,8 @@ fn build(
                 Position::Only => Opcode::RC_RDMA_WRITE_ONLY,
             };
             let reth = pos.starts().then_some(RethRepr {
-                va: remote_addr,
-                rkey,
+                va: remote.addr(),
+                rkey: remote.rkey(),
                 dma_len: len as u32,
             });
             (opcode, reth)

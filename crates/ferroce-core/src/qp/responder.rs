@@ -24,7 +24,7 @@ use crate::mr::{MrTable, RemoteAccess};
 use crate::srq::Srq;
 use crate::stats::Stats;
 use crate::tables::Tables;
-use crate::verbs::{Access, QpState, QpType, RecvWr, WcOpcode, WcStatus, WorkCompletion};
+use crate::verbs::{Access, QpState, QpType, QueuedRecv, WcOpcode, WcStatus, WorkCompletion};
 
 /// What executing one request came to.
 pub(super) enum Outcome {
@@ -63,7 +63,7 @@ const MSN_MASK: u32 = 0xff_ffff;
 /// The receive WQE for a message that needs one: from the QP's SRQ when
 /// it has one (which may raise the SRQ's limit event), else from its own
 /// receive queue.
-pub(super) fn take_recv(qp: &mut Qp, srqs: &mut HashMap<u32, Srq>) -> Option<RecvWr> {
+pub(super) fn take_recv(qp: &mut Qp, srqs: &mut HashMap<u32, Srq>) -> Option<QueuedRecv> {
     match qp.init.srq {
         Some(h) => srqs.get_mut(&h)?.take(),
         None => qp.rq.pop_front(),
@@ -79,7 +79,7 @@ fn has_recv(qp: &Qp, srqs: &HashMap<u32, Srq>) -> bool {
 }
 
 /// Puts back, at the front, a WQE taken for a message that was dropped.
-pub(crate) fn give_back(qp: &mut Qp, srqs: &mut HashMap<u32, Srq>, wr: RecvWr) {
+pub(crate) fn give_back(qp: &mut Qp, srqs: &mut HashMap<u32, Srq>, wr: QueuedRecv) {
     match qp.init.srq {
         Some(h) => {
             if let Some(srq) = srqs.get_mut(&h) {
@@ -331,7 +331,7 @@ const NO_REGION: u32 = 0;
 pub(super) fn complete_recv(
     qp: &Qp,
     cqs: &mut HashMap<u32, Cq>,
-    wr: &RecvWr,
+    wr: &QueuedRecv,
     status: WcStatus,
     opcode: WcOpcode,
     byte_len: u32,

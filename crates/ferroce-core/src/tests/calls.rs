@@ -5,9 +5,9 @@
 //! not have. Each error's message must name what is wrong.
 
 use super::ops::ud_dest;
-use super::util::{Opts, Pair, Side, connect, connect_with, recv_wr, send_wr, sge};
+use super::util::{Opts, Pair, Side, connect, connect_with, recv_wr, rmem, send_wr, sge};
 use crate::verbs::{
-    Access, Mtu, QpAttr, QpState, QpType, SendOp, Sge, VerbsError, WcOpcode, WcStatus,
+    Access, Mtu, QpAttr, QpState, QpType, RemoteSlice, SendOp, Sge, VerbsError, WcOpcode, WcStatus,
 };
 use crate::{Endpoint, EndpointConfig, MAX_MSG_SIZE, QpInit};
 
@@ -183,8 +183,7 @@ fn modify_qp_refusals_name_the_problem_and_change_nothing() {
 
 fn write_op(side: &Side) -> SendOp {
     SendOp::Write {
-        remote_addr: side.mr.addr,
-        rkey: side.mr.rkey,
+        remote: rmem(side.mr.addr, side.mr.rkey),
     }
 }
 
@@ -202,12 +201,12 @@ fn post_send_and_post_recv_before_the_qp_is_ready() {
         call: "post_send",
     };
     refused(
-        e.post_send(q, send_wr(1, SendOp::Send, sg.clone())),
+        e.post_send(q, send_wr(1, SendOp::Send, &sg.clone())),
         state(QpState::Reset),
         &["post_send", "0x11", "Reset"],
     );
     refused(
-        e.post_recv(q, recv_wr(1, sg.clone())),
+        e.post_recv(q, recv_wr(1, &sg.clone())),
         VerbsError::WrongState {
             qpn: q,
             state: QpState::Reset,
@@ -223,14 +222,14 @@ fn post_send_and_post_recv_before_the_qp_is_ready() {
     };
     e.modify_qp(q, &init).unwrap();
     refused(
-        e.post_send(q, send_wr(1, SendOp::Send, sg.clone())),
+        e.post_send(q, send_wr(1, SendOp::Send, &sg.clone())),
         state(QpState::Init),
         &["Init"],
     );
     // A receive may be posted from Init on.
-    e.post_recv(q, recv_wr(1, sg.clone())).unwrap();
+    e.post_recv(q, recv_wr(1, &sg.clone())).unwrap();
     refused(
-        e.post_send(0x77, send_wr(1, SendOp::Send, sg)),
+        e.post_send(0x77, send_wr(1, SendOp::Send, &sg)),
         VerbsError::NoSuchQp(0x77),
         &["no queue pair 0x77"],
     );
@@ -249,11 +248,11 @@ fn full_queues_are_refused() {
     );
     for id in 0..2 {
         p.eps[0]
-            .post_send(a.qpn, send_wr(id, write_op(&b), sge(&a, 0, 8)))
+            .post_send(a.qpn, send_wr(id, write_op(&b), &sge(&a, 0, 8)))
             .unwrap();
     }
     refused(
-        p.eps[0].post_send(a.qpn, send_wr(2, write_op(&b), sge(&a, 0, 8))),
+        p.eps[0].post_send(a.qpn, send_wr(2, write_op(&b), &sge(&a, 0, 8))),
         VerbsError::QueueFull {
             qpn: a.qpn,
             queue: "send queue",
@@ -263,11 +262,11 @@ fn full_queues_are_refused() {
     );
     for id in 0..3 {
         p.eps[1]
-            .post_recv(b.qpn, recv_wr(id, sge(&b, 0, 8)))
+            .post_recv(b.qpn, recv_wr(id, &sge(&b, 0, 8)))
             .unwrap();
     }
     refused(
-        p.eps[1].post_recv(b.qpn, recv_wr(3, sge(&b, 0, 8))),
+        p.eps[1].post_recv(b.qpn, recv_wr(3, &sge(&b, 0, 8))),
         VerbsError::QueueFull {
             qpn: b.qpn,
             queue: "receive queue",
@@ -278,7 +277,7 @@ fn full_queues_are_refused() {
     // Completing the sends makes room again.
     assert_eq!(p.wait_cqes(0, a.cq, 2).len(), 2);
     p.eps[0]
-        .post_send(a.qpn, send_wr(2, write_op(&b), sge(&a, 0, 8)))
+        .post_send(a.qpn, send_wr(2, write_op(&b), &sge(&a, 0, 8)))
         .unwrap();
 }
 
@@ -319,31 +318,30 @@ fn bad_scatter_gather_elements_are_refused_with_the_reason() {
     ];
     for ((sg, want), words) in cases {
         refused(
-            p.eps[0].post_send(a.qpn, send_wr(1, write_op(&b), sg.clone())),
+            p.eps[0].post_send(a.qpn, send_wr(1, write_op(&b), &sg.clone())),
             want.clone(),
             &[words],
         );
-        refused(p.eps[0].post_recv(a.qpn, recv_wr(1, sg)), want, &[words]);
+        refused(p.eps[0].post_recv(a.qpn, recv_wr(1, &sg)), want, &[words]);
     }
     // Local writes (a receive, a READ's or an atomic's destination) need
     // LOCAL_WRITE; sending from the same region is fine.
     let (sg, want) = bad(read_only.lkey, 0, 8, "region without LOCAL_WRITE");
     refused(
-        p.eps[0].post_recv(a.qpn, recv_wr(1, sg.clone())),
+        p.eps[0].post_recv(a.qpn, recv_wr(1, &sg.clone())),
         want.clone(),
         &["LOCAL_WRITE"],
     );
     let read = SendOp::Read {
-        remote_addr: b.mr.addr,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr, b.mr.rkey),
     };
     refused(
-        p.eps[0].post_send(a.qpn, send_wr(1, read, sg.clone())),
+        p.eps[0].post_send(a.qpn, send_wr(1, read, &sg.clone())),
         want,
         &["LOCAL_WRITE"],
     );
     p.eps[0]
-        .post_send(a.qpn, send_wr(1, write_op(&b), sg))
+        .post_send(a.qpn, send_wr(1, write_op(&b), &sg))
         .unwrap();
     assert_eq!(p.wait_cqes(0, a.cq, 1)[0].status, WcStatus::Success);
 }
@@ -351,12 +349,10 @@ fn bad_scatter_gather_elements_are_refused_with_the_reason() {
 #[test]
 fn operations_the_qp_type_lacks_are_refused() {
     let read = |s: &Side| SendOp::Read {
-        remote_addr: s.mr.addr,
-        rkey: s.mr.rkey,
+        remote: rmem(s.mr.addr, s.mr.rkey),
     };
     let add = |s: &Side| SendOp::FetchAdd {
-        remote_addr: s.mr.addr,
-        rkey: s.mr.rkey,
+        remote: rmem(s.mr.addr, s.mr.rkey),
         add: 1,
     };
     for (seed, qp_type) in [(203, QpType::Uc), (204, QpType::Ud)] {
@@ -371,7 +367,8 @@ fn operations_the_qp_type_lacks_are_refused() {
             ops.push((write_op(&b), "RDMA_WRITE"));
         }
         for (op, name) in ops {
-            let mut wr = send_wr(1, op, sge(&a, 0, 8));
+            let sg = sge(&a, 0, 8);
+            let mut wr = send_wr(1, op, &sg);
             wr.ud = (qp_type == QpType::Ud).then(|| ud_dest(&p, b.qpn));
             refused(
                 p.eps[0].post_send(a.qpn, wr),
@@ -384,14 +381,15 @@ fn operations_the_qp_type_lacks_are_refused() {
     let mut p = Pair::new(205);
     let [a, b] = connect(&mut p, QpType::Ud, 4096, Mtu::Mtu1024);
     refused(
-        p.eps[0].post_send(a.qpn, send_wr(1, SendOp::Send, sge(&a, 0, 8))),
+        p.eps[0].post_send(a.qpn, send_wr(1, SendOp::Send, &sge(&a, 0, 8))),
         VerbsError::BadValue {
             what: "UD send without a destination (ud)",
             value: 0,
         },
         &["without a destination"],
     );
-    let mut wr = send_wr(1, SendOp::Send, sge(&a, 0, 1025));
+    let sg = sge(&a, 0, 1025);
+    let mut wr = send_wr(1, SendOp::Send, &sg);
     wr.ud = Some(ud_dest(&p, b.qpn));
     refused(
         p.eps[0].post_send(a.qpn, wr),
@@ -408,12 +406,11 @@ fn malformed_work_requests_are_refused() {
     let mut p = Pair::new(206);
     let [a, b] = connect(&mut p, QpType::Rc, 1 << 22, Mtu::Mtu1024);
     let add = SendOp::FetchAdd {
-        remote_addr: b.mr.addr,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr, b.mr.rkey),
         add: 1,
     };
     refused(
-        p.eps[0].post_send(a.qpn, send_wr(1, add, sge(&a, 0, 4))),
+        p.eps[0].post_send(a.qpn, send_wr(1, add, &sge(&a, 0, 4))),
         VerbsError::BadValue {
             what: "atomic local buffer length (must be 8)",
             value: 4,
@@ -421,11 +418,10 @@ fn malformed_work_requests_are_refused() {
         &["atomic", "must be 8", "4"],
     );
     let read = SendOp::Read {
-        remote_addr: b.mr.addr,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr, b.mr.rkey),
     };
-    let mut wr = send_wr(1, read, Vec::new());
-    wr.inline = Some(vec![0; 8]);
+    let mut wr = send_wr(1, read, &[]);
+    wr.inline = Some(&[0; 8]);
     refused(
         p.eps[0].post_send(a.qpn, wr),
         VerbsError::BadValue {
@@ -439,13 +435,34 @@ fn malformed_work_requests_are_refused() {
     sg.extend(sge(&a, 0, 1 << 22));
     sg.extend(sge(&a, 0, 1));
     refused(
-        p.eps[0].post_send(a.qpn, send_wr(1, write_op(&b), sg)),
+        p.eps[0].post_send(a.qpn, send_wr(1, write_op(&b), &sg)),
         VerbsError::TooLong {
             len: MAX_MSG_SIZE + 1,
             max: MAX_MSG_SIZE,
         },
         &["8388609", "exceeds 8388608"],
     );
+    // A WRITE longer than its remote slice, an atomic on a slice of 4.
+    let short = RemoteSlice::new(b.mr.addr, b.mr.rkey, 7);
+    refused(
+        p.eps[0].post_send(
+            a.qpn,
+            send_wr(1, SendOp::Write { remote: short }, &sge(&a, 0, 8)),
+        ),
+        VerbsError::RemoteTooShort {
+            len: 8,
+            remote: short,
+        },
+        &["8 bytes", "remote slice of 7 bytes", "longer slice"],
+    );
+    let add = SendOp::FetchAdd {
+        remote: RemoteSlice::new(b.mr.addr, b.mr.rkey, 4),
+        add: 1,
+    };
+    assert!(matches!(
+        p.eps[0].post_send(a.qpn, send_wr(1, add, &sge(&a, 0, 8))),
+        Err(VerbsError::RemoteTooShort { len: 8, .. })
+    ));
     // None of these reached the send queue.
     assert!(p.eps[0].qps[&a.qpn].sq.is_empty());
 }
@@ -455,11 +472,12 @@ fn work_requests_posted_to_a_qp_in_error_are_flushed() {
     let mut p = Pair::new(207);
     let [a, b] = connect(&mut p, QpType::Rc, 4096, Mtu::Mtu1024);
     p.eps[0].modify_qp(a.qpn, &to(QpState::Err)).unwrap();
-    let mut wr = send_wr(5, write_op(&b), sge(&a, 0, 8));
+    let sg = sge(&a, 0, 8);
+    let mut wr = send_wr(5, write_op(&b), &sg);
     wr.signaled = false; // error completions are always signaled
     p.eps[0].post_send(a.qpn, wr).unwrap();
     p.eps[0]
-        .post_recv(a.qpn, recv_wr(6, sge(&a, 0, 8)))
+        .post_recv(a.qpn, recv_wr(6, &sge(&a, 0, 8)))
         .unwrap();
     p.settle(100);
     let got: Vec<_> = p

@@ -9,7 +9,7 @@ use ferroce_wire::reth::RethRepr;
 use ferroce_wire::{Opcode, Psn, TransportPacket};
 
 use super::read_mr;
-use super::util::{Pair, Side, connect, craft, emit, send_wr, sge};
+use super::util::{Pair, Side, connect, craft, emit, rmem, send_wr, sge};
 use crate::verbs::{Mtu, QpState, QpType, SendOp, WcOpcode, WcStatus};
 
 /// An R_Key and address that name no region of the peer.
@@ -21,19 +21,13 @@ fn zero_length_write_and_read_skip_the_key_check() {
     let mut p = Pair::new(900);
     let [a, b] = connect(&mut p, QpType::Rc, 4096, Mtu::Mtu1024);
     let write = SendOp::Write {
-        remote_addr: NO_SUCH_VA,
-        rkey: NO_SUCH_RKEY,
+        remote: rmem(NO_SUCH_VA, NO_SUCH_RKEY),
     };
     let read = SendOp::Read {
-        remote_addr: NO_SUCH_VA,
-        rkey: NO_SUCH_RKEY,
+        remote: rmem(NO_SUCH_VA, NO_SUCH_RKEY),
     };
-    p.eps[0]
-        .post_send(a.qpn, send_wr(1, write, Vec::new()))
-        .unwrap();
-    p.eps[0]
-        .post_send(a.qpn, send_wr(2, read, Vec::new()))
-        .unwrap();
+    p.eps[0].post_send(a.qpn, send_wr(1, write, &[])).unwrap();
+    p.eps[0].post_send(a.qpn, send_wr(2, read, &[])).unwrap();
     let wcs = p.wait_cqes(0, a.cq, 2);
     let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.status, w.opcode)).collect();
     assert_eq!(
@@ -108,11 +102,10 @@ fn a_packet_of_another_partition_is_dropped_and_counted() {
     }
     // A response of another partition does not complete a request either.
     let write = SendOp::Write {
-        remote_addr: b.mr.addr,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr, b.mr.rkey),
     };
     p.eps[0]
-        .post_send(a.qpn, send_wr(1, write, sge(&a, 0, 8)))
+        .post_send(a.qpn, send_wr(1, write, &sge(&a, 0, 8)))
         .unwrap();
     let request = p.take_transmits(0);
     let mut ack = craft(
@@ -163,11 +156,10 @@ fn a_resumed_read_accepts_both_first_and_middle_openings() {
         let [a, b] = connect(&mut p, QpType::Rc, 8192, Mtu::Mtu1024);
         let data = super::util::pattern(4096, 7);
         let read = SendOp::Read {
-            remote_addr: b.mr.addr,
-            rkey: b.mr.rkey,
+            remote: rmem(b.mr.addr, b.mr.rkey),
         };
         p.eps[0]
-            .post_send(a.qpn, send_wr(1, read, sge(&a, 0, 4096)))
+            .post_send(a.qpn, send_wr(1, read, &sge(&a, 0, 4096)))
             .unwrap();
         let request = p.take_transmits(0);
         let first = TransportPacket::new_checked(&request[0][..])

@@ -3,7 +3,7 @@
 //! marks (CNPs, DCQCN) is congestion control's job, not written yet; this
 //! pins down that marking never costs data or correctness meanwhile.
 
-use super::util::{Faults, Pair, connect, pattern, sge};
+use super::util::{Faults, Pair, connect, pattern, rmem, sge};
 use crate::verbs::{Mtu, QpType, SendOp, WcStatus};
 
 #[test]
@@ -19,20 +19,18 @@ fn marked_packets_deliver_like_unmarked_ones() {
     let data = pattern(1 << 20, 9);
     p.eps[0].mr_bytes_mut(a.mr.lkey).unwrap()[..data.len()].copy_from_slice(&data);
     let write = SendOp::Write {
-        remote_addr: b.mr.addr,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr, b.mr.rkey),
     };
     let read = SendOp::Read {
-        remote_addr: b.mr.addr,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr, b.mr.rkey),
     };
     p.eps[0]
-        .post_send(a.qpn, super::util::send_wr(1, write, sge(&a, 0, 1 << 20)))
+        .post_send(a.qpn, super::util::send_wr(1, write, &sge(&a, 0, 1 << 20)))
         .unwrap();
     p.eps[0]
         .post_send(
             a.qpn,
-            super::util::send_wr(2, read, sge(&a, 2 << 20, 1 << 20)),
+            super::util::send_wr(2, read, &sge(&a, 2 << 20, 1 << 20)),
         )
         .unwrap();
     let mut wcs = Vec::new();

@@ -9,7 +9,7 @@ use ferroce_wire::atomic_eth::AtomicEthRepr;
 
 use super::util::{
     Faults, Opts, Pair, Side, all_access, connect, connect_with, craft, emit, parse, pattern,
-    recv_wr, send_wr, sge,
+    recv_wr, rmem, send_wr, sge,
 };
 use super::{read_mr, write_mr};
 use crate::verbs::{Access, Mtu, QpState, QpType, SendOp, Sge, VerbsError, WcStatus};
@@ -25,19 +25,19 @@ fn receive_too_small_is_local_length_error_and_flushes_both_sides() {
         let mut p = Pair::new(seed);
         let [a, b] = connect(&mut p, QpType::Rc, 16384, Mtu::Mtu1024);
         p.eps[1]
-            .post_recv(b.qpn, recv_wr(1, sge(&b, 0, recv_len)))
+            .post_recv(b.qpn, recv_wr(1, &sge(&b, 0, recv_len)))
             .unwrap();
         for id in [2, 3] {
             p.eps[1]
-                .post_recv(b.qpn, recv_wr(id, sge(&b, 4096 * id, 4096)))
+                .post_recv(b.qpn, recv_wr(id, &sge(&b, 4096 * id, 4096)))
                 .unwrap();
         }
         p.eps[0]
-            .post_send(a.qpn, send_wr(1, SendOp::Send, sge(&a, 0, send_len)))
+            .post_send(a.qpn, send_wr(1, SendOp::Send, &sge(&a, 0, send_len)))
             .unwrap();
         for id in [2, 3] {
             p.eps[0]
-                .post_send(a.qpn, send_wr(id, SendOp::Send, sge(&a, 0, 10)))
+                .post_send(a.qpn, send_wr(id, SendOp::Send, &sge(&a, 0, 10)))
                 .unwrap();
         }
         let flushed = |first| {
@@ -71,7 +71,7 @@ fn rnr_retries_exhausted_fail_with_rnr_retry_exc_err() {
         );
         for id in [1, 2] {
             p.eps[0]
-                .post_send(a.qpn, send_wr(id, SendOp::Send, sge(&a, 0, 64)))
+                .post_send(a.qpn, send_wr(id, SendOp::Send, &sge(&a, 0, 64)))
                 .unwrap();
         }
         let wcs = p.wait_cqes(0, a.cq, 2);
@@ -100,7 +100,7 @@ fn rnr_retry_7_waits_until_a_receive_is_posted() {
         },
     );
     p.eps[0]
-        .post_send(a.qpn, send_wr(1, SendOp::Send, sge(&a, 0, 64)))
+        .post_send(a.qpn, send_wr(1, SendOp::Send, &sge(&a, 0, 64)))
         .unwrap();
     // Two seconds of virtual time: some 200 RNR NAKs, far past any count.
     p.drive_until(100_000, |p| p.now.as_nanos() >= 2_000_000_000);
@@ -108,7 +108,7 @@ fn rnr_retry_7_waits_until_a_receive_is_posted() {
     assert!(p.eps[1].stats().rnr_naks_sent > 100);
     assert_eq!(p.eps[0].qp_state(a.qpn).unwrap(), QpState::Rts);
     p.eps[1]
-        .post_recv(b.qpn, recv_wr(9, sge(&b, 0, 4096)))
+        .post_recv(b.qpn, recv_wr(9, &sge(&b, 0, 4096)))
         .unwrap();
     assert_eq!(ids(&p.wait_cqes(0, a.cq, 1)), [(1, WcStatus::Success)]);
     assert_eq!(ids(&p.wait_cqes(1, b.cq, 1)), [(9, WcStatus::Success)]);
@@ -128,14 +128,13 @@ fn rnr_nak_acknowledges_what_came_before_it() {
         },
     );
     let write = SendOp::Write {
-        remote_addr: b.mr.addr,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr, b.mr.rkey),
     };
     p.eps[0]
-        .post_send(a.qpn, send_wr(1, write, sge(&a, 0, 64)))
+        .post_send(a.qpn, send_wr(1, write, &sge(&a, 0, 64)))
         .unwrap();
     p.eps[0]
-        .post_send(a.qpn, send_wr(2, SendOp::Send, sge(&a, 0, 64)))
+        .post_send(a.qpn, send_wr(2, SendOp::Send, &sge(&a, 0, 64)))
         .unwrap();
     for pkt in p.take_transmits(0) {
         p.deliver(1, &pkt);
@@ -167,10 +166,10 @@ fn a_nak_acknowledging_nothing_new_leaves_the_retry_budget_alone() {
     );
     for id in [1, 2] {
         p.eps[1]
-            .post_recv(b.qpn, recv_wr(id, sge(&b, 0, 64)))
+            .post_recv(b.qpn, recv_wr(id, &sge(&b, 0, 64)))
             .unwrap();
         p.eps[0]
-            .post_send(a.qpn, send_wr(id, SendOp::Send, sge(&a, 0, 64)))
+            .post_send(a.qpn, send_wr(id, SendOp::Send, &sge(&a, 0, 64)))
             .unwrap();
     }
     let timeout = |p: &mut Pair| {
@@ -206,16 +205,13 @@ enum Target {
 fn remote_op(kind: usize, addr: u64, rkey: u32) -> SendOp {
     match kind {
         0 => SendOp::Write {
-            remote_addr: addr,
-            rkey,
+            remote: rmem(addr, rkey),
         },
         1 => SendOp::Read {
-            remote_addr: addr,
-            rkey,
+            remote: rmem(addr, rkey),
         },
         _ => SendOp::FetchAdd {
-            remote_addr: addr,
-            rkey,
+            remote: rmem(addr, rkey),
             add: 1,
         },
     }
@@ -252,13 +248,13 @@ fn remote_access(seed: u64, kind: usize, target: Target, qp_access: Access) -> [
     p.eps[0]
         .post_send(
             a.qpn,
-            send_wr(1, remote_op(kind, addr, rkey), sge(&a, 1024, len)),
+            send_wr(1, remote_op(kind, addr, rkey), &sge(&a, 1024, len)),
         )
         .unwrap();
     // A good WRITE behind it (to the last 8 bytes of the connected region).
     let behind = remote_op(0, b.mr.addr + 4088, b.mr.rkey);
     p.eps[0]
-        .post_send(a.qpn, send_wr(2, behind, sge(&a, 0, 8)))
+        .post_send(a.qpn, send_wr(2, behind, &sge(&a, 0, 8)))
         .unwrap();
     let wcs = p.wait_cqes(0, a.cq, 2);
     if wcs[0].status != WcStatus::Success {
@@ -329,7 +325,7 @@ fn uc_drops_a_write_with_a_bad_rkey_silently() {
     let [a, b] = connect(&mut p, QpType::Uc, 4096, Mtu::Mtu1024);
     let op = remote_op(0, b.mr.addr, b.mr.rkey ^ 1);
     p.eps[0]
-        .post_send(a.qpn, send_wr(1, op, sge(&a, 0, 64)))
+        .post_send(a.qpn, send_wr(1, op, &sge(&a, 0, 64)))
         .unwrap();
     // UC completes on sending; the responder drops the message and counts it.
     assert_eq!(ids(&p.wait_cqes(0, a.cq, 1)), [(1, WcStatus::Success)]);
@@ -341,8 +337,7 @@ fn uc_drops_a_write_with_a_bad_rkey_silently() {
 
 fn fetch_add(remote_addr: u64, rkey: u32, add: u64) -> SendOp {
     SendOp::FetchAdd {
-        remote_addr,
-        rkey,
+        remote: rmem(remote_addr, rkey),
         add,
     }
 }
@@ -365,20 +360,18 @@ fn misaligned_atomics_are_refused_by_post_send_and_naked_by_the_responder() {
     let mut p = Pair::new(160);
     let [a, b] = connect(&mut p, QpType::Rc, 4096, Mtu::Mtu1024);
     let cas = SendOp::CompareSwap {
-        remote_addr: b.mr.addr + 12,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr + 12, b.mr.rkey),
         compare: 0,
         swap: 1,
     };
     for op in [fetch_add(b.mr.addr + 4, b.mr.rkey, 1), cas] {
         let err = p.eps[0]
-            .post_send(a.qpn, send_wr(1, op, sge(&a, 0, 8)))
+            .post_send(a.qpn, send_wr(1, op, &sge(&a, 0, 8)))
             .unwrap_err();
-        let (SendOp::FetchAdd { remote_addr, .. } | SendOp::CompareSwap { remote_addr, .. }) = op
-        else {
+        let (SendOp::FetchAdd { remote, .. } | SendOp::CompareSwap { remote, .. }) = op else {
             unreachable!()
         };
-        assert_eq!(err, VerbsError::Unaligned(remote_addr));
+        assert_eq!(err, VerbsError::Unaligned(remote.addr()));
         assert!(err.to_string().contains("not 8-byte aligned"), "{err}");
     }
     // A peer that sends one anyway gets NAK INVALID_REQUEST.
@@ -453,8 +446,7 @@ fn every_packet_duplicated_still_executes_each_atomic_once() {
             // Matches only if no atomic before it ran twice (or not at all).
             value += 1000;
             SendOp::CompareSwap {
-                remote_addr: va,
-                rkey: b.mr.rkey,
+                remote: rmem(va, b.mr.rkey),
                 compare: value - 1000,
                 swap: value,
             }
@@ -467,7 +459,7 @@ fn every_packet_duplicated_still_executes_each_atomic_once() {
             offset: 8 * i,
             len: 8,
         }];
-        p.eps[0].post_send(a.qpn, send_wr(i, op, sg)).unwrap();
+        p.eps[0].post_send(a.qpn, send_wr(i, op, &sg)).unwrap();
     }
     let wcs = p.wait_cqes(0, a.cq, 20);
     assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");

@@ -11,7 +11,7 @@ use ferroce_wire::{Opcode, Psn, Transport};
 use proptest::prelude::*;
 
 use super::hostile::STRANGER;
-use super::util::{Pair, Side, connect, craft, emit, pattern, recv_wr, send_wr, sge};
+use super::util::{Pair, Side, connect, craft, emit, pattern, recv_wr, rmem, send_wr, sge};
 use super::{read_mr, write_mr};
 use crate::verbs::{Mtu, QpState, QpType, SendOp, WcStatus};
 
@@ -175,32 +175,29 @@ fn clean_exchange(p: &mut Pair, [a, b]: [Side; 2], round: u8) {
     write_mr(p, 0, a.mr.lkey, 0, &src);
     write_mr(p, 1, b.mr.lkey, 0, &pattern(N, round ^ 0x80));
     p.eps[1]
-        .post_recv(b.qpn, recv_wr(1, sge(&b, 8192, 4096)))
+        .post_recv(b.qpn, recv_wr(1, &sge(&b, 8192, 4096)))
         .unwrap();
     p.eps[0]
-        .post_recv(a.qpn, recv_wr(2, sge(&a, 8192, 4096)))
+        .post_recv(a.qpn, recv_wr(2, &sge(&a, 8192, 4096)))
         .unwrap();
     let (addr, rkey) = (b.mr.addr, b.mr.rkey);
     let ops = [
         (
             SendOp::Write {
-                remote_addr: addr + 4096,
-                rkey,
+                remote: rmem(addr + 4096, rkey),
             },
             sge(&a, 0, N as u32),
         ),
         (SendOp::Send, sge(&a, 0, N as u32)),
         (
             SendOp::Read {
-                remote_addr: addr,
-                rkey,
+                remote: rmem(addr, rkey),
             },
             sge(&a, 4096, N as u32),
         ),
         (
             SendOp::FetchAdd {
-                remote_addr: addr + 16376,
-                rkey,
+                remote: rmem(addr + 16376, rkey),
                 add: 1,
             },
             sge(&a, 16376, 8),
@@ -208,11 +205,11 @@ fn clean_exchange(p: &mut Pair, [a, b]: [Side; 2], round: u8) {
     ];
     for (i, (op, sg)) in ops.into_iter().enumerate() {
         p.eps[0]
-            .post_send(a.qpn, send_wr(i as u64, op, sg))
+            .post_send(a.qpn, send_wr(i as u64, op, &sg))
             .unwrap();
     }
     p.eps[1]
-        .post_send(b.qpn, send_wr(9, SendOp::Send, sge(&b, 0, 100)))
+        .post_send(b.qpn, send_wr(9, SendOp::Send, &sge(&b, 0, 100)))
         .unwrap();
     let ok = |w: &crate::verbs::WorkCompletion| w.status == WcStatus::Success;
     let wa = p.wait_cqes(0, a.cq, 5);

@@ -11,7 +11,7 @@ use ferroce_wire::reth::RethRepr;
 use ferroce_wire::{Opcode, Psn};
 
 use super::util::{
-    Opts, Pair, Side, connect, connect_with, craft, emit, pattern, recv_wr, send_wr, sge,
+    Opts, Pair, Side, connect, connect_with, craft, emit, pattern, recv_wr, rmem, send_wr, sge,
 };
 use super::{read_mr, write_mr};
 use crate::verbs::{Access, Mtu, QpAttr, QpState, QpType, SendOp, WcStatus};
@@ -113,7 +113,7 @@ fn idle_qp(p: &mut Pair, qp_type: QpType, state: QpState) -> u32 {
             offset: 0,
             len: 4096,
         }];
-        e.post_recv(q, recv_wr(1, sg)).unwrap();
+        e.post_recv(q, recv_wr(1, &sg)).unwrap();
     }
     q
 }
@@ -269,11 +269,10 @@ fn responses_to_nothing_outstanding_are_ignored() {
     let [a, b] = connect_with(&mut p, opts);
     // Some traffic first, so that "already complete" means something.
     let write = SendOp::Write {
-        remote_addr: b.mr.addr,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr, b.mr.rkey),
     };
     p.eps[0]
-        .post_send(a.qpn, send_wr(1, write, sge(&a, 0, 8)))
+        .post_send(a.qpn, send_wr(1, write, &sge(&a, 0, 8)))
         .unwrap();
     assert_eq!(p.wait_cqes(0, a.cq, 1)[0].status, WcStatus::Success);
     for (what, data, counter) in ghost_responses(&p, &a) {
@@ -289,7 +288,7 @@ fn responses_to_nothing_outstanding_are_ignored() {
     let ghosts = ghost_responses(&p, &a);
     write_mr(&mut p, 0, a.mr.lkey, 0, &pattern(64, 3));
     p.eps[0]
-        .post_send(a.qpn, send_wr(2, write, sge(&a, 0, 64)))
+        .post_send(a.qpn, send_wr(2, write, &sge(&a, 0, 64)))
         .unwrap();
     let request = p.take_transmits(0);
     for (what, data, _) in ghosts {

@@ -5,7 +5,7 @@ use ferroce_wire::Opcode;
 use ferroce_wire::aeth::{AethRepr, NakCode, Syndrome};
 
 use super::read_mr;
-use super::util::{Pair, connect, craft, emit, parse, pattern, recv_wr, send_wr, sge};
+use super::util::{Pair, connect, craft, emit, parse, pattern, recv_wr, rmem, send_wr, sge};
 use super::write_mr;
 use crate::verbs::{Mtu, QpType, SendOp, WcStatus};
 
@@ -28,14 +28,14 @@ fn a_message_acknowledged_after_a_rewind_into_it_is_not_reused() {
             p.eps[1]
                 .post_recv(
                     b.qpn,
-                    recv_wr(id, sge(&b, (id - 1) * LEN as u64, LEN as u32)),
+                    recv_wr(id, &sge(&b, (id - 1) * LEN as u64, LEN as u32)),
                 )
                 .unwrap();
         }
         let first = pattern(LEN, 3);
         write_mr(&mut p, 0, a.mr.lkey, 0, &first);
         p.eps[0]
-            .post_send(a.qpn, send_wr(1, SendOp::Send, sge(&a, 0, LEN as u32)))
+            .post_send(a.qpn, send_wr(1, SendOp::Send, &sge(&a, 0, LEN as u32)))
             .unwrap();
         let request = p.take_transmits(0);
         assert_eq!(request.len(), 8);
@@ -66,7 +66,7 @@ fn a_message_acknowledged_after_a_rewind_into_it_is_not_reused() {
         // The next message: after the acknowledged one, whole.
         write_mr(&mut p, 0, a.mr.lkey, LEN, &pattern(64, 9));
         p.eps[0]
-            .post_send(a.qpn, send_wr(2, SendOp::Send, sge(&a, LEN as u64, 64)))
+            .post_send(a.qpn, send_wr(2, SendOp::Send, &sge(&a, LEN as u64, 64)))
             .unwrap();
         let next = p.take_transmits(0);
         let t = parse(&next[0]);
@@ -100,17 +100,16 @@ fn an_implied_nak_resumes_a_read_after_what_arrived() {
     let data = pattern(LEN, 5);
     write_mr(&mut p, 1, b.mr.lkey, 0, &data);
     p.eps[1]
-        .post_recv(b.qpn, recv_wr(1, sge(&b, LEN as u64, 64)))
+        .post_recv(b.qpn, recv_wr(1, &sge(&b, LEN as u64, 64)))
         .unwrap();
     let read = SendOp::Read {
-        remote_addr: b.mr.addr,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr, b.mr.rkey),
     };
     p.eps[0]
-        .post_send(a.qpn, send_wr(1, read, sge(&a, 0, LEN as u32)))
+        .post_send(a.qpn, send_wr(1, read, &sge(&a, 0, LEN as u32)))
         .unwrap();
     p.eps[0]
-        .post_send(a.qpn, send_wr(2, SendOp::Send, sge(&a, LEN as u64, 64)))
+        .post_send(a.qpn, send_wr(2, SendOp::Send, &sge(&a, LEN as u64, 64)))
         .unwrap();
     let requests = p.take_transmits(0);
     assert_eq!(requests.len(), 2);

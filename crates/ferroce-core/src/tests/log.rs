@@ -11,7 +11,7 @@ use ferroce_wire::{Opcode, Psn};
 use tracing::subscriber::NoSubscriber;
 use tracing::{Dispatch, Level};
 
-use super::util::{Faults, Opts, Pair, connect, connect_with, craft, emit, send_wr, sge};
+use super::util::{Faults, Opts, Pair, connect, connect_with, craft, emit, rmem, send_wr, sge};
 use crate::verbs::{Mtu, QpType, SendOp, WcStatus};
 
 /// Everything the subscriber wrote, shared with the test.
@@ -71,12 +71,11 @@ fn a_remote_access_error_logs_the_state_change_with_its_status() {
     let mut p = Pair::new(300);
     let [a, b] = connect(&mut p, QpType::Rc, 4096, Mtu::Mtu1024);
     let bad = SendOp::Write {
-        remote_addr: b.mr.addr,
-        rkey: b.mr.rkey ^ 1,
+        remote: rmem(b.mr.addr, b.mr.rkey ^ 1),
     };
     let lines = capture(Level::DEBUG, || {
         p.eps[0]
-            .post_send(a.qpn, send_wr(1, bad, sge(&a, 0, 64)))
+            .post_send(a.qpn, send_wr(1, bad, &sge(&a, 0, 64)))
             .unwrap();
         let wcs = p.wait_cqes(0, a.cq, 1);
         assert_eq!(wcs[0].status, WcStatus::RemAccessErr);
@@ -124,7 +123,7 @@ fn an_rnr_wait_shows_at_debug_on_both_sides() {
     );
     let lines = capture(Level::DEBUG, || {
         p.eps[0]
-            .post_send(a.qpn, send_wr(1, SendOp::Send, sge(&a, 0, 8)))
+            .post_send(a.qpn, send_wr(1, SendOp::Send, &sge(&a, 0, 8)))
             .unwrap();
         let wcs = p.wait_cqes(0, a.cq, 1);
         assert_eq!(wcs[0].status, WcStatus::RnrRetryExcErr);
@@ -164,13 +163,12 @@ fn losses_show_as_go_back_n_restarts_with_their_cause() {
         ..Faults::default()
     };
     let write = SendOp::Write {
-        remote_addr: b.mr.addr,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr, b.mr.rkey),
     };
     let lines = capture(Level::DEBUG, || {
         for id in 0..8 {
             p.eps[0]
-                .post_send(a.qpn, send_wr(id, write, sge(&a, 0, 8192)))
+                .post_send(a.qpn, send_wr(id, write, &sge(&a, 0, 8192)))
                 .unwrap();
         }
         let wcs = p.wait_cqes(0, a.cq, 8);
@@ -213,7 +211,7 @@ fn retries_exhausted_log_each_timeout_and_the_state_change_in_the_timer_span() {
     };
     let lines = capture(Level::DEBUG, || {
         p.eps[0]
-            .post_send(a.qpn, send_wr(1, SendOp::Send, sge(&a, 0, 8)))
+            .post_send(a.qpn, send_wr(1, SendOp::Send, &sge(&a, 0, 8)))
             .unwrap();
         let wcs = p.wait_cqes(0, a.cq, 1);
         assert_eq!(wcs[0].status, WcStatus::RetryExcErr);

@@ -4,7 +4,7 @@
 //! every QP gets its turn, and everything completes with
 //! the data intact.
 
-use super::util::{Faults, Pair, Side, connect, pattern, send_wr, sge};
+use super::util::{Faults, Pair, Side, connect, pattern, rmem, send_wr, sge};
 use super::{read_mr, write_mr};
 use crate::endpoint::MAX_IN_FLIGHT;
 use crate::verbs::{Mtu, QpType, SendOp, WcStatus};
@@ -41,10 +41,10 @@ fn run(seed: u64, faults: Faults) {
         );
         for m in 0..MSGS {
             let op = SendOp::Write {
-                remote_addr: b.mr.addr + m * LEN as u64,
-                rkey: b.mr.rkey,
+                remote: rmem(b.mr.addr + m * LEN as u64, b.mr.rkey),
             };
-            let wr = send_wr(m, op, sge(a, m * LEN as u64, LEN as u32));
+            let sg = sge(a, m * LEN as u64, LEN as u32);
+            let wr = send_wr(m, op, &sg);
             p.eps[0].post_send(a.qpn, wr).unwrap();
         }
     }

@@ -35,7 +35,7 @@ mod srq;
 mod states;
 mod util;
 
-use util::{Faults, Pair, connect, pattern, recv_wr, send_wr, sge};
+use util::{Faults, Pair, connect, pattern, recv_wr, rmem, send_wr, sge};
 
 use crate::verbs::{Mtu, QpState, QpType, SendOp, UdDest, WcOpcode, WcStatus};
 
@@ -55,12 +55,12 @@ fn rc_send_single_and_multi_packet() {
         let data = pattern(len, n as u8);
         write_mr(&mut p, 0, a.mr.lkey, 0, &data);
         p.eps[1]
-            .post_recv(b.qpn, recv_wr(n as u64, sge(&b, 8192, 8192)))
+            .post_recv(b.qpn, recv_wr(n as u64, &sge(&b, 8192, 8192)))
             .unwrap();
         p.eps[0]
             .post_send(
                 a.qpn,
-                send_wr(100 + n as u64, SendOp::Send, sge(&a, 0, len as u32)),
+                send_wr(100 + n as u64, SendOp::Send, &sge(&a, 0, len as u32)),
             )
             .unwrap();
         let mut got = (None, None);
@@ -99,10 +99,9 @@ fn rc_write_read_and_atomics() {
             send_wr(
                 1,
                 SendOp::Write {
-                    remote_addr: remote + 100,
-                    rkey: b.mr.rkey,
+                    remote: rmem(remote + 100, b.mr.rkey),
                 },
-                sge(&a, 0, 5000),
+                &sge(&a, 0, 5000),
             ),
         )
         .unwrap();
@@ -112,10 +111,9 @@ fn rc_write_read_and_atomics() {
             send_wr(
                 2,
                 SendOp::Read {
-                    remote_addr: remote + 100,
-                    rkey: b.mr.rkey,
+                    remote: rmem(remote + 100, b.mr.rkey),
                 },
-                sge(&a, 10_000, 5000),
+                &sge(&a, 10_000, 5000),
             ),
         )
         .unwrap();
@@ -126,11 +124,10 @@ fn rc_write_read_and_atomics() {
             send_wr(
                 3,
                 SendOp::FetchAdd {
-                    remote_addr: remote + 16,
-                    rkey: b.mr.rkey,
+                    remote: rmem(remote + 16, b.mr.rkey),
                     add: 1,
                 },
-                sge(&a, 20_000, 8),
+                &sge(&a, 20_000, 8),
             ),
         )
         .unwrap();
@@ -140,12 +137,11 @@ fn rc_write_read_and_atomics() {
             send_wr(
                 4,
                 SendOp::CompareSwap {
-                    remote_addr: remote + 16,
-                    rkey: b.mr.rkey,
+                    remote: rmem(remote + 16, b.mr.rkey),
                     compare: 42,
                     swap: 7,
                 },
-                sge(&a, 20_008, 8),
+                &sge(&a, 20_008, 8),
             ),
         )
         .unwrap();
@@ -171,12 +167,12 @@ fn rnr_then_receive_posted_completes() {
     let mut p = Pair::new(3);
     let [a, b] = connect(&mut p, QpType::Rc, 4096, Mtu::Mtu1024);
     p.eps[0]
-        .post_send(a.qpn, send_wr(9, SendOp::Send, sge(&a, 0, 100)))
+        .post_send(a.qpn, send_wr(9, SendOp::Send, &sge(&a, 0, 100)))
         .unwrap();
     // Let the RNR NAKs flow for a while without a receive posted.
     p.drive_until(200, |p| p.eps[1].stats().rnr_naks_sent >= 2);
     p.eps[1]
-        .post_recv(b.qpn, recv_wr(1, sge(&b, 0, 4096)))
+        .post_recv(b.qpn, recv_wr(1, &sge(&b, 0, 4096)))
         .unwrap();
     let mut done = false;
     p.drive_until(10_000, |p| {
@@ -199,15 +195,14 @@ fn bad_rkey_is_remote_access_error_and_flushes() {
             send_wr(
                 1,
                 SendOp::Write {
-                    remote_addr: b.mr.addr,
-                    rkey: bad,
+                    remote: rmem(b.mr.addr, bad),
                 },
-                sge(&a, 0, 64),
+                &sge(&a, 0, 64),
             ),
         )
         .unwrap();
     p.eps[0]
-        .post_send(a.qpn, send_wr(2, SendOp::Send, sge(&a, 0, 64)))
+        .post_send(a.qpn, send_wr(2, SendOp::Send, &sge(&a, 0, 64)))
         .unwrap();
     let mut wcs = Vec::new();
     p.drive_until(10_000, |p| {
@@ -226,10 +221,9 @@ fn bad_rkey_is_remote_access_error_and_flushes() {
             send_wr(
                 1,
                 SendOp::Read {
-                    remote_addr: b.mr.addr + 4000,
-                    rkey: b.mr.rkey,
+                    remote: rmem(b.mr.addr + 4000, b.mr.rkey),
                 },
-                sge(&a, 0, 200),
+                &sge(&a, 0, 200),
             ),
         )
         .unwrap();
@@ -247,7 +241,7 @@ fn retry_exhausted_when_the_network_drops_everything() {
     let [a, _b] = connect(&mut p, QpType::Rc, 4096, Mtu::Mtu1024);
     p.faults.loss = 1.0;
     p.eps[0]
-        .post_send(a.qpn, send_wr(1, SendOp::Send, sge(&a, 0, 64)))
+        .post_send(a.qpn, send_wr(1, SendOp::Send, &sge(&a, 0, 64)))
         .unwrap();
     let mut wcs = Vec::new();
     p.drive_until(100_000, |p| {
@@ -267,12 +261,12 @@ fn uc_and_ud_deliver() {
     let data = pattern(3000, 3);
     write_mr(&mut p, 0, a.mr.lkey, 0, &data);
     p.eps[1]
-        .post_recv(b.qpn, recv_wr(5, sge(&b, 4096, 4096)))
+        .post_recv(b.qpn, recv_wr(5, &sge(&b, 4096, 4096)))
         .unwrap();
     p.eps[0]
         .post_send(
             a.qpn,
-            send_wr(6, SendOp::SendWithImm(0xabcd), sge(&a, 0, 3000)),
+            send_wr(6, SendOp::SendWithImm(0xabcd), &sge(&a, 0, 3000)),
         )
         .unwrap();
     let mut r = None;
@@ -291,9 +285,10 @@ fn uc_and_ud_deliver() {
     let [a, b] = connect(&mut p, QpType::Ud, 8192, Mtu::Mtu1024);
     write_mr(&mut p, 0, a.mr.lkey, 0, &data[..512]);
     p.eps[1]
-        .post_recv(b.qpn, recv_wr(5, sge(&b, 0, 4096)))
+        .post_recv(b.qpn, recv_wr(5, &sge(&b, 0, 4096)))
         .unwrap();
-    let mut wr = send_wr(6, SendOp::Send, sge(&a, 0, 512));
+    let sg = sge(&a, 0, 512);
+    let mut wr = send_wr(6, SendOp::Send, &sg);
     let path = crate::verbs::Path {
         remote: p.addrs[1],
         udp_src_port: 0xd000,
@@ -361,43 +356,45 @@ fn run_mix(seed: u64, faults: Faults, ops: &[Op]) {
             slot as usize,
             &pattern(SLOT, 100 + i as u8),
         );
+        let local_len = match *op {
+            Op::Send(len) | Op::Write(len) | Op::Read(len) => len as u32,
+            Op::FetchAdd(_) => 8,
+        };
+        let sg = sge(&a, slot, local_len);
         let wr = match *op {
-            Op::Send(len) => {
+            Op::Send(_) => {
                 p.eps[1]
                     .post_recv(
                         b.qpn,
-                        recv_wr(i as u64, sge(&b, (n * SLOT) as u64 + slot, SLOT as u32)),
+                        recv_wr(i as u64, &sge(&b, (n * SLOT) as u64 + slot, SLOT as u32)),
                     )
                     .unwrap();
                 recv_ids.push(i as u64);
-                send_wr(i as u64, SendOp::Send, sge(&a, slot, len as u32))
+                send_wr(i as u64, SendOp::Send, &sg)
             }
-            Op::Write(len) => send_wr(
+            Op::Write(_) => send_wr(
                 i as u64,
                 SendOp::Write {
-                    remote_addr: b.mr.addr + slot,
-                    rkey: b.mr.rkey,
+                    remote: rmem(b.mr.addr + slot, b.mr.rkey),
                 },
-                sge(&a, slot, len as u32),
+                &sg,
             ),
-            Op::Read(len) => send_wr(
+            Op::Read(_) => send_wr(
                 i as u64,
                 SendOp::Read {
-                    remote_addr: b.mr.addr + slot,
-                    rkey: b.mr.rkey,
+                    remote: rmem(b.mr.addr + slot, b.mr.rkey),
                 },
-                sge(&a, slot, len as u32),
+                &sg,
             ),
             Op::FetchAdd(add) => {
                 expect_counter += add;
                 send_wr(
                     i as u64,
                     SendOp::FetchAdd {
-                        remote_addr: b.mr.addr + counter,
-                        rkey: b.mr.rkey,
+                        remote: rmem(b.mr.addr + counter, b.mr.rkey),
                         add,
                     },
-                    sge(&a, slot, 8),
+                    &sg,
                 )
             }
         };

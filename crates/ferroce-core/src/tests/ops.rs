@@ -3,9 +3,14 @@
 //! inline data, signaled and unsignaled completions, messages across the
 //! PSN wrap and messages longer than the send window.
 
-use super::util::{Faults, Opts, Pair, connect, connect_with, pattern, recv_wr, send_wr, sge};
+use super::util::{
+    Faults, Opts, Pair, connect, connect_with, pattern, recv_wr, rmem, send_wr, sge,
+};
 use super::{read_mr, write_mr};
-use crate::verbs::{Mtu, Path, QpState, QpType, SendOp, UdDest, WcOpcode, WcStatus};
+use crate::verbs::{
+    INLINE_SGES, Mtu, Path, QpState, QpType, QueuedRecv, QueuedSend, SendOp, SgList, Sge, UdDest,
+    WcOpcode, WcStatus,
+};
 use ferroce_wire::Psn;
 
 #[test]
@@ -22,9 +27,10 @@ fn send_with_immediate_delivers_the_imm_on_rc_uc_and_ud() {
         let data = pattern(len, 9);
         write_mr(&mut p, 0, a.mr.lkey, 0, &data);
         p.eps[1]
-            .post_recv(b.qpn, recv_wr(3, sge(&b, 0, 4096)))
+            .post_recv(b.qpn, recv_wr(3, &sge(&b, 0, 4096)))
             .unwrap();
-        let mut wr = send_wr(4, SendOp::SendWithImm(0xdead_beef), sge(&a, 0, len as u32));
+        let sg = sge(&a, 0, len as u32);
+        let mut wr = send_wr(4, SendOp::SendWithImm(0xdead_beef), &sg);
         if qp_type == QpType::Ud {
             wr.ud = Some(ud_dest(&p, b.qpn));
         }
@@ -66,8 +72,7 @@ pub(super) fn ud_dest(p: &Pair, qpn: u32) -> UdDest {
 
 fn write_to(b_addr: u64, rkey: u32) -> SendOp {
     SendOp::Write {
-        remote_addr: b_addr,
-        rkey,
+        remote: rmem(b_addr, rkey),
     }
 }
 
@@ -81,16 +86,16 @@ fn send_with_invalidate_revokes_the_rkey() {
         p.eps[0]
             .post_send(
                 a.qpn,
-                send_wr(1, write_to(b.mr.addr + 4096, b.mr.rkey), sge(&a, 0, 64)),
+                send_wr(1, write_to(b.mr.addr + 4096, b.mr.rkey), &sge(&a, 0, 64)),
             )
             .unwrap();
         p.eps[1]
-            .post_recv(b.qpn, recv_wr(10, sge(&b, 0, 4096)))
+            .post_recv(b.qpn, recv_wr(10, &sge(&b, 0, 4096)))
             .unwrap();
         p.eps[0]
             .post_send(
                 a.qpn,
-                send_wr(2, SendOp::SendWithInv(b.mr.rkey), sge(&a, 0, len)),
+                send_wr(2, SendOp::SendWithInv(b.mr.rkey), &sge(&a, 0, len)),
             )
             .unwrap();
         let r = p.wait_cqes(1, b.cq, 1)[0];
@@ -124,7 +129,7 @@ fn send_with_invalidate_revokes_the_rkey() {
         p.eps[0]
             .post_send(
                 a.qpn,
-                send_wr(3, write_to(b.mr.addr, b.mr.rkey), sge(&a, 0, 64)),
+                send_wr(3, write_to(b.mr.addr, b.mr.rkey), &sge(&a, 0, 64)),
             )
             .unwrap();
         let s = p.wait_cqes(0, a.cq, 1)[0];
@@ -140,13 +145,13 @@ fn send_with_invalidate_of_an_unknown_rkey_fails_both_sides() {
     let mut p = Pair::new(33);
     let [a, b] = connect(&mut p, QpType::Rc, 8192, Mtu::Mtu1024);
     p.eps[1]
-        .post_recv(b.qpn, recv_wr(10, sge(&b, 0, 4096)))
+        .post_recv(b.qpn, recv_wr(10, &sge(&b, 0, 4096)))
         .unwrap();
     let bogus = b.mr.rkey ^ 0x0101_0101;
     p.eps[0]
         .post_send(
             a.qpn,
-            send_wr(2, SendOp::SendWithInv(bogus), sge(&a, 0, 64)),
+            send_wr(2, SendOp::SendWithInv(bogus), &sge(&a, 0, 64)),
         )
         .unwrap();
     let r = p.wait_cqes(1, b.cq, 1)[0];
@@ -163,15 +168,14 @@ fn write_with_immediate_consumes_a_receive() {
     write_mr(&mut p, 0, a.mr.lkey, 0, &data);
     // The receive's buffer is not written: the data goes where the RETH says.
     p.eps[1]
-        .post_recv(b.qpn, recv_wr(7, sge(&b, 0, 64)))
+        .post_recv(b.qpn, recv_wr(7, &sge(&b, 0, 64)))
         .unwrap();
     let op = |imm| SendOp::WriteWithImm {
-        remote_addr: b.mr.addr + 8192,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr + 8192, b.mr.rkey),
         imm,
     };
     p.eps[0]
-        .post_send(a.qpn, send_wr(1, op(0x1234), sge(&a, 0, 3000)))
+        .post_send(a.qpn, send_wr(1, op(0x1234), &sge(&a, 0, 3000)))
         .unwrap();
     let r = p.wait_cqes(1, b.cq, 1)[0];
     // byte_len is the length of the WRITE (rxe: qp->resp.length).
@@ -195,12 +199,12 @@ fn write_with_immediate_consumes_a_receive() {
 
     // Without a receive posted, it waits (RNR) until one is.
     p.eps[0]
-        .post_send(a.qpn, send_wr(2, op(0x5678), sge(&a, 0, 1)))
+        .post_send(a.qpn, send_wr(2, op(0x5678), &sge(&a, 0, 1)))
         .unwrap();
     p.drive_until(10_000, |p| p.eps[1].stats().rnr_naks_sent >= 3);
     assert!(p.completions(0, a.cq).is_empty());
     p.eps[1]
-        .post_recv(b.qpn, recv_wr(8, sge(&b, 0, 64)))
+        .post_recv(b.qpn, recv_wr(8, &sge(&b, 0, 64)))
         .unwrap();
     let r = p.wait_cqes(1, b.cq, 1)[0];
     assert_eq!((r.wr_id, r.imm, r.byte_len), (8, Some(0x5678), 1));
@@ -213,13 +217,13 @@ fn inline_data_is_sent_without_a_local_region() {
     let [a, b] = connect(&mut p, QpType::Rc, 8192, Mtu::Mtu1024);
     let data = pattern(1500, 5); // two packets at this MTU
     p.eps[1]
-        .post_recv(b.qpn, recv_wr(1, sge(&b, 0, 4096)))
+        .post_recv(b.qpn, recv_wr(1, &sge(&b, 0, 4096)))
         .unwrap();
-    let mut wr = send_wr(1, SendOp::SendWithImm(9), Vec::new());
-    wr.inline = Some(data.clone());
+    let mut wr = send_wr(1, SendOp::SendWithImm(9), &[]);
+    wr.inline = Some(&data);
     p.eps[0].post_send(a.qpn, wr).unwrap();
-    let mut wr = send_wr(2, write_to(b.mr.addr + 4096, b.mr.rkey), Vec::new());
-    wr.inline = Some(data[..100].to_vec());
+    let mut wr = send_wr(2, write_to(b.mr.addr + 4096, b.mr.rkey), &[]);
+    wr.inline = Some(&data[..100]);
     p.eps[0].post_send(a.qpn, wr).unwrap();
     let s = p.wait_cqes(0, a.cq, 2);
     assert!(s.iter().all(|w| w.status == WcStatus::Success), "{s:?}");
@@ -231,10 +235,10 @@ fn inline_data_is_sent_without_a_local_region() {
     let mut p = Pair::new(51);
     let [a, b] = connect(&mut p, QpType::Ud, 8192, Mtu::Mtu1024);
     p.eps[1]
-        .post_recv(b.qpn, recv_wr(1, sge(&b, 0, 4096)))
+        .post_recv(b.qpn, recv_wr(1, &sge(&b, 0, 4096)))
         .unwrap();
-    let mut wr = send_wr(1, SendOp::Send, Vec::new());
-    wr.inline = Some(data[..700].to_vec());
+    let mut wr = send_wr(1, SendOp::Send, &[]);
+    wr.inline = Some(&data[..700]);
     wr.ud = Some(ud_dest(&p, b.qpn));
     p.eps[0].post_send(a.qpn, wr).unwrap();
     let r = p.wait_cqes(1, b.cq, 1)[0];
@@ -244,6 +248,62 @@ fn inline_data_is_sent_without_a_local_region() {
 
 /// Posts a mix in which only some WRs are signaled; returns the send
 /// completions' ids once every WR is done, checking the data moved.
+/// A queued request keeps up to [`INLINE_SGES`] elements in place (no
+/// heap allocation per post), a longer list on the heap, both in order.
+#[test]
+fn short_scatter_lists_are_queued_in_place() {
+    let sges: Vec<Sge> = (0..6u32)
+        .map(|i| Sge {
+            lkey: i,
+            offset: u64::from(i) * 100,
+            len: i + 1,
+        })
+        .collect();
+    for n in 0..=6 {
+        let wr = send_wr(1, SendOp::Send, &sges[..n]);
+        let queued = QueuedSend::from(&wr);
+        assert_eq!(&*queued.sg, &sges[..n]);
+        let in_place = matches!(queued.sg, SgList::Inline { .. });
+        assert_eq!(in_place, n <= INLINE_SGES, "{n} elements");
+        let recv = QueuedRecv::from(&recv_wr(2, &sges[..n]));
+        assert_eq!(&*recv.sg, &sges[..n]);
+    }
+}
+
+/// Six elements each side (two past the ones a queued request keeps in
+/// place): a WRITE gathers them in order, a SEND scatters into six.
+#[test]
+fn long_scatter_gather_lists_keep_their_order() {
+    let mut p = Pair::new(53);
+    let [a, b] = connect(&mut p, QpType::Rc, 8192, Mtu::Mtu1024);
+    let data = pattern(6 * 300, 7);
+    write_mr(&mut p, 0, a.mr.lkey, 0, &data);
+    // Pieces of the source taken back to front, so order matters.
+    let gather: Vec<_> = (0..6u64)
+        .rev()
+        .flat_map(|i| sge(&a, i * 300, 300))
+        .collect();
+    let scatter: Vec<_> = (0..6u64)
+        .flat_map(|i| sge(&b, 4096 + i * 500, 300))
+        .collect();
+    p.eps[1].post_recv(b.qpn, recv_wr(1, &scatter)).unwrap();
+    p.eps[0]
+        .post_send(a.qpn, send_wr(1, write_to(b.mr.addr, b.mr.rkey), &gather))
+        .unwrap();
+    p.eps[0]
+        .post_send(a.qpn, send_wr(2, SendOp::Send, &gather))
+        .unwrap();
+    let s = p.wait_cqes(0, a.cq, 2);
+    assert!(s.iter().all(|w| w.status == WcStatus::Success), "{s:?}");
+    let r = p.wait_cqes(1, b.cq, 1)[0];
+    assert_eq!((r.status, r.byte_len), (WcStatus::Success, 1800));
+    let reversed: Vec<u8> = data.chunks(300).rev().flatten().copied().collect();
+    assert_eq!(read_mr(&p, 1, b.mr.lkey, 0, 1800), reversed);
+    for (i, piece) in reversed.chunks(300).enumerate() {
+        assert_eq!(read_mr(&p, 1, b.mr.lkey, 4096 + i * 500, 300), piece);
+    }
+}
+
 fn signaled_mix(seed: u64, sq_sig_all: bool, faults: Faults) -> Vec<u64> {
     let mut p = Pair::new(seed);
     let [a, b] = connect_with(
@@ -259,16 +319,14 @@ fn signaled_mix(seed: u64, sq_sig_all: bool, faults: Faults) -> Vec<u64> {
     write_mr(&mut p, 1, b.mr.lkey, 32768, &pattern(4000, 7));
     for id in [1, 6] {
         p.eps[1]
-            .post_recv(b.qpn, recv_wr(id, sge(&b, 8192 * id, 4096)))
+            .post_recv(b.qpn, recv_wr(id, &sge(&b, 8192 * id, 4096)))
             .unwrap();
     }
     let read = SendOp::Read {
-        remote_addr: b.mr.addr + 32768,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr + 32768, b.mr.rkey),
     };
     let add = SendOp::FetchAdd {
-        remote_addr: b.mr.addr + 65528,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr + 65528, b.mr.rkey),
         add: 3,
     };
     let wrs = [
@@ -296,7 +354,7 @@ fn signaled_mix(seed: u64, sq_sig_all: bool, faults: Faults) -> Vec<u64> {
         ),
     ];
     for (id, signaled, op, sg) in wrs {
-        let mut wr = send_wr(id, op, sg);
+        let mut wr = send_wr(id, op, &sg);
         wr.signaled = signaled;
         p.eps[0].post_send(a.qpn, wr).unwrap();
     }
@@ -357,21 +415,21 @@ fn across_the_wrap(seed: u64, op: usize, faults: Faults) {
     let (src, remote) = (pattern(8192, 11), pattern(8192, 12));
     write_mr(&mut p, 0, a.mr.lkey, 0, &src);
     write_mr(&mut p, 1, b.mr.lkey, 0, &remote);
+    let (sg_out, sg_in) = (sge(&a, 0, 8192), sge(&a, 8192, 8192));
     let wr = match op {
-        0 => send_wr(1, write_to(b.mr.addr + 8192, b.mr.rkey), sge(&a, 0, 8192)),
+        0 => send_wr(1, write_to(b.mr.addr + 8192, b.mr.rkey), &sg_out),
         1 => send_wr(
             1,
             SendOp::Read {
-                remote_addr: b.mr.addr,
-                rkey: b.mr.rkey,
+                remote: rmem(b.mr.addr, b.mr.rkey),
             },
-            sge(&a, 8192, 8192),
+            &sg_in,
         ),
         _ => {
             p.eps[1]
-                .post_recv(b.qpn, recv_wr(1, sge(&b, 16384, 8192)))
+                .post_recv(b.qpn, recv_wr(1, &sge(&b, 16384, 8192)))
                 .unwrap();
-            send_wr(1, SendOp::Send, sge(&a, 0, 8192))
+            send_wr(1, SendOp::Send, &sg_out)
         }
     };
     p.eps[0].post_send(a.qpn, wr).unwrap();
@@ -417,16 +475,16 @@ fn messages_longer_than_the_send_window_complete() {
         let src = pattern(LEN, 13);
         write_mr(&mut p, 0, a.mr.lkey, 0, &src);
         p.eps[1]
-            .post_recv(b.qpn, recv_wr(1, sge(&b, LEN as u64, LEN as u32)))
+            .post_recv(b.qpn, recv_wr(1, &sge(&b, LEN as u64, LEN as u32)))
             .unwrap();
         p.eps[0]
             .post_send(
                 a.qpn,
-                send_wr(1, write_to(b.mr.addr, b.mr.rkey), sge(&a, 0, LEN as u32)),
+                send_wr(1, write_to(b.mr.addr, b.mr.rkey), &sge(&a, 0, LEN as u32)),
             )
             .unwrap();
         p.eps[0]
-            .post_send(a.qpn, send_wr(2, SendOp::Send, sge(&a, 0, LEN as u32)))
+            .post_send(a.qpn, send_wr(2, SendOp::Send, &sge(&a, 0, LEN as u32)))
             .unwrap();
         let s = p.wait_cqes(0, a.cq, 2);
         let got: Vec<_> = s.iter().map(|w| (w.wr_id, w.status)).collect();
@@ -459,11 +517,10 @@ fn long_read_under_loss_completes() {
         let remote = pattern(LEN, 14);
         write_mr(&mut p, 1, b.mr.lkey, 0, &remote);
         let read = SendOp::Read {
-            remote_addr: b.mr.addr,
-            rkey: b.mr.rkey,
+            remote: rmem(b.mr.addr, b.mr.rkey),
         };
         p.eps[0]
-            .post_send(a.qpn, send_wr(1, read, sge(&a, 0, LEN as u32)))
+            .post_send(a.qpn, send_wr(1, read, &sge(&a, 0, LEN as u32)))
             .unwrap();
         let s = p.wait_cqes(0, a.cq, 1)[0];
         assert_eq!(s.status, WcStatus::Success);

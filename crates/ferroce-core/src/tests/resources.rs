@@ -7,7 +7,7 @@
 use ferroce_wire::reth::RethRepr;
 use ferroce_wire::{Opcode, Psn};
 
-use super::util::{Pair, Side, connect, craft, emit, parse, pattern, send_wr, sge};
+use super::util::{Pair, Side, connect, craft, emit, parse, pattern, rmem, send_wr, sge};
 use super::{read_mr, write_mr};
 use crate::qp::Response;
 use crate::qp::resources::ServedKind;
@@ -57,11 +57,10 @@ fn forged_duplicate_reads_are_dropped_while_a_write_stream_completes() {
     for i in 0..WRITES {
         let off = (i * LEN as usize) as u64;
         let write = SendOp::Write {
-            remote_addr: b.mr.addr + off,
-            rkey: b.mr.rkey,
+            remote: rmem(b.mr.addr + off, b.mr.rkey),
         };
         p.eps[0]
-            .post_send(a.qpn, send_wr(i as u64, write, sge(&a, off, LEN)))
+            .post_send(a.qpn, send_wr(i as u64, write, &sge(&a, off, LEN)))
             .unwrap();
     }
     let (mut step, mut forged, mut wcs) = (0, 0, Vec::new());
@@ -93,11 +92,10 @@ fn forged_duplicate_reads_inside_a_read_stream_stay_bounded() {
     for i in 0..READS {
         let off = (i * LEN as usize) as u64;
         let read = SendOp::Read {
-            remote_addr: b.mr.addr + off,
-            rkey: b.mr.rkey,
+            remote: rmem(b.mr.addr + off, b.mr.rkey),
         };
         p.eps[0]
-            .post_send(a.qpn, send_wr(i as u64, read, sge(&a, off, LEN)))
+            .post_send(a.qpn, send_wr(i as u64, read, &sge(&a, off, LEN)))
             .unwrap();
     }
     let depth = usize::from(p.eps[1].qps[&b.qpn].cfg.max_dest_rd_atomic);
@@ -147,11 +145,10 @@ fn a_duplicate_read_is_served_only_from_its_record() {
     let data = pattern(4096, 2);
     write_mr(&mut p, 1, b.mr.lkey, 0, &data);
     let read = SendOp::Read {
-        remote_addr: b.mr.addr,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr, b.mr.rkey),
     };
     p.eps[0]
-        .post_send(a.qpn, send_wr(1, read, sge(&a, 0, 4096)))
+        .post_send(a.qpn, send_wr(1, read, &sge(&a, 0, 4096)))
         .unwrap();
     assert_eq!(p.wait_cqes(0, a.cq, 1)[0].status, WcStatus::Success);
     let first = p.eps[1].qps[&b.qpn].resp.epsn - 4;

@@ -3,27 +3,25 @@
 //! bit set means the sending QP's own).
 
 use super::ops::ud_dest;
-use super::util::{Opts, Pair, Side, connect, connect_with, pattern, recv_wr, send_wr, sge};
+use super::util::{Opts, Pair, Side, connect, connect_with, pattern, recv_wr, rmem, send_wr, sge};
 use super::{read_mr, write_mr};
 use crate::verbs::{Mtu, QpType, SendOp, WcStatus};
 
 fn read(b: &Side, off: u64) -> SendOp {
     SendOp::Read {
-        remote_addr: b.mr.addr + off,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr + off, b.mr.rkey),
     }
 }
 
 fn write(b: &Side, off: u64) -> SendOp {
     SendOp::Write {
-        remote_addr: b.mr.addr + off,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr + off, b.mr.rkey),
     }
 }
 
 /// Posts `wrs` on endpoint 0 and returns how many request packets go out
 /// before any response comes back.
-fn first_burst(p: &mut Pair, a: &Side, wrs: Vec<crate::verbs::SendWr>) -> usize {
+fn first_burst(p: &mut Pair, a: &Side, wrs: Vec<crate::verbs::SendWr<'_>>) -> usize {
     for wr in wrs {
         p.eps[0].post_send(a.qpn, wr).unwrap();
     }
@@ -40,12 +38,14 @@ fn a_fence_waits_for_the_reads_before_it() {
         let mut p = Pair::new(500 + u64::from(fence));
         let [a, b] = connect(&mut p, QpType::Rc, 8192, Mtu::Mtu1024);
         write_mr(&mut p, 1, b.mr.lkey, 0, &pattern(2048, 1));
-        let mut fenced = send_wr(2, write(&b, 4096), sge(&a, 0, 8));
+        let sg = sge(&a, 0, 8);
+        let mut fenced = send_wr(2, write(&b, 4096), &sg);
         fenced.fence = fence;
+        let sg_read = sge(&a, 0, 2048);
         let wrs = vec![
-            send_wr(1, read(&b, 0), sge(&a, 0, 2048)),
+            send_wr(1, read(&b, 0), &sg_read),
             fenced,
-            send_wr(3, write(&b, 5000), sge(&a, 0, 8)),
+            send_wr(3, write(&b, 5000), &sg),
         ];
         // A fenced WRITE holds back itself and everything after it.
         let sent = first_burst(&mut p, &a, wrs);
@@ -68,15 +68,20 @@ fn the_initiator_depth_bounds_reads_and_atomics_in_flight() {
             },
         );
         let add = SendOp::FetchAdd {
-            remote_addr: b.mr.addr + 4096,
-            rkey: b.mr.rkey,
+            remote: rmem(b.mr.addr + 4096, b.mr.rkey),
             add: 1,
         };
+        let sgs = [
+            sge(&a, 0, 64),
+            sge(&a, 1024, 8),
+            sge(&a, 64, 64),
+            sge(&a, 1032, 8),
+        ];
         let wrs = vec![
-            send_wr(1, read(&b, 0), sge(&a, 0, 64)),
-            send_wr(2, add, sge(&a, 1024, 8)),
-            send_wr(3, read(&b, 64), sge(&a, 64, 64)),
-            send_wr(4, add, sge(&a, 1032, 8)),
+            send_wr(1, read(&b, 0), &sgs[0]),
+            send_wr(2, add, &sgs[1]),
+            send_wr(3, read(&b, 64), &sgs[2]),
+            send_wr(4, add, &sgs[3]),
         ];
         assert_eq!(
             first_burst(&mut p, &a, wrs),
@@ -95,11 +100,12 @@ fn ud_q_keys() {
     let [a, b] = connect(&mut p, QpType::Ud, 8192, Mtu::Mtu1024);
     write_mr(&mut p, 0, a.mr.lkey, 0, &pattern(100, 2));
     p.eps[1]
-        .post_recv(b.qpn, recv_wr(1, sge(&b, 0, 4096)))
+        .post_recv(b.qpn, recv_wr(1, &sge(&b, 0, 4096)))
         .unwrap();
     // Both QPs have Q_Key 0x11111111 (see `connect`).
     for (id, qkey) in [(1, 0x1111_1112), (2, 0x8000_0000), (3, 0xffff_ffff)] {
-        let mut wr = send_wr(id, SendOp::Send, sge(&a, 0, 100));
+        let sg = sge(&a, 0, 100);
+        let mut wr = send_wr(id, SendOp::Send, &sg);
         wr.ud = Some(crate::verbs::UdDest {
             qkey,
             ..ud_dest(&p, b.qpn)
@@ -132,13 +138,13 @@ fn uc_loses_a_message_with_a_gap_and_delivers_the_next() {
     let [a, b] = connect(&mut p, QpType::Uc, 8192, Mtu::Mtu1024);
     write_mr(&mut p, 0, a.mr.lkey, 0, &pattern(3000, 3));
     p.eps[1]
-        .post_recv(b.qpn, recv_wr(1, sge(&b, 0, 4096)))
+        .post_recv(b.qpn, recv_wr(1, &sge(&b, 0, 4096)))
         .unwrap();
     p.eps[0]
-        .post_send(a.qpn, send_wr(1, SendOp::Send, sge(&a, 0, 3000)))
+        .post_send(a.qpn, send_wr(1, SendOp::Send, &sge(&a, 0, 3000)))
         .unwrap();
     p.eps[0]
-        .post_send(a.qpn, send_wr(2, SendOp::Send, sge(&a, 2000, 100)))
+        .post_send(a.qpn, send_wr(2, SendOp::Send, &sge(&a, 2000, 100)))
         .unwrap();
     let pkts = p.take_transmits(0);
     assert_eq!(pkts.len(), 4);

@@ -12,7 +12,7 @@
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use super::util::{Faults, Opts, Pair, connect_with, send_wr, sge};
+use super::util::{Faults, Opts, Pair, connect_with, rmem, send_wr, sge};
 use crate::MAX_MSG_SIZE;
 use crate::verbs::{Mtu, QpType, SendOp, WcStatus};
 
@@ -65,11 +65,10 @@ fn rc_write_soak_arrives_byte_identical() {
     for off in (0..total).step_by(msg) {
         let len = msg.min(total - off) as u32;
         let op = SendOp::Write {
-            remote_addr: b.mr.addr + off as u64,
-            rkey: b.mr.rkey,
+            remote: rmem(b.mr.addr + off as u64, b.mr.rkey),
         };
         p.eps[0]
-            .post_send(a.qpn, send_wr(wrs, op, sge(&a, off as u64, len)))
+            .post_send(a.qpn, send_wr(wrs, op, &sge(&a, off as u64, len)))
             .unwrap();
         wrs += 1;
     }

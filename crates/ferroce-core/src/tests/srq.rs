@@ -3,7 +3,7 @@
 //! to them.
 
 use super::ops::ud_dest;
-use super::util::{Opts, Pair, Side, all_access, bring_up, pattern, recv_wr, send_wr, sge};
+use super::util::{Opts, Pair, Side, all_access, bring_up, pattern, recv_wr, rmem, send_wr, sge};
 use crate::verbs::{
     AsyncEvent, Mtu, QpAttr, QpState, QpType, SendOp, SrqAttr, SrqInfo, VerbsError, WcOpcode,
     WcStatus, WorkCompletion,
@@ -91,7 +91,7 @@ fn post_slot(p: &mut Pair, s: &Shared, wr_id: u64, len: u32) {
         offset: wr_id * SLOT,
         len,
     }];
-    p.eps[1].post_srq_recv(s.srq, recv_wr(wr_id, sg)).unwrap();
+    p.eps[1].post_srq_recv(s.srq, recv_wr(wr_id, &sg)).unwrap();
 }
 
 /// Sends `data` (written at offset 0 of the peer's region) as one SEND.
@@ -100,7 +100,7 @@ fn send_from(p: &mut Pair, peer: &Side, wr_id: u64, data: &[u8]) {
     p.eps[0]
         .post_send(
             peer.qpn,
-            send_wr(wr_id, SendOp::Send, sge(peer, 0, data.len() as u32)),
+            send_wr(wr_id, SendOp::Send, &sge(peer, 0, data.len() as u32)),
         )
         .unwrap();
 }
@@ -138,7 +138,7 @@ fn two_rc_qps_share_an_srq_and_completions_name_the_qp() {
         p.eps[0]
             .post_send(
                 peer.qpn,
-                send_wr(n as u64, SendOp::Send, sge(peer, off, m.len() as u32)),
+                send_wr(n as u64, SendOp::Send, &sge(peer, off, m.len() as u32)),
             )
             .unwrap();
     }
@@ -205,12 +205,11 @@ fn write_with_immediate_takes_its_wqe_from_the_srq() {
     let data = pattern(2000, 8);
     p.eps[0].mr_bytes_mut(a.mr.lkey).unwrap()[..2000].copy_from_slice(&data);
     let op = SendOp::WriteWithImm {
-        remote_addr: s.mr.addr + 5 * SLOT,
-        rkey: s.mr.rkey,
+        remote: rmem(s.mr.addr + 5 * SLOT, s.mr.rkey),
         imm: 0x1234,
     };
     p.eps[0]
-        .post_send(a.qpn, send_wr(1, op, sge(a, 0, 2000)))
+        .post_send(a.qpn, send_wr(1, op, &sge(a, 0, 2000)))
         .unwrap();
     // No WQE yet: RNR, and the data waits for one.
     p.drive_until(10_000, |p| p.eps[1].stats().rnr_naks_sent >= 1);
@@ -432,10 +431,11 @@ fn ud_qps_share_an_srq() {
     let (s, peers) = shared_srq(&mut p, QpType::Ud, 2, 8, 0);
     let data = pattern(600, 3);
     // Nothing posted: UD drops the message.
-    let mut wr = send_wr(1, SendOp::Send, sge(&peers[0], 0, 600));
+    let sg = sge(&peers[0], 0, 600);
+    let mut wr = send_wr(1, SendOp::Send, &sg);
     wr.ud = Some(ud_dest(&p, s.qps[0]));
     p.eps[0].mr_bytes_mut(peers[0].mr.lkey).unwrap()[..600].copy_from_slice(&data);
-    p.eps[0].post_send(peers[0].qpn, wr.clone()).unwrap();
+    p.eps[0].post_send(peers[0].qpn, wr).unwrap();
     p.settle(10_000);
     assert!(p.completions(1, s.cq).is_empty());
     assert_eq!(p.eps[1].stats().rx_unexpected, 1);
@@ -443,7 +443,7 @@ fn ud_qps_share_an_srq() {
         post_slot(&mut p, &s, wr_id, 1024);
     }
     // Peer 0 sends to both QPs of endpoint 1.
-    p.eps[0].post_send(peers[0].qpn, wr.clone()).unwrap();
+    p.eps[0].post_send(peers[0].qpn, wr).unwrap();
     wr.ud = Some(ud_dest(&p, s.qps[1]));
     p.eps[0].post_send(peers[0].qpn, wr).unwrap();
     let got = p.wait_cqes(1, s.cq, 2);
@@ -525,7 +525,7 @@ fn srq_calls_are_checked() {
     let e = &mut p.eps[1];
     let q = s.qps[0];
     // post_recv on a QP with an SRQ is refused, naming the SRQ.
-    let err = e.post_recv(q, recv_wr(1, vec![])).unwrap_err();
+    let err = e.post_recv(q, recv_wr(1, &[])).unwrap_err();
     assert_eq!(err, VerbsError::QpHasSrq { qpn: q, srq: s.srq });
     let text = err.to_string();
     assert!(text.contains("post_srq_recv"), "{text}");
@@ -542,10 +542,10 @@ fn srq_calls_are_checked() {
             offset: 0,
             len: 8,
         }];
-        e.post_srq_recv(s.srq, recv_wr(wr_id, sg)).unwrap();
+        e.post_srq_recv(s.srq, recv_wr(wr_id, &sg)).unwrap();
     }
     assert_eq!(
-        e.post_srq_recv(s.srq, recv_wr(9, vec![])),
+        e.post_srq_recv(s.srq, recv_wr(9, &[])),
         Err(VerbsError::SrqFull {
             srq: s.srq,
             depth: 4
@@ -560,11 +560,11 @@ fn srq_calls_are_checked() {
         len: 8,
     }];
     assert!(matches!(
-        e.post_srq_recv(srq2, recv_wr(1, foreign)),
+        e.post_srq_recv(srq2, recv_wr(1, &foreign)),
         Err(VerbsError::BadSge { .. })
     ));
     assert_eq!(
-        e.post_srq_recv(999, recv_wr(1, vec![])),
+        e.post_srq_recv(999, recv_wr(1, &[])),
         Err(VerbsError::NoSuchSrq(999))
     );
     // Creation limits.
@@ -603,7 +603,7 @@ fn srq_calls_are_checked() {
         Err(VerbsError::BadValue { .. })
     ));
     e.modify_srq(s.srq, &resize(6)).unwrap();
-    e.post_srq_recv(s.srq, recv_wr(5, vec![])).unwrap();
+    e.post_srq_recv(s.srq, recv_wr(5, &[])).unwrap();
     let arm = SrqAttr {
         max_wr: None,
         srq_limit: Some(4),

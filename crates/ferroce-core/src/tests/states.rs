@@ -2,7 +2,7 @@
 //! starts nothing new, `modify_qp` to Err flushes in order, and a QP in
 //! error comes back through Reset.
 
-use super::util::{Opts, Pair, bring_up, connect, pattern, recv_wr, send_wr, sge};
+use super::util::{Opts, Pair, bring_up, connect, pattern, recv_wr, rmem, send_wr, sge};
 use super::{read_mr, write_mr};
 use crate::verbs::{Mtu, QpAttr, QpState, QpType, SendOp, WcOpcode, WcStatus};
 
@@ -22,11 +22,10 @@ fn sqd_drains_started_messages_and_starts_none() {
     let src = pattern(8192, 1);
     write_mr(&mut p, 0, a.mr.lkey, 0, &src);
     let write = |off: u64| SendOp::Write {
-        remote_addr: b.mr.addr + off,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr + off, b.mr.rkey),
     };
     p.eps[0]
-        .post_send(a.qpn, send_wr(1, write(0), sge(&a, 0, 8192)))
+        .post_send(a.qpn, send_wr(1, write(0), &sge(&a, 0, 8192)))
         .unwrap();
     // The first three packets go out, and are lost.
     for _ in 0..3 {
@@ -34,7 +33,7 @@ fn sqd_drains_started_messages_and_starts_none() {
     }
     p.eps[0].modify_qp(a.qpn, &to(QpState::Sqd)).unwrap();
     p.eps[0]
-        .post_send(a.qpn, send_wr(2, write(16384), sge(&a, 0, 100)))
+        .post_send(a.qpn, send_wr(2, write(16384), &sge(&a, 0, 100)))
         .unwrap();
     // The started WRITE is finished and retransmitted until acknowledged.
     let wcs = p.wait_cqes(0, a.cq, 1);
@@ -56,14 +55,14 @@ fn modify_qp_to_err_flushes_outstanding_work_in_order() {
     let mut p = Pair::new(401);
     let [a, b] = connect(&mut p, QpType::Rc, 4096, Mtu::Mtu1024);
     let write = SendOp::Write {
-        remote_addr: b.mr.addr,
-        rkey: b.mr.rkey,
+        remote: rmem(b.mr.addr, b.mr.rkey),
     };
     p.eps[0]
-        .post_recv(a.qpn, recv_wr(10, sge(&a, 0, 64)))
+        .post_recv(a.qpn, recv_wr(10, &sge(&a, 0, 64)))
         .unwrap();
     for id in 1..=3 {
-        let mut wr = send_wr(id, write, sge(&a, 0, 64));
+        let sg = sge(&a, 0, 64);
+        let mut wr = send_wr(id, write, &sg);
         wr.signaled = id == 2; // flushes are reported signaled or not
         p.eps[0].post_send(a.qpn, wr).unwrap();
     }
@@ -101,10 +100,10 @@ fn a_qp_in_error_recovers_through_reset() {
     let [a, b] = sides;
     // A receive too small puts both QPs in error.
     p.eps[1]
-        .post_recv(b.qpn, recv_wr(1, sge(&b, 0, 8)))
+        .post_recv(b.qpn, recv_wr(1, &sge(&b, 0, 8)))
         .unwrap();
     p.eps[0]
-        .post_send(a.qpn, send_wr(1, SendOp::Send, sge(&a, 0, 64)))
+        .post_send(a.qpn, send_wr(1, SendOp::Send, &sge(&a, 0, 64)))
         .unwrap();
     assert_eq!(p.wait_cqes(0, a.cq, 1)[0].status, WcStatus::RemInvReqErr);
     assert_eq!(p.wait_cqes(1, b.cq, 1)[0].status, WcStatus::LocLenErr);
@@ -123,10 +122,10 @@ fn a_qp_in_error_recovers_through_reset() {
     );
     write_mr(&mut p, 0, a.mr.lkey, 0, &pattern(3000, 9));
     p.eps[1]
-        .post_recv(b.qpn, recv_wr(2, sge(&b, 0, 4096)))
+        .post_recv(b.qpn, recv_wr(2, &sge(&b, 0, 4096)))
         .unwrap();
     p.eps[0]
-        .post_send(a.qpn, send_wr(2, SendOp::Send, sge(&a, 0, 3000)))
+        .post_send(a.qpn, send_wr(2, SendOp::Send, &sge(&a, 0, 3000)))
         .unwrap();
     assert_eq!(p.wait_cqes(0, a.cq, 1)[0].status, WcStatus::Success);
     let r = p.wait_cqes(1, b.cq, 1)[0];

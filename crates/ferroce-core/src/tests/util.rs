@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
 use crate::verbs::WorkCompletion;
-use crate::verbs::{Access, Mtu, Path, QpAttr, QpState, QpType, RecvWr, SendWr, Sge};
+use crate::verbs::{Access, Mtu, Path, QpAttr, QpState, QpType, RecvWr, RemoteSlice, SendWr, Sge};
 use crate::{Endpoint, EndpointConfig, Instant, MrInfo, QpInit};
 use ferroce_wire::{Opcode, Psn, TransportRepr};
 
@@ -406,12 +406,19 @@ pub(crate) fn sge(side: &Side, offset: u64, len: u32) -> Vec<Sge> {
     }]
 }
 
-pub(crate) fn send_wr(wr_id: u64, op: crate::verbs::SendOp, sg: Vec<Sge>) -> SendWr {
+pub(crate) fn send_wr(wr_id: u64, op: crate::verbs::SendOp, sg: &[Sge]) -> SendWr<'_> {
     SendWr::new(wr_id, op, sg)
 }
 
-pub(crate) fn recv_wr(wr_id: u64, sg: Vec<Sge>) -> RecvWr {
-    RecvWr { wr_id, sg }
+pub(crate) fn recv_wr(wr_id: u64, sg: &[Sge]) -> RecvWr<'_> {
+    RecvWr::new(wr_id, sg)
+}
+
+/// Peer memory by bare address and key: the engine tests aim at wrong
+/// addresses and keys on purpose, so the slice's own bound is the largest
+/// message, and the peer's checks are what is tested.
+pub(crate) fn rmem(addr: u64, rkey: u32) -> RemoteSlice {
+    RemoteSlice::new(addr, rkey, crate::MAX_MSG_SIZE)
 }
 
 /// Deterministic bytes for a test buffer.

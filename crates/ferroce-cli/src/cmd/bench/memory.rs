@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 
 use crate::error::Error;
-use ferroce::{Context, DeviceConfig, Mtu, Psn, QpInitAttr, QpType, connect_qp};
+use ferroce::{ConnectOptions, Context, DeviceConfig, Mtu, Psn, QpEndpoint, QpInitAttr, QpType};
 
 /// Resident bytes of this process (`/proc/self/statm`, second field).
 fn resident() -> Result<u64, Error> {
@@ -30,18 +30,20 @@ pub(super) fn per_idle_qp(local: IpAddr, remote: IpAddr, count: u32) -> Result<f
     // One QP first, so that per-device and first-use costs are not counted.
     let attr = QpInitAttr::new(QpType::Rc, &cq, &cq);
     let mut qps = vec![pd.create_qp(&attr)?];
+    let opts = ConnectOptions {
+        mtu: Mtu::Mtu4096,
+        ..ConnectOptions::default()
+    };
     let before = resident()?;
     for i in 0..count {
         let qp = pd.create_qp(&attr)?;
-        connect_qp(
-            &qp,
-            QpType::Rc,
-            remote,
-            0x100 + i,
-            Psn::new(i),
-            Psn::new(i),
-            Mtu::Mtu4096,
-        )?;
+        let peer = QpEndpoint {
+            gid: remote,
+            qp_type: QpType::Rc,
+            qpn: 0x100 + i,
+            psn: Psn::new(i),
+        };
+        qp.connect(&peer, &opts)?;
         qps.push(qp);
     }
     let after = resident()?;

@@ -5,7 +5,7 @@
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use ferroce::{SendOp, SendWr};
+use ferroce::{RemoteSlice, SendOp, SendWr};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::exchange;
@@ -69,24 +69,18 @@ pub(super) fn run(
         for i in ready.drain(..) {
             while inflight[i] < p.tx_depth && posted[i] < p.iters {
                 let off = p.slot(posted[i]);
-                let remote = peer.va + off;
+                let local = side.mr.sge(off, p.size as u32);
                 let op = match p.test {
                     Test::Send => SendOp::Send,
                     Test::Write => SendOp::Write {
-                        remote_addr: remote,
-                        rkey: peer.rkey,
+                        remote: peer.region.at(off, p.size as u64)?,
                     },
                     Test::Read => SendOp::Read {
-                        remote_addr: remote,
-                        rkey: peer.rkey,
+                        remote: peer.region.at(off, p.size as u64)?,
                     },
-                    Test::Atomic => atomic_op(p.atomic, remote, peer.rkey),
+                    Test::Atomic => atomic_op(p.atomic, peer.region.at(off, 8)?),
                 };
-                side.qps[i].0.post_send(SendWr::new(
-                    i as u64,
-                    op,
-                    vec![side.mr.sge(off, p.size as u32)],
-                ))?;
+                side.qps[i].post_send(SendWr::new(i as u64, op, &[local]))?;
                 posted[i] += 1;
                 inflight[i] += 1;
             }
@@ -116,16 +110,11 @@ pub(super) fn run(
 }
 
 /// perftest's atomic operations: add 1, or compare 0 and swap 0.
-pub(super) fn atomic_op(t: AtomicType, remote_addr: u64, rkey: u32) -> SendOp {
+pub(super) fn atomic_op(t: AtomicType, remote: RemoteSlice) -> SendOp {
     match t {
-        AtomicType::FetchAndAdd => SendOp::FetchAdd {
-            remote_addr,
-            rkey,
-            add: 1,
-        },
+        AtomicType::FetchAndAdd => SendOp::FetchAdd { remote, add: 1 },
         AtomicType::CmpAndSwap => SendOp::CompareSwap {
-            remote_addr,
-            rkey,
+            remote,
             compare: 0,
             swap: 0,
         },

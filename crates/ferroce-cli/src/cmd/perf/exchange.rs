@@ -5,7 +5,9 @@
 //! 2. the server's answer: `{"accept": true}`, or `{"refuse": WHY}` when the
 //!    client asks for another test than the server's (test, `--lat`, `-s`,
 //!    `-q`); both sides then exit non-zero;
-//! 3. each side's description (GID, rkey, address, QPs), client first;
+//! 3. each side's description, client first: `{"qps": [...], "region":
+//!    ...}`, each QP's [`QpEndpoint`] and the region's [`RemoteRegion`] in
+//!    their byte encodings, as hex;
 //! 4. one-word signals around the traffic (`ready`, `done`).
 //!
 //! Everything a peer sends is checked against [`limits`] before it sizes
@@ -14,9 +16,9 @@
 
 use std::io::Read;
 use std::io::Write;
-use std::net::{IpAddr, TcpStream};
+use std::net::TcpStream;
 
-use ferroce::Psn;
+use ferroce::{QpEndpoint, RemoteRegion};
 use serde_json::{Value, json};
 
 use super::setup::{Params, Peer, Side};
@@ -221,46 +223,44 @@ pub(super) fn read_answer(s: &mut TcpStream, server: &str) -> Result<(), Error> 
 }
 
 fn describe(side: &Side) -> Value {
-    let gid = match side.local {
-        IpAddr::V4(a) => a.to_ipv6_mapped(),
-        IpAddr::V6(a) => a,
-    };
+    let endpoints = side.qps.iter().map(|q| hex(&q.endpoint().to_bytes()));
     json!({
-        "gid": gid.to_string(),
-        "rkey": side.mr.rkey(),
-        "va": side.mr.addr(),
-        "qps": side.qps.iter().map(|(q, p)| json!([q.qpn(), p.value()])).collect::<Vec<_>>(),
+        "qps": endpoints.collect::<Vec<_>>(),
+        "region": hex(&side.mr.remote().to_bytes()),
     })
 }
 
+/// Bytes as lowercase hex, the JSON form of the encodings.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    let digits = text.as_bytes();
+    if !digits.len().is_multiple_of(2) {
+        return None;
+    }
+    digits
+        .chunks(2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok())
+        .collect()
+}
+
 fn parse_peer(v: &Value) -> Result<Peer, String> {
-    let bad = || format!("bad peer description {v}");
-    let gid: std::net::Ipv6Addr = v["gid"]
-        .as_str()
-        .ok_or_else(bad)?
-        .parse()
-        .map_err(|_| bad())?;
-    let addr = gid.to_ipv4_mapped().map_or(IpAddr::V6(gid), IpAddr::V4);
+    let field = |f: &Value| f.as_str().and_then(unhex);
+    let bad = |why: String| format!("bad peer description {v}: {why}");
     let qps = v["qps"]
         .as_array()
-        .ok_or_else(bad)?
+        .ok_or_else(|| bad("no QPs".into()))?
         .iter()
         .map(|q| {
-            let qpn = u32::try_from(q[0].as_u64()?).ok()?;
-            let psn = u32::try_from(q[1].as_u64()?).ok()?;
-            Some((qpn, Psn::new(psn)))
+            let bytes = field(q).ok_or_else(|| bad("a QP is not hex".into()))?;
+            QpEndpoint::from_bytes(&bytes).map_err(|e| bad(e.to_string()))
         })
-        .collect::<Option<Vec<_>>>()
-        .ok_or_else(bad)?;
-    Ok(Peer {
-        addr,
-        rkey: v["rkey"]
-            .as_u64()
-            .and_then(|k| u32::try_from(k).ok())
-            .ok_or_else(bad)?,
-        va: v["va"].as_u64().ok_or_else(bad)?,
-        qps,
-    })
+        .collect::<Result<Vec<_>, _>>()?;
+    let region = field(&v["region"]).ok_or_else(|| bad("no region".into()))?;
+    let region = RemoteRegion::from_bytes(&region).map_err(|e| bad(e.to_string()))?;
+    Ok(Peer { qps, region })
 }
 
 /// Step 3, client side.

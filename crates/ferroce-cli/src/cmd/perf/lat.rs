@@ -6,7 +6,7 @@
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use ferroce::{RecvWr, SendOp, SendWr, WcStatus, WorkCompletion};
+use ferroce::{RecvWr, SendWr, WorkCompletion};
 
 use super::Test;
 use super::exchange;
@@ -18,9 +18,7 @@ pub(super) fn wait(side: &Side) -> Result<WorkCompletion, Error> {
     let start = Instant::now();
     loop {
         if let Some(wc) = side.cq.poll(1)?.pop() {
-            if wc.status != WcStatus::Success {
-                return Err(format!("work request failed with {:?}", wc.status).into());
-            }
+            wc.ok().map_err(|e| e.to_string())?;
             return Ok(wc);
         }
         if start.elapsed() > STALL {
@@ -52,25 +50,16 @@ pub(super) fn serve(
     p: &Params,
     stream: &mut TcpStream,
 ) -> Result<bool, Error> {
-    let qp = &side.qps[0].0;
+    let qp = &side.qps[0];
     match p.test {
         Test::Send => {
-            qp.post_recv(RecvWr {
-                wr_id: 0,
-                sg: vec![side.mr.sge(0, p.size as u32)],
-            })?;
+            qp.post_recv(RecvWr::new(0, &[side.mr.sge(0, p.size as u32)]))?;
             exchange::send_word(stream, "ready")?;
             for _ in 0..p.iters {
                 wait(side)?; // the ping
-                qp.post_recv(RecvWr {
-                    wr_id: 0,
-                    sg: vec![side.mr.sge(0, p.size as u32)],
-                })?;
-                qp.post_send(SendWr::new(
-                    0,
-                    SendOp::Send,
-                    vec![side.mr.sge(0, p.size as u32)],
-                ))?;
+                let sg = [side.mr.sge(0, p.size as u32)];
+                qp.post_recv(RecvWr::new(0, &sg))?;
+                qp.post_send(SendWr::send(0, &sg))?;
                 wait(side)?; // our pong's send completion
             }
         }
@@ -79,18 +68,9 @@ pub(super) fn serve(
             for i in 1..=u64::from(p.iters) {
                 wait_value(side, i)?;
                 side.mr.write(8, &i.to_ne_bytes())?;
-                let op = SendOp::Write {
-                    remote_addr: peer.va,
-                    rkey: peer.rkey,
-                };
-                qp.post_send(SendWr::new(
-                    0,
-                    op,
-                    vec![
-                        side.mr
-                            .sge(8, 8.max(p.size as u32).min(side.mr.len() as u32 - 8)),
-                    ],
-                ))?;
+                let len = 8.max(p.size as u32).min(side.mr.len() as u32 - 8);
+                let remote = peer.region.at(0, len.into())?;
+                qp.post_send(SendWr::write(0, &[side.mr.sge(8, len)], remote))?;
                 wait(side)?;
             }
         }
@@ -109,18 +89,16 @@ pub(super) fn run(
     if exchange::wait_word(stream)? != "ready" {
         return Err("server did not get ready".into());
     }
-    let qp = &side.qps[0].0;
+    let qp = &side.qps[0];
     let mut samples = crate::cmd::limits::samples(p.iters)?;
     let size = p.size as u32;
     for i in 1..=u64::from(p.iters) {
         let t = Instant::now();
         match p.test {
             Test::Send => {
-                qp.post_recv(RecvWr {
-                    wr_id: 1,
-                    sg: vec![side.mr.sge(0, size)],
-                })?;
-                qp.post_send(SendWr::new(0, SendOp::Send, vec![side.mr.sge(0, size)]))?;
+                let sg = [side.mr.sge(0, size)];
+                qp.post_recv(RecvWr::new(1, &sg))?;
+                qp.post_send(SendWr::send(0, &sg))?;
                 // Our send completes, and their pong arrives, in either order.
                 wait(side)?;
                 wait(side)?;
@@ -128,25 +106,19 @@ pub(super) fn run(
             Test::Write => {
                 side.mr.write(8, &i.to_ne_bytes())?;
                 let len = 8.max(size).min(side.mr.len() as u32 - 8);
-                let op = SendOp::Write {
-                    remote_addr: peer.va,
-                    rkey: peer.rkey,
-                };
-                qp.post_send(SendWr::new(0, op, vec![side.mr.sge(8, len)]))?;
+                let remote = peer.region.at(0, len.into())?;
+                qp.post_send(SendWr::write(0, &[side.mr.sge(8, len)], remote))?;
                 wait(side)?;
                 wait_value(side, i)?;
             }
             Test::Read => {
-                let op = SendOp::Read {
-                    remote_addr: peer.va,
-                    rkey: peer.rkey,
-                };
-                qp.post_send(SendWr::new(0, op, vec![side.mr.sge(0, size)]))?;
+                let remote = peer.region.at(0, size.into())?;
+                qp.post_send(SendWr::read(0, &[side.mr.sge(0, size)], remote))?;
                 wait(side)?;
             }
             Test::Atomic => {
-                let op = super::bw::atomic_op(p.atomic, peer.va, peer.rkey);
-                qp.post_send(SendWr::new(0, op, vec![side.mr.sge(0, 8)]))?;
+                let op = super::bw::atomic_op(p.atomic, peer.region.at(0, 8)?);
+                qp.post_send(SendWr::new(0, op, &[side.mr.sge(0, 8)]))?;
                 wait(side)?;
             }
         }

@@ -195,7 +195,7 @@ fn server(args: &PerfArgs, local: IpAddr) -> Result<bool, Error> {
     };
     let side = setup::Side::open(local, &params)?;
     let peer = exchange::exchange_server(&mut stream, &side)?;
-    side.connect(&peer, &params)?;
+    side.connect(&peer.qps, &params)?;
     tcp::clear_timeouts(&stream)?;
     let result = if params.lat {
         lat::serve(&side, &peer, &params, &mut stream)
@@ -216,7 +216,7 @@ fn client(args: &PerfArgs, local: IpAddr, server: &str) -> Result<bool, Error> {
     exchange::read_answer(&mut stream, &peer)?;
     let side = setup::Side::open(local, &params)?;
     let peer = exchange::exchange_client(&mut stream, &side)?;
-    side.connect(&peer, &params)?;
+    side.connect(&peer.qps, &params)?;
     tcp::clear_timeouts(&stream)?;
     let result = if params.lat {
         lat::run(&side, &peer, &params, &mut stream)

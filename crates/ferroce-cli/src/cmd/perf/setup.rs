@@ -6,8 +6,8 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use ferroce::{
-    Access, CompletionQueue, Context, MemoryRegion, Mtu, Psn, QpAttr, QpInitAttr, QpState, QpType,
-    QueuePair, RecvWr, WcStatus, WorkCompletion, path_to,
+    Access, CompletionQueue, ConnectOptions, Context, MemoryRegion, Mtu, QpEndpoint, QpInitAttr,
+    QpType, QueuePair, RecvWr, RemoteRegion, WorkCompletion,
 };
 
 use super::{AtomicType, PerfArgs, Test};
@@ -108,7 +108,7 @@ pub(super) struct Side {
     pub(super) local: IpAddr,
     pub(super) cq: CompletionQueue,
     pub(super) mr: MemoryRegion,
-    pub(super) qps: Vec<(QueuePair, Psn)>,
+    pub(super) qps: Vec<QueuePair>,
     /// QP number -> index in `qps`.
     index: HashMap<u32, usize>,
     // Dropped last: the objects above hold it open.
@@ -118,13 +118,11 @@ pub(super) struct Side {
 /// Give up when nothing completes for this long.
 pub(super) const STALL: Duration = Duration::from_secs(30);
 
-/// What one side tells the other.
+/// What one side tells the other: its QPs and its region.
 #[derive(Debug, Clone)]
 pub(super) struct Peer {
-    pub(super) addr: IpAddr,
-    pub(super) rkey: u32,
-    pub(super) va: u64,
-    pub(super) qps: Vec<(u32, Psn)>,
+    pub(super) qps: Vec<QpEndpoint>,
+    pub(super) region: RemoteRegion,
 }
 
 impl Side {
@@ -135,20 +133,14 @@ impl Side {
         let cq = ctx.create_cq((p.qps * depth * 2).min(1 << 20))?;
         let mr = pd.reg_mr(p.region_len().max(64), access(p.test))?;
         let mut qps = Vec::new();
-        for i in 0..p.qps {
+        for _ in 0..p.qps {
             let mut attr = QpInitAttr::new(QpType::Rc, &cq, &cq);
             attr.max_send_wr = depth;
             attr.max_recv_wr = depth;
-            let qp = pd.create_qp(&attr)?;
-            let psn = Psn::new(0x10_0000 * (i + 1) + qp.qpn());
-            qps.push((qp, psn));
+            qps.push(pd.create_qp(&attr)?);
         }
         drop(pd);
-        let index = qps
-            .iter()
-            .enumerate()
-            .map(|(i, (q, _))| (q.qpn(), i))
-            .collect();
+        let index = qps.iter().enumerate().map(|(i, q)| (q.qpn(), i)).collect();
         Ok(Self {
             local,
             cq,
@@ -190,12 +182,9 @@ impl Side {
     ) -> Result<Duration, Error> {
         let mut posted = vec![0u32; self.qps.len()];
         let post = |i: usize, posted: &mut [u32]| {
-            let wr = RecvWr {
-                wr_id: i as u64,
-                sg: vec![self.mr.sge(offset(posted[i]), p.size as u32)],
-            };
+            let sge = self.mr.sge(offset(posted[i]), p.size as u32);
             posted[i] += 1;
-            self.qps[i].0.post_recv(wr)
+            self.qps[i].post_recv(RecvWr::new(i as u64, &[sge]))
         };
         for i in 0..self.qps.len() {
             for _ in 0..p.rx_depth {
@@ -239,54 +228,31 @@ impl Side {
             return Ok(wcs);
         }
         *last = Instant::now();
-        if let Some(bad) = wcs.iter().find(|w| w.status != WcStatus::Success) {
-            return Err(format!(
-                "{}: a work request failed with {:?}",
-                progress(),
-                bad.status
-            )
-            .into());
+        if let Some(bad) = wcs.iter().find_map(|w| w.ok().err()) {
+            return Err(format!("{}: {bad}", progress()).into());
         }
         Ok(wcs)
     }
 
-    /// Each QP to INIT (with [`access`] of the test), RTR and RTS, as
+    /// Each QP to INIT (with [`qp_access`] of the test), RTR and RTS, as
     /// perftest's `ctx_modify_qp_to_init` / `ctx_connect`.
-    pub(super) fn connect(&self, peer: &Peer, p: &Params) -> Result<(), Error> {
-        if peer.qps.len() != self.qps.len() {
+    pub(super) fn connect(&self, peer: &[QpEndpoint], p: &Params) -> Result<(), Error> {
+        if peer.len() != self.qps.len() {
             return Err(Error::Mismatch(format!(
                 "the peer has {} QPs, this side {}: give both the same -q",
-                peer.qps.len(),
+                peer.len(),
                 self.qps.len()
             )));
         }
-        for ((qp, psn), (rqpn, rpsn)) in self.qps.iter().zip(&peer.qps) {
-            qp.modify(&QpAttr {
-                state: Some(QpState::Init),
-                pkey_index: Some(0),
-                port: Some(1),
-                access: Some(qp_access(p.test)),
-                ..QpAttr::default()
-            })?;
-            qp.modify(&QpAttr {
-                state: Some(QpState::Rtr),
-                path: Some(path_to(peer.addr, qp.qpn(), *rqpn)),
-                path_mtu: Some(p.mtu),
-                dest_qpn: Some(*rqpn),
-                rq_psn: Some(*rpsn),
-                max_dest_rd_atomic: Some(MAX_RD_ATOMIC),
-                min_rnr_timer: Some(12),
-                ..QpAttr::default()
-            })?;
-            qp.modify(&QpAttr {
-                state: Some(QpState::Rts),
-                sq_psn: Some(*psn),
-                timeout: Some(14),
-                retry_cnt: Some(7),
-                rnr_retry: Some(7),
-                max_rd_atomic: Some(MAX_RD_ATOMIC),
-                ..QpAttr::default()
-            })?;
+        let opts = ConnectOptions {
+            mtu: p.mtu,
+            access: qp_access(p.test),
+            max_rd_atomic: MAX_RD_ATOMIC,
+            max_dest_rd_atomic: MAX_RD_ATOMIC,
+            ..ConnectOptions::default()
+        };
+        for (qp, remote) in self.qps.iter().zip(peer) {
+            qp.connect(remote, &opts)?;
         }
         Ok(())
     }

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferroce::{SendOp, SendWr};
+use ferroce::{RemoteSlice, SendOp, SendWr};
 
 use super::super::setup::{Params, Side};
 use super::super::{AtomicType, Test};
@@ -74,31 +74,28 @@ pub(super) fn traffic(c: &Ctx<'_>) -> Result<Report, Error> {
             while inflight[i] < cap && posted[i] < iters {
                 let k = posted[i];
                 let slot = if step { k % lay.per_cycle } else { 0 };
-                let remote = c.rem[i].vaddr + slot * lay.inc;
-                let rkey = c.rem[i].rkey;
+                let peer = c.peer_slot(i)?;
                 let (op, local) = match p.test {
                     Test::Write => (
                         SendOp::Write {
-                            remote_addr: remote,
-                            rkey,
+                            remote: peer.at(slot * lay.inc, p.size as u64)?,
                         },
                         side.mr.sge(lay.source(), p.size as u32),
                     ),
                     Test::Read => (
                         SendOp::Read {
-                            remote_addr: remote,
-                            rkey,
+                            remote: peer.at(slot * lay.inc, p.size as u64)?,
                         },
                         side.mr.sge(lay.source(), p.size as u32),
                     ),
                     Test::Atomic => (
-                        atomics.op(i, slot as usize, remote, rkey),
+                        atomics.op(i, slot as usize, peer.at(slot * lay.inc, 8)?),
                         side.mr
                             .sge(lay.result(i, k % u64::from(cap), u64::from(cap)), 8),
                     ),
                     Test::Send => (SendOp::Send, side.mr.sge(lay.source(), p.size as u32)),
                 };
-                side.qps[i].0.post_send(SendWr::new(k, op, vec![local]))?;
+                side.qps[i].post_send(SendWr::new(k, op, &[local]))?;
                 posted[i] += 1;
                 inflight[i] += 1;
             }
@@ -152,15 +149,14 @@ impl AtomicCheck {
         }
     }
 
-    pub(super) fn op(&self, qp: usize, a: usize, remote_addr: u64, rkey: u32) -> SendOp {
+    pub(super) fn op(&self, qp: usize, a: usize, remote: RemoteSlice) -> SendOp {
         match (self.t, self.known[qp][a]) {
             (AtomicType::CmpAndSwap, Some(v)) => SendOp::CompareSwap {
-                remote_addr,
-                rkey,
+                remote,
                 compare: v,
                 swap: v.wrapping_add(1),
             },
-            (t, _) => super::super::bw::atomic_op(t, remote_addr, rkey),
+            (t, _) => super::super::bw::atomic_op(t, remote),
         }
     }
 

@@ -87,7 +87,7 @@ fn ferr(e: ferroce::Error) -> String {
 
 fn write_lat(c: &Ctx<'_>) -> Result<Vec<Instant>, Error> {
     let (side, p) = (c.side, c.p);
-    let qp = &side.qps[0].0;
+    let qp = &side.qps[0];
     let size = p.size;
     let src = c.lay.source() as usize;
     side.mr.write(src, &vec![0u8; size]).map_err(ferr)?;
@@ -97,17 +97,11 @@ fn write_lat(c: &Ctx<'_>) -> Result<Vec<Instant>, Error> {
             arrival(c, i)?;
         }
         side.mr.write(src + size - 1, &[i as u8]).map_err(ferr)?;
-        let op = SendOp::Write {
-            remote_addr: c.rem[0].vaddr,
-            rkey: c.rem[0].rkey,
-        };
+        let remote = c.peer_slot(0).and_then(|r| r.at(0, size as u64));
+        let local = side.mr.sge(src as u64, size as u32);
         posts.push(Instant::now());
-        qp.post_send(SendWr::new(
-            i,
-            op,
-            vec![side.mr.sge(src as u64, size as u32)],
-        ))
-        .map_err(ferr)?;
+        qp.post_send(SendWr::write(i, &[local], remote.map_err(ferr)?))
+            .map_err(ferr)?;
         wait(side)?;
         if c.server {
             arrival(c, i)?;
@@ -184,12 +178,9 @@ impl Receives {
     }
 
     fn post(&mut self, c: &Ctx<'_>) -> Result<(), Error> {
+        let sge = c.side.mr.sge(c.lay.target(0), c.p.size as u32);
         c.side.qps[0]
-            .0
-            .post_recv(RecvWr {
-                wr_id: self.posted,
-                sg: vec![c.side.mr.sge(c.lay.target(0), c.p.size as u32)],
-            })
+            .post_recv(RecvWr::new(self.posted, &[sge]))
             .map_err(ferr)?;
         self.posted += 1;
         Ok(())
@@ -235,7 +226,7 @@ impl Receives {
 
 fn send_lat(c: &Ctx<'_>, rx: &mut Receives) -> Result<Vec<Instant>, Error> {
     let (side, p) = (c.side, c.p);
-    let qp = &side.qps[0].0;
+    let qp = &side.qps[0];
     let src = c.lay.source();
     let pattern: Vec<u8> = (0..p.size).map(|k| (k * 7 + 3) as u8).collect();
     side.mr.write(src as usize, &pattern).map_err(ferr)?;
@@ -245,12 +236,8 @@ fn send_lat(c: &Ctx<'_>, rx: &mut Receives) -> Result<Vec<Instant>, Error> {
             rx.next(c, i)?;
         }
         posts.push(Instant::now());
-        qp.post_send(SendWr::new(
-            u64::MAX,
-            SendOp::Send,
-            vec![side.mr.sge(src, p.size as u32)],
-        ))
-        .map_err(ferr)?;
+        qp.post_send(SendWr::send(u64::MAX, &[side.mr.sge(src, p.size as u32)]))
+            .map_err(ferr)?;
         if !c.server {
             rx.next(c, i)?;
         }
@@ -274,29 +261,27 @@ fn send_lat(c: &Ctx<'_>, rx: &mut Receives) -> Result<Vec<Instant>, Error> {
 /// atomics are checked as in the bandwidth test.
 fn request_lat(c: &Ctx<'_>) -> Result<Vec<Instant>, Error> {
     let (side, p) = (c.side, c.p);
-    let qp = &side.qps[0].0;
-    let (remote, rkey) = (c.rem[0].vaddr, c.rem[0].rkey);
+    let qp = &side.qps[0];
+    let peer = c.peer_slot(0).map_err(ferr)?;
     let mut atomics = AtomicCheck::new(p.atomic, 1, 1);
     let mut first: Option<Vec<u8>> = None;
     let mut posts = crate::cmd::limits::samples(p.iters)?;
     for i in 1..=u64::from(p.iters) {
         let (op, local) = if p.test == Test::Atomic {
             (
-                atomics.op(0, 0, remote, rkey),
+                atomics.op(0, 0, peer.at(0, 8).map_err(ferr)?),
                 side.mr.sge(c.lay.result(0, 0, 1), 8),
             )
         } else {
             (
                 SendOp::Read {
-                    remote_addr: remote,
-                    rkey,
+                    remote: peer.at(0, p.size as u64).map_err(ferr)?,
                 },
                 side.mr.sge(c.lay.source(), p.size as u32),
             )
         };
         posts.push(Instant::now());
-        qp.post_send(SendWr::new(i, op, vec![local]))
-            .map_err(ferr)?;
+        qp.post_send(SendWr::new(i, op, &[local])).map_err(ferr)?;
         wait(side)?;
         let mut m = vec![0u8; local.len as usize];
         side.mr.read(local.offset as usize, &mut m).map_err(ferr)?;

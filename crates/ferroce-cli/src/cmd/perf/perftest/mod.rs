@@ -43,9 +43,9 @@ mod lat;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use ferroce::{Mtu, Psn};
+use ferroce::{Mtu, Psn, QpEndpoint, QpType, RemoteRegion};
 
-use super::setup::{Params, Peer, Side};
+use super::setup::{Params, Side};
 use super::{PerfArgs, Test};
 use crate::cmd::tcp;
 use crate::error::Error;
@@ -63,11 +63,11 @@ fn my_keys(side: &Side, lay: &Layout) -> Vec<Key> {
     side.qps
         .iter()
         .enumerate()
-        .map(|(i, (qp, psn))| Key {
+        .map(|(i, qp)| Key {
             lid: 0,
             out_reads: OUT_READS,
             qpn: qp.qpn(),
-            psn: psn.value(),
+            psn: qp.psn().value(),
             rkey: side.mr.rkey(),
             vaddr: side.mr.addr() + lay.target(i),
             gid: gid_of(side.local),
@@ -140,6 +140,7 @@ pub(super) fn run(args: &PerfArgs) -> Result<bool, Error> {
     let side = Side::open(local, &open)?;
     let mine = my_keys(&side, &lay);
     let (rem, peer) = exchange_keys(&mut w, &side, &p, &mine)?;
+    let peer_gid = peer[0].gid;
     if !args.quiet {
         eprintln!(
             " perftest peer: version {:.2}, MTU {}, {} QP(s), remote QPN 0x{:06x} at {}",
@@ -147,7 +148,7 @@ pub(super) fn run(args: &PerfArgs) -> Result<bool, Error> {
             p.mtu.bytes(),
             rem.len(),
             rem[0].qpn,
-            peer.addr
+            peer_gid
         );
     }
     tcp::clear_timeouts(&w.s)?;
@@ -202,13 +203,13 @@ fn open_exchange(args: &PerfArgs, mtu: Mtu) -> Result<(Wire, Agreed, IpAddr), Er
 }
 
 /// Step 4: the key records, the QPs connected between them; returns the
-/// peer's records and what they say.
+/// peer's records and its QPs' endpoints.
 fn exchange_keys(
     w: &mut Wire,
     side: &Side,
     p: &Params,
     mine: &[Key],
-) -> Result<(Vec<Key>, Peer), Error> {
+) -> Result<(Vec<Key>, Vec<QpEndpoint>), Error> {
     if p.lat && p.test != Test::Send {
         w.hand_shake(&mine[0])?;
     }
@@ -216,15 +217,16 @@ fn exchange_keys(
     for k in mine {
         rem.push(w.hand_shake(k)?);
     }
-    let peer = Peer {
-        addr: {
-            let g = Ipv6Addr::from(rem[0].gid);
-            g.to_ipv4_mapped().map_or(IpAddr::V6(g), IpAddr::V4)
-        },
-        rkey: rem[0].rkey,
-        va: rem[0].vaddr,
-        qps: rem.iter().map(|k| (k.qpn, Psn::new(k.psn))).collect(),
-    };
+    let gid = Ipv6Addr::from(rem[0].gid);
+    let peer: Vec<_> = rem
+        .iter()
+        .map(|k| QpEndpoint {
+            gid: gid.to_ipv4_mapped().map_or(IpAddr::V6(gid), IpAddr::V4),
+            qp_type: QpType::Rc,
+            qpn: k.qpn,
+            psn: Psn::new(k.psn),
+        })
+        .collect();
     side.connect(&peer, p)?;
     if p.test == Test::Send {
         w.hand_shake(&mine[0])?;
@@ -275,6 +277,13 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// The slot of the peer's buffer that its key for QP `i` names:
+    /// perftest sends no length, and addresses its peer within max(size,
+    /// cycle buffer) of a key's address, so that is the slot's length.
+    fn peer_slot(&self, i: usize) -> ferroce::Result<RemoteRegion> {
+        RemoteRegion::new(self.rem[i].vaddr, self.rem[i].rkey, self.lay.slot)
+    }
+
     /// At most this many READs or atomics outstanding per QP: the peer's
     /// out_reads.
     fn out_reads(&self) -> u32 {
@@ -323,7 +332,7 @@ mod tests {
         let mut c = AtomicCheck::new(AtomicType::CmpAndSwap, 1, 1);
         // First compare 0 / swap 0, then compare the known value, swap +1.
         assert!(matches!(
-            c.op(0, 0, 64, 1),
+            c.op(0, 0, ferroce::RemoteSlice::new(64, 1, 8)),
             SendOp::CompareSwap {
                 compare: 0,
                 swap: 0,
@@ -332,7 +341,7 @@ mod tests {
         ));
         c.got(0, 0, 41).unwrap();
         assert!(matches!(
-            c.op(0, 0, 64, 1),
+            c.op(0, 0, ferroce::RemoteSlice::new(64, 1, 8)),
             SendOp::CompareSwap {
                 compare: 41,
                 swap: 42,

@@ -1,0 +1,144 @@
+//! An open device ([`Context`]): the engine, its UDP backend and the
+//! driver thread.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use ferroce_core::{Endpoint, EndpointConfig};
+use ferroce_io::{UdpBackend, UdpConfig};
+
+use crate::driver::{self, Shared};
+use crate::{AsyncEvent, CompletionQueue, ProtectionDomain, Result, Stats, UdpStats};
+
+/// Device settings for [`Context::open_with`].
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceConfig {
+    /// The address to bind (the device's RoCE v2 GID).
+    pub local: IpAddr,
+    /// The RoCE port to receive on, 4791 unless testing.
+    pub port: u16,
+    /// The RoCE port peers receive on, 4791 unless testing (two devices
+    /// on one address, e.g. `::1`, need two ports).
+    pub peer_port: u16,
+    /// Seed for keys; from the clock if `None`.
+    pub seed: Option<u64>,
+    /// Send runs of equal-size packets as UDP GSO trains (IPv4). On by
+    /// default; off, every packet is its own send. A capture on `lo` shows
+    /// a train as one large datagram (loopback never cuts it up), so turn
+    /// it off to read loopback captures packet by packet. The environment
+    /// variable `FERROCE_GSO=0` turns it off for every device a process
+    /// opens (the `ferroce` tools included).
+    pub gso: bool,
+}
+
+impl DeviceConfig {
+    /// Port 4791 both ways, keys seeded from the clock, GSO on unless
+    /// `FERROCE_GSO=0`.
+    pub fn new(local: IpAddr) -> Self {
+        Self {
+            local,
+            port: ferroce_wire::udp::ROCE_V2_PORT,
+            peer_port: ferroce_wire::udp::ROCE_V2_PORT,
+            seed: None,
+            gso: std::env::var_os("FERROCE_GSO").is_none_or(|v| v != "0"),
+        }
+    }
+}
+
+/// An open device: the engine, its UDP backend and the driver thread.
+/// Dropping it stops the driver.
+#[derive(Debug)]
+pub struct Context {
+    shared: Arc<Shared>,
+    driver: Option<JoinHandle<()>>,
+}
+
+impl Context {
+    /// Opens a device on `local`, UDP port 4791.
+    pub fn open(local: IpAddr) -> Result<Self> {
+        Self::open_with(DeviceConfig::new(local))
+    }
+
+    /// Opens a device with the settings of `cfg`.
+    pub fn open_with(cfg: DeviceConfig) -> Result<Self> {
+        let mut udp = UdpConfig::new(cfg.local);
+        udp.port = cfg.port;
+        udp.gso = cfg.gso;
+        let backend = UdpBackend::bind(udp)?;
+        let seed = cfg.seed.unwrap_or_else(|| {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32
+        });
+        let engine = Endpoint::new(EndpointConfig { seed });
+        let shared = Arc::new(Shared::new(engine, backend, cfg.local, cfg.peer_port)?);
+        let s = shared.clone();
+        let driver = std::thread::Builder::new()
+            .name("ferroce-driver".into())
+            .spawn(move || driver::run(s))?;
+        tracing::info!(parent: &shared.span, port = cfg.port, peer_port = cfg.peer_port, gso = cfg.gso, "device opened");
+        Ok(Self {
+            shared,
+            driver: Some(driver),
+        })
+    }
+
+    /// The device's address (its RoCE v2 GID).
+    pub fn local(&self) -> IpAddr {
+        self.shared.local
+    }
+
+    /// The engine's traffic and drop counters.
+    pub fn stats(&self) -> Stats {
+        self.shared.engine().stats()
+    }
+
+    /// The UDP backend's counters: datagrams in and out, bad ICRCs, GSO
+    /// and GRO use, datagrams the socket buffer could not take.
+    pub fn udp_stats(&self) -> UdpStats {
+        self.shared.udp_stats()
+    }
+
+    /// `ibv_alloc_pd`.
+    pub fn alloc_pd(&self) -> ProtectionDomain {
+        let handle = self.shared.engine().alloc_pd();
+        ProtectionDomain {
+            shared: self.shared.clone(),
+            handle,
+        }
+    }
+
+    /// `ibv_create_cq`: a completion queue of `depth` entries (beyond it,
+    /// completions are lost and [`CompletionQueue::overflowed`] says so).
+    pub fn create_cq(&self, depth: u32) -> Result<CompletionQueue> {
+        let handle = self.shared.engine().create_cq(depth)?;
+        Ok(CompletionQueue {
+            shared: self.shared.clone(),
+            handle,
+        })
+    }
+
+    /// The oldest asynchronous event not yet taken, as
+    /// `ibv_get_async_event` returns it, but without waiting (and with
+    /// nothing to acknowledge). Events name their object by
+    /// [`QueuePair::qpn`], [`CompletionQueue::handle`] or
+    /// [`SharedReceiveQueue::handle`]. Also moves the engine forward.
+    pub fn poll_async_event(&self) -> Option<AsyncEvent> {
+        self.shared.app_progress();
+        self.shared.engine().poll_async_event()
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        self.shared.stop();
+        if let Some(d) = self.driver.take() {
+            let _ = d.join();
+        }
+        self.shared.flush();
+        let s = &self.shared;
+        tracing::debug!(parent: &s.span, stats = ?s.engine().stats(), udp = ?s.udp_stats(), "device closed");
+    }
+}

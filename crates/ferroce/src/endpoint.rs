@@ -1,0 +1,272 @@
+//! What a peer needs to connect to a queue pair ([`QpEndpoint`]), how it
+//! travels out of band (a stable byte encoding, and serde behind the
+//! `serde` feature), and the attributes of the connection
+//! ([`ConnectOptions`]).
+//!
+//! The endpoint holds the GID, the QP type, the QPN and the QP's first
+//! PSN, nothing more: the path MTU, timers and retry counts are each
+//! side's own choice (both sides must choose the same MTU, as with
+//! rdma-core's `-m`), and the RoCE UDP port is a device setting
+//! ([`DeviceConfig::peer_port`](crate::DeviceConfig::peer_port)), the
+//! same for every peer of a device.
+
+use std::net::{IpAddr, Ipv6Addr};
+
+use crate::error::check_head;
+use crate::{Access, DecodeError, Mtu, Psn, QpType};
+
+/// One side of a connection, as the other side needs it: send it over any
+/// channel (TCP, a file, a config service), then
+/// [`QueuePair::connect`](crate::QueuePair::connect) to it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(try_from = "serde_repr::Endpoint", into = "serde_repr::Endpoint")
+)]
+pub struct QpEndpoint {
+    /// The device's address (its RoCE v2 GID).
+    pub gid: IpAddr,
+    /// RC or UC; connecting refuses a mismatch.
+    pub qp_type: QpType,
+    /// The QP number (24 bits).
+    pub qpn: u32,
+    /// The PSN of the QP's first request: its peer expects it, so it
+    /// travels with the QPN, and the two cannot be swapped.
+    pub psn: Psn,
+}
+
+impl core::fmt::Debug for QpEndpoint {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "QpEndpoint {{ gid: {}, qp_type: {:?}, qpn: {:#x}, psn: {:#x} }}",
+            self.gid,
+            self.qp_type,
+            self.qpn,
+            self.psn.value()
+        )
+    }
+}
+
+impl core::fmt::Display for QpEndpoint {
+    /// As the rdma-core examples print an address: `RC QP 0x000011 PSN
+    /// 0x00abcd at 127.0.0.1`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let t = match self.qp_type {
+            QpType::Rc => "RC",
+            QpType::Uc => "UC",
+            QpType::Ud => "UD",
+        };
+        write!(
+            f,
+            "{t} QP {:#08x} PSN {:#08x} at {}",
+            self.qpn,
+            self.psn.value(),
+            self.gid
+        )
+    }
+}
+
+/// First byte of an encoded endpoint.
+const ENDPOINT_KIND: u8 = b'Q';
+/// The encoding this build writes and reads.
+const ENDPOINT_VERSION: u8 = 1;
+/// kind, version, QP type, reserved, GID (16), QPN (4), PSN (4).
+const ENDPOINT_LEN: usize = 28;
+
+impl QpEndpoint {
+    /// The stable encoding (version 1, 28 bytes, network byte order):
+    /// `'Q'`, version, QP type (0 RC, 1 UC, 2 UD), 0, the GID as 16 bytes
+    /// (IPv4 as `::ffff:a.b.c.d`, as RoCE v2 GIDs are), QPN, PSN.
+    pub fn to_bytes(&self) -> [u8; ENDPOINT_LEN] {
+        let mut b = [0; ENDPOINT_LEN];
+        b[0] = ENDPOINT_KIND;
+        b[1] = ENDPOINT_VERSION;
+        b[2] = qp_type_code(self.qp_type);
+        b[4..20].copy_from_slice(&gid_bytes(self.gid));
+        b[20..24].copy_from_slice(&self.qpn.to_be_bytes());
+        b[24..28].copy_from_slice(&self.psn.value().to_be_bytes());
+        b
+    }
+
+    /// Reads [`QpEndpoint::to_bytes`]'s encoding; refuses another kind or
+    /// version, a wrong length, a QPN or PSN past 24 bits.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, DecodeError> {
+        check_head(
+            bytes,
+            ENDPOINT_KIND,
+            "QP endpoint",
+            ENDPOINT_VERSION,
+            ENDPOINT_LEN,
+        )?;
+        let word = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
+        let gid: [u8; 16] = bytes[4..20].try_into().unwrap();
+        Ok(Self {
+            gid: gid_from_bytes(gid),
+            qp_type: qp_type_from_code(bytes[2])?,
+            qpn: check_24(word(20), "QPN")?,
+            psn: Psn::new(check_24(word(24), "PSN")?),
+        })
+    }
+}
+
+fn qp_type_code(t: QpType) -> u8 {
+    match t {
+        QpType::Rc => 0,
+        QpType::Uc => 1,
+        QpType::Ud => 2,
+    }
+}
+
+fn qp_type_from_code(code: u8) -> Result<QpType, DecodeError> {
+    match code {
+        0 => Ok(QpType::Rc),
+        1 => Ok(QpType::Uc),
+        2 => Ok(QpType::Ud),
+        _ => Err(DecodeError::BadValue {
+            what: "QP type",
+            value: code.into(),
+        }),
+    }
+}
+
+fn check_24(v: u32, what: &'static str) -> Result<u32, DecodeError> {
+    if v > 0xff_ffff {
+        return Err(DecodeError::BadValue {
+            what,
+            value: v.into(),
+        });
+    }
+    Ok(v)
+}
+
+fn gid_bytes(gid: IpAddr) -> [u8; 16] {
+    match gid {
+        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+        IpAddr::V6(a) => a.octets(),
+    }
+}
+
+fn gid_from_bytes(b: [u8; 16]) -> IpAddr {
+    let a = Ipv6Addr::from(b);
+    a.to_ipv4_mapped().map_or(IpAddr::V6(a), IpAddr::V4)
+}
+
+/// The attributes of a connection that each side chooses for itself
+/// (what rdma-core's pingpong and perftest set in `ibv_modify_qp`). Every
+/// field has a documented default ([`ConnectOptions::default`]); change
+/// the ones you need with struct update syntax:
+///
+/// ```
+/// use ferroce::{ConnectOptions, Mtu};
+/// let opts = ConnectOptions { mtu: Mtu::Mtu4096, ..ConnectOptions::default() };
+/// # let _ = opts;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectOptions {
+    /// Path MTU; both sides must use the same. Default 1024 bytes
+    /// (rdma-core's pingpong default).
+    pub mtu: Mtu,
+    /// Local ACK timeout: 4.096 µs × 2^`timeout` before a retransmission
+    /// (RC); 0 waits forever. Default 14 (about 67 ms), as perftest.
+    pub timeout: u8,
+    /// Retransmissions before the request fails with
+    /// [`WcStatus::RetryExcErr`](crate::WcStatus::RetryExcErr) (RC, 0-7).
+    /// Default 7.
+    pub retry_cnt: u8,
+    /// Retries after an RNR NAK (the peer had no receive posted) before
+    /// [`WcStatus::RnrRetryExcErr`](crate::WcStatus::RnrRetryExcErr) (RC,
+    /// 0-7); 7 retries forever. Default 7.
+    pub rnr_retry: u8,
+    /// The RNR NAK timer code this side sends when it has no receive
+    /// posted (RC, IBA table 45: 12 is 0.64 ms). Default 12.
+    pub min_rnr_timer: u8,
+    /// READs and atomics this side has outstanding at once (initiator
+    /// depth, RC). Default 16.
+    pub max_rd_atomic: u8,
+    /// READs and atomics this side serves at once for its peer (responder
+    /// resources, RC). Default 16.
+    pub max_dest_rd_atomic: u8,
+    /// What the peer may do to this side's memory through this QP (the
+    /// QP's access flags; each region's own flags apply too). Default:
+    /// local write, remote write, remote read, remote atomic.
+    pub access: Access,
+    /// DSCP and ECN bits of the IP header (the GRH traffic class).
+    /// Default 0.
+    pub traffic_class: u8,
+    /// IP TTL / hop limit. Default 64.
+    pub hop_limit: u8,
+    /// The UDP source port of the flow; `None` (the default) derives it
+    /// from the two QPNs as rdma-core does (`0xC000 | hash`).
+    pub udp_src_port: Option<u16>,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self {
+            mtu: Mtu::Mtu1024,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            max_rd_atomic: 16,
+            max_dest_rd_atomic: 16,
+            access: Access::LOCAL_WRITE
+                | Access::REMOTE_WRITE
+                | Access::REMOTE_READ
+                | Access::REMOTE_ATOMIC,
+            traffic_class: 0,
+            hop_limit: 64,
+            udp_src_port: None,
+        }
+    }
+}
+
+/// The serde form: plain fields a JSON or TOML reader understands.
+#[cfg(feature = "serde")]
+mod serde_repr {
+    use super::*;
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    pub(super) struct Endpoint {
+        gid: IpAddr,
+        qp_type: String,
+        qpn: u32,
+        psn: u32,
+    }
+
+    impl From<QpEndpoint> for Endpoint {
+        fn from(e: QpEndpoint) -> Self {
+            Self {
+                gid: e.gid,
+                qp_type: format!("{:?}", e.qp_type).to_uppercase(),
+                qpn: e.qpn,
+                psn: e.psn.value(),
+            }
+        }
+    }
+
+    impl TryFrom<Endpoint> for QpEndpoint {
+        type Error = DecodeError;
+        fn try_from(e: Endpoint) -> Result<Self, DecodeError> {
+            let qp_type = match e.qp_type.as_str() {
+                "RC" => QpType::Rc,
+                "UC" => QpType::Uc,
+                "UD" => QpType::Ud,
+                _ => {
+                    return Err(DecodeError::BadValue {
+                        what: "QP type (RC, UC or UD)",
+                        value: 0,
+                    });
+                }
+            };
+            Ok(Self {
+                gid: e.gid,
+                qp_type,
+                qpn: check_24(e.qpn, "QPN")?,
+                psn: Psn::new(check_24(e.psn, "PSN")?),
+            })
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! Queue pairs: creation attributes, posting work, and connecting RC/UC
+//! QPs to a peer's [`QpEndpoint`].
+
+use std::fmt;
+use std::hash::{BuildHasher, RandomState};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use crate::driver::Shared;
+use crate::srq::SrqHandle;
+use crate::{
+    CompletionQueue, ConnectOptions, Error, Path, Psn, QpAttr, QpEndpoint, QpState, QpType, RecvWr,
+    Result, SendWr, SharedReceiveQueue,
+};
+
+/// What `create_qp` takes (`ibv_qp_init_attr`).
+#[derive(Debug, Clone, Copy)]
+pub struct QpInitAttr<'a> {
+    /// RC, UC or UD.
+    pub qp_type: QpType,
+    /// Where send work requests complete.
+    pub send_cq: &'a CompletionQueue,
+    /// Where receive work requests complete.
+    pub recv_cq: &'a CompletionQueue,
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth; ignored when the QP takes its receives from an
+    /// SRQ.
+    pub max_recv_wr: u32,
+    /// Every send work request completes, signaled or not.
+    pub sq_sig_all: bool,
+    /// Take receive work requests from this shared receive queue instead
+    /// of a receive queue of the QP's own (`post_recv` is then refused).
+    pub srq: Option<&'a SharedReceiveQueue>,
+    /// The PSN of the QP's first request, which its endpoint advertises;
+    /// `None` (the default) picks a random one, as rdma-core's tools do.
+    pub psn: Option<Psn>,
+}
+
+impl<'a> QpInitAttr<'a> {
+    /// Queues of 256 entries; only signaled send requests complete; a
+    /// random first PSN.
+    pub fn new(
+        qp_type: QpType,
+        send_cq: &'a CompletionQueue,
+        recv_cq: &'a CompletionQueue,
+    ) -> Self {
+        Self {
+            qp_type,
+            send_cq,
+            recv_cq,
+            max_send_wr: 256,
+            max_recv_wr: 256,
+            sq_sig_all: false,
+            srq: None,
+            psn: None,
+        }
+    }
+}
+
+/// A queue pair. `Debug` shows its number in hex, as rdma-core prints it.
+pub struct QueuePair {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) qpn: u32,
+    qp_type: QpType,
+    /// The first PSN this QP sends, fixed at creation so that its
+    /// endpoint and its connection agree.
+    psn: Psn,
+    /// Keeps the SRQ it takes receives from until the QP is destroyed.
+    pub(crate) srq: Option<Arc<SrqHandle>>,
+}
+
+impl fmt::Debug for QueuePair {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueuePair")
+            .field("qpn", &format_args!("{:#x}", self.qpn))
+            .field("qp_type", &self.qp_type)
+            .field("psn", &format_args!("{:#x}", self.psn.value()))
+            .finish_non_exhaustive()
+    }
+}
+
+impl QueuePair {
+    /// Wraps the engine's QP `qpn`, created from `attr`.
+    pub(crate) fn new(shared: Arc<Shared>, qpn: u32, attr: &QpInitAttr<'_>) -> Self {
+        // A random PSN without a dependency: the standard library's
+        // per-process random hash keys.
+        let psn = attr
+            .psn
+            .unwrap_or_else(|| Psn::new(RandomState::new().hash_one(qpn) as u32));
+        Self {
+            shared,
+            qpn,
+            qp_type: attr.qp_type,
+            psn,
+            srq: attr.srq.map(|s| s.inner.clone()),
+        }
+    }
+
+    /// The QP number (24 bits; printed in hex).
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    /// RC, UC or UD.
+    pub fn qp_type(&self) -> QpType {
+        self.qp_type
+    }
+
+    /// The PSN of this QP's first request.
+    pub fn psn(&self) -> Psn {
+        self.psn
+    }
+
+    /// What the peer needs to connect to this QP: send it out of band
+    /// ([`QpEndpoint::to_bytes`]).
+    pub fn endpoint(&self) -> QpEndpoint {
+        QpEndpoint {
+            gid: self.shared.local,
+            qp_type: self.qp_type,
+            qpn: self.qpn,
+            psn: self.psn,
+        }
+    }
+
+    /// `ibv_query_qp`'s state.
+    pub fn state(&self) -> Result<QpState> {
+        Ok(self.shared.engine().qp_state(self.qpn)?)
+    }
+
+    /// `ibv_modify_qp`.
+    pub fn modify(&self, attr: &QpAttr) -> Result<()> {
+        let _device = self.shared.span.enter();
+        self.shared.engine().modify_qp(self.qpn, attr)?;
+        self.shared.kick();
+        Ok(())
+    }
+
+    /// Brings this RC or UC QP to RTS against `remote` (the peer's
+    /// [`QueuePair::endpoint`]): from RESET to INIT, or from INIT (where
+    /// receives may already be posted, as rdma-core's examples post them
+    /// before the exchange); then RTR expecting the peer's PSN, with
+    /// `opts.access`, and RTS sending from this QP's own PSN. The peer
+    /// does the same with this QP's endpoint. Refuses a UD QP and a remote
+    /// of another QP type.
+    pub fn connect(&self, remote: &QpEndpoint, opts: &ConnectOptions) -> Result<()> {
+        if self.qp_type == QpType::Ud || remote.qp_type != self.qp_type {
+            return Err(Error::QpTypeMismatch {
+                local: self.qp_type,
+                remote: remote.qp_type,
+            });
+        }
+        let rc = self.qp_type == QpType::Rc;
+        if self.state()? == QpState::Reset {
+            self.modify(&QpAttr {
+                state: Some(QpState::Init),
+                pkey_index: Some(0),
+                port: Some(1),
+                access: Some(opts.access),
+                ..QpAttr::default()
+            })?;
+        }
+        let mut path = path_to(remote.gid, self.qpn, remote.qpn);
+        path.traffic_class = opts.traffic_class;
+        path.hop_limit = opts.hop_limit;
+        if let Some(port) = opts.udp_src_port {
+            path.udp_src_port = port;
+        }
+        self.modify(&QpAttr {
+            state: Some(QpState::Rtr),
+            path: Some(path),
+            path_mtu: Some(opts.mtu),
+            dest_qpn: Some(remote.qpn),
+            rq_psn: Some(remote.psn),
+            access: Some(opts.access),
+            max_dest_rd_atomic: rc.then_some(opts.max_dest_rd_atomic),
+            min_rnr_timer: rc.then_some(opts.min_rnr_timer),
+            ..QpAttr::default()
+        })?;
+        self.modify(&QpAttr {
+            state: Some(QpState::Rts),
+            sq_psn: Some(self.psn),
+            timeout: rc.then_some(opts.timeout),
+            retry_cnt: rc.then_some(opts.retry_cnt),
+            rnr_retry: rc.then_some(opts.rnr_retry),
+            max_rd_atomic: rc.then_some(opts.max_rd_atomic),
+            ..QpAttr::default()
+        })
+    }
+
+    /// `ibv_post_send`. The request's scatter list and inline data are
+    /// copied, so the caller's slices are free when this returns. Only
+    /// queues the request: the driver thread, or the next
+    /// [`CompletionQueue::poll`], sends it, so that a burst of posts goes
+    /// out in batches rather than one system call each.
+    pub fn post_send(&self, wr: SendWr<'_>) -> Result<()> {
+        self.shared.engine().post_send(self.qpn, wr)?;
+        self.shared.kick();
+        Ok(())
+    }
+
+    /// `ibv_post_recv`; refused on a QP created with an SRQ (post to the
+    /// [`SharedReceiveQueue`] instead).
+    pub fn post_recv(&self, wr: RecvWr<'_>) -> Result<()> {
+        self.shared.engine().post_recv(self.qpn, wr)?;
+        self.shared.kick();
+        Ok(())
+    }
+}
+
+impl Drop for QueuePair {
+    fn drop(&mut self) {
+        // What the QP owes its peer (the ACK of the last request received)
+        // goes out before it is destroyed.
+        self.shared.flush();
+        let _ = self.shared.engine().destroy_qp(self.qpn);
+        // Then the SRQ, if this QP was the last thing holding it.
+        self.srq.take();
+    }
+}
+
+/// A connected QP's path to `remote`, with the RoCE v2 UDP source port
+/// derived from the two QP numbers as rdma-core derives it (for
+/// [`QueuePair::modify`] by hand, and for a UD send's [`UdDest`](crate::UdDest)).
+pub fn path_to(remote: IpAddr, local_qpn: u32, remote_qpn: u32) -> Path {
+    use ferroce_wire::udp::{flow_label_from_qpns, source_port_from_flow_label};
+    Path {
+        remote,
+        udp_src_port: source_port_from_flow_label(flow_label_from_qpns(local_qpn, remote_qpn)),
+        traffic_class: 0,
+        hop_limit: 64,
+    }
+}

@@ -1,0 +1,70 @@
+//! Shared receive queues.
+
+use std::sync::Arc;
+
+use crate::driver::Shared;
+use crate::{RecvWr, Result, SrqAttr, SrqInfo};
+
+/// A shared receive queue. Dropping it destroys it once the last QP that
+/// uses it is gone too (ibverbs refuses `ibv_destroy_srq` before that).
+#[derive(Debug)]
+pub struct SharedReceiveQueue {
+    pub(crate) inner: Arc<SrqHandle>,
+}
+
+/// The engine's SRQ, destroyed when the last of its handle and its QPs
+/// drops.
+#[derive(Debug)]
+pub(crate) struct SrqHandle {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) handle: u32,
+}
+
+impl Drop for SrqHandle {
+    fn drop(&mut self) {
+        let _ = self.shared.engine().destroy_srq(self.handle);
+    }
+}
+
+impl SharedReceiveQueue {
+    /// The number [`AsyncEvent::SrqLimitReached`](crate::AsyncEvent::SrqLimitReached) names it by.
+    pub fn handle(&self) -> u32 {
+        self.inner.handle
+    }
+
+    /// `ibv_post_srq_recv`: one receive work request, for whichever of
+    /// its QPs next needs one.
+    pub fn post_recv(&self, wr: RecvWr<'_>) -> Result<()> {
+        self.inner
+            .shared
+            .engine()
+            .post_srq_recv(self.inner.handle, wr)?;
+        self.inner.shared.kick();
+        Ok(())
+    }
+
+    /// Arms the limit (`ibv_modify_srq` with `IBV_SRQ_LIMIT`): once fewer
+    /// than `limit` work requests are left, [`Context::poll_async_event`](crate::Context::poll_async_event)
+    /// returns [`AsyncEvent::SrqLimitReached`](crate::AsyncEvent::SrqLimitReached) once, and the limit disarms.
+    /// 0 disarms it.
+    pub fn arm_limit(&self, limit: u32) -> Result<()> {
+        self.modify(&SrqAttr {
+            max_wr: None,
+            srq_limit: Some(limit),
+        })
+    }
+
+    /// `ibv_modify_srq`: resize and/or set the limit.
+    pub fn modify(&self, attr: &SrqAttr) -> Result<()> {
+        Ok(self
+            .inner
+            .shared
+            .engine()
+            .modify_srq(self.inner.handle, attr)?)
+    }
+
+    /// `ibv_query_srq`, and how many work requests are waiting.
+    pub fn query(&self) -> Result<SrqInfo> {
+        Ok(self.inner.shared.engine().query_srq(self.inner.handle)?)
+    }
+}
