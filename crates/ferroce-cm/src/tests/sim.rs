@@ -51,6 +51,8 @@ pub(crate) struct Net {
     /// Attribute IDs whose next MAD is lost, once each.
     pub(crate) drop_once: Vec<u16>,
     pub(crate) delivered: u64,
+    /// Every MAD put on the link: (sender index, bytes).
+    pub(crate) trace: Vec<(usize, Vec<u8>)>,
 }
 
 pub(crate) const SERVICE: u64 = 0x0000_0000_0106_1c06;
@@ -86,6 +88,7 @@ impl Net {
             seq: 0,
             drop_once: Vec::new(),
             delivered: 0,
+            trace: Vec::new(),
         }
     }
 
@@ -125,6 +128,7 @@ impl Net {
                     self.drop_once.remove(pos);
                     continue;
                 }
+                self.trace.push((i, bytes.clone()));
                 if self.chance(self.link.loss) {
                     continue;
                 }
@@ -247,6 +251,13 @@ impl Net {
             CmEvent::ReqReceived { id, req, .. } if req.local_comm_id == active.0 => Some(*id),
             _ => None,
         })
+    }
+
+    /// Hands `bytes` to node `to` as if `from` had sent it.
+    pub(crate) fn inject(&mut self, from: usize, to: usize, bytes: &[u8]) {
+        let (now, addr) = (self.now, self.nodes[from].addr);
+        self.nodes[to].cm.handle_mad(now, addr, bytes);
+        self.run_apps();
     }
 
     /// Whether `node` has logged Established for `id`.
