@@ -64,7 +64,7 @@ impl Net {
             .map(|i| {
                 let ip = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 10 + i as u8));
                 let config = CmConfig {
-                    seed: seed ^ (i as u64 + 1) * 0x9e37_79b9,
+                    seed: seed ^ ((i as u64 + 1) * 0x9e37_79b9),
                     local_ca_guid: 0x5054_00ff_fe52_0000 + i as u64,
                     ..CmConfig::default()
                 };
