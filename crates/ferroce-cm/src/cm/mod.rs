@@ -365,7 +365,7 @@ impl Cm {
         out
     }
 
-    fn header(tid: u64, attribute_id: u16) -> MadHeader {
+    pub(crate) fn header(tid: u64, attribute_id: u16) -> MadHeader {
         MadHeader {
             base_version: BASE_VERSION,
             mgmt_class: CM_CLASS,
