@@ -44,11 +44,11 @@ pub struct CmConfig {
     pub max_transmit_queue: usize,
     /// Events waiting for `poll_event`; more are dropped and counted.
     pub max_events: usize,
-    /// When the application has not answered a REQ after this long, send an
-    /// MRA (`None`: only when the application calls `send_mra`).
-    pub auto_mra_after: Option<Duration>,
-    /// The service timeout an MRA announces (rdma_cm sends 24, about 67 s).
-    pub mra_service_timeout: u8,
+    /// The service timeout of the MRA sent when the peer repeats a REQ (or
+    /// REP) the application has not answered yet: rdma_cm's delayed MRA,
+    /// 24 (about 67 s). `None`: MRAs only when the application calls
+    /// `send_mra`.
+    pub delayed_mra: Option<u8>,
 }
 
 impl Default for CmConfig {
@@ -63,8 +63,7 @@ impl Default for CmConfig {
             timewait_cap: Duration::from_secs(10),
             max_transmit_queue: 4096,
             max_events: 4096,
-            auto_mra_after: Some(Duration::from_millis(500)),
-            mra_service_timeout: 24,
+            delayed_mra: Some(24),
         }
     }
 }

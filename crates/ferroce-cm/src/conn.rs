@@ -17,6 +17,7 @@ pub enum CmState {
     RepSent,
     MraRepRcvd,
     RepRcvd,
+    MraRepSent,
     Established,
     DreqSent,
     DreqRcvd,
@@ -48,8 +49,6 @@ impl CmState {
 pub(crate) enum TimerKind {
     /// Resend `outstanding` or give up.
     Resend,
-    /// Send an MRA for a REQ the application has not answered.
-    AutoMra,
     /// Leave TimeWait.
     TimeWaitExit,
 }

@@ -38,7 +38,12 @@
 //! - Stale connections: a REQ or REP naming a remote QP that still belongs
 //!   to another connection is rejected with reason 10 and the old
 //!   connection is sent a DREQ.
-//! - No listener: REJ reason 8 (invalid service ID); SIDR: status 1.
+//! - No listener: REJ reason 8 (invalid service ID); SIDR: status 1. A
+//!   consumer REJ of a REQ not yet MRAed carries local comm ID 0.
+//! - A slow application: rdma_cm arms a *delayed* MRA (service timeout 24)
+//!   when its consumer has not answered a REQ or REP at once; the MRA goes
+//!   out only when the peer repeats the message. ferroce does the same
+//!   ([`CmConfig::delayed_mra`]); `send_mra` sends one at once.
 //! - Giving up after the last retry sends REJ "timeout" (4) with our CA
 //!   GUID in the ARI, as the kernel does when its consumer destroys the ID.
 //! - A DREQ that names no connection is still answered with a DREP.
@@ -48,10 +53,8 @@
 //! # Where ferroce adds limits the kernel does not have
 //! TimeWait is capped at [`CmConfig::timewait_cap`] (the kernel would honour
 //! a REQ's 31, over two hours), and a full TimeWait table ends its oldest
-//! entry early. A REQ beyond `max_pending` gets REJ "no resources" (3). The
-//! application's slowness is covered by an automatic MRA after
-//! [`CmConfig::auto_mra_after`] (rdma_cm sends one from its REQ handler
-//! when the consumer has not accepted yet). Comm IDs are random from the
+//! entry early. A REQ beyond `max_pending` gets REJ "no resources" (3). Comm
+//! IDs are random from the
 //! configured seed and never reused while any table, TimeWait included,
 //! still holds them. LAP/APR (path migration) and ClassPortInfo are counted
 //! as unknown attributes.
@@ -154,7 +157,8 @@ pub struct CmStats {
     pub stale: u64,
     pub resent: u64,
     pub gave_up: u64,
-    pub auto_mra: u64,
+    /// MRAs sent for a repeated REQ or REP the application had not answered.
+    pub delayed_mra: u64,
     pub rejected_sent: u64,
     pub rejected_received: u64,
     /// REQs or SIDR_REQs refused because the pending table was full.

@@ -12,7 +12,7 @@ use crate::{CmError, CmEvent, CmId, ConnectParams, PeerAddr, reason};
 
 /// MRA `message_mraed` values.
 pub(super) const MRAED_REQ: u8 = 0;
-const MRAED_REP: u8 = 1;
+pub(super) const MRAED_REP: u8 = 1;
 
 impl Cm {
     /// Sends a REQ; the answer comes as `RepReceived`, `Rejected`, or
@@ -88,9 +88,17 @@ impl Cm {
         let id = rep.remote_comm_id;
         match conn.state {
             CmState::ReqSent | CmState::MraReqRcvd => {}
-            CmState::Established => return self.resend_answer(id),
+            CmState::Established | CmState::MraRepSent => return self.resend_answer(id),
             CmState::RepRcvd => {
-                self.stats.duplicates_ignored += 1;
+                // The application has not sent the RTU yet: rdma_cm's
+                // delayed MRA goes out now.
+                match self.config.delayed_mra {
+                    Some(timeout) => {
+                        self.stats.delayed_mra += 1;
+                        self.send_mra_for(id, MRAED_REP, timeout, CmState::MraRepSent);
+                    }
+                    None => self.stats.duplicates_ignored += 1,
+                }
                 return;
             }
             _ => {
@@ -155,7 +163,7 @@ impl Cm {
 
     /// Sends the RTU after a `RepReceived`: the connection is established.
     pub fn rtu(&mut self, id: CmId, private_data: &[u8]) -> Result<(), CmError> {
-        let conn = self.conn_in(id, "rtu", &[CmState::RepRcvd])?;
+        let conn = self.conn_in(id, "rtu", &[CmState::RepRcvd, CmState::MraRepSent])?;
         let rtu = CmMessage::Rtu(CmRtu {
             local_comm_id: id.0,
             remote_comm_id: conn.remote_id,

@@ -60,7 +60,7 @@ impl Cm {
         let found = self
             .conns
             .get(&id)
-            .filter(|c| c.remote_id == dreq.local_comm_id && c.local_qpn == dreq.remote_qpn);
+            .filter(|c| c.remote_id == dreq.local_comm_id);
         let Some(conn) = found else {
             // The kernel answers a DREQ it cannot place with a DREP, so the
             // peer stops resending and leaves for TimeWait.
@@ -72,6 +72,11 @@ impl Cm {
             });
             return self.send(from, Self::cm_mad(tid, &drep));
         };
+        if conn.local_qpn != dreq.remote_qpn {
+            // The right comm IDs but another QP: the kernel drops it.
+            self.stats.ignored += 1;
+            return;
+        }
         match conn.state {
             CmState::Established | CmState::RepSent | CmState::MraRepRcvd | CmState::DreqSent => {}
             CmState::TimeWait => return self.resend_answer(id),
@@ -135,7 +140,9 @@ impl Cm {
             | CmState::MraRepRcvd
             | CmState::ReqRcvd
             | CmState::MraReqSent => rej.reason == reason::STALE_CONN,
-            CmState::DreqSent | CmState::RepRcvd | CmState::Established => true,
+            CmState::DreqSent | CmState::RepRcvd | CmState::MraRepSent | CmState::Established => {
+                true
+            }
             _ => {
                 self.stats.ignored += 1;
                 return;

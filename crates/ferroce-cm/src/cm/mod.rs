@@ -110,8 +110,8 @@ impl Cm {
         self.timers.first().map(|&(at, _)| at)
     }
 
-    /// Fires every timer due at `now`: resends, gives up, sends MRAs, and
-    /// ends TimeWaits.
+    /// Fires every timer due at `now`: resends, gives up, and ends
+    /// TimeWaits.
     pub fn handle_timeout(&mut self, now: Instant) {
         while let Some(&(at, id)) = self.timers.first() {
             if at > now {
@@ -126,7 +126,6 @@ impl Cm {
             };
             match kind {
                 TimerKind::Resend => self.resend_or_give_up(now, id),
-                TimerKind::AutoMra => self.auto_mra(now, id),
                 TimerKind::TimeWaitExit => {
                     self.remove(id);
                     self.event(CmEvent::TimewaitExit { id: CmId(id) });

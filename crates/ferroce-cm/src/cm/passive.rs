@@ -5,13 +5,17 @@ use ferroce_wire::mad::{CmMessage, CmMra, CmRej, CmRep, CmReq, CmRtu, TRANSPORT_
 
 use super::active::MRAED_REQ;
 use super::{Cm, private};
-use crate::conn::{CmState, Conn, TimerKind};
+use crate::conn::{CmState, Conn};
 use crate::timing::{cm_time, packet_life_time_from_ack};
 use crate::{CmError, CmEvent, CmId, PeerAddr, RepParams, reason};
 
 /// REJ `message_rejected` values.
 const REJECTED_REQ: u8 = 0;
 const REJECTED_REP: u8 = 1;
+const REJECTED_OTHER: u8 = 2;
+/// The service timeout of an MRA the application asks for, when delayed
+/// MRAs are off: rdma_cm's 24.
+const DEFAULT_MRA_TIMEOUT: u8 = 24;
 
 impl Cm {
     pub(super) fn on_req(&mut self, now: Instant, from: PeerAddr, tid: u64, req: &CmReq) {
@@ -19,6 +23,20 @@ impl Cm {
         if let Some(&id) = self.by_remote.get(&remote_key) {
             return self.duplicate_req(id);
         }
+        let qpn_key = (req.local_ca_guid, req.local_qpn);
+        if let Some(&other) = self.by_qpn.get(&qpn_key) {
+            // A new REQ from a QP we still think is connected: the peer lost
+            // that connection. Reject this one and close the old one.
+            self.stats.stale += 1;
+            self.stats.rejected_sent += 1;
+            let rej = self.stateless_rej(0, req.local_comm_id, REJECTED_REQ, reason::STALE_CONN);
+            self.send(from, Self::cm_mad(tid, &rej));
+            if self.conns.get(&other).map(|c| c.state) == Some(CmState::Established) {
+                let _ = self.disconnect(now, CmId(other), &[]);
+            }
+            return;
+        }
+        // As the kernel: duplicates, then stale QPs, then the listener.
         let refuse = |reason| (reason, REJECTED_REQ);
         let refusal = if !self.listeners.contains(&req.service_id) {
             Some(refuse(reason::INVALID_SERVICE_ID))
@@ -35,18 +53,6 @@ impl Cm {
             let rej = self.stateless_rej(0, req.local_comm_id, rejected, why);
             return self.send(from, Self::cm_mad(tid, &rej));
         }
-        let qpn_key = (req.local_ca_guid, req.local_qpn);
-        if let Some(&other) = self.by_qpn.get(&qpn_key) {
-            // A new REQ from a QP we still think is connected: the peer lost
-            // that connection. Reject this one and close the old one.
-            self.stats.stale += 1;
-            let rej = self.stateless_rej(0, req.local_comm_id, REJECTED_REQ, reason::STALE_CONN);
-            self.send(from, Self::cm_mad(tid, &rej));
-            if self.conns.get(&other).map(|c| c.state) == Some(CmState::Established) {
-                let _ = self.disconnect(now, CmId(other), &[]);
-            }
-            return;
-        }
         let id = self.new_comm_id();
         let mut conn = Conn::new(CmState::ReqRcvd, from, tid);
         conn.remote_id = req.local_comm_id;
@@ -61,9 +67,6 @@ impl Cm {
         self.insert(id, conn);
         self.by_remote.insert(remote_key, id);
         self.by_qpn.insert(qpn_key, id);
-        if let Some(after) = self.config.auto_mra_after {
-            self.arm(id, now.after(after), TimerKind::AutoMra);
-        }
         self.event(CmEvent::ReqReceived {
             id: CmId(id),
             peer: from,
@@ -71,18 +74,26 @@ impl Cm {
         });
     }
 
-    /// A REQ we have seen: the kernel answers again only with the MRA it
-    /// sent, or, in TimeWait, with REJ "stale connection"; in every other
-    /// state the REP (if any) is already being resent on its own timer.
+    /// A REQ we have seen: while the application has not answered, the
+    /// (delayed) MRA; in TimeWait, REJ "stale connection"; in every other
+    /// state nothing, the REP being resent on its own timer.
     fn duplicate_req(&mut self, id: u32) {
         let Some(conn) = self.conns.get(&id) else {
             return;
         };
         match conn.state {
+            CmState::ReqRcvd => match self.config.delayed_mra {
+                Some(timeout) => {
+                    self.stats.delayed_mra += 1;
+                    self.send_mra_for(id, MRAED_REQ, timeout, CmState::MraReqSent);
+                }
+                None => self.stats.duplicates_ignored += 1,
+            },
             CmState::MraReqSent => self.resend_answer(id),
             CmState::TimeWait => {
                 self.stats.stale += 1;
-                let rej = self.stateless_rej(id, conn.remote_id, REJECTED_REQ, reason::STALE_CONN);
+                let rej =
+                    self.stateless_rej(id, conn.remote_id, REJECTED_OTHER, reason::STALE_CONN);
                 let (peer, tid) = (conn.peer, conn.tid);
                 self.send(peer, Self::cm_mad(tid, &rej));
             }
@@ -135,11 +146,23 @@ impl Cm {
         why: u16,
         private_data: &[u8],
     ) -> Result<(), CmError> {
-        let states = [CmState::ReqRcvd, CmState::MraReqSent, CmState::RepRcvd];
+        let states = [
+            CmState::ReqRcvd,
+            CmState::MraReqSent,
+            CmState::RepRcvd,
+            CmState::MraRepSent,
+        ];
         let conn = self.conn_in(id, "reject", &states)?;
-        let passive = conn.state != CmState::RepRcvd;
+        let passive = matches!(conn.state, CmState::ReqRcvd | CmState::MraReqSent);
         let rejected = if passive { REJECTED_REQ } else { REJECTED_REP };
-        let mut rej = self.rej_fields(id.0, conn.remote_id, rejected, why);
+        // The kernel leaves its comm ID out of a REJ of a REQ it has not
+        // MRAed: the peer knows none yet.
+        let local = if conn.state == CmState::ReqRcvd {
+            0
+        } else {
+            id.0
+        };
+        let mut rej = self.rej_fields(local, conn.remote_id, rejected, why);
         rej.private_data = private::<148>(private_data, "REJ")?;
         let (peer, tid) = (conn.peer, conn.tid);
         self.stats.rejected_sent += 1;
@@ -160,22 +183,22 @@ impl Cm {
         Ok(())
     }
 
-    pub(super) fn auto_mra(&mut self, _now: Instant, id: u32) {
-        if self.conns.get(&id).map(|c| c.state) == Some(CmState::ReqRcvd) {
-            self.stats.auto_mra += 1;
-            self.mra_for_req(id);
-        }
+    fn mra_for_req(&mut self, id: u32) {
+        let timeout = self.config.delayed_mra.unwrap_or(DEFAULT_MRA_TIMEOUT);
+        self.send_mra_for(id, MRAED_REQ, timeout, CmState::MraReqSent);
     }
 
-    fn mra_for_req(&mut self, id: u32) {
+    /// Sends an MRA for the peer's REQ or REP, keeps it as the answer to
+    /// repeats, and moves to `next`.
+    pub(super) fn send_mra_for(&mut self, id: u32, mraed: u8, timeout: u8, next: CmState) {
         let Some(conn) = self.conns.get(&id) else {
             return;
         };
         let mra = CmMessage::Mra(CmMra {
             local_comm_id: id,
             remote_comm_id: conn.remote_id,
-            message_mraed: MRAED_REQ,
-            service_timeout: self.config.mra_service_timeout.min(31),
+            message_mraed: mraed,
+            service_timeout: timeout.min(31),
             private_data: [0; 222],
         });
         let (peer, bytes) = (conn.peer, Self::cm_mad(conn.tid, &mra));
@@ -183,7 +206,7 @@ impl Cm {
             conn.answer = Some(bytes.clone());
         }
         self.send(peer, bytes);
-        self.set_state(id, CmState::MraReqSent);
+        self.set_state(id, next);
     }
 
     pub(super) fn on_rtu(&mut self, rtu: &CmRtu) {

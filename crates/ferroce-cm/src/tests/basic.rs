@@ -113,19 +113,25 @@ fn consumer_reject_carries_private_data() {
 }
 
 #[test]
-fn mra_extends_the_wait_for_a_slow_application() {
+fn a_repeated_req_the_application_sits_on_gets_the_delayed_mra() {
     let mut net = net();
     net.nodes[SERVER].on_req = OnReq::Ignore;
     let id = net.connect(CLIENT, SERVER);
-    // The application sits on the REQ far past the client's 6 s REQ timeout
-    // times its 15 retries would allow without the MRA's 67 s.
-    net.run_until(SECOND, |n| {
-        n.count(CLIENT, |e| matches!(e, CmEvent::MraReceived { .. })) == 1
-    });
+    // The client repeats its REQ after 2 x 1024 ms + 4096 ms; the repeat
+    // draws rdma_cm's delayed MRA (service timeout 24).
+    let mra = |e: &CmEvent| {
+        matches!(
+            e,
+            CmEvent::MraReceived {
+                service_timeout: 24,
+                ..
+            }
+        )
+    };
+    net.run_until(Duration::from_secs(7), |n| n.count(CLIENT, mra) == 1);
     assert_eq!(net.nodes[CLIENT].cm.state(id), Some(CmState::MraReqRcvd));
-    assert_eq!(net.nodes[SERVER].cm.stats().auto_mra, 1);
-    // Without the MRA the next REQ would go at 6.144 s; with it, after the
-    // MRA's service timeout (24: 65.5 s) plus the packet life time.
+    assert_eq!(net.nodes[SERVER].cm.stats().delayed_mra, 1);
+    // The next REQ now waits the MRA's 65.5 s plus the packet life time.
     let next = net.nodes[CLIENT].cm.poll_timeout().unwrap();
     assert!(
         next.since(net.now) > Duration::from_secs(65),
@@ -139,7 +145,6 @@ fn mra_extends_the_wait_for_a_slow_application() {
             .iter()
             .all(|n| n.cm.poll_timeout().is_none_or(|t| t > net.now))
     );
-    assert_eq!(net.nodes[CLIENT].cm.stats().resent, 0);
     let sid = net.passive_id(SERVER, id).unwrap();
     let now = net.now;
     let params = crate::RepParams {
@@ -150,6 +155,37 @@ fn mra_extends_the_wait_for_a_slow_application() {
     net.run_until(SECOND, |n| {
         n.established(CLIENT, id) && n.established(SERVER, sid)
     });
+    assert_eq!(net.nodes[CLIENT].cm.stats().resent, 1);
+}
+
+#[test]
+fn send_mra_goes_at_once_and_a_slow_rtu_gets_one_too() {
+    let mut net = net();
+    net.nodes[SERVER].on_req = OnReq::Ignore;
+    net.nodes[CLIENT].auto_rtu = false;
+    let id = net.connect(CLIENT, SERVER);
+    net.run_until(SECOND, |n| n.passive_id(SERVER, id).is_some());
+    let sid = net.passive_id(SERVER, id).unwrap();
+    net.nodes[SERVER].cm.send_mra(sid).unwrap();
+    net.run_until(SECOND, |n| {
+        n.count(CLIENT, |e| matches!(e, CmEvent::MraReceived { .. })) == 1
+    });
+    let now = net.now;
+    net.nodes[SERVER]
+        .cm
+        .accept(now, sid, &Default::default())
+        .unwrap();
+    net.run_until(SECOND, |n| {
+        n.count(CLIENT, |e| matches!(e, CmEvent::RepReceived { .. })) == 1
+    });
+    // The client's application is slow to send the RTU: the repeated REP
+    // (after the REQ's 4096 ms local response timeout) draws an MRA.
+    net.run_until(Duration::from_secs(5), |n| {
+        n.count(SERVER, |e| matches!(e, CmEvent::MraReceived { .. })) == 1
+    });
+    assert_eq!(net.nodes[SERVER].cm.state(sid), Some(CmState::MraRepRcvd));
+    net.nodes[CLIENT].cm.rtu(id, &[]).unwrap();
+    net.run_until(SECOND, |n| n.established(SERVER, sid));
 }
 
 #[test]
