@@ -78,6 +78,8 @@ pub(crate) struct Conn {
     /// Keys this connection holds in the lookup tables.
     pub(crate) remote_key: Option<(u64, u32)>,
     pub(crate) qpn_key: Option<(u64, u32)>,
+    /// The upper layer let go of it: no more events, only TimeWait left.
+    pub(crate) destroyed: bool,
 }
 
 impl Conn {
@@ -100,6 +102,7 @@ impl Conn {
             timer: None,
             remote_key: None,
             qpn_key: None,
+            destroyed: false,
         }
     }
 }

@@ -21,21 +21,11 @@ impl Cm {
         let states = [CmState::Established, CmState::DreqRcvd];
         let conn = self.conn_in(id, "disconnect", &states)?;
         if conn.state == CmState::DreqRcvd {
-            let drep = CmMessage::Drep(CmDrep {
-                local_comm_id: id.0,
-                remote_comm_id: conn.remote_id,
-                private_data: private::<224>(private_data, "DREP")?,
-            });
-            let (peer, bytes) = (conn.peer, Self::cm_mad(conn.tid, &drep));
-            if let Some(conn) = self.conns.get_mut(&id.0) {
-                conn.answer = Some(bytes.clone());
-            }
-            self.send(peer, bytes);
+            self.send_drep(now, id, private_data)?;
             self.event(CmEvent::Disconnected {
                 id,
                 dreq_unanswered: false,
             });
-            self.enter_timewait(now, id.0);
             return Ok(());
         }
         let dreq = CmMessage::Dreq(CmDreq {
@@ -52,6 +42,29 @@ impl Cm {
         }
         self.set_state(id.0, CmState::DreqSent);
         self.send_outstanding(now, id.0);
+        Ok(())
+    }
+
+    /// Answers the peer's DREQ and enters TimeWait (the kernel enters it
+    /// first; the DREP is kept to answer repeats).
+    pub(super) fn send_drep(
+        &mut self,
+        now: Instant,
+        id: CmId,
+        private_data: &[u8],
+    ) -> Result<(), CmError> {
+        let conn = self.conn(id)?;
+        let drep = CmMessage::Drep(CmDrep {
+            local_comm_id: id.0,
+            remote_comm_id: conn.remote_id,
+            private_data: private::<224>(private_data, "DREP")?,
+        });
+        let (peer, bytes) = (conn.peer, Self::cm_mad(conn.tid, &drep));
+        self.enter_timewait(now, id.0);
+        if let Some(conn) = self.conns.get_mut(&id.0) {
+            conn.answer = Some(bytes.clone());
+        }
+        self.send(peer, bytes);
         Ok(())
     }
 
@@ -195,7 +208,7 @@ impl Cm {
         self.stats.gave_up += 1;
         match state {
             CmState::ReqSent | CmState::MraReqRcvd => {
-                self.send_timeout_rej(id, 0);
+                self.send_rej_for(id, reason::TIMEOUT);
                 self.event(CmEvent::Unreachable {
                     id: CmId(id),
                     unanswered: Unanswered::Req,
@@ -203,7 +216,9 @@ impl Cm {
                 self.remove(id);
             }
             CmState::RepSent | CmState::MraRepRcvd => {
-                self.send_timeout_rej(id, 1);
+                // The kernel's consumer destroys the ID, which rejects
+                // the REP as a consumer reject.
+                self.send_rej_for(id, reason::CONSUMER_DEFINED);
                 self.event(CmEvent::Unreachable {
                     id: CmId(id),
                     unanswered: Unanswered::Rep,
@@ -225,12 +240,13 @@ impl Cm {
         }
     }
 
-    /// REJ "timeout" when giving up, so that the peer drops its half.
-    fn send_timeout_rej(&mut self, id: u32, rejected: u8) {
+    /// A REJ of our own message when giving up (or destroying), so that the
+    /// peer drops its half; the kernel marks it "other message" (2).
+    pub(super) fn send_rej_for(&mut self, id: u32, why: u16) {
         let Some(conn) = self.conns.get(&id) else {
             return;
         };
-        let rej = self.stateless_rej(id, conn.remote_id, rejected, reason::TIMEOUT);
+        let rej = self.stateless_rej(id, conn.remote_id, 2, why);
         let (peer, tid) = (conn.peer, conn.tid);
         self.stats.rejected_sent += 1;
         self.send(peer, Self::cm_mad(tid, &rej));

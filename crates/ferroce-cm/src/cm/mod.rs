@@ -3,6 +3,7 @@
 //! `disconnect` and `sidr`; this module holds what they share.
 
 mod active;
+mod destroy;
 mod disconnect;
 mod passive;
 mod sidr;
@@ -127,8 +128,11 @@ impl Cm {
             match kind {
                 TimerKind::Resend => self.resend_or_give_up(now, id),
                 TimerKind::TimeWaitExit => {
+                    let destroyed = conn.destroyed;
                     self.remove(id);
-                    self.event(CmEvent::TimewaitExit { id: CmId(id) });
+                    if !destroyed {
+                        self.event(CmEvent::TimewaitExit { id: CmId(id) });
+                    }
                 }
             }
         }
@@ -213,7 +217,7 @@ impl Cm {
 
     /// The transaction ID of a transaction this CM starts: the kernel's
     /// layout (agent half, then the comm ID as its bytes lie in memory).
-    fn own_tid(&self, id: u32) -> u64 {
+    pub(crate) fn own_tid(&self, id: u32) -> u64 {
         u64::from(self.config.tid_high) << 32 | u64::from(id.swap_bytes())
     }
 

@@ -3,6 +3,8 @@
 //! TimeWait, SIDR, many connections, random links, and hostile input.
 
 mod basic;
+mod capture;
+mod giveup;
 mod hostile;
 mod lossy;
 mod sim;
