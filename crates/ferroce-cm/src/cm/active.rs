@@ -26,10 +26,30 @@ impl Cm {
         }
         let private_data = private::<92>(&params.private_data, "REQ")?;
         let id = self.new_comm_id();
+        let req = self.req_for(id, params, private_data);
+        let mut probe = [0u8; ferroce_wire::mad::CM_DATA_LEN];
+        req.emit(&mut probe).map_err(CmError::Wire)?;
+        let tid = self.own_tid(id);
+        let mut conn = Conn::new(CmState::ReqSent, params.peer, tid);
+        conn.local_qpn = params.qpn;
+        conn.service_id = params.service_id;
+        conn.packet_life_time = params.packet_life_time;
+        conn.timeout = req_timeout(params.packet_life_time, params.remote_cm_response_timeout);
+        conn.max_retries = params.max_cm_retries;
+        conn.retries_left = params.max_cm_retries;
+        conn.outstanding = Some(Self::cm_mad(tid, &CmMessage::Req(req)));
+        self.insert(id, conn);
+        self.send_outstanding(now, id);
+        Ok(CmId(id))
+    }
+
+    /// The REQ for `params`, with the local ACK timeout the kernel derives
+    /// from the packet life time and the device's ACK delay.
+    fn req_for(&self, id: u32, params: &ConnectParams, private_data: [u8; 92]) -> CmReq {
         let mut path = params.path;
         path.local_ack_timeout =
             local_ack_timeout(self.config.ca_ack_delay, params.packet_life_time);
-        let req = CmReq {
+        CmReq {
             local_comm_id: id,
             service_id: params.service_id,
             local_ca_guid: self.config.local_ca_guid,
@@ -56,21 +76,7 @@ impl Cm {
             alternate_path: no_path(),
             sap_supported: false,
             private_data,
-        };
-        let mut probe = [0u8; ferroce_wire::mad::CM_DATA_LEN];
-        req.emit(&mut probe).map_err(CmError::Wire)?;
-        let tid = self.own_tid(id);
-        let mut conn = Conn::new(CmState::ReqSent, params.peer, tid);
-        conn.local_qpn = params.qpn;
-        conn.service_id = params.service_id;
-        conn.packet_life_time = params.packet_life_time;
-        conn.timeout = req_timeout(params.packet_life_time, params.remote_cm_response_timeout);
-        conn.max_retries = params.max_cm_retries;
-        conn.retries_left = params.max_cm_retries;
-        conn.outstanding = Some(Self::cm_mad(tid, &CmMessage::Req(req)));
-        self.insert(id, conn);
-        self.send_outstanding(now, id);
-        Ok(CmId(id))
+        }
     }
 
     pub(super) fn on_rep(&mut self, now: Instant, from: PeerAddr, tid: u64, rep: &CmRep) {
