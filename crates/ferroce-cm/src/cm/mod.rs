@@ -354,7 +354,7 @@ impl Cm {
     }
 
     /// A CM MAD around `message`, in the transaction `tid`.
-    fn cm_mad(tid: u64, message: &CmMessage) -> Vec<u8> {
+    pub(crate) fn cm_mad(tid: u64, message: &CmMessage) -> Vec<u8> {
         let mut out = vec![0u8; ferroce_wire::mad::MAD_LEN];
         let mad = Mad {
             header: Self::header(tid, message.attribute_id()),

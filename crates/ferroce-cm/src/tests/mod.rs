@@ -8,3 +8,4 @@ mod giveup;
 mod hostile;
 mod lossy;
 mod sim;
+mod strays;
