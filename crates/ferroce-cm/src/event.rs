@@ -35,7 +35,8 @@ pub enum CmEvent {
         ari: Vec<u8>,
         private_data: Vec<u8>,
     },
-    /// No answer after every retry; the peer was sent REJ "timeout".
+    /// No answer after every retry; the peer was sent a REJ ("timeout" for
+    /// a REQ, consumer reject for a REP).
     Unreachable { id: CmId, unanswered: Unanswered },
     /// The peer asked to disconnect; answer with `disconnect` (the DREP).
     DisconnectRequest { id: CmId, private_data: Vec<u8> },

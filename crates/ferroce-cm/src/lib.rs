@@ -44,8 +44,11 @@
 //!   when its consumer has not answered a REQ or REP at once; the MRA goes
 //!   out only when the peer repeats the message. ferroce does the same
 //!   ([`CmConfig::delayed_mra`]); `send_mra` sends one at once.
-//! - Giving up after the last retry sends REJ "timeout" (4) with our CA
-//!   GUID in the ARI, as the kernel does when its consumer destroys the ID.
+//! - Giving up after the last retry does what the kernel does when rdma_cm
+//!   destroys the ID on the error event: a REQ is withdrawn with REJ
+//!   "timeout" (4) carrying our CA GUID in the ARI (so the peer finds it
+//!   without our comm ID), a REP with REJ 28 and TimeWait. `destroy` does
+//!   the same in every state; a connection gets one DREQ and TimeWait.
 //! - A DREQ that names no connection is still answered with a DREP.
 //! - TimeWait lasts the time of (packet life time + 1), the passive side
 //!   taking the life time as the REQ's local ACK timeout − 1.
