@@ -8,31 +8,34 @@
 //! [`Cm::poll_transmit`] returns to the named peer's QP1, calls
 //! [`Cm::handle_timeout`] at [`Cm::poll_timeout`], and reads
 //! [`Cm::poll_event`]. The upper layer (rdma_cm's layer) calls `listen`,
-//! `connect`, `accept`, `reject`, `send_mra`, `rtu`, `disconnect`,
-//! `sidr_request` and `sidr_reply`, and moves its QPs through their states
-//! when the events say so. Input is hostile: a malformed, foreign or
+//! `connect`, `accept`, `reject`, `send_mra`, `rtu`, `comm_established`,
+//! `disconnect`, `destroy`, `sidr_request` and `sidr_reply`, and moves its
+//! QPs through their states when the events say so; a call that does not
+//! fit the state returns a [`CmError`] naming the state and leaves nothing
+//! changed. Input is hostile: a malformed, foreign or
 //! unknown MAD is counted in [`CmStats`] and dropped, never a panic. Every
 //! table is bounded: communications not yet established (both sides) by
 //! [`CmConfig::max_pending`], TimeWait by [`CmConfig::max_timewait`], and
 //! the transmit and event queues by their own limits.
 //!
 //! # Where this follows the kernel's ib_cm rather than IBA alone
-//! IBA ch. 12 defines the messages, the state diagram and the REJ reasons;
-//! it leaves timer values, duplicate handling and stale-connection recovery
-//! partly to the implementation. Where it does, ferroce does what the Linux
+//! IBA ch. 12 defines the messages (§12.6, encoded by `ferroce_wire::mad`),
+//! the communication state diagram (§12.9) and the REJ reasons, and
+//! ferroce follows it there; it leaves timer values, duplicate handling and
+//! stale-connection recovery partly to the implementation. Where it does, ferroce does what the Linux
 //! kernel's `drivers/infiniband/core/cm.c` does, so that a kernel peer sees
 //! the behaviour it was tested against:
 //! - State names are the kernel's (`REQ_SENT`, `MRA_REP_RCVD`, ...).
-//! - Times use the kernel's ms conversion of 4.096 µs × 2^t (see
-//!   [`timing`]). The active side waits 2 × packet life time + the REQ's
+//! - Times use the kernel's ms conversion of 4.096 µs × 2^t, 2^(t−8) ms,
+//!   not IBA's exact value (see [`timing`]). The active side waits 2 × packet life time + the REQ's
 //!   remote response timeout for a REP; the passive side waits the REQ's
 //!   local response timeout for an RTU; both resend up to the REQ's
 //!   max_cm_retries times. An MRA sets the wait to its service timeout plus
 //!   the packet life time.
-//! - Duplicates: a repeated REQ is answered with the MRA sent for it, or in
+//! - Duplicates: a repeated REQ is answered with the MRA (see below), or in
 //!   TimeWait with REJ "stale connection" (10), and otherwise dropped (a REP
 //!   already resends on its own timer); a repeated REP is answered with the
-//!   RTU (or dropped before it); a repeated DREQ in TimeWait with the DREP.
+//!   RTU, or the MRA before it; a repeated DREQ in TimeWait with the DREP.
 //!   A duplicate never creates a second connection: REQs are keyed by the
 //!   sender's CA GUID and comm ID.
 //! - Stale connections: a REQ or REP naming a remote QP that still belongs
@@ -56,10 +59,9 @@
 //! # Where ferroce adds limits the kernel does not have
 //! TimeWait is capped at [`CmConfig::timewait_cap`] (the kernel would honour
 //! a REQ's 31, over two hours), and a full TimeWait table ends its oldest
-//! entry early. A REQ beyond `max_pending` gets REJ "no resources" (3). Comm
-//! IDs are random from the
-//! configured seed and never reused while any table, TimeWait included,
-//! still holds them. LAP/APR (path migration) and ClassPortInfo are counted
+//! entry early. A REQ beyond `max_pending` gets REJ "no resources" (3).
+//! Comm IDs are random from the configured seed and never reused while any
+//! table, TimeWait included, still holds them. LAP/APR (path migration) and ClassPortInfo are counted
 //! as unknown attributes.
 
 mod cm;
