@@ -127,3 +127,57 @@ fn destroying_an_unanswered_req_on_the_passive_side_rejects_it() {
     assert_eq!(net.count(CLIENT, |e| *e == rejected), 1);
     assert!(net.nodes[CLIENT].cm.is_empty() && net.nodes[SERVER].cm.is_empty());
 }
+
+#[test]
+fn every_dreq_lost_ends_in_timewait_and_the_peer_recovers_later() {
+    let mut net = net();
+    let id = net.connect(CLIENT, SERVER);
+    net.run_until(Duration::from_secs(1), |n| {
+        n.established(CLIENT, id)
+            && n.passive_id(SERVER, id)
+                .is_some_and(|s| n.established(SERVER, s))
+    });
+    let sid = net.passive_id(SERVER, id).unwrap();
+    net.drop_once = vec![attr::DREQ; 16];
+    let now = net.now;
+    net.nodes[CLIENT].cm.disconnect(now, id, &[]).unwrap();
+    net.run_quiet(HOUR);
+    let gave_up = CmEvent::Disconnected {
+        id,
+        dreq_unanswered: true,
+    };
+    assert_eq!(net.count(CLIENT, |e| *e == gave_up), 1);
+    assert_eq!(net.nodes[CLIENT].cm.stats().resent, 15);
+    assert!(net.nodes[CLIENT].cm.is_empty());
+    // The server never heard; its own DREQ later is answered by a client
+    // that no longer knows the connection.
+    assert_eq!(net.nodes[SERVER].cm.state(sid), Some(CmState::Established));
+    let now = net.now;
+    net.nodes[SERVER].cm.disconnect(now, sid, &[]).unwrap();
+    net.run_quiet(HOUR);
+    let closed = CmEvent::Disconnected {
+        id: sid,
+        dreq_unanswered: false,
+    };
+    assert_eq!(net.count(SERVER, |e| *e == closed), 1);
+    assert!(net.nodes[SERVER].cm.is_empty());
+}
+
+#[test]
+fn traffic_before_the_rtu_establishes_the_passive_side() {
+    let mut net = net();
+    net.drop_once = vec![attr::RTU];
+    let id = net.connect(CLIENT, SERVER);
+    net.run_until(Duration::from_secs(1), |n| n.established(CLIENT, id));
+    let sid = net.passive_id(SERVER, id).unwrap();
+    assert_eq!(net.nodes[SERVER].cm.state(sid), Some(CmState::RepSent));
+    // The QP received the client's first packet (the COMM_EST event).
+    net.nodes[SERVER].cm.comm_established(sid).unwrap();
+    assert!(
+        net.nodes[SERVER].cm.poll_timeout().is_none(),
+        "the REP is no longer resent"
+    );
+    net.run_quiet(HOUR);
+    assert!(net.established(SERVER, sid));
+    assert_eq!(net.nodes[SERVER].cm.stats().resent, 0);
+}
