@@ -26,6 +26,19 @@ pub enum CmState {
     SidrReqRcvd,
 }
 
+/// What the upper layer may read about a communication.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CmInfo {
+    pub state: CmState,
+    pub peer: PeerAddr,
+    /// 0 until the peer's comm ID is known.
+    pub remote_comm_id: u32,
+    pub service_id: u64,
+    /// 0 until known (the REP's or the accept's QPN).
+    pub local_qpn: u32,
+    pub remote_qpn: u32,
+}
+
 /// Which table limit a state counts against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Category {

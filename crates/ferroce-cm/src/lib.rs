@@ -76,7 +76,7 @@ mod tests;
 
 pub use cm::Cm;
 pub use config::{CmConfig, ConnectParams, PeerAddr, RepParams, SidrParams, SidrReplyParams};
-pub use conn::CmState;
+pub use conn::{CmInfo, CmState};
 pub use event::{CmEvent, Unanswered};
 
 /// A communication, named by its local comm ID (what the peer sees as the

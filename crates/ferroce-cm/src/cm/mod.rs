@@ -19,7 +19,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::conn::{Category, CmState, Conn, TimerKind};
+use crate::conn::{Category, CmInfo, CmState, Conn, TimerKind};
 use crate::{CmConfig, CmError, CmEvent, CmId, CmStats, PeerAddr};
 
 /// The Communication Manager of one device (see the crate docs).
@@ -71,6 +71,18 @@ impl Cm {
     /// The state of a communication, if it exists.
     pub fn state(&self, id: CmId) -> Option<CmState> {
         self.conns.get(&id.0).map(|c| c.state)
+    }
+
+    /// What is known about a communication, if it exists.
+    pub fn info(&self, id: CmId) -> Option<CmInfo> {
+        self.conns.get(&id.0).map(|c| CmInfo {
+            state: c.state,
+            peer: c.peer,
+            remote_comm_id: c.remote_id,
+            service_id: c.service_id,
+            local_qpn: c.local_qpn,
+            remote_qpn: c.remote_qpn,
+        })
     }
 
     /// How many communications are not yet established, and in TimeWait.

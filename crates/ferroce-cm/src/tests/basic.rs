@@ -32,6 +32,20 @@ fn connect_accept_rtu_then_disconnect_and_timewait() {
     });
     let rep = rep.expect("a REP");
     assert_eq!((rep.local_comm_id, rep.remote_comm_id), (sid.0, id.0));
+    let (client, server) = (
+        net.nodes[CLIENT].cm.info(id).unwrap(),
+        net.nodes[SERVER].cm.info(sid).unwrap(),
+    );
+    assert_eq!(
+        (client.remote_comm_id, server.remote_comm_id),
+        (sid.0, id.0)
+    );
+    assert_eq!(
+        (client.remote_qpn, server.remote_qpn),
+        (server.local_qpn, client.local_qpn)
+    );
+    assert_eq!((client.service_id, server.service_id), (SERVICE, SERVICE));
+    assert_eq!(server.peer, net.nodes[CLIENT].addr);
 
     let now = net.now;
     net.nodes[CLIENT].cm.disconnect(now, id, b"bye").unwrap();
