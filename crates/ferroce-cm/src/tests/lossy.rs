@@ -311,3 +311,34 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// A server that rejects everything, on any seed of a bad link: each
+    /// REQ ends rejected with the server's private data exactly once on the
+    /// client, nothing is ever established, and no table holds anything.
+    #[test]
+    fn random_links_with_a_rejecting_server_end_consistent(
+        seed in any::<u64>(),
+        loss in 0u32..300,
+        duplicate in 0u32..300,
+        jitter_us in 0u64..3000,
+    ) {
+        let mut net = net(seed, Link { loss, duplicate, jitter_us });
+        net.nodes[SERVER].on_req = super::sim::OnReq::Reject(b"no".to_vec());
+        let ids: Vec<_> = (0..4).map(|_| net.connect(CLIENT, SERVER)).collect();
+        net.run_quiet(60 * MINUTE);
+        for node in [CLIENT, SERVER] {
+            prop_assert!(net.nodes[node].cm.is_empty());
+            prop_assert_eq!(net.count(node, |e| matches!(e, CmEvent::Established { .. })), 0);
+        }
+        for &id in &ids {
+            let rejected = net.count(CLIENT, |e| matches!(e,
+                CmEvent::Rejected { id: i, reason, private_data, .. }
+                    if *i == id && *reason == reason::CONSUMER_DEFINED && private_data.starts_with(b"no")));
+            let unreachable = net.count(CLIENT, |e| matches!(e, CmEvent::Unreachable { id: i, .. } if *i == id));
+            prop_assert_eq!(rejected + unreachable, 1, "{:?}", net.nodes[CLIENT].log);
+        }
+    }
+}
