@@ -24,9 +24,9 @@ pub fn req_timeout(packet_life_time: u8, remote_cm_response_timeout: u8) -> Dura
 pub fn local_ack_timeout(ca_ack_delay: u8, packet_life_time: u8) -> u8 {
     let ack = packet_life_time.saturating_add(1);
     let out = if ack >= ca_ack_delay {
-        ack + u8::from(ca_ack_delay >= ack - 1)
+        ack.saturating_add(u8::from(ca_ack_delay >= ack - 1))
     } else {
-        ca_ack_delay + u8::from(ack >= ca_ack_delay.saturating_sub(1))
+        ca_ack_delay.saturating_add(u8::from(ack >= ca_ack_delay - 1))
     };
     out.min(31)
 }
