@@ -409,3 +409,36 @@ fn private<const N: usize>(data: &[u8], message: &'static str) -> Result<[u8; N]
     out[..data.len()].copy_from_slice(data);
     Ok(out)
 }
+
+#[cfg(test)]
+impl Cm {
+    /// Panics unless the counters, timers and lookup tables agree with the
+    /// communications they describe.
+    pub(crate) fn check_invariants(&self) {
+        let count = |category| {
+            self.conns
+                .values()
+                .filter(|c| c.state.category() == category)
+                .count()
+        };
+        assert_eq!(self.pending, count(Category::Pending), "pending count");
+        assert_eq!(self.timewait, count(Category::TimeWait), "TimeWait count");
+        let armed: BTreeSet<_> = self
+            .conns
+            .iter()
+            .filter_map(|(&id, c)| c.timer.map(|(at, _)| (at, id)))
+            .collect();
+        assert_eq!(armed, self.timers, "timers");
+        for (key, id) in &self.by_remote {
+            let conn = self.conns.get(id).expect("by_remote names a communication");
+            assert_eq!(conn.remote_key, Some(*key));
+        }
+        for (key, id) in &self.by_qpn {
+            let conn = self.conns.get(id).expect("by_qpn names a communication");
+            assert_eq!(conn.qpn_key, Some(*key));
+        }
+        for id in self.by_sidr.values() {
+            assert!(self.conns.contains_key(id), "by_sidr names a communication");
+        }
+    }
+}

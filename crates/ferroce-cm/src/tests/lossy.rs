@@ -285,6 +285,7 @@ proptest! {
         }
         net.run_quiet(60 * MINUTE);
         for node in [CLIENT, SERVER] {
+            net.nodes[node].cm.check_invariants();
             prop_assert!(net.nodes[node].cm.is_empty(), "{:?}", net.nodes[node].cm);
             prop_assert_eq!(net.nodes[node].cm.table_sizes(), (0, 0));
         }
