@@ -206,11 +206,10 @@ impl Cm {
             }
         };
         let wait = cm_time(mra.service_timeout) + cm_time(conn.packet_life_time.saturating_add(1));
+        // The peer's comm ID is learnt from the REP, not the MRA (as the
+        // kernel: a REJ withdrawing the REQ then names none).
         if let Some(conn) = self.conns.get_mut(&id) {
             conn.timeout = wait;
-            if conn.remote_id == 0 {
-                conn.remote_id = mra.local_comm_id;
-            }
         }
         self.set_state(id, next);
         self.arm(id, now.after(wait), TimerKind::Resend);
