@@ -37,22 +37,32 @@ impl Cm {
             return;
         }
         // As the kernel: duplicates, then stale QPs, then the listener.
-        let refuse = |reason| (reason, REJECTED_REQ);
-        let refusal = if !self.listeners.contains(&req.service_id) {
-            Some(refuse(reason::INVALID_SERVICE_ID))
-        } else if !matches!(req.transport_service_type, TRANSPORT_RC | TRANSPORT_UC) {
-            Some(refuse(reason::INVALID_TRANSPORT_TYPE))
-        } else if self.pending >= self.config.max_pending {
-            self.stats.pending_full += 1;
-            Some(refuse(reason::NO_RESOURCES))
-        } else {
-            None
-        };
-        if let Some((why, rejected)) = refusal {
+        if let Some(why) = self.refusal(req) {
             self.stats.rejected_sent += 1;
-            let rej = self.stateless_rej(0, req.local_comm_id, rejected, why);
+            let rej = self.stateless_rej(0, req.local_comm_id, REJECTED_REQ, why);
             return self.send(from, Self::cm_mad(tid, &rej));
         }
+        self.start_passive(from, tid, req);
+    }
+
+    /// Why a new REQ cannot be taken, if it cannot.
+    fn refusal(&mut self, req: &CmReq) -> Option<u16> {
+        if !self.listeners.contains(&req.service_id) {
+            Some(reason::INVALID_SERVICE_ID)
+        } else if !matches!(req.transport_service_type, TRANSPORT_RC | TRANSPORT_UC) {
+            Some(reason::INVALID_TRANSPORT_TYPE)
+        } else if self.pending >= self.config.max_pending {
+            self.stats.pending_full += 1;
+            Some(reason::NO_RESOURCES)
+        } else {
+            None
+        }
+    }
+
+    /// Records a new REQ (REQ_RCVD) and tells the application.
+    fn start_passive(&mut self, from: PeerAddr, tid: u64, req: &CmReq) {
+        let remote_key = (req.local_ca_guid, req.local_comm_id);
+        let qpn_key = (req.local_ca_guid, req.local_qpn);
         let id = self.new_comm_id();
         let mut conn = Conn::new(CmState::ReqRcvd, from, tid);
         conn.remote_id = req.local_comm_id;
