@@ -181,3 +181,25 @@ fn traffic_before_the_rtu_establishes_the_passive_side() {
     assert!(net.established(SERVER, sid));
     assert_eq!(net.nodes[SERVER].cm.stats().resent, 0);
 }
+
+#[test]
+fn both_sides_disconnecting_at_once_close_once_each() {
+    let mut net = net();
+    let id = net.connect(CLIENT, SERVER);
+    net.run_until(Duration::from_secs(1), |n| {
+        n.established(CLIENT, id)
+            && n.passive_id(SERVER, id)
+                .is_some_and(|s| n.established(SERVER, s))
+    });
+    let sid = net.passive_id(SERVER, id).unwrap();
+    let now = net.now;
+    net.nodes[CLIENT].cm.disconnect(now, id, &[]).unwrap();
+    net.nodes[SERVER].cm.disconnect(now, sid, &[]).unwrap();
+    net.run_quiet(HOUR);
+    for (node, id) in [(CLIENT, id), (SERVER, sid)] {
+        let closed = |e: &CmEvent| matches!(e, CmEvent::Disconnected { id: i, dreq_unanswered: false } if *i == id);
+        assert_eq!(net.count(node, closed), 1, "{:?}", net.nodes[node].log);
+        assert_eq!(net.count(node, |e| *e == CmEvent::TimewaitExit { id }), 1);
+        assert!(net.nodes[node].cm.is_empty());
+    }
+}
