@@ -10,11 +10,16 @@
 //! region (reserved bits as zero) and refuse values wider than their field.
 
 mod cm;
+mod sidr;
 
 pub use cm::{
     CmDrep, CmDreq, CmMessage, CmMra, CmPath, CmRej, CmRep, CmReq, CmRtu, IP_CM_PS_IB,
     IP_CM_PS_TCP, IP_CM_PS_UDP, IpCmPrivateData, IpCmService, TRANSPORT_RC, TRANSPORT_RD,
     TRANSPORT_UC,
+};
+pub use sidr::{
+    CmSidrRep, CmSidrReq, SIDR_STATUS_NO_QP, SIDR_STATUS_OK, SIDR_STATUS_REJECT,
+    SIDR_STATUS_UNSUPPORTED,
 };
 
 use crate::field::{read_u16, read_u32, read_u64, write_u16, write_u32, write_u64};
