@@ -36,10 +36,12 @@ pub mod verbs;
 #[cfg(test)]
 mod tests;
 
+pub use endpoint::MAX_DEFERRED;
 pub use endpoint::{
     Ecn, EmitError, Endpoint, EndpointConfig, MAX_IN_FLIGHT, MAX_MSG_SIZE, PacketKind, Stats,
     Transmit,
 };
-pub use mr::MrInfo;
+pub use ferroce_mem::Backing;
+pub use mr::{MrInfo, RangeError, Region};
 pub use qp::QpInit;
 pub use time::Instant;

@@ -25,11 +25,17 @@
 //! | `ibv_modify_srq` / `ibv_query_srq` | [`SharedReceiveQueue::arm_limit`], [`SharedReceiveQueue::modify`] / [`SharedReceiveQueue::query`] |
 //! | `ibv_get_async_event` | [`Context::poll_async_event`] (no wait, nothing to acknowledge) |
 //!
-//! Registered memory is owned by ferroce (a remote peer writes into it at
-//! any time, from the driver thread). The application reaches it through
-//! [`MemoryRegion::read`], [`MemoryRegion::write`] and
-//! [`MemoryRegion::with_bytes`], which take the same lock the driver takes:
-//! no data race and no `unsafe` are reachable from this API.
+//! Registered memory is shared with the engine (a remote peer writes into
+//! it at any time, from the driver thread). Each region has a lock of its
+//! own: the application reaches the bytes through
+//! [`MemoryRegion::with_range`] (read-only), [`MemoryRegion::with_range_mut`],
+//! [`MemoryRegion::read`] and [`MemoryRegion::write`], which hold back
+//! only that region, and the engine never waits for them (it sets a
+//! packet for a held region aside and goes on). A buffer of the caller's
+//! is registered without a copy by [`ProtectionDomain::reg_mr_with`] and
+//! given back by [`MemoryRegion::into_inner`]; memory the application
+//! owns (a C caller's) is lent with the `unsafe` [`Backing::from_raw`]. No
+//! data race and no other `unsafe` are reachable from this API.
 //!
 //! ferroce logs through [`tracing`](https://docs.rs/tracing) and prints
 //! nothing unless the application installs a subscriber. Each device has
@@ -57,7 +63,7 @@ pub use ferroce_core::verbs::{
     Access, AsyncEvent, Mtu, Path, QpAttr, QpState, QpType, RecvWr, SendOp, SendWr, Sge, SrqAttr,
     SrqInfo, UdDest, VerbsError, WcOpcode, WcStatus, WorkCompletion,
 };
-pub use ferroce_core::{MAX_MSG_SIZE, MrInfo, Stats};
+pub use ferroce_core::{Backing, MAX_MSG_SIZE, MrInfo, RangeError, Stats};
 pub use ferroce_io::UdpStats;
 pub use ferroce_wire::Psn;
 pub use mr::MemoryRegion;

@@ -1,0 +1,76 @@
+//! Packets set aside because the application holds a region they need.
+//!
+//! The engine never waits for a region's lock (the driver holds the engine
+//! while it works, so waiting would stall every QP for one application
+//! scan). A packet that would write a region the application is reading or
+//! writing, or read one it is writing, is kept, untouched, in a small
+//! queue of its QP; the QP's later packets queue behind it, so that the QP
+//! still takes them in order. The queues are tried again every
+//! [`RETRY_AFTER`] (through [`Endpoint::poll_timeout`]) until the region is
+//! free. A queue holds at most [`MAX_DEFERRED`] packets; past that a packet
+//! is dropped unexecuted ([`crate::Stats::rx_deferred_dropped`]), which an
+//! RC peer recovers as a loss (a PSN gap, then go-back-N).
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+use super::Endpoint;
+use crate::time::Instant;
+
+/// How long a deferred packet waits before it is tried again.
+pub(crate) const RETRY_AFTER: core::time::Duration = core::time::Duration::from_micros(50);
+
+/// Packets deferred per QP at most (a 256 KiB message at MTU 4096).
+pub const MAX_DEFERRED: usize = 64;
+
+/// A QP's deferred packets, in arrival order.
+pub(super) type Queue = VecDeque<(IpAddr, Vec<u8>)>;
+
+impl Endpoint {
+    /// Whether QP `qpn` has packets set aside, which a new one must follow.
+    pub(super) fn is_deferring(&self, qpn: u32) -> bool {
+        self.deferred.contains_key(&qpn)
+    }
+
+    /// Sets a packet for QP `qpn` aside, or drops it past the bound.
+    pub(super) fn defer(&mut self, now: Instant, qpn: u32, from: IpAddr, data: &[u8]) {
+        let queue = self.deferred.entry(qpn).or_default();
+        if queue.len() >= MAX_DEFERRED {
+            self.stats.rx_deferred_dropped += 1;
+            return;
+        }
+        queue.push_back((from, data.to_vec()));
+        self.stats.rx_deferred += 1;
+        self.defer_retry_at.get_or_insert(now.after(RETRY_AFTER));
+    }
+
+    /// When the deferred packets are next tried.
+    pub(super) fn deferred_due(&self) -> Option<Instant> {
+        self.defer_retry_at
+    }
+
+    /// Tries the deferred packets again, each QP's in order, up to the
+    /// first whose region is still held.
+    pub(super) fn retry_deferred(&mut self, now: Instant) {
+        if self.defer_retry_at.is_none_or(|t| t > now) {
+            return;
+        }
+        self.defer_retry_at = None;
+        let qpns: Vec<u32> = self.deferred.keys().copied().collect();
+        for qpn in qpns {
+            let Some(mut queue) = self.deferred.remove(&qpn) else {
+                continue;
+            };
+            while let Some((from, data)) = queue.pop_front() {
+                self.receive(now, from, &data);
+                if self.is_deferring(qpn) {
+                    // Still held: the rest stay behind it, in order.
+                    if let Some(q) = self.deferred.get_mut(&qpn) {
+                        q.extend(queue.drain(..));
+                    }
+                    break;
+                }
+            }
+        }
+    }
+}
