@@ -20,6 +20,7 @@
 
 mod calls;
 mod conform;
+mod deferred;
 mod ecn;
 mod errors;
 mod fuzz;
