@@ -154,3 +154,31 @@ fn holding_one_region_does_not_stall_another() {
         );
     });
 }
+
+/// A WRITE into the region the application holds waits for it (the engine
+/// sets it aside) and completes soon after the region is let go.
+#[test]
+fn a_write_into_a_held_region_lands_after_its_release() {
+    let (a, b) = (dev("127.0.0.178"), dev("127.0.0.179"));
+    let (qa, _qb) = connect(&a, &b);
+    let src = a.pd.reg_mr_with(vec![3u8; 4096], all()).unwrap();
+    let dst = b.pd.reg_mr(1 << 20, all()).unwrap();
+    dst.with_range(0, 1 << 20, |bytes| {
+        qa.post_send(SendWr::new(1, write(&dst, 512), vec![src.sge(0, 4096)]))
+            .unwrap();
+        let until = Instant::now() + Duration::from_millis(50);
+        while Instant::now() < until {
+            assert!(a.cq.poll(1).unwrap().is_empty(), "completed while held");
+        }
+        assert!(bytes.iter().all(|&x| x == 0), "written while held");
+    })
+    .unwrap();
+    let released = Instant::now();
+    assert_eq!(wait(&a.cq, 1)[0].status, WcStatus::Success);
+    let after = released.elapsed();
+    assert!(after < Duration::from_millis(500), "took {after:?}");
+    let mut back = vec![0u8; 4098];
+    dst.read(511, &mut back).unwrap();
+    assert_eq!((back[0], back[1], back[4096], back[4097]), (0, 3, 3, 0));
+    assert!(b.ctx.stats().rx_deferred > 0);
+}
