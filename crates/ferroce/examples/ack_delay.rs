@@ -1,11 +1,12 @@
 //! How long a peer waits for its ACKs while the application scans another
 //! region: a client QP streams small RDMA WRITEs (one at a time) into one
 //! server region and times each completion, first with the server idle,
-//! then while a server thread checksums a 16 MiB region over and over
-//! (2 ms apart), holding it for each whole pass. Two contexts in one process on loopback
+//! then while a server thread checksums a 16 MiB region five times (2 ms
+//! apart), holding it for each whole pass. Two contexts in one process on loopback
 //! (127.0.0.1 and 127.0.0.2, UDP port 4791).
 //!
-//! `cargo run --release -p ferroce --example ack_delay [WRITES]`
+//! `cargo run --release -p ferroce --example ack_delay [WRITES]` (at most
+//! WRITES in each phase; 2000 by default).
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,6 +19,8 @@ use ferroce::{
 
 const SCANNED: usize = 16 << 20;
 const WRITE_LEN: u32 = 64;
+/// Scans the second phase lasts.
+const SCANS: u64 = 5;
 
 /// FNV-1a over the region: a serial pass, as an application checksum is.
 fn checksum(bytes: &[u8]) -> u64 {
@@ -26,18 +29,30 @@ fn checksum(bytes: &[u8]) -> u64 {
     })
 }
 
-/// Completion times of up to `n` WRITEs posted one after the other; the
-/// stream stops at a failed one (a peer that waited past its retry budget
-/// fails with RETRY_EXC_ERR).
+/// What a stream of WRITEs saw: each one's completion time, how long it
+/// ran, and the failure that stopped it (a peer that waited past its retry
+/// budget fails with RETRY_EXC_ERR).
+struct Run {
+    times: Vec<Duration>,
+    took: Duration,
+    failed: Option<WcStatus>,
+}
+
+/// WRITEs posted one after the other while `more()` says so.
 fn stream(
     qp: &QueuePair,
     cq: &CompletionQueue,
     src: &MemoryRegion,
     dst: &MemoryRegion,
-    n: u64,
-) -> (Vec<Duration>, Option<WcStatus>) {
+    more: impl Fn(usize) -> bool,
+) -> Run {
+    let start = Instant::now();
     let mut times = Vec::new();
-    for i in 0..n {
+    let mut failed = None;
+    for i in 0u64.. {
+        if !more(times.len()) {
+            break;
+        }
         let op = SendOp::Write {
             remote_addr: dst.addr() + (i * u64::from(WRITE_LEN)) % (1 << 20),
             rkey: dst.rkey(),
@@ -52,25 +67,32 @@ fn stream(
             assert!(t0.elapsed() < Duration::from_secs(10), "no completion");
         };
         if wc.status != WcStatus::Success {
-            return (times, Some(wc.status));
+            failed = Some(wc.status);
+            break;
         }
         times.push(t0.elapsed());
     }
-    (times, None)
+    Run {
+        times,
+        took: start.elapsed(),
+        failed,
+    }
 }
 
-fn report(what: &str, (mut t, failed): (Vec<Duration>, Option<WcStatus>)) {
-    if let Some(status) = failed {
+fn report(what: &str, run: Run) {
+    let mut t = run.times;
+    if let Some(status) = run.failed {
         println!("{what:<34} failed after {} writes: {status:?}", t.len());
     }
     if t.is_empty() {
         return;
     }
+    let rate = t.len() as f64 / run.took.as_secs_f64();
     t.sort();
     let at = |q: f64| t[((t.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
     let slow = t.iter().filter(|d| d.as_millis() >= 1).count();
     println!(
-        "{what:<34} {:>5} writes  p50 {:>7.1} us  p99 {:>8.1} us  max {:>8.1} us  >=1 ms: {slow}",
+        "{what:<34} {:>5} writes {rate:>7.0}/s  p50 {:>7.1} us  p99 {:>8.1} us  max {:>8.1} us  >=1 ms: {slow}",
         t.len(),
         at(0.5),
         at(0.99),
@@ -79,7 +101,7 @@ fn report(what: &str, (mut t, failed): (Vec<Duration>, Option<WcStatus>)) {
 }
 
 fn main() -> Result<(), ferroce::Error> {
-    let n: u64 = std::env::args()
+    let n: usize = std::env::args()
         .nth(1)
         .map_or(2000, |s| s.parse().expect("WRITES: a count"));
     let a_ip: IpAddr = "127.0.0.1".parse().unwrap();
@@ -97,7 +119,7 @@ fn main() -> Result<(), ferroce::Error> {
     connect_qp(&qa, QpType::Rc, b_ip, qb.qpn(), psn_a, psn_b, Mtu::Mtu4096)?;
     connect_qp(&qb, QpType::Rc, a_ip, qa.qpn(), psn_b, psn_a, Mtu::Mtu4096)?;
 
-    report("server idle", stream(&qa, &ca, &src, &target, n));
+    report("server idle", stream(&qa, &ca, &src, &target, |i| i < n));
 
     let stop = AtomicBool::new(false);
     let (passes, scan_ns) = (AtomicU64::new(0), AtomicU64::new(0));
@@ -114,7 +136,11 @@ fn main() -> Result<(), ferroce::Error> {
                 std::thread::sleep(Duration::from_millis(2));
             }
         });
-        let t = stream(&qa, &ca, &src, &target, n);
+        // As long as SCANS passes take (same for every build, so that the
+        // rates compare), or up to n WRITEs.
+        let t = stream(&qa, &ca, &src, &target, |i| {
+            i < n && passes.load(Ordering::Relaxed) < SCANS
+        });
         stop.store(true, Ordering::Relaxed);
         t
     });
