@@ -30,8 +30,11 @@ pub struct Region {
 /// A range outside its region: which, and the region's size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RangeError {
+    /// The range's first byte.
     pub offset: u64,
+    /// The range's length.
     pub len: u64,
+    /// The region's size.
     pub region_len: usize,
 }
 
@@ -55,10 +58,12 @@ impl Region {
         }
     }
 
+    /// The region's size in bytes.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the region has no bytes.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

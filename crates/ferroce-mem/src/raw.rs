@@ -60,6 +60,7 @@ impl Backing {
         }
     }
 
+    /// How many bytes.
     pub fn len(&self) -> usize {
         match &self.0 {
             Inner::Owned(b) => b.len(),
@@ -67,6 +68,7 @@ impl Backing {
         }
     }
 
+    /// Whether there are no bytes.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

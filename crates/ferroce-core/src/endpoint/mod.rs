@@ -169,6 +169,8 @@ impl Endpoint {
 
     /// Registers a zeroed region of `len` bytes.
     pub fn reg_mr(&mut self, pd: u32, len: usize, access: Access) -> Result<MrInfo, VerbsError> {
+        // Checked before the allocation, so that a refusal allocates nothing.
+        self.check_reg(pd, access)?;
         // An impossible size is an error, not an abort in the allocator
         // (a peer's request can size a region; ibv_reg_mr fails with
         // ENOMEM). The probe is freed and the region allocated zeroed, which
@@ -179,7 +181,6 @@ impl Endpoint {
                 value: len as u64,
             });
         }
-        self.check_reg(pd, access)?;
         let backing = Backing::from(vec![0u8; len]);
         self.reg_mr_with(pd, backing, access).map(|(info, _)| info)
     }
