@@ -214,3 +214,54 @@ fn ud_receive_into_a_held_region_is_delivered_after() {
     assert_eq!((r.wr_id, r.status, r.byte_len), (3, WcStatus::Success, 540));
     assert_eq!(read_mr(&p, 1, b.mr.lkey, 40, 500), data);
 }
+
+/// UC has no retransmission: a multi-packet WRITE set aside whole still
+/// lands whole, and the QP takes the next message in sequence.
+#[test]
+fn uc_write_into_a_held_region_lands_after_release() {
+    let mut p = Pair::new(77);
+    let [a, b] = connect(&mut p, QpType::Uc, 8192, Mtu::Mtu1024);
+    let data = pattern(3000, 8);
+    write_mr(&mut p, 0, a.mr.lkey, 0, &data);
+    let held = region(&p, 1, &b);
+    held.with_range(0, 8192, |bytes| {
+        let wr = send_wr(1, write_to(&b, 0), sge(&a, 0, 3000));
+        p.eps[0].post_send(a.qpn, wr).unwrap();
+        run_for(&mut p, Duration::from_micros(200));
+        assert!(bytes.iter().all(|&x| x == 0));
+    })
+    .unwrap();
+    p.settle(100_000);
+    assert_eq!(read_mr(&p, 1, b.mr.lkey, 0, 3000), data);
+    let wr = send_wr(2, write_to(&b, 4000), sge(&a, 0, 100));
+    p.eps[0].post_send(a.qpn, wr).unwrap();
+    p.settle(100_000);
+    assert_eq!(read_mr(&p, 1, b.mr.lkey, 4000, 100), data[..100]);
+    assert_eq!(p.eps[1].stats().rx_out_of_sequence, 0);
+}
+
+/// An atomic on a held region is executed once, after the release.
+#[test]
+fn atomic_on_a_held_region_runs_once_after_release() {
+    let mut p = Pair::new(78);
+    let [a, b] = connect(&mut p, QpType::Rc, 8192, Mtu::Mtu1024);
+    write_mr(&mut p, 1, b.mr.lkey, 64, &40u64.to_ne_bytes());
+    let held = region(&p, 1, &b);
+    held.with_range(64, 8, |_| {
+        let op = SendOp::FetchAdd {
+            remote_addr: b.mr.addr + 64,
+            rkey: b.mr.rkey,
+            add: 2,
+        };
+        p.eps[0]
+            .post_send(a.qpn, send_wr(1, op, sge(&a, 0, 8)))
+            .unwrap();
+        run_for(&mut p, Duration::from_micros(300));
+        assert!(p.completions(0, a.cq).is_empty());
+    })
+    .unwrap();
+    let wc = p.wait_cqes(0, a.cq, 1)[0];
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
+    assert_eq!(read_mr(&p, 0, a.mr.lkey, 0, 8), 40u64.to_ne_bytes());
+    assert_eq!(read_mr(&p, 1, b.mr.lkey, 64, 8), 42u64.to_ne_bytes());
+}
