@@ -186,7 +186,8 @@ impl Endpoint {
         None
     }
 
-    /// When `handle_timeout` is next due. (It takes `&mut self` to drop
+    /// When `handle_timeout` is next due (a QP timer, or the next try of
+    /// packets set aside for a held region, see `defer`). (It takes `&mut self` to drop
     /// heap entries whose QP's deadline has moved, so that the answer is
     /// exact.)
     pub fn poll_timeout(&mut self) -> Option<Instant> {
@@ -218,7 +219,8 @@ impl Endpoint {
         None
     }
 
-    /// Runs the timers due at `now`: retransmission and the end of RNR waits.
+    /// Runs the timers due at `now`: retransmission, the end of RNR waits,
+    /// and another try of the packets set aside for a held region.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.retry_deferred(now);
         for (t, qpn) in self.timers.take_due(now) {
