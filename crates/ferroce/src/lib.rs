@@ -17,7 +17,7 @@
 //! | ibverbs | ferroce |
 //! |---|---|
 //! | `ibv_open_device` | [`Context::open`] (binds UDP port 4791 on an address) |
-//! | `ibv_alloc_pd` / `ibv_reg_mr` | [`Context::alloc_pd`] / [`ProtectionDomain::reg_mr`] |
+//! | `ibv_alloc_pd` / `ibv_reg_mr` | [`Context::alloc_pd`] / [`ProtectionDomain::reg_mr`], [`ProtectionDomain::reg_mr_with`] (the caller's buffer, no copy) |
 //! | `ibv_create_cq` / `ibv_poll_cq` | [`Context::create_cq`] / [`CompletionQueue::poll`] |
 //! | `ibv_create_qp` / `ibv_modify_qp` | [`ProtectionDomain::create_qp`] / [`QueuePair::modify`] |
 //! | `ibv_post_send` / `ibv_post_recv` | [`QueuePair::post_send`] / [`QueuePair::post_recv`] |
