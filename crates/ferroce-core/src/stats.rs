@@ -37,7 +37,8 @@ pub struct Stats {
     /// still held).
     pub rx_deferred: u64,
     /// Packets dropped unexecuted because their QP already had
-    /// [`crate::MAX_DEFERRED`] set aside.
+    /// [`crate::MAX_DEFERRED`] set aside, or all QPs
+    /// [`crate::MAX_DEFERRED_TOTAL`].
     pub rx_deferred_dropped: u64,
     /// Packets not sent because the application was writing the region
     /// their payload comes from (recovered as losses).

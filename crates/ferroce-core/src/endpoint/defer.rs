@@ -7,9 +7,11 @@
 //! queue of its QP; the QP's later packets queue behind it, so that the QP
 //! still takes them in order. The queues are tried again every
 //! [`RETRY_AFTER`] (through [`Endpoint::poll_timeout`]) until the region is
-//! free. A queue holds at most [`MAX_DEFERRED`] packets; past that a packet
-//! is dropped unexecuted ([`crate::Stats::rx_deferred_dropped`]), which an
-//! RC peer recovers as a loss (a PSN gap, then go-back-N).
+//! free. A queue holds at most [`MAX_DEFERRED`] packets, and all queues
+//! together [`MAX_DEFERRED_TOTAL`] (so that many QPs on one held region
+//! cannot make the endpoint keep a peer's flood); past either a packet is
+//! dropped unexecuted ([`crate::Stats::rx_deferred_dropped`]), which an RC
+//! peer recovers as a loss (a PSN gap, then go-back-N).
 
 use std::collections::VecDeque;
 use std::net::IpAddr;
@@ -23,6 +25,10 @@ pub(crate) const RETRY_AFTER: core::time::Duration = core::time::Duration::from_
 /// Packets deferred per QP at most (a 256 KiB message at MTU 4096).
 pub const MAX_DEFERRED: usize = 64;
 
+/// Packets deferred over all QPs at most (4 MiB at MTU 4096, as many as
+/// the endpoint keeps in flight).
+pub const MAX_DEFERRED_TOTAL: usize = 1024;
+
 /// A QP's deferred packets, in arrival order.
 pub(super) type Queue = VecDeque<(IpAddr, Vec<u8>)>;
 
@@ -34,14 +40,23 @@ impl Endpoint {
 
     /// Sets a packet for QP `qpn` aside, or drops it past the bound.
     pub(super) fn defer(&mut self, now: Instant, qpn: u32, from: IpAddr, data: &[u8]) {
+        let total = self.deferred_total;
         let queue = self.deferred.entry(qpn).or_default();
-        if queue.len() >= MAX_DEFERRED {
+        if queue.len() >= MAX_DEFERRED || total >= MAX_DEFERRED_TOTAL {
             self.stats.rx_deferred_dropped += 1;
             return;
         }
         queue.push_back((from, data.to_vec()));
+        self.deferred_total += 1;
         self.stats.rx_deferred += 1;
         self.defer_retry_at.get_or_insert(now.after(RETRY_AFTER));
+    }
+
+    /// Forgets the packets set aside for a QP destroyed.
+    pub(super) fn forget_deferred(&mut self, qpn: u32) {
+        if let Some(queue) = self.deferred.remove(&qpn) {
+            self.deferred_total -= queue.len();
+        }
     }
 
     /// When the deferred packets are next tried.
@@ -61,11 +76,13 @@ impl Endpoint {
             let Some(mut queue) = self.deferred.remove(&qpn) else {
                 continue;
             };
+            self.deferred_total -= queue.len();
             while let Some((from, data)) = queue.pop_front() {
                 self.receive(now, from, &data);
                 if self.is_deferring(qpn) {
                     // Still held: the rest stay behind it, in order.
                     if let Some(q) = self.deferred.get_mut(&qpn) {
+                        self.deferred_total += queue.len();
                         q.extend(queue.drain(..));
                     }
                     break;

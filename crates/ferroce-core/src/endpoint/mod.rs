@@ -40,7 +40,7 @@ use crate::verbs::{
     Access, AsyncEvent, QpAttr, QpState, QpType, RecvWr, SendOp, SendWr, SrqAttr, SrqInfo,
     VerbsError, WcOpcode, WcStatus, WorkCompletion,
 };
-pub use defer::MAX_DEFERRED;
+pub use defer::{MAX_DEFERRED, MAX_DEFERRED_TOTAL};
 
 /// Largest message (ibv_devinfo's max_msg_sz as rxe reports it).
 pub const MAX_MSG_SIZE: u64 = 0x80_0000;
@@ -93,6 +93,7 @@ pub struct Endpoint {
     /// Packets set aside while the application holds a region (see `defer`).
     deferred: HashMap<u32, defer::Queue>,
     defer_retry_at: Option<crate::time::Instant>,
+    deferred_total: usize,
     next_qpn: u32,
     pub(crate) stats: Stats,
 }
@@ -116,6 +117,7 @@ impl Endpoint {
             pool: BufPool::default(),
             deferred: HashMap::default(),
             defer_retry_at: None,
+            deferred_total: 0,
             // QP0 and QP1 are the SMI and GSI; rxe starts user QPs at 0x11.
             next_qpn: 0x11,
             stats: Stats::default(),
@@ -335,7 +337,7 @@ impl Endpoint {
     /// polled are dropped.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
         let mut q = self.qps.remove(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
-        self.deferred.remove(&qpn);
+        self.forget_deferred(qpn);
         self.in_flight -= u64::from(q.counted_in_flight);
         if let Some(srq) = q.init.srq.and_then(|h| self.srqs.get_mut(&h)) {
             if let Some((wr, _)) = q.resp.recv.take() {

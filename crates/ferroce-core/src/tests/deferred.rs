@@ -265,3 +265,43 @@ fn atomic_on_a_held_region_runs_once_after_release() {
     assert_eq!(read_mr(&p, 0, a.mr.lkey, 0, 8), 40u64.to_ne_bytes());
     assert_eq!(read_mr(&p, 1, b.mr.lkey, 64, 8), 42u64.to_ne_bytes());
 }
+
+/// Many QPs on held regions: all queues together keep at most
+/// MAX_DEFERRED_TOTAL packets, the rest are dropped and counted.
+#[test]
+fn all_queues_together_are_bounded() {
+    const QPS: usize = 20;
+    const EACH: usize = 60; // under the per-QP bound
+    assert!(QPS * EACH > crate::MAX_DEFERRED_TOTAL && EACH <= MAX_DEFERRED);
+    let mut p = Pair::new(79);
+    let sides: Vec<[Side; 2]> = (0..QPS)
+        .map(|_| connect(&mut p, QpType::Ud, 16384, Mtu::Mtu1024))
+        .collect();
+    for [a, b] in &sides {
+        write_mr(&mut p, 0, a.mr.lkey, 0, &pattern(100, 1));
+        for k in 0..EACH {
+            let wr = recv_wr(k as u64, sge(b, (k * 256) as u64, 256));
+            p.eps[1].post_recv(b.qpn, wr).unwrap();
+        }
+    }
+    let held: Vec<_> = sides.iter().map(|[_, b]| region(&p, 1, b)).collect();
+    let guards: Vec<_> = held.iter().map(|r| r.try_read().unwrap()).collect();
+    for [a, b] in &sides {
+        for k in 0..EACH {
+            let mut wr = send_wr(k as u64, SendOp::Send, sge(a, 0, 100));
+            wr.ud = Some(super::ops::ud_dest(&p, b.qpn));
+            p.eps[0].post_send(a.qpn, wr).unwrap();
+        }
+    }
+    run_for(&mut p, Duration::from_micros(500));
+    let s = p.eps[1].stats();
+    let dropped = (QPS * EACH - crate::MAX_DEFERRED_TOTAL) as u64;
+    assert_eq!(s.rx_deferred_dropped, dropped);
+    drop(guards);
+    p.settle(1_000_000);
+    let delivered: usize = sides
+        .iter()
+        .map(|[_, b]| p.completions(1, b.cq).len())
+        .sum();
+    assert_eq!(delivered, crate::MAX_DEFERRED_TOTAL);
+}
