@@ -272,7 +272,7 @@ fn atomic_on_a_held_region_runs_once_after_release() {
 fn all_queues_together_are_bounded() {
     const QPS: usize = 20;
     const EACH: usize = 60; // under the per-QP bound
-    assert!(QPS * EACH > crate::MAX_DEFERRED_TOTAL && EACH <= MAX_DEFERRED);
+    const { assert!(QPS * EACH > crate::MAX_DEFERRED_TOTAL && EACH <= MAX_DEFERRED) };
     let mut p = Pair::new(79);
     let sides: Vec<[Side; 2]> = (0..QPS)
         .map(|_| connect(&mut p, QpType::Ud, 16384, Mtu::Mtu1024))
