@@ -40,6 +40,8 @@ pub use endpoint::{
     Ecn, EmitError, Endpoint, EndpointConfig, MAX_IN_FLIGHT, MAX_MSG_SIZE, PacketKind, Stats,
     Transmit,
 };
-pub use mr::MrInfo;
+pub use endpoint::{MAX_DEFERRED, MAX_DEFERRED_TOTAL};
+pub use ferroce_mem::Backing;
+pub use mr::{MrInfo, RangeError, Region};
 pub use qp::QpInit;
 pub use time::Instant;

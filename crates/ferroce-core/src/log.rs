@@ -81,7 +81,7 @@ pub(crate) fn drops_since(before: Option<Stats>, after: &Stats) {
 /// The drop counters of `a` and `b`, by cause. Destructured in full, so
 /// that a counter added to [`Stats`] must be placed here (or below as not a
 /// drop) before this compiles.
-fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 13] {
+fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 15] {
     let Stats {
         rx_packets: _,
         tx_packets: _,
@@ -100,6 +100,9 @@ fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 13] {
         rx_over_depth,
         acks_dropped,
         tx_emit_errors,
+        rx_deferred: _,
+        rx_deferred_dropped,
+        tx_region_busy,
     } = *a;
     [
         ("malformed", rx_malformed, b.rx_malformed),
@@ -119,6 +122,12 @@ fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 13] {
         ("over_depth", rx_over_depth, b.rx_over_depth),
         ("ack_dropped", acks_dropped, b.acks_dropped),
         ("emit_error", tx_emit_errors, b.tx_emit_errors),
+        (
+            "deferred_overflow",
+            rx_deferred_dropped,
+            b.rx_deferred_dropped,
+        ),
+        ("region_busy", tx_region_busy, b.tx_region_busy),
     ]
 }
 

@@ -1,11 +1,156 @@
-//! Memory regions. In this engine the core owns the registered memory (a
-//! boxed slice per region), so remote peers' writes and reads are plain
-//! slice copies and need no `unsafe`. Each region has an I/O virtual address
-//! (`addr`) that peers use in RETH and AtomicETH, and unguessable keys.
+//! Memory regions. Each region's bytes are a [`Region`]: a
+//! [`ferroce_mem::Backing`] (owned, or the application's raw memory) behind
+//! a lock of its own, shared by the engine's table and the application's
+//! handle. Neither side takes the other's lock: the application reading or
+//! writing one region holds back nothing else, and the engine never waits
+//! for the application. The engine only *tries* a region's lock (once per
+//! packet); when the application holds it, the packet is deferred (an
+//! incoming one, see `endpoint::defer`) or not sent (an outgoing one, which
+//! the transport recovers as a loss), and the engine goes on with the rest.
+//!
+//! Each region has an I/O virtual address (`addr`) that peers use in RETH
+//! and AtomicETH, and unguessable keys.
 
+use std::fmt;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+
+use ferroce_mem::Backing;
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::verbs::{Access, Sge, VerbsError};
+
+/// The bytes of a registered region, shared by the engine and the
+/// application's handle; its own lock guards them.
+#[derive(Debug)]
+pub struct Region {
+    bytes: RwLock<Backing>,
+    len: usize,
+}
+
+/// A range outside its region: which, and the region's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RangeError {
+    /// The range's first byte.
+    pub offset: u64,
+    /// The range's length.
+    pub len: u64,
+    /// The region's size.
+    pub region_len: usize,
+}
+
+impl fmt::Display for RangeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} bytes at offset {} are outside the region of {} bytes (ranges must end at or before its length)",
+            self.len, self.offset, self.region_len
+        )
+    }
+}
+
+impl std::error::Error for RangeError {}
+
+impl Region {
+    pub(crate) fn new(backing: Backing) -> Self {
+        Self {
+            len: backing.len(),
+            bytes: RwLock::new(backing),
+        }
+    }
+
+    /// The region's size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the region has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The byte range `offset..offset + len`, checked against the region.
+    pub fn range(&self, offset: u64, len: u64) -> Result<std::ops::Range<usize>, RangeError> {
+        let err = RangeError {
+            offset,
+            len,
+            region_len: self.len,
+        };
+        let end = offset.checked_add(len).ok_or(err)?;
+        if end > self.len as u64 {
+            return Err(err);
+        }
+        Ok(offset as usize..end as usize)
+    }
+
+    /// Runs `f` on `len` bytes at `offset`, read-only. Other readers
+    /// (the engine sending from the region, answering READs) go on
+    /// meanwhile; the engine's writes into this region wait for the end.
+    pub fn with_range<R>(
+        &self,
+        offset: u64,
+        len: u64,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, RangeError> {
+        let r = self.range(offset, len)?;
+        // Poisoning is ignored: the bytes have no invariant a panic could break.
+        let guard = self.bytes.read().unwrap_or_else(PoisonError::into_inner);
+        Ok(f(&guard.as_slice()[r]))
+    }
+
+    /// Runs `f` on `len` bytes at `offset`, writable. The engine neither
+    /// reads nor writes this region meanwhile (its packets for it wait).
+    pub fn with_range_mut<R>(
+        &self,
+        offset: u64,
+        len: u64,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<R, RangeError> {
+        let r = self.range(offset, len)?;
+        let mut guard = self.bytes.write().unwrap_or_else(PoisonError::into_inner);
+        Ok(f(&mut guard.as_mut_slice()[r]))
+    }
+
+    /// The backing back, once no one else shares the region.
+    pub fn into_backing(self: Arc<Self>) -> Result<Backing, Arc<Self>> {
+        let region = Arc::try_unwrap(self)?;
+        Ok(region
+            .bytes
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The engine's read access, if the application is not writing.
+    pub(crate) fn try_read(&self) -> Option<RwLockReadGuard<'_, Backing>> {
+        match self.bytes.try_read() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// The engine's write access, if the application holds no access.
+    pub(crate) fn try_write(&self) -> Option<RwLockWriteGuard<'_, Backing>> {
+        match self.bytes.try_write() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+}
+
+/// A packet the engine could not take now because the application holds
+/// a region it needs: it is deferred, not executed (see `endpoint::defer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RegionBusy;
+
+/// Why the engine could not copy to or from local memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CopyFault {
+    /// The elements are too short, or a region is gone.
+    Short,
+    /// The application holds a region: try again later.
+    Busy,
+}
 
 /// A registered region.
 #[derive(Debug)]
@@ -15,7 +160,7 @@ pub(crate) struct Mr {
     pub(crate) addr: u64,
     pub(crate) lkey: u32,
     pub(crate) rkey: u32,
-    pub(crate) buf: Box<[u8]>,
+    pub(crate) region: Arc<Region>,
     /// Invalidated by a SEND with invalidate: remote access refused.
     pub(crate) invalid: bool,
 }
@@ -51,7 +196,7 @@ impl MrTable {
             lkey: mr.lkey,
             rkey: mr.rkey,
             addr: mr.addr,
-            len: mr.buf.len(),
+            len: mr.region.len(),
         };
         self.rkey_to_lkey.insert(mr.rkey, mr.lkey);
         self.by_lkey.insert(mr.lkey, mr);
@@ -66,14 +211,6 @@ impl MrTable {
         let mr = self.by_lkey.remove(&lkey)?;
         self.rkey_to_lkey.remove(&mr.rkey);
         Some(mr)
-    }
-
-    pub(crate) fn get(&self, lkey: u32) -> Option<&Mr> {
-        self.by_lkey.get(&lkey)
-    }
-
-    pub(crate) fn get_mut(&mut self, lkey: u32) -> Option<&mut Mr> {
-        self.by_lkey.get_mut(&lkey)
     }
 
     pub(crate) fn pd_in_use(&self, pd: u32) -> bool {
@@ -95,7 +232,7 @@ impl MrTable {
             return Err(bad("region in another protection domain"));
         }
         let end = sge.offset.checked_add(u64::from(sge.len));
-        if end.is_none_or(|end| end > mr.buf.len() as u64) {
+        if end.is_none_or(|end| end > mr.region.len() as u64) {
             return Err(bad("outside the region"));
         }
         if write && !mr.access.contains(Access::LOCAL_WRITE) {
@@ -126,7 +263,7 @@ impl MrTable {
         }
         let off = va.checked_sub(mr.addr).ok_or(RemoteAccess::OutOfBounds)?;
         let end = off.checked_add(len).ok_or(RemoteAccess::OutOfBounds)?;
-        if end > mr.buf.len() as u64 {
+        if end > mr.region.len() as u64 {
             return Err(RemoteAccess::OutOfBounds);
         }
         Ok((lkey, off as usize))
@@ -146,59 +283,83 @@ impl MrTable {
         }
     }
 
-    /// Copies `data` into the local elements `sg`, starting `skip` bytes in;
-    /// returns false (copying nothing more) if they are too small.
-    pub(crate) fn scatter(&mut self, sg: &[Sge], mut skip: u64, mut data: &[u8]) -> bool {
+    /// The region with this lkey.
+    pub(crate) fn region(&self, lkey: u32) -> Option<&Arc<Region>> {
+        self.by_lkey.get(&lkey).map(|m| &m.region)
+    }
+
+    /// Copies `data` into the local elements `sg`, starting `skip` bytes in.
+    /// On a fault part may have been copied: a retry copies the same bytes
+    /// to the same places, so the caller only must not count it as done.
+    pub(crate) fn scatter(
+        &self,
+        sg: &[Sge],
+        mut skip: u64,
+        mut data: &[u8],
+    ) -> Result<(), CopyFault> {
         for sge in sg {
             if data.is_empty() {
-                return true;
+                return Ok(());
             }
             let len = u64::from(sge.len);
             if skip >= len {
                 skip -= len;
                 continue;
             }
-            let Some(mr) = self.by_lkey.get_mut(&sge.lkey) else {
-                return false;
-            };
+            let mr = self.by_lkey.get(&sge.lkey).ok_or(CopyFault::Short)?;
             let start = (sge.offset + skip) as usize;
             let n = ((len - skip) as usize).min(data.len());
-            let Some(dst) = mr.buf.get_mut(start..start + n) else {
-                return false;
-            };
+            let mut bytes = mr.region.try_write().ok_or(CopyFault::Busy)?;
+            let dst = bytes
+                .as_mut_slice()
+                .get_mut(start..start + n)
+                .ok_or(CopyFault::Short)?;
             dst.copy_from_slice(&data[..n]);
             data = &data[n..];
             skip = 0;
         }
-        data.is_empty()
+        if data.is_empty() {
+            Ok(())
+        } else {
+            Err(CopyFault::Short)
+        }
     }
 
     /// Copies `out.len()` bytes from the local elements `sg`, starting
-    /// `skip` bytes in. Returns false if the elements are too short.
-    pub(crate) fn gather(&self, sg: &[Sge], mut skip: u64, out: &mut [u8]) -> bool {
+    /// `skip` bytes in.
+    pub(crate) fn gather(
+        &self,
+        sg: &[Sge],
+        mut skip: u64,
+        out: &mut [u8],
+    ) -> Result<(), CopyFault> {
         let mut filled = 0;
         for sge in sg {
             if filled == out.len() {
-                return true;
+                return Ok(());
             }
             let len = u64::from(sge.len);
             if skip >= len {
                 skip -= len;
                 continue;
             }
-            let Some(mr) = self.by_lkey.get(&sge.lkey) else {
-                return false;
-            };
+            let mr = self.by_lkey.get(&sge.lkey).ok_or(CopyFault::Short)?;
             let start = (sge.offset + skip) as usize;
             let n = ((len - skip) as usize).min(out.len() - filled);
-            let Some(src) = mr.buf.get(start..start + n) else {
-                return false;
-            };
+            let bytes = mr.region.try_read().ok_or(CopyFault::Busy)?;
+            let src = bytes
+                .as_slice()
+                .get(start..start + n)
+                .ok_or(CopyFault::Short)?;
             out[filled..filled + n].copy_from_slice(src);
             filled += n;
             skip = 0;
         }
-        filled == out.len()
+        if filled == out.len() {
+            Ok(())
+        } else {
+            Err(CopyFault::Short)
+        }
     }
 }
 

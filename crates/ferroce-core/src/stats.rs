@@ -32,4 +32,15 @@ pub struct Stats {
     /// Packets the engine could not emit from its own header values (a
     /// bug; see [`crate::EmitError`]), not sent.
     pub tx_emit_errors: u64,
+    /// Times a received packet was set aside because the application held
+    /// a region it needs (counted again each time a retry finds the region
+    /// still held).
+    pub rx_deferred: u64,
+    /// Packets dropped unexecuted because their QP already had
+    /// [`crate::MAX_DEFERRED`] set aside, or all QPs
+    /// [`crate::MAX_DEFERRED_TOTAL`].
+    pub rx_deferred_dropped: u64,
+    /// Packets not sent because the application was writing the region
+    /// their payload comes from (recovered as losses).
+    pub tx_region_busy: u64,
 }

@@ -61,6 +61,16 @@ impl Ecn {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EmitError(pub ferroce_wire::Error);
 
+/// Why a packet the engine meant to send was not sent. Either way the QP
+/// goes on as if it had been lost on the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NotSent {
+    Emit(EmitError),
+    /// Its payload's region was held by the application
+    /// ([`crate::Stats::tx_region_busy`]).
+    RegionBusy,
+}
+
 impl Transmit {
     /// Emits `t` into a buffer from `pool`; `fill` writes the payload in
     /// place (`t.payload_len` bytes).

@@ -3,13 +3,16 @@
 use std::fmt;
 use std::io;
 
-use crate::{QpType, VerbsError};
+use crate::{QpType, RangeError, VerbsError};
 
 /// What a ferroce call can fail with.
 #[derive(Debug)]
 pub enum Error {
     /// The verbs call was refused; the error says what is wrong.
     Verbs(VerbsError),
+    /// A range outside its memory region; the error names the offset, the
+    /// length and the region's size.
+    Range(RangeError),
     /// The network backend failed (e.g. the address is not local, or port
     /// 4791 is taken).
     Io(io::Error),
@@ -29,6 +32,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Verbs(e) => e.fmt(f),
+            Self::Range(e) => e.fmt(f),
             Self::Io(e) => write!(f, "network: {e}"),
             Self::QpTypeMismatch { local, remote } if local == remote => write!(
                 f,
@@ -49,6 +53,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Verbs(e) => Some(e),
+            Self::Range(e) => Some(e),
             Self::Io(e) => Some(e),
             Self::QpTypeMismatch { .. } => None,
             Self::Decode(e) => Some(e),
@@ -65,6 +70,12 @@ impl From<VerbsError> for Error {
 impl From<DecodeError> for Error {
     fn from(e: DecodeError) -> Self {
         Self::Decode(e)
+    }
+}
+
+impl From<RangeError> for Error {
+    fn from(e: RangeError) -> Self {
+        Self::Range(e)
     }
 }
 

@@ -1,16 +1,33 @@
 //! Registered memory regions, and the application's access to their
 //! bytes.
+//!
+//! Each region's bytes have a lock of their own, shared with the engine
+//! and taken by nothing else: while the application reads or writes one
+//! region, the engine goes on with every other region and every QP's ACKs
+//! and responses. The engine never waits for the application either: a
+//! packet for a region the application holds is set aside and taken once
+//! the application lets go (see the crate README, "Memory").
+//!
+//! Offsets and lengths into a region are `u64`, as in [`Sge::offset`] and
+//! the remote addresses peers use.
 
 use std::sync::Arc;
 
-use crate::driver::Shared;
-use crate::{MrInfo, Result, Sge, VerbsError};
+use ferroce_core::Region;
 
-/// A registered memory region.
+use crate::driver::Shared;
+use crate::{MrInfo, Result, Sge};
+
+/// A registered memory region. Dropping it deregisters it: once the drop
+/// returns the engine no longer reads or writes its bytes, and the bytes
+/// are freed (a region on [`Backing::from_raw`](crate::Backing::from_raw) memory goes back to its
+/// owner untouched).
 #[derive(Debug)]
 pub struct MemoryRegion {
     pub(crate) shared: Arc<Shared>,
     pub(crate) info: MrInfo,
+    pub(crate) region: Arc<Region>,
+    pub(crate) registered: bool,
 }
 
 impl MemoryRegion {
@@ -44,38 +61,65 @@ impl MemoryRegion {
         }
     }
 
-    /// Runs `f` on the region's bytes, with remote access held off meanwhile.
+    /// Runs `f` on `len` bytes at `offset`, read-only. The engine may read
+    /// this region meanwhile (to send from it, or answer a peer's READ);
+    /// its writes into this region (a peer's WRITE, SEND or atomic, a READ
+    /// response landing) wait until `f` returns. Other regions are not
+    /// affected.
+    pub fn with_range<R>(&self, offset: u64, len: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        Ok(self.region.with_range(offset, len, f)?)
+    }
+
+    /// Runs `f` on `len` bytes at `offset`, writable. Every engine access
+    /// to this region waits until `f` returns; other regions are not
+    /// affected. (Writing a buffer a posted send is still sending from
+    /// costs that packet a retransmission, and what the peer gets is either
+    /// version, as with ibverbs.)
+    pub fn with_range_mut<R>(
+        &self,
+        offset: u64,
+        len: u64,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<R> {
+        Ok(self.region.with_range_mut(offset, len, f)?)
+    }
+
+    /// Runs `f` on the whole region, writable ([`Self::with_range_mut`]).
     pub fn with_bytes<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
-        let mut ep = self.shared.engine();
-        Ok(f(ep.mr_bytes_mut(self.info.lkey)?))
+        self.with_range_mut(0, self.info.len as u64, f)
     }
 
     /// Copies `data` into the region at `offset`.
-    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
-        self.with_bytes(|b| {
-            let dst = b
-                .get_mut(offset..offset + data.len())
-                .ok_or(VerbsError::BadValue {
-                    what: "write past the end of the region",
-                    value: (offset + data.len()) as u64,
-                })?;
-            dst.copy_from_slice(data);
-            Ok(())
-        })?
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.with_range_mut(offset, data.len() as u64, |dst| dst.copy_from_slice(data))
     }
 
     /// Copies `out.len()` bytes from the region at `offset`.
-    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.with_bytes(|b| {
-            let src = b
-                .get(offset..offset + out.len())
-                .ok_or(VerbsError::BadValue {
-                    what: "read past the end of the region",
-                    value: (offset + out.len()) as u64,
-                })?;
-            out.copy_from_slice(src);
-            Ok(())
-        })?
+    pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<()> {
+        self.with_range(offset, out.len() as u64, |src| out.copy_from_slice(src))
+    }
+
+    /// Deregisters the region and gives its buffer back, without a copy:
+    /// the `Vec`/`Box` given to [`ProtectionDomain::reg_mr_with`] (or the
+    /// zeroed one of [`ProtectionDomain::reg_mr`]), with what peers wrote.
+    /// `None` for a region on [`Backing::from_raw`](crate::Backing::from_raw) memory: that memory is
+    /// its owner's again, as after a drop.
+    ///
+    /// [`ProtectionDomain::reg_mr_with`]: crate::ProtectionDomain::reg_mr_with
+    /// [`ProtectionDomain::reg_mr`]: crate::ProtectionDomain::reg_mr
+    pub fn into_inner(mut self) -> Option<Box<[u8]>> {
+        self.deregister();
+        let region = self.region.clone();
+        drop(self);
+        // The engine's share went with the deregistration and this handle's
+        // other one with `self`: this is the last.
+        region.into_backing().ok()?.into_box().ok()
+    }
+
+    fn deregister(&mut self) {
+        if std::mem::take(&mut self.registered) {
+            let _ = self.shared.engine().dereg_mr(self.info.lkey);
+        }
     }
 
     /// The region as its peer addresses it (address, R_Key, length): send
@@ -88,6 +132,6 @@ impl MemoryRegion {
 
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
-        let _ = self.shared.engine().dereg_mr(self.info.lkey);
+        self.deregister();
     }
 }

@@ -2,11 +2,13 @@
 
 use std::sync::Arc;
 
-use ferroce_core::QpInit;
+use ferroce_core::{QpInit, Region};
 
 use crate::driver::Shared;
 use crate::srq::SrqHandle;
-use crate::{Access, MemoryRegion, QpInitAttr, QueuePair, Result, SharedReceiveQueue};
+use crate::{
+    Access, Backing, MemoryRegion, MrInfo, QpInitAttr, QueuePair, Result, SharedReceiveQueue,
+};
 
 /// A protection domain.
 #[derive(Debug)]
@@ -18,11 +20,43 @@ pub struct ProtectionDomain {
 impl ProtectionDomain {
     /// Registers `len` zeroed bytes with `access`.
     pub fn reg_mr(&self, len: usize, access: Access) -> Result<MemoryRegion> {
-        let info = self.shared.engine().reg_mr(self.handle, len, access)?;
-        Ok(MemoryRegion {
+        let mut engine = self.shared.engine();
+        let info = engine.reg_mr(self.handle, len, access)?;
+        let region = engine.region(info.lkey)?;
+        drop(engine);
+        Ok(self.region(info, region))
+    }
+
+    /// Registers the caller's memory in place, without a copy
+    /// (`ibv_reg_mr` on an existing buffer): a `Vec<u8>` or `Box<[u8]>`,
+    /// which [`MemoryRegion::into_inner`] gives back, or memory the
+    /// application owns, lent with the `unsafe` [`Backing::from_raw`] (its
+    /// contract is `ibv_reg_mr`'s: the memory stays valid and untouched
+    /// by anything else until the region is dropped).
+    ///
+    /// ```no_run
+    /// # fn f(pd: &ferroce::ProtectionDomain) -> ferroce::Result<()> {
+    /// use ferroce::Access;
+    /// let mr = pd.reg_mr_with(vec![7u8; 4096], Access::LOCAL_WRITE | Access::REMOTE_READ)?;
+    /// // ... peers READ it ...
+    /// let buf: Box<[u8]> = mr.into_inner().expect("an owned buffer");
+    /// # Ok(()) }
+    /// ```
+    pub fn reg_mr_with(&self, buf: impl Into<Backing>, access: Access) -> Result<MemoryRegion> {
+        let (info, region) = self
+            .shared
+            .engine()
+            .reg_mr_with(self.handle, buf.into(), access)?;
+        Ok(self.region(info, region))
+    }
+
+    fn region(&self, info: MrInfo, region: Arc<Region>) -> MemoryRegion {
+        MemoryRegion {
             shared: self.shared.clone(),
             info,
-        })
+            region,
+            registered: true,
+        }
     }
 
     /// `ibv_create_qp`: a QP in RESET, with its first PSN chosen

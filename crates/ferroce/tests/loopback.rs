@@ -105,7 +105,7 @@ fn rc_write_read_8_mib_and_atomics() {
     let mut back = vec![0u8; LEN];
     b.mr.read(0, &mut back).unwrap();
     assert!(back == data, "WRITE data differs");
-    a.mr.read(LEN, &mut back).unwrap();
+    a.mr.read(LEN as u64, &mut back).unwrap();
     assert!(back == data, "READ data differs");
     // Concurrent fetch-and-adds from many posts all count once.
     for i in 0..100 {

@@ -116,7 +116,7 @@ fn two_rc_qps_share_an_srq_over_udp() {
     for n in 1..=8u64 {
         let m = message(n);
         let off = n * SLOT;
-        cmr.write(off as usize, &m).unwrap();
+        cmr.write(off, &m).unwrap();
         a[(n % 2) as usize]
             .post_send(send(n, &[cmr.sge(off, m.len() as u32)]))
             .unwrap();
@@ -127,7 +127,7 @@ fn two_rc_qps_share_an_srq_over_udp() {
         assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::Recv));
         // Which message filled this WQE tells which peer sent it.
         let mut buf = vec![0u8; wc.byte_len as usize];
-        mr.read((wc.wr_id * SLOT) as usize, &mut buf).unwrap();
+        mr.read(wc.wr_id * SLOT, &mut buf).unwrap();
         let n = (1..=8)
             .find(|&n| message(n) == buf)
             .unwrap_or_else(|| panic!("WQE {} holds no message", wc.wr_id));

@@ -350,7 +350,7 @@ impl Local {
     fn check(&self, pattern: &[u8], n: u32) -> Result<(), Error> {
         let skip = if self.qp_type == QpType::Ud { GRH } else { 0 };
         let mut got = vec![0u8; self.size];
-        self.mr.read(self.buf_len + skip, &mut got)?;
+        self.mr.read((self.buf_len + skip) as u64, &mut got)?;
         if got != pattern && !is_rdma_core_buffer(&got) {
             return Err(Error::Run(format!("received data differs at exchange {n}")));
         }

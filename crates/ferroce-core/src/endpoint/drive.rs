@@ -13,6 +13,7 @@ use crate::log;
 use crate::qp::{completer, replies, requester, responder};
 use crate::tables::Tables;
 use crate::time::Instant;
+use crate::transmit::NotSent;
 use crate::verbs::{QpState, QpType};
 
 impl Endpoint {
@@ -21,12 +22,13 @@ impl Endpoint {
     pub fn handle_datagram(&mut self, now: Instant, from: IpAddr, data: &[u8]) {
         let _rx = log::rx_span(from, data).entered();
         let before = log::drops_before(&self.stats);
+        self.stats.rx_packets += 1;
         self.receive(now, from, data);
         log::drops_since(before, &self.stats);
     }
 
-    fn receive(&mut self, now: Instant, from: IpAddr, data: &[u8]) {
-        self.stats.rx_packets += 1;
+    /// Takes a packet (a new one, or a deferred one tried again).
+    pub(super) fn receive(&mut self, now: Instant, from: IpAddr, data: &[u8]) {
         let Ok(pkt) = TransportPacket::new_checked(data) else {
             self.stats.rx_malformed += 1;
             return;
@@ -63,16 +65,24 @@ impl Endpoint {
             self.stats.rx_bad_pkey += 1;
             return;
         }
+        if self.deferred.contains_key(&dqpn) {
+            self.defer(now, dqpn, from, data);
+            return;
+        }
         let mut tables = Tables {
             mrs: &mut self.mrs,
             cqs: &mut self.cqs,
             srqs: &mut self.srqs,
             stats: &mut self.stats,
         };
-        if pkt.info().response {
-            completer::on_response(q, &pkt, &mut tables, now);
+        let taken = if pkt.info().response {
+            completer::on_response(q, &pkt, &mut tables, now)
         } else {
-            responder::on_request(q, &pkt, from, &mut tables);
+            responder::on_request(q, &pkt, from, &mut tables)
+        };
+        if taken.is_err() {
+            self.defer(now, dqpn, from, data);
+            return;
         }
         self.touched(dqpn);
         self.raise_events(dqpn);
@@ -169,16 +179,26 @@ impl Endpoint {
                     return Some(t);
                 }
                 // The QP went on as if the packet had been lost on the wire.
-                Err(_) => self.stats.tx_emit_errors += 1,
+                Err(NotSent::Emit(_)) => self.stats.tx_emit_errors += 1,
+                Err(NotSent::RegionBusy) => self.stats.tx_region_busy += 1,
             }
         }
         None
     }
 
-    /// When `handle_timeout` is next due. (It takes `&mut self` to drop
+    /// When `handle_timeout` is next due (a QP timer, or the next try of
+    /// packets set aside for a held region, see `defer`). (It takes `&mut self` to drop
     /// heap entries whose QP's deadline has moved, so that the answer is
     /// exact.)
     pub fn poll_timeout(&mut self) -> Option<Instant> {
+        let timer = self.next_timer();
+        match (timer, self.deferred_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn next_timer(&mut self) -> Option<Instant> {
         while let Some((t, qpn)) = self.timers.peek() {
             let Some(q) = self.qps.get_mut(&qpn) else {
                 self.timers.pop(); // destroyed
@@ -199,8 +219,10 @@ impl Endpoint {
         None
     }
 
-    /// Runs the timers due at `now`: retransmission and the end of RNR waits.
+    /// Runs the timers due at `now`: retransmission, the end of RNR waits,
+    /// and another try of the packets set aside for a held region.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.retry_deferred(now);
         for (t, qpn) in self.timers.take_due(now) {
             let Some(q) = self.qps.get_mut(&qpn) else {
                 continue; // destroyed

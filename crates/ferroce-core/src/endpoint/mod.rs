@@ -16,14 +16,16 @@
 //! its randomness (keys) comes from the seed in [`EndpointConfig`].
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 
+use ferroce_mem::Backing;
 use rustc_hash::FxHashMap as HashMap;
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
 use crate::cq::Cq;
-use crate::mr::{Mr, MrInfo, MrTable, sg_len};
+use crate::mr::{Mr, MrInfo, MrTable, Region, sg_len};
 use crate::qp::{self, Qp, QpInit, SendWqe, completer, responder};
 use crate::srq::{MAX_SRQ_WR, Srq};
 pub use crate::stats::Stats;
@@ -31,11 +33,14 @@ use crate::timers::Timers;
 pub(crate) use crate::transmit::BufPool;
 pub use crate::transmit::{Ecn, EmitError, PacketKind, Transmit};
 
+mod defer;
 mod drive;
+
 use crate::verbs::{
     Access, AsyncEvent, QpAttr, QpState, QpType, QueuedRecv, QueuedSend, RecvWr, SendOp, SendWr,
     SrqAttr, SrqInfo, VerbsError, WcOpcode, WcStatus, WorkCompletion,
 };
+pub use defer::{MAX_DEFERRED, MAX_DEFERRED_TOTAL};
 
 /// Largest message (ibv_devinfo's max_msg_sz as rxe reports it).
 pub const MAX_MSG_SIZE: u64 = 0x80_0000;
@@ -85,6 +90,10 @@ pub struct Endpoint {
     /// Packets the QP at the front of `active` has sent in a row.
     burst: u32,
     pool: BufPool,
+    /// Packets set aside while the application holds a region (see `defer`).
+    deferred: HashMap<u32, defer::Queue>,
+    defer_retry_at: Option<crate::time::Instant>,
+    deferred_total: usize,
     next_qpn: u32,
     pub(crate) stats: Stats,
 }
@@ -106,6 +115,9 @@ impl Endpoint {
             in_flight: 0,
             burst: 0,
             pool: BufPool::default(),
+            deferred: HashMap::default(),
+            defer_retry_at: None,
+            deferred_total: 0,
             // QP0 and QP1 are the SMI and GSI; rxe starts user QPs at 0x11.
             next_qpn: 0x11,
             stats: Stats::default(),
@@ -157,8 +169,57 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Registers a zeroed region of `len` bytes owned by the endpoint.
+    /// Registers a zeroed region of `len` bytes.
     pub fn reg_mr(&mut self, pd: u32, len: usize, access: Access) -> Result<MrInfo, VerbsError> {
+        // Checked before the allocation, so that a refusal allocates nothing.
+        self.check_reg(pd, access)?;
+        // An impossible size is an error, not an abort in the allocator
+        // (a peer's request can size a region; ibv_reg_mr fails with
+        // ENOMEM). The probe is freed and the region allocated zeroed, which
+        // leaves its pages untouched until used.
+        if Vec::<u8>::new().try_reserve_exact(len).is_err() {
+            return Err(VerbsError::BadValue {
+                what: "MR length (no memory for that many bytes)",
+                value: len as u64,
+            });
+        }
+        let backing = Backing::from(vec![0u8; len]);
+        self.reg_mr_with(pd, backing, access).map(|(info, _)| info)
+    }
+
+    /// Registers `backing` as it is (no copy): the bytes stay where they
+    /// are, shared by the endpoint and the returned [`Region`]. A refused
+    /// registration drops `backing` (a raw one is simply forgotten).
+    pub fn reg_mr_with(
+        &mut self,
+        pd: u32,
+        backing: Backing,
+        access: Access,
+    ) -> Result<(MrInfo, Arc<Region>), VerbsError> {
+        self.check_reg(pd, access)?;
+        let (lkey, rkey) = loop {
+            let l = self.rng.next_u32();
+            let r = self.rng.next_u32();
+            if l != r && !self.mrs.contains_key(l) && !self.mrs.contains_key(r) {
+                break (l, r);
+            }
+        };
+        // A page-aligned address unique to the region, as a real one would be.
+        let addr = (u64::from(self.rng.next_u32()) << 16) & !0xfff;
+        let region = Arc::new(Region::new(backing));
+        let info = self.mrs.insert(Mr {
+            pd,
+            access,
+            addr,
+            lkey,
+            rkey,
+            region: region.clone(),
+            invalid: false,
+        });
+        Ok((info, region))
+    }
+
+    fn check_reg(&self, pd: u32, access: Access) -> Result<(), VerbsError> {
         if !self.pds.contains(&pd) {
             return Err(VerbsError::NoSuchPd(pd));
         }
@@ -170,36 +231,11 @@ impl Endpoint {
                 value: access.bits().into(),
             });
         }
-        let (lkey, rkey) = loop {
-            let l = self.rng.next_u32();
-            let r = self.rng.next_u32();
-            if l != r && !self.mrs.contains_key(l) && !self.mrs.contains_key(r) {
-                break (l, r);
-            }
-        };
-        // An impossible size is an error, not an abort in the allocator
-        // (a peer's request can size a region; ibv_reg_mr fails with
-        // ENOMEM). The probe is freed and the region allocated zeroed, which
-        // leaves its pages untouched until used.
-        if Vec::<u8>::new().try_reserve_exact(len).is_err() {
-            return Err(VerbsError::BadValue {
-                what: "MR length (no memory for that many bytes)",
-                value: len as u64,
-            });
-        }
-        // A page-aligned address unique to the region, as a real one would be.
-        let addr = (u64::from(self.rng.next_u32()) << 16) & !0xfff;
-        Ok(self.mrs.insert(Mr {
-            pd,
-            access,
-            addr,
-            lkey,
-            rkey,
-            buf: vec![0u8; len].into_boxed_slice(),
-            invalid: false,
-        }))
+        Ok(())
     }
 
+    /// Deregisters a region. Its bytes live on in any [`Region`] handle
+    /// still held; the engine no longer touches them.
     pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), VerbsError> {
         self.mrs
             .remove(lkey)
@@ -207,19 +243,28 @@ impl Endpoint {
             .ok_or(VerbsError::NoSuchMr(lkey))
     }
 
-    /// The bytes of a region, as the local CPU sees them.
-    pub fn mr_bytes(&self, lkey: u32) -> Result<&[u8], VerbsError> {
+    /// The bytes of the region with this lkey, shared with the engine.
+    pub fn region(&self, lkey: u32) -> Result<Arc<Region>, VerbsError> {
         self.mrs
-            .get(lkey)
-            .map(|m| &m.buf[..])
+            .region(lkey)
+            .cloned()
             .ok_or(VerbsError::NoSuchMr(lkey))
     }
 
-    pub fn mr_bytes_mut(&mut self, lkey: u32) -> Result<&mut [u8], VerbsError> {
-        self.mrs
-            .get_mut(lkey)
-            .map(|m| &mut m.buf[..])
-            .ok_or(VerbsError::NoSuchMr(lkey))
+    /// A copy of a region's bytes (tests).
+    #[cfg(test)]
+    pub(crate) fn mr_bytes(&self, lkey: u32) -> Result<Vec<u8>, VerbsError> {
+        let region = self.region(lkey)?;
+        Ok(region
+            .with_range(0, region.len() as u64, <[u8]>::to_vec)
+            .unwrap_or_default())
+    }
+
+    /// Runs `f` on a region's bytes (tests).
+    #[cfg(test)]
+    pub(crate) fn write_mr(&self, lkey: u32, f: impl FnOnce(&mut [u8])) {
+        let region = self.region(lkey).unwrap();
+        region.with_range_mut(0, region.len() as u64, f).unwrap();
     }
 
     pub fn create_cq(&mut self, depth: u32) -> Result<u32, VerbsError> {
@@ -309,6 +354,7 @@ impl Endpoint {
     /// polled are dropped.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
         let mut q = self.qps.remove(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        self.forget_deferred(qpn);
         self.in_flight -= u64::from(q.counted_in_flight);
         if let Some(srq) = q.init.srq.and_then(|h| self.srqs.get_mut(&h)) {
             if let Some((wr, _)) = q.resp.recv.take() {

@@ -11,7 +11,7 @@ use ferroce_wire::{Psn, TransportPacket};
 use super::{Qp, requester};
 use crate::cq::Cq;
 use crate::log::{self, Why};
-use crate::mr::MrTable;
+use crate::mr::{CopyFault, MrTable, RegionBusy};
 use crate::stats::Stats;
 use crate::tables::Tables;
 use crate::time::{Instant, local_ack_timeout};
@@ -24,11 +24,11 @@ pub(crate) fn on_response(
     pkt: &TransportPacket<&[u8]>,
     t: &mut Tables<'_>,
     now: Instant,
-) {
+) -> Result<(), RegionBusy> {
     let (mrs, cqs, stats) = (&mut *t.mrs, &mut *t.cqs, &mut *t.stats);
     if qp.state != QpState::Rts && qp.state != QpState::Sqd {
         stats.rx_wrong_state += 1;
-        return;
+        return Ok(());
     }
     let psn = pkt.bth().psn();
     // A response answers a request outstanding: its PSN lies between the
@@ -51,12 +51,14 @@ pub(crate) fn on_response(
         } else {
             stats.rx_unexpected += 1;
         }
-        return;
+        return Ok(());
     }
     let kind = pkt.info().kind;
+    // Data into local memory first: if the application holds the region,
+    // the whole response waits (deferred), its acknowledgement included.
     match kind {
-        Kind::ReadResponse => read_response(qp, pkt, psn, mrs, stats),
-        Kind::AtomicAck => atomic_ack(qp, pkt, psn, mrs, stats),
+        Kind::ReadResponse => read_response(qp, pkt, psn, mrs, stats)?,
+        Kind::AtomicAck => atomic_ack(qp, pkt, psn, mrs, stats)?,
         _ => {}
     }
     if let Some(aeth) = pkt.aeth() {
@@ -95,13 +97,14 @@ pub(crate) fn on_response(
                 };
                 let _ = acknowledge(qp, psn - 1, Kind::Ack);
                 fail_at(qp, psn, status, cqs);
-                return;
+                return Ok(());
             }
             Syndrome::Reserved { .. } => stats.rx_unexpected += 1,
         }
     }
     complete_done(qp, cqs);
     rearm(qp, now);
+    Ok(())
 }
 
 /// Marks done every send/write WQE acknowledged by `psn`, which a packet of
@@ -150,9 +153,9 @@ fn read_response(
     qp: &mut Qp,
     pkt: &TransportPacket<&[u8]>,
     psn: Psn,
-    mrs: &mut MrTable,
+    mrs: &MrTable,
     stats: &mut Stats,
-) {
+) -> Result<(), RegionBusy> {
     let mtu = qp.cfg.mtu.bytes() as u64;
     let Some((idx, w)) = qp
         .sq
@@ -161,7 +164,7 @@ fn read_response(
         .find(|(_, w)| w.started && !w.done && matches!(w.wr.op, SendOp::Read { .. }))
     else {
         stats.rx_unexpected += 1;
-        return;
+        return Ok(());
     };
     let expected = w.first_psn + (w.read_received / mtu) as u32;
     if psn != expected {
@@ -179,16 +182,25 @@ fn read_response(
             stats.retransmits += 1;
             requester::rewind(qp, expected);
         }
-        return;
+        return Ok(());
     }
     let data = pkt.payload();
     let last = pkt.info().position.ends();
     let fits = w.read_received + data.len() as u64 <= w.len;
     let full_size = last || data.len() as u64 == mtu;
-    if !fits || !full_size || !mrs.scatter(&w.wr.sg, w.read_received, data) {
-        w.done = true;
-        w.status = WcStatus::BadRespErr;
-        return;
+    let copied = if fits && full_size {
+        mrs.scatter(&w.wr.sg, w.read_received, data)
+    } else {
+        Err(CopyFault::Short)
+    };
+    match copied {
+        Ok(()) => {}
+        Err(CopyFault::Busy) => return Err(RegionBusy),
+        Err(CopyFault::Short) => {
+            w.done = true;
+            w.status = WcStatus::BadRespErr;
+            return Ok(());
+        }
     }
     w.read_received += data.len() as u64;
     if last {
@@ -199,17 +211,18 @@ fn read_response(
     }
     // Progress: the retry budget starts over.
     qp.comp.retry_left = qp.cfg.retry_cnt;
+    Ok(())
 }
 
 fn atomic_ack(
     qp: &mut Qp,
     pkt: &TransportPacket<&[u8]>,
     psn: Psn,
-    mrs: &mut MrTable,
+    mrs: &MrTable,
     stats: &mut Stats,
-) {
+) -> Result<(), RegionBusy> {
     let Some(orig) = pkt.atomic_ack_eth().map(|a| a.orig()) else {
-        return;
+        return Ok(());
     };
     let Some(w) = qp.sq.iter_mut().find(|w| {
         w.started
@@ -221,14 +234,17 @@ fn atomic_ack(
             )
     }) else {
         stats.rx_duplicate += 1;
-        return;
+        return Ok(());
     };
     // The original value lands in local memory in host byte order, as
     // ibverbs atomics deliver it.
-    if !mrs.scatter(&w.wr.sg, 0, &orig.to_ne_bytes()) {
-        w.status = WcStatus::LocProtErr;
+    match mrs.scatter(&w.wr.sg, 0, &orig.to_ne_bytes()) {
+        Ok(()) => {}
+        Err(CopyFault::Busy) => return Err(RegionBusy),
+        Err(CopyFault::Short) => w.status = WcStatus::LocProtErr,
     }
     w.done = true;
+    Ok(())
 }
 
 fn rnr_nak(qp: &mut Qp, psn: Psn, timer: u8, now: Instant) {

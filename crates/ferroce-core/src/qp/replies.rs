@@ -16,7 +16,7 @@ use super::responder::{ACK, Outcome, next_msn, remote_target};
 use super::{Qp, ReadJob, Response};
 use crate::mr::MrTable;
 use crate::stats::Stats;
-use crate::transmit::{BufPool, EmitError, Transmit};
+use crate::transmit::{BufPool, NotSent, Transmit};
 use crate::verbs::{Access, QpType};
 
 /// The responder resources: READ and atomic requests recorded, and READ or
@@ -181,7 +181,7 @@ pub(super) fn atomic(
     qp: &mut Qp,
     pkt: &TransportPacket<&[u8]>,
     psn: Psn,
-    mrs: &mut MrTable,
+    mrs: &MrTable,
 ) -> Outcome {
     let Some(a) = pkt.atomic_eth() else {
         return Outcome::Nak(NakCode::InvalidRequest);
@@ -198,10 +198,13 @@ pub(super) fn atomic(
     if owed_jobs(qp) >= depth(qp) {
         return Outcome::OverDepth;
     }
-    let Some(mr) = mrs.get_mut(lkey) else {
+    let Some(region) = mrs.region(lkey) else {
         return Outcome::Nak(NakCode::RemoteAccessError);
     };
-    let cell = &mut mr.buf[off..off + 8];
+    let Some(mut bytes) = region.try_write() else {
+        return Outcome::Busy;
+    };
+    let cell = &mut bytes.as_mut_slice()[off..off + 8];
     let mut b = [0u8; 8];
     b.copy_from_slice(cell);
     let orig = u64::from_ne_bytes(b);
@@ -230,7 +233,7 @@ pub(crate) fn next_response(
     qp: &mut Qp,
     mrs: &MrTable,
     pool: &mut BufPool,
-) -> Option<Result<Transmit, EmitError>> {
+) -> Option<Result<Transmit, NotSent>> {
     if qp.init.qp_type != QpType::Rc {
         return None;
     }
@@ -278,17 +281,29 @@ pub(crate) fn next_response(
                 });
             }
             let start = job.offset + job.sent;
-            let src = mrs.get(job.lkey).and_then(|m| m.buf.get(start..start + n));
+            let region = mrs.region(job.lkey);
             job.sent += n;
             if last {
                 qp.resp.out.pop_front();
             }
+            // A region the application is writing: the response is not sent,
+            // as if lost (the requester asks again from the gap); waiting
+            // would stall the engine, and keeping it would spin here.
+            let bytes = match region.map(|r| r.try_read()) {
+                Some(None) => return Some(Err(NotSent::RegionBusy)),
+                Some(Some(bytes)) => Some(bytes),
+                None => None,
+            };
+            let src = bytes
+                .as_ref()
+                .and_then(|b| b.as_slice().get(start..start + n));
             // A region gone since the request was checked reads as zeros.
-            return Some(Transmit::build(pool, path, &t, |out| match src {
+            let built = Transmit::build(pool, path, &t, |out| match src {
                 Some(src) => out.copy_from_slice(src),
                 None => out.fill(0),
-            }));
+            });
+            return Some(built.map_err(NotSent::Emit));
         }
     };
-    Some(Transmit::build(pool, path, &t, |_| {}))
+    Some(Transmit::build(pool, path, &t, |_| {}).map_err(NotSent::Emit))
 }

@@ -10,9 +10,10 @@ use ferroce_wire::reth::RethRepr;
 use ferroce_wire::{Opcode, Psn, Transport, TransportRepr};
 
 use super::{Qp, SendWqe};
+use crate::mr::CopyFault;
 use crate::mr::MrTable;
 use crate::time::{Instant, local_ack_timeout};
-use crate::transmit::{BufPool, EmitError, Transmit};
+use crate::transmit::{BufPool, NotSent, Transmit};
 use crate::verbs::{QpState, QpType, SendOp, WcStatus};
 
 /// At most this many PSNs in flight past the oldest unacknowledged one
@@ -42,7 +43,7 @@ pub(crate) fn next_packet(
     pool: &mut BufPool,
     now: Instant,
     ask_ack: bool,
-) -> Option<Result<Transmit, EmitError>> {
+) -> Option<Result<Transmit, NotSent>> {
     let idx = qp.req.wqe;
     let wqe = qp.sq.get(idx)?;
     // SQD drains: the messages already begun are finished and retransmitted
@@ -128,7 +129,7 @@ fn build(
     mrs: &MrTable,
     pool: &mut BufPool,
     ask_ack: bool,
-) -> Option<Result<Transmit, EmitError>> {
+) -> Option<Result<Transmit, NotSent>> {
     let mtu = qp.cfg.mtu.bytes() as u64;
     let (op, len, first_psn, npkts, solicited) = {
         let w = &qp.sq[idx];
@@ -297,7 +298,7 @@ fn transmit(
     mrs: &MrTable,
     pool: &mut BufPool,
     offset: u64,
-) -> Result<Transmit, EmitError> {
+) -> Result<Transmit, NotSent> {
     let wr = &qp.sq[idx].wr;
     let path = match (qp.init.qp_type, wr.ud) {
         (QpType::Ud, Some(ud)) => ud.path,
@@ -320,22 +321,33 @@ fn transmit(
     } else {
         t.bth.dest_qp = qp.cfg.dest_qpn;
     }
-    let mut ok = true;
+    let mut copied = Ok(());
     let packet = Transmit::build(pool, path, &t, |out| {
-        ok = match &wr.inline {
+        copied = match &wr.inline {
             Some(data) => {
                 let s = offset as usize;
                 data.get(s..s + out.len())
                     .map(|d| out.copy_from_slice(d))
-                    .is_some()
+                    .ok_or(CopyFault::Short)
             }
             None => mrs.gather(&wr.sg, offset, out),
         };
-    });
-    if !ok {
-        qp.sq[idx].status = WcStatus::LocProtErr;
+    })
+    .map_err(NotSent::Emit)?;
+    match copied {
+        Ok(()) => Ok(packet),
+        // The application is writing the source region (racing its own
+        // posted request): the packet is not sent, as if lost, and the
+        // transport sends it again (RC) or loses it (UC, UD).
+        Err(CopyFault::Busy) => {
+            pool.give(packet.data);
+            Err(NotSent::RegionBusy)
+        }
+        Err(CopyFault::Short) => {
+            qp.sq[idx].status = WcStatus::LocProtErr;
+            Ok(packet)
+        }
     }
-    packet
 }
 
 /// Goes back to retransmit from `psn` (go-back-N): the requester resumes at

@@ -20,13 +20,14 @@ use super::Qp;
 use super::replies::{atomic, duplicate_atomic, duplicate_read, owe_ack, read_request};
 use super::unreliable::{uc_receive, ud_receive};
 use crate::cq::Cq;
-use crate::mr::{MrTable, RemoteAccess};
+use crate::mr::{CopyFault, MrTable, RegionBusy, RemoteAccess};
 use crate::srq::Srq;
 use crate::stats::Stats;
 use crate::tables::Tables;
 use crate::verbs::{Access, QpState, QpType, QueuedRecv, WcOpcode, WcStatus, WorkCompletion};
 
 /// What executing one request came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Outcome {
     /// Done; acknowledge if asked.
     Ok,
@@ -36,6 +37,9 @@ pub(super) enum Outcome {
     Nak(NakCode),
     /// READ: responses queued (they acknowledge).
     Responded,
+    /// The application holds the region the packet needs: nothing done,
+    /// the packet is deferred and taken again later.
+    Busy,
     /// A READ or atomic beyond the responder resources while all their
     /// responses are still owed: dropped unexecuted, PSN not consumed (the
     /// requester sends it again).
@@ -96,7 +100,7 @@ pub(crate) fn on_request(
     pkt: &TransportPacket<&[u8]>,
     from: IpAddr,
     t: &mut Tables<'_>,
-) {
+) -> Result<(), RegionBusy> {
     match qp.init.qp_type {
         QpType::Ud => return ud_receive(qp, pkt, from, t),
         QpType::Uc => return uc_receive(qp, pkt, t),
@@ -107,7 +111,7 @@ pub(crate) fn on_request(
     if d < 0 {
         t.stats.rx_duplicate += 1;
         duplicate(qp, pkt, psn, t.mrs, t.stats);
-        return;
+        return Ok(());
     }
     if d > 0 {
         t.stats.rx_out_of_sequence += 1;
@@ -117,17 +121,21 @@ pub(crate) fn on_request(
             tracing::debug!(qpn = %crate::log::Qpn(qp.qpn), expected = %epsn, "NAK sent: PSN sequence error");
             owe_ack(qp, epsn, Syndrome::Nak(NakCode::PsnSequenceError), t.stats);
         }
-        return;
+        return Ok(());
+    }
+    let outcome = execute(qp, pkt, psn, t);
+    if outcome == Outcome::Busy {
+        return Err(RegionBusy);
     }
     qp.resp.nak_sent = false;
-    match execute(qp, pkt, psn, t) {
+    match outcome {
         Outcome::Ok => {
             qp.resp.epsn = psn + 1;
             if pkt.bth().ack_req() {
                 owe_ack(qp, psn, ACK, t.stats);
             }
         }
-        Outcome::Responded => {}
+        Outcome::Responded | Outcome::Busy => {}
         Outcome::OverDepth => t.stats.rx_over_depth += 1,
         Outcome::Rnr => {
             t.stats.rnr_naks_sent += 1;
@@ -147,6 +155,7 @@ pub(crate) fn on_request(
             super::completer::flush(qp, t.cqs);
         }
     }
+    Ok(())
 }
 
 fn duplicate(
@@ -182,7 +191,8 @@ pub(super) fn send(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_>
         // A FIRST while a message is open, or a MIDDLE/LAST with none.
         return Outcome::Nak(NakCode::InvalidRequest);
     }
-    if qp.resp.recv.is_none() {
+    let took = qp.resp.recv.is_none();
+    if took {
         match take_recv(qp, t.srqs) {
             Some(wr) => qp.resp.recv = Some((wr, 0)),
             None => return Outcome::Rnr,
@@ -192,7 +202,15 @@ pub(super) fn send(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_>
         return Outcome::Nak(NakCode::InvalidRequest);
     };
     let data = pkt.payload();
-    if !t.mrs.scatter(&wr.sg, *filled, data) {
+    let copied = t.mrs.scatter(&wr.sg, *filled, data);
+    if copied == Err(CopyFault::Busy) {
+        // Taken again later from the start: a WQE taken for it goes back.
+        if took && let Some((wr, _)) = qp.resp.recv.take() {
+            give_back(qp, t.srqs, wr);
+        }
+        return Outcome::Busy;
+    }
+    if copied.is_err() {
         let wr = wr.clone();
         qp.resp.recv = None;
         complete_recv(
@@ -248,7 +266,9 @@ pub(super) fn write(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_
     if with_imm && !has_recv(qp, t.srqs) {
         return Outcome::Rnr;
     }
-    if position.starts() {
+    // The target is only recorded once the data is in: a packet deferred
+    // because the region is busy must leave the QP as it found it.
+    let (lkey, off, left) = if position.starts() {
         if qp.resp.write.is_some() {
             return Outcome::Nak(NakCode::InvalidRequest);
         }
@@ -257,15 +277,14 @@ pub(super) fn write(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_
         };
         let len = reth.dma_len();
         match remote_target(qp, t.mrs, reth.rkey(), reth.va(), len, Access::REMOTE_WRITE) {
-            Ok((lkey, off)) => {
-                qp.resp.write = Some((lkey, off, len as usize));
-                qp.resp.write_len = len;
-            }
+            Ok((lkey, off)) => (lkey, off, len as usize),
             Err(code) => return Outcome::Nak(code),
         }
-    }
-    let Some((lkey, off, left)) = qp.resp.write else {
-        return Outcome::Nak(NakCode::InvalidRequest);
+    } else {
+        let Some(target) = qp.resp.write else {
+            return Outcome::Nak(NakCode::InvalidRequest);
+        };
+        target
     };
     let data = pkt.payload();
     if data.len() > left || (position.ends() && data.len() != left) {
@@ -273,8 +292,15 @@ pub(super) fn write(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_
         qp.resp.write = None;
         return Outcome::Nak(NakCode::InvalidRequest);
     }
-    if let Some(mr) = t.mrs.get_mut(lkey) {
-        mr.buf[off..off + data.len()].copy_from_slice(data);
+    // A region deregistered mid-message takes the rest of it nowhere.
+    if let Some(region) = t.mrs.region(lkey) {
+        let Some(mut bytes) = region.try_write() else {
+            return Outcome::Busy;
+        };
+        bytes.as_mut_slice()[off..off + data.len()].copy_from_slice(data);
+    }
+    if position.starts() {
+        qp.resp.write_len = left as u32;
     }
     qp.resp.write = Some((lkey, off + data.len(), left - data.len()));
     if position.ends() {

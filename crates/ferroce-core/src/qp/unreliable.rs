@@ -11,11 +11,16 @@ use ferroce_wire::opcode::Kind;
 
 use super::Qp;
 use super::responder::{Outcome, give_back, send, take_recv, write};
+use crate::mr::{CopyFault, RegionBusy};
 use crate::tables::Tables;
 use crate::verbs::{WcOpcode, WcStatus, WorkCompletion};
 
 /// A UC request packet: executed in order, or dropped with its message.
-pub(super) fn uc_receive(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_>) {
+pub(super) fn uc_receive(
+    qp: &mut Qp,
+    pkt: &TransportPacket<&[u8]>,
+    t: &mut Tables<'_>,
+) -> Result<(), RegionBusy> {
     let psn = pkt.bth().psn();
     let info = pkt.info();
     if psn != qp.resp.epsn {
@@ -28,15 +33,20 @@ pub(super) fn uc_receive(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tabl
         qp.resp.write = None;
         if !info.position.starts() {
             qp.resp.epsn = psn + 1;
-            return;
+            return Ok(());
         }
+        // Resynchronised on this packet (a deferred retry finds no gap).
+        qp.resp.epsn = psn;
     }
-    qp.resp.epsn = psn + 1;
     let outcome = match info.kind {
         Kind::Send => send(qp, pkt, t),
         Kind::Write => write(qp, pkt, t),
         _ => Outcome::Nak(NakCode::InvalidRequest),
     };
+    if outcome == Outcome::Busy {
+        return Err(RegionBusy);
+    }
+    qp.resp.epsn = psn + 1;
     if !matches!(outcome, Outcome::Ok) {
         // UC never NAKs: the message is silently dropped.
         t.stats.rx_unexpected += 1;
@@ -45,6 +55,7 @@ pub(super) fn uc_receive(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tabl
         }
         qp.resp.write = None;
     }
+    Ok(())
 }
 
 /// The GRH ibverbs puts in front of every UD receive.
@@ -57,20 +68,20 @@ pub(super) fn ud_receive(
     pkt: &TransportPacket<&[u8]>,
     from: IpAddr,
     t: &mut Tables<'_>,
-) {
+) -> Result<(), RegionBusy> {
     let Some(deth) = pkt.deth() else {
         t.stats.rx_malformed += 1;
-        return;
+        return Ok(());
     };
     // The sender has already replaced a Q_Key with the high bit set by its
     // QP's own (IBA C10-15, in the requester): compare as is.
     if deth.qkey() != qp.cfg.qkey {
         t.stats.rx_bad_qkey += 1;
-        return;
+        return Ok(());
     }
     let Some(wr) = take_recv(qp, t.srqs) else {
         t.stats.rx_unexpected += 1; // UD drops when no receive is posted
-        return;
+        return Ok(());
     };
     // ibverbs puts the 40-byte GRH in front of UD data: for RoCE v2 over
     // IPv4, the IPv4 header sits in its last 20 bytes.
@@ -89,11 +100,17 @@ pub(super) fn ud_receive(
         }
     }
     let data = pkt.payload();
-    let ok = t.mrs.scatter(&wr.sg, 0, &grh) && t.mrs.scatter(&wr.sg, GRH_LEN as u64, data);
-    let status = if ok {
-        WcStatus::Success
-    } else {
-        WcStatus::LocLenErr
+    let copied = t
+        .mrs
+        .scatter(&wr.sg, 0, &grh)
+        .and_then(|()| t.mrs.scatter(&wr.sg, GRH_LEN as u64, data));
+    let status = match copied {
+        Ok(()) => WcStatus::Success,
+        Err(CopyFault::Short) => WcStatus::LocLenErr,
+        Err(CopyFault::Busy) => {
+            give_back(qp, t.srqs, wr);
+            return Err(RegionBusy);
+        }
     };
     if let Some(cq) = t.cqs.get_mut(&qp.init.recv_cq) {
         cq.push(WorkCompletion {
@@ -107,4 +124,5 @@ pub(super) fn ud_receive(
             src_qp: deth.src_qp(),
         });
     }
+    Ok(())
 }

@@ -17,7 +17,7 @@ fn marked_packets_deliver_like_unmarked_ones() {
         ..Faults::default()
     };
     let data = pattern(1 << 20, 9);
-    p.eps[0].mr_bytes_mut(a.mr.lkey).unwrap()[..data.len()].copy_from_slice(&data);
+    p.eps[0].write_mr(a.mr.lkey, |b| b[..data.len()].copy_from_slice(&data));
     let write = SendOp::Write {
         remote: rmem(b.mr.addr, b.mr.rkey),
     };

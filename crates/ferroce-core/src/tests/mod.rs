@@ -20,6 +20,7 @@
 
 mod calls;
 mod conform;
+mod deferred;
 mod ecn;
 mod errors;
 mod fuzz;
@@ -40,7 +41,7 @@ use util::{Faults, Pair, connect, pattern, recv_wr, rmem, send_wr, sge};
 use crate::verbs::{Mtu, QpState, QpType, SendOp, UdDest, WcOpcode, WcStatus};
 
 fn write_mr(p: &mut Pair, i: usize, lkey: u32, off: usize, data: &[u8]) {
-    p.eps[i].mr_bytes_mut(lkey).unwrap()[off..off + data.len()].copy_from_slice(data);
+    p.eps[i].write_mr(lkey, |b| b[off..off + data.len()].copy_from_slice(data));
 }
 
 fn read_mr(p: &Pair, i: usize, lkey: u32, off: usize, len: usize) -> Vec<u8> {

@@ -57,7 +57,7 @@ fn send_with_immediate_delivers_the_imm_on_rc_uc_and_ud() {
     }
 }
 
-pub(super) fn ud_dest(p: &Pair, qpn: u32) -> UdDest {
+pub(crate) fn ud_dest(p: &Pair, qpn: u32) -> UdDest {
     UdDest {
         path: Path {
             remote: p.addrs[1],

@@ -51,7 +51,9 @@ fn rc_write_soak_arrives_byte_identical() {
             ..Opts::new(QpType::Rc, total, Mtu::Mtu4096)
         },
     );
-    ChaCha8Rng::seed_from_u64(total as u64).fill_bytes(p.eps[0].mr_bytes_mut(a.mr.lkey).unwrap());
+    p.eps[0].write_mr(a.mr.lkey, |b| {
+        ChaCha8Rng::seed_from_u64(total as u64).fill_bytes(b)
+    });
     p.faults = Faults {
         loss: 0.05,
         duplicate: 0.02,
@@ -84,7 +86,7 @@ fn rc_write_soak_arrives_byte_identical() {
         p.eps[0].mr_bytes(a.mr.lkey).unwrap(),
         p.eps[1].mr_bytes(b.mr.lkey).unwrap(),
     );
-    if let Some(at) = sent.iter().zip(received).position(|(x, y)| x != y) {
+    if let Some(at) = sent.iter().zip(received).position(|(x, y)| *x != y) {
         panic!("byte {at} of {total} differs");
     }
     let (sa, sb) = (p.eps[0].stats(), p.eps[1].stats());

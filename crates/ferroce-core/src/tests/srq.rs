@@ -96,7 +96,7 @@ fn post_slot(p: &mut Pair, s: &Shared, wr_id: u64, len: u32) {
 
 /// Sends `data` (written at offset 0 of the peer's region) as one SEND.
 fn send_from(p: &mut Pair, peer: &Side, wr_id: u64, data: &[u8]) {
-    p.eps[0].mr_bytes_mut(peer.mr.lkey).unwrap()[..data.len()].copy_from_slice(data);
+    p.eps[0].write_mr(peer.mr.lkey, |b| b[..data.len()].copy_from_slice(data));
     p.eps[0]
         .post_send(
             peer.qpn,
@@ -133,8 +133,9 @@ fn two_rc_qps_share_an_srq_and_completions_name_the_qp() {
         let peer = &peers[n % 2];
         // Each message from its own offset of the peer's region.
         let off = 8192 * (n / 2) as u64;
-        p.eps[0].mr_bytes_mut(peer.mr.lkey).unwrap()[off as usize..off as usize + m.len()]
-            .copy_from_slice(m);
+        p.eps[0].write_mr(peer.mr.lkey, |b| {
+            b[off as usize..off as usize + m.len()].copy_from_slice(m)
+        });
         p.eps[0]
             .post_send(
                 peer.qpn,
@@ -203,7 +204,7 @@ fn write_with_immediate_takes_its_wqe_from_the_srq() {
     let (s, peers) = shared_srq(&mut p, QpType::Rc, 1, 4, 0);
     let a = &peers[0];
     let data = pattern(2000, 8);
-    p.eps[0].mr_bytes_mut(a.mr.lkey).unwrap()[..2000].copy_from_slice(&data);
+    p.eps[0].write_mr(a.mr.lkey, |b| b[..2000].copy_from_slice(&data));
     let op = SendOp::WriteWithImm {
         remote: rmem(s.mr.addr + 5 * SLOT, s.mr.rkey),
         imm: 0x1234,
@@ -434,7 +435,7 @@ fn ud_qps_share_an_srq() {
     let sg = sge(&peers[0], 0, 600);
     let mut wr = send_wr(1, SendOp::Send, &sg);
     wr.ud = Some(ud_dest(&p, s.qps[0]));
-    p.eps[0].mr_bytes_mut(peers[0].mr.lkey).unwrap()[..600].copy_from_slice(&data);
+    p.eps[0].write_mr(peers[0].mr.lkey, |b| b[..600].copy_from_slice(&data));
     p.eps[0].post_send(peers[0].qpn, wr).unwrap();
     p.settle(10_000);
     assert!(p.completions(1, s.cq).is_empty());

@@ -108,10 +108,8 @@ pub(super) fn traffic(c: &Ctx<'_>) -> Result<Report, Error> {
             if p.test == Test::Atomic {
                 let k = wc.wr_id;
                 let mut b = [0u8; 8];
-                side.mr.read(
-                    lay.result(i, k % u64::from(cap), u64::from(cap)) as usize,
-                    &mut b,
-                )?;
+                side.mr
+                    .read(lay.result(i, k % u64::from(cap), u64::from(cap)), &mut b)?;
                 atomics.got(i, (k % lay.per_cycle) as usize, u64::from_ne_bytes(b))?;
             }
         }
@@ -207,9 +205,7 @@ pub(super) fn check_atomic_targets(c: &Ctx<'_>, per_qp: u64) -> Result<(), Error
     for i in 0..c.side.qps.len() {
         for a in 0..lay.per_cycle {
             let mut b = [0u8; 8];
-            c.side
-                .mr
-                .read((lay.target(i) + a * lay.inc) as usize, &mut b)?;
+            c.side.mr.read(lay.target(i) + a * lay.inc, &mut b)?;
             let v = u64::from_ne_bytes(b);
             adds_ok &= v == expect(a);
             swaps_ok &= v == swaps(a);

@@ -90,13 +90,15 @@ fn write_lat(c: &Ctx<'_>) -> Result<Vec<Instant>, Error> {
     let qp = &side.qps[0];
     let size = p.size;
     let src = c.lay.source() as usize;
-    side.mr.write(src, &vec![0u8; size]).map_err(ferr)?;
+    side.mr.write(src as u64, &vec![0u8; size]).map_err(ferr)?;
     let mut posts = crate::cmd::limits::samples(p.iters)?;
     for i in 1..=u64::from(p.iters) {
         if !c.server {
             arrival(c, i)?;
         }
-        side.mr.write(src + size - 1, &[i as u8]).map_err(ferr)?;
+        side.mr
+            .write((src + size - 1) as u64, &[i as u8])
+            .map_err(ferr)?;
         let remote = c.peer_slot(0).and_then(|r| r.at(0, size as u64));
         let local = side.mr.sge(src as u64, size as u32);
         posts.push(Instant::now());
@@ -203,10 +205,7 @@ impl Receives {
                 .into());
             }
             let mut m = vec![0u8; c.p.size];
-            c.side
-                .mr
-                .read(c.lay.target(0) as usize, &mut m)
-                .map_err(ferr)?;
+            c.side.mr.read(c.lay.target(0), &mut m).map_err(ferr)?;
             match &self.first {
                 None => self.first = Some(m),
                 Some(f) if *f != m => {
@@ -229,7 +228,7 @@ fn send_lat(c: &Ctx<'_>, rx: &mut Receives) -> Result<Vec<Instant>, Error> {
     let qp = &side.qps[0];
     let src = c.lay.source();
     let pattern: Vec<u8> = (0..p.size).map(|k| (k * 7 + 3) as u8).collect();
-    side.mr.write(src as usize, &pattern).map_err(ferr)?;
+    side.mr.write(src, &pattern).map_err(ferr)?;
     let mut posts = crate::cmd::limits::samples(p.iters)?;
     for i in 1..=u64::from(p.iters) {
         if c.server {
@@ -284,7 +283,7 @@ fn request_lat(c: &Ctx<'_>) -> Result<Vec<Instant>, Error> {
         qp.post_send(SendWr::new(i, op, &[local])).map_err(ferr)?;
         wait(side)?;
         let mut m = vec![0u8; local.len as usize];
-        side.mr.read(local.offset as usize, &mut m).map_err(ferr)?;
+        side.mr.read(local.offset, &mut m).map_err(ferr)?;
         if p.test == Test::Atomic {
             atomics.got(0, 0, u64::from_ne_bytes(m[..8].try_into().unwrap()))?;
         } else {
@@ -315,10 +314,7 @@ fn request_lat(c: &Ctx<'_>) -> Result<Vec<Instant>, Error> {
 /// `iters` atomics leave on a zero (see `check_atomic_targets`).
 fn check_atomic_target(c: &Ctx<'_>) -> Result<(), Error> {
     let mut b = [0u8; 8];
-    c.side
-        .mr
-        .read(c.lay.target(0) as usize, &mut b)
-        .map_err(ferr)?;
+    c.side.mr.read(c.lay.target(0), &mut b).map_err(ferr)?;
     let v = u64::from_ne_bytes(b);
     let n = u64::from(c.p.iters);
     let ok = match c.p.atomic {
