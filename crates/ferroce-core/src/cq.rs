@@ -188,7 +188,10 @@ mod tests {
         let h = ep.create_cq(8).unwrap();
         push(&mut ep, h, WcStatus::Success, false);
         ep.req_notify_cq(h, false).unwrap();
-        assert!(fired(&mut ep).is_empty(), "a queued completion fires nothing");
+        assert!(
+            fired(&mut ep).is_empty(),
+            "a queued completion fires nothing"
+        );
         push(&mut ep, h, WcStatus::Success, false);
         let notify = CqFired {
             notify: true,

@@ -23,15 +23,17 @@
 //! its address), whichever thread runs it, so the engine's events name the
 //! device. A failed send is a warning the first time, debug after.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ferroce_core::{Endpoint, Instant, Transmit};
 use ferroce_io::{OutDatagram, Receiver, Sleeper, UdpBackend};
 use tracing::{Span, debug, info_span, warn};
 
+use crate::channel::ChannelInner;
 use crate::hold::ResponseHold;
 
 /// The backend and what it could not send yet.
@@ -78,6 +80,12 @@ pub(crate) struct Shared {
     /// spinning then only delays the thread that would make progress.
     one_cpu: bool,
     epoch: std::time::Instant,
+    /// The completion channel of each CQ created with one.
+    channels: Mutex<HashMap<u32, Arc<ChannelInner>>>,
+    /// Bumped (and `cq_waiters` notified) when a watched CQ gets a
+    /// completion: threads blocked in `CompletionQueue::wait` sleep on it.
+    cq_wakes: Mutex<u64>,
+    cq_waiters: Condvar,
     /// The device's span: what the engine logs during a round is inside it.
     pub(crate) span: Span,
     pub(crate) local: IpAddr,
@@ -113,6 +121,9 @@ impl Shared {
             rx_fd,
             one_cpu: std::thread::available_parallelism().is_ok_and(|n| n.get() == 1),
             epoch: std::time::Instant::now(),
+            channels: Mutex::new(HashMap::new()),
+            cq_wakes: Mutex::new(0),
+            cq_waiters: Condvar::new(),
             span: info_span!("device", %local),
             local,
             port,
@@ -211,6 +222,12 @@ impl Shared {
             // only come from a thread that is not running.
             std::thread::yield_now();
         }
+    }
+
+    /// The application is about to block (in a wait): it no longer moves
+    /// the engine, so the driver thread stops standing back, now.
+    pub(crate) fn app_blocks(&self) {
+        self.app_progress.store(0, Ordering::Relaxed);
     }
 
     /// A few rounds of progress, to send what is owed before a QP or the
@@ -313,8 +330,64 @@ impl Shared {
             }
         }
         io.next_timer = ep.poll_timeout();
+        let wake = self.deliver_cq_events(&mut ep);
+        drop(ep);
+        if wake {
+            self.wake_cq_waiters();
+        }
         (received > 0 || sent > 0, io.next_timer)
     }
+}
+
+/// Completion notification: channels and blocked waiters.
+impl Shared {
+    /// Makes `channel` the one `cq`'s events go to.
+    pub(crate) fn set_channel(&self, cq: u32, channel: Arc<ChannelInner>) {
+        lock(&self.channels).insert(cq, channel);
+    }
+
+    /// Queues an event on the channel of each CQ whose arm fired; returns
+    /// whether a watched CQ got a completion (its waiters are to be woken
+    /// once the engine is unlocked).
+    fn deliver_cq_events(&self, ep: &mut Endpoint) -> bool {
+        let mut wake = false;
+        ep.take_cq_events(|cq, fired| {
+            wake |= fired.watch;
+            if fired.notify
+                && let Some(ch) = lock(&self.channels).get(&cq)
+            {
+                ch.push(cq);
+            }
+        });
+        wake
+    }
+
+    /// The count of waiter wake-ups so far: read it before checking the
+    /// CQ, and [`wait_for_cq`](Self::wait_for_cq) returns at once if a
+    /// wake-up came since.
+    pub(crate) fn cq_wakes(&self) -> u64 {
+        *lock(&self.cq_wakes)
+    }
+
+    /// Blocks until the next waiter wake-up after `seen` (see
+    /// [`cq_wakes`](Self::cq_wakes)) or `timeout`.
+    pub(crate) fn wait_for_cq(&self, seen: u64, timeout: Duration) {
+        let wakes = lock(&self.cq_wakes);
+        let _ = self
+            .cq_waiters
+            .wait_timeout_while(wakes, timeout, |w| *w == seen);
+    }
+
+    fn wake_cq_waiters(&self) {
+        *lock(&self.cq_wakes) += 1;
+        self.cq_waiters.notify_all();
+    }
+}
+
+/// A mutex whose data stays consistent across a panic (every holder makes
+/// one-step updates), so a poisoned lock is taken over.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The engine as the backend's [`Receiver`]: it filters datagrams before

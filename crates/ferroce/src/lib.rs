@@ -38,6 +38,7 @@
 //! NAKs and the counters at close, at trace every dropped packet and its
 //! cause. The `ferroce` command's `-v`/`-q` and `FERROCE_LOG` choose.
 
+mod channel;
 mod context;
 mod cq;
 mod device;
@@ -49,6 +50,7 @@ mod pd;
 mod qp;
 mod srq;
 
+pub use channel::CompletionChannel;
 pub use context::{Context, DeviceConfig};
 pub use cq::CompletionQueue;
 pub use device::*;
