@@ -82,7 +82,9 @@ impl CompletionQueue {
     /// completion channel for its next completion (`solicited_only`: the
     /// next receive whose sender set the solicited-event bit, or the next
     /// unsuccessful completion). Completions queued before the arm fire
-    /// nothing: poll after arming. Fails if the CQ has no channel.
+    /// nothing: poll after arming. Fails if the CQ has no channel. Arming
+    /// tells the driver thread that the application is about to wait, so
+    /// it serves the peer in full from then on.
     pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
         if self.channel.is_none() {
             return Err(io::Error::new(
@@ -92,6 +94,9 @@ impl CompletionQueue {
             )
             .into());
         }
+        // Arming is what a thread does before it waits on the channel: from
+        // now on the driver thread serves the peer.
+        self.shared.app_blocks();
         Ok(self
             .shared
             .engine()

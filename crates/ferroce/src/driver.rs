@@ -14,7 +14,20 @@
 //! a machine with fewer cores than spinning threads, that wait is what
 //! dominates latency); while it does, the driver thread stands back (sleeps
 //! of up to 10 ms instead of spinning), so that a process has one busy
-//! thread, not two, competing for the cores. Responses an application round
+//! thread, not two, competing for the cores.
+//!
+//! Standing back must never leave the peer waiting on an application that
+//! has stopped polling, so it applies only to an application polling in a
+//! tight loop, judged by time, not by a flag: polls less than
+//! [`APP_ACTIVE`] apart make a streak, and the driver stands back only
+//! while a streak at least [`APP_ACTIVE`] long is still going, for a
+//! quarter of the streak's length (capped at [`STAND_BACK`]). An
+//! application that polls once a millisecond never forms a streak, so the
+//! driver serves its peer at full speed; one that spun for a second and
+//! then stops leaves the driver away for at most 10 ms, once. A thread
+//! about to block ([`crate::CompletionQueue::wait`], or arming a CQ before
+//! waiting on its channel) ends the streak and wakes the driver at once: a
+//! blocked waiter never counts as polling. Responses an application round
 //! makes may wait a moment for the application's next request
 //! ([`crate::hold`]); a poll with completions waiting and nothing posted
 //! since the last round takes them without a round.
@@ -65,8 +78,11 @@ pub(crate) struct Shared {
     /// `kick` as the last round of progress found it when it began.
     round_kick: AtomicU64,
     /// When the application last ran a round of progress itself (ns since
-    /// `epoch`); 0 if never.
+    /// `epoch`); 0 if never, or if it blocked since.
     app_progress: AtomicU64,
+    /// When the application's current streak of polls began (polls less
+    /// than the window apart; ns since `epoch`).
+    app_streak: AtomicU64,
     /// Application rounds in a row that moved nothing.
     app_idle: AtomicU64,
     stop: AtomicBool,
@@ -114,6 +130,7 @@ impl Shared {
             kick: AtomicU64::new(0),
             round_kick: AtomicU64::new(0),
             app_progress: AtomicU64::new(0),
+            app_streak: AtomicU64::new(0),
             app_idle: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             sleeper: Sleeper::new()?,
@@ -177,8 +194,9 @@ const BATCH: usize = 64;
 /// yields its CPU once (see [`Shared::app_progress`]).
 const YIELD_EVERY: u64 = 1024;
 
-/// The driver thread stands back while the application has made progress
-/// itself within this long.
+/// Application polls less than this apart are one tight loop (a streak);
+/// the driver thread stands back only while the last poll is this recent
+/// and the streak at least this long.
 const APP_ACTIVE: Duration = Duration::from_micros(200);
 
 /// The same on a single CPU, longer than a scheduler time slice: there the
@@ -211,8 +229,11 @@ impl Shared {
     /// not a proven one.)
     pub(crate) fn app_progress(&self) {
         let now = self.now();
-        self.app_progress
-            .store(now.as_nanos().max(1), Ordering::Relaxed);
+        let t = now.as_nanos().max(1);
+        let last = self.app_progress.swap(t, Ordering::Relaxed);
+        if last == 0 || t.saturating_sub(last) >= self.window().as_nanos() as u64 {
+            self.app_streak.store(t, Ordering::Relaxed);
+        }
         if self.progress_at(now, true).0 {
             self.app_idle.store(0, Ordering::Relaxed);
         } else if self.one_cpu
@@ -227,7 +248,9 @@ impl Shared {
     /// The application is about to block (in a wait): it no longer moves
     /// the engine, so the driver thread stops standing back, now.
     pub(crate) fn app_blocks(&self) {
-        self.app_progress.store(0, Ordering::Relaxed);
+        if self.app_progress.swap(0, Ordering::Relaxed) != 0 {
+            self.sleeper.wake();
+        }
     }
 
     /// A few rounds of progress, to send what is owed before a QP or the
@@ -241,32 +264,39 @@ impl Shared {
         }
     }
 
-    /// How long to sleep while standing back: [`STAND_BACK`], or until the
+    /// The window within which polls count as one tight loop.
+    fn window(&self) -> Duration {
+        if self.one_cpu {
+            APP_ACTIVE_ONE_CPU
+        } else {
+            APP_ACTIVE
+        }
+    }
+
+    /// How long the application has been polling in a tight loop: its
+    /// last poll is within the window and its streak at least a window
+    /// long; `None` if it is not.
+    fn app_spinning_for(&self) -> Option<Duration> {
+        let window = self.window().as_nanos() as u64;
+        let last = self.app_progress.load(Ordering::Relaxed);
+        let streak = self.app_streak.load(Ordering::Relaxed);
+        let now = self.now().as_nanos();
+        let spinning = last != 0 && now.saturating_sub(last) < window;
+        let long = streak != 0 && now.saturating_sub(streak) >= window;
+        (spinning && long).then(|| Duration::from_nanos(now.saturating_sub(streak)))
+    }
+
+    /// How long to sleep while standing back for an application that has
+    /// been spinning for `spinning`: a quarter of that (it has likely as
+    /// long to go), within [the window, [`STAND_BACK`]], and until the
     /// engine's next timer if that is sooner (should the application stop
     /// polling meanwhile, the timer is then not late), but not less than
     /// the window in which an active application runs it itself.
-    fn stand_back(&self) -> Duration {
-        let window = if self.one_cpu {
-            APP_ACTIVE_ONE_CPU
-        } else {
-            APP_ACTIVE
-        };
+    fn stand_back(&self, spinning: Duration) -> Duration {
+        let window = self.window();
+        let d = (spinning / 4).clamp(window, STAND_BACK);
         let timer = self.io.try_lock().ok().and_then(|io| io.next_timer);
-        timer.map_or(STAND_BACK, |t| {
-            t.since(self.now()).clamp(window, STAND_BACK)
-        })
-    }
-
-    /// Whether the application ran progress itself within [`APP_ACTIVE`]
-    /// ([`APP_ACTIVE_ONE_CPU`] on one CPU).
-    fn app_active(&self) -> bool {
-        let window = if self.one_cpu {
-            APP_ACTIVE_ONE_CPU
-        } else {
-            APP_ACTIVE
-        };
-        let last = self.app_progress.load(Ordering::Relaxed);
-        last != 0 && self.now().as_nanos().saturating_sub(last) < window.as_nanos() as u64
+        timer.map_or(d, |t| t.since(self.now()).clamp(window, d))
     }
 
     /// One round of progress: run due timers, send what the engine has,
@@ -411,10 +441,11 @@ pub(crate) fn run(shared: Arc<Shared>) {
     let mut idle: u32 = 0;
     let mut seen_kick = 0;
     while !shared.stop.load(Ordering::Acquire) {
-        if shared.app_active() {
+        if let Some(spinning) = shared.app_spinning_for() {
             // The application is polling and so moving the engine; a timer
-            // that falls due is run by its next round.
-            std::thread::sleep(shared.stand_back());
+            // that falls due is run by its next round. `app_blocks` ends
+            // the nap early.
+            let _ = shared.sleeper.nap(shared.stand_back(spinning));
             continue;
         }
         let (worked, next_timer) = shared.progress();
