@@ -111,6 +111,7 @@ impl CompletionQueue {
     /// Takes up to `max` completions already queued, running no round of
     /// progress (the driver thread's rounds fill the CQ): for waiters,
     /// which must not count as polling.
+    #[cfg(feature = "tokio")]
     pub(crate) fn take(&self, max: usize) -> Result<Vec<WorkCompletion>> {
         Ok(self.shared.engine().poll_cq(self.handle, max)?)
     }

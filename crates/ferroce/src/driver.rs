@@ -20,8 +20,8 @@
 //! has stopped polling, so it applies only to an application polling in a
 //! tight loop, judged by time, not by a flag: polls less than
 //! [`APP_ACTIVE`] apart make a streak, and the driver stands back only
-//! while a streak at least [`APP_ACTIVE`] long is still going, for a
-//! quarter of the streak's length (capped at [`STAND_BACK`]). An
+//! while a streak at least [`APP_ACTIVE`] long is still going, for as long
+//! as the streak has lasted (capped at [`STAND_BACK`]). An
 //! application that polls once a millisecond never forms a streak, so the
 //! driver serves its peer at full speed; one that spun for a second and
 //! then stops leaves the driver away for at most 10 ms, once. A thread
@@ -287,14 +287,14 @@ impl Shared {
     }
 
     /// How long to sleep while standing back for an application that has
-    /// been spinning for `spinning`: a quarter of that (it has likely as
-    /// long to go), within [the window, [`STAND_BACK`]], and until the
+    /// been spinning for `spinning`: as long again (it has likely as long
+    /// to go), within [the window, [`STAND_BACK`]], and until the
     /// engine's next timer if that is sooner (should the application stop
     /// polling meanwhile, the timer is then not late), but not less than
     /// the window in which an active application runs it itself.
     fn stand_back(&self, spinning: Duration) -> Duration {
         let window = self.window();
-        let d = (spinning / 4).clamp(window, STAND_BACK);
+        let d = spinning.clamp(window, STAND_BACK);
         let timer = self.io.try_lock().ok().and_then(|io| io.next_timer);
         timer.map_or(d, |t| t.since(self.now()).clamp(window, d))
     }

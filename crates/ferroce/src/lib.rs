@@ -38,6 +38,8 @@
 //! NAKs and the counters at close, at trace every dropped packet and its
 //! cause. The `ferroce` command's `-v`/`-q` and `FERROCE_LOG` choose.
 
+#[cfg(feature = "tokio")]
+mod async_cq;
 mod channel;
 mod context;
 mod cq;
@@ -50,6 +52,8 @@ mod pd;
 mod qp;
 mod srq;
 
+#[cfg(feature = "tokio")]
+pub use async_cq::AsyncChannel;
 pub use channel::CompletionChannel;
 pub use context::{Context, DeviceConfig};
 pub use cq::CompletionQueue;

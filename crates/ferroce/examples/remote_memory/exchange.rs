@@ -25,7 +25,7 @@ type Res<T> = Result<T, String>;
 impl Endpoint {
     pub(crate) const LEN: usize = 24;
 
-    pub(crate) fn to_bytes(&self) -> [u8; Self::LEN] {
+    pub(crate) fn to_bytes(self) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
         b[..16].copy_from_slice(&match self.addr {
             IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
@@ -51,7 +51,7 @@ impl Endpoint {
 impl Region {
     pub(crate) const LEN: usize = 20;
 
-    pub(crate) fn to_bytes(&self) -> [u8; Self::LEN] {
+    pub(crate) fn to_bytes(self) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
         b[..8].copy_from_slice(&self.addr.to_be_bytes());
         b[8..12].copy_from_slice(&self.rkey.to_be_bytes());

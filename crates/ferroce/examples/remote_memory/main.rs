@@ -439,6 +439,10 @@ fn bench(repeat: usize, tcp: u16) -> Res<()> {
         for (m, mode) in WaitMode::ALL.into_iter().enumerate() {
             let mut child = spawn_server(server_ip, tcp, mode)?;
             let phases = client(client_ip, SocketAddr::new(server_ip, tcp));
+            if phases.is_err() {
+                // It would wait for the SEND until its time limit.
+                let _ = child.kill();
+            }
             let status = child.wait()?;
             let phases = phases.map_err(|e| format!("{} server: {e}", mode.name()))?;
             if !status.success() {
