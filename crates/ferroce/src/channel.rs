@@ -30,7 +30,10 @@ use ferroce_io::EventFd;
 
 use crate::Result;
 
-/// A completion channel: see the [module docs](self).
+/// A completion channel (`ibv_comp_channel`): CQs created with it queue
+/// an event here when their arm ([`crate::CompletionQueue::req_notify`])
+/// fires, and its descriptor ([`AsFd`]) is readable while events wait.
+/// Events need no acknowledgement. Clones share the channel.
 #[derive(Debug, Clone)]
 pub struct CompletionChannel {
     pub(crate) inner: Arc<ChannelInner>,

@@ -145,8 +145,8 @@ impl Context {
     /// The oldest asynchronous event not yet taken, as
     /// `ibv_get_async_event` returns it, but without waiting (and with
     /// nothing to acknowledge). Events name their object by
-    /// [`QueuePair::qpn`], [`CompletionQueue::handle`] or
-    /// [`SharedReceiveQueue::handle`]. Also moves the engine forward.
+    /// [`crate::QueuePair::qpn`], [`CompletionQueue::handle`] or
+    /// [`crate::SharedReceiveQueue::handle`]. Also moves the engine forward.
     pub fn poll_async_event(&self) -> Option<AsyncEvent> {
         self.shared.app_progress();
         self.shared.engine().poll_async_event()

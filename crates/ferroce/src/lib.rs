@@ -19,6 +19,8 @@
 //! | `ibv_open_device` | [`Context::open`] (binds UDP port 4791 on an address) |
 //! | `ibv_alloc_pd` / `ibv_reg_mr` | [`Context::alloc_pd`] / [`ProtectionDomain::reg_mr`] |
 //! | `ibv_create_cq` / `ibv_poll_cq` | [`Context::create_cq`] / [`CompletionQueue::poll`] |
+//! | `ibv_create_comp_channel` / `ibv_req_notify_cq` / `ibv_get_cq_event` | [`Context::create_comp_channel`], [`Context::create_cq_with_channel`] / [`CompletionQueue::req_notify`] / [`CompletionChannel::get_event`] (no `ibv_ack_cq_events`: events are not counted) |
+//! | (blocking poll) | [`CompletionQueue::wait`]; with the `tokio` feature, `AsyncChannel` and `CompletionQueue::wait_async` / `next` |
 //! | `ibv_create_qp` / `ibv_modify_qp` | [`ProtectionDomain::create_qp`] / [`QueuePair::modify`] |
 //! | `ibv_post_send` / `ibv_post_recv` | [`QueuePair::post_send`] / [`QueuePair::post_recv`] |
 //! | `ibv_create_srq` / `ibv_post_srq_recv` | [`ProtectionDomain::create_srq`] / [`SharedReceiveQueue::post_recv`] |
