@@ -234,7 +234,12 @@ impl Shared {
         if last == 0 || t.saturating_sub(last) >= self.window().as_nanos() as u64 {
             self.app_streak.store(t, Ordering::Relaxed);
         }
-        if self.progress_at(now, true).0 {
+        // Only a tight loop holds responses back: its next poll, a moment
+        // away, sends them. After an isolated poll (an application that
+        // sleeps between polls) they would wait for the driver thread,
+        // which the round's receive did not wake.
+        let tight_loop = self.app_spinning_for().is_some();
+        if self.progress_at(now, tight_loop).0 {
             self.app_idle.store(0, Ordering::Relaxed);
         } else if self.one_cpu
             || self.app_idle.fetch_add(1, Ordering::Relaxed) % YIELD_EVERY == YIELD_EVERY - 1
@@ -306,9 +311,10 @@ impl Shared {
         self.progress_at(self.now(), false)
     }
 
-    /// [`progress`](Self::progress) with the time already read; `app` for
-    /// a round the application runs (which may hold responses back).
-    fn progress_at(&self, now: Instant, app: bool) -> (bool, Option<Instant>) {
+    /// [`progress`](Self::progress) with the time already read; `hold` for
+    /// a round an application polling in a tight loop runs (which may hold
+    /// responses back).
+    fn progress_at(&self, now: Instant, hold: bool) -> (bool, Option<Instant>) {
         let Ok(mut guard) = self.io.try_lock() else {
             return (false, None);
         };
@@ -341,7 +347,7 @@ impl Shared {
                 }
             }
             drop(ep);
-            io.hold.apply(&mut io.pending, now, app);
+            io.hold.apply(&mut io.pending, now, hold);
         }
         if !io.pending.is_empty() {
             sent += send_all(io, self.port);
