@@ -23,7 +23,7 @@ struct End {
 /// Two connected RC QPs; the second side's CQ has a completion channel.
 fn pair(a: &str, b: &str) -> (End, End, CompletionChannel) {
     let ips: [IpAddr; 2] = [a.parse().unwrap(), b.parse().unwrap()];
-    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
     let ctxs = ips.map(|ip| Context::open(ip).unwrap());
     let chan = ctxs[1].create_comp_channel().unwrap();
     let cqs = [
@@ -146,4 +146,44 @@ fn req_notify_without_a_channel_names_the_fix() {
     let (a, _b, _chan) = pair("127.0.0.56", "127.0.0.57");
     let e = a.cq.req_notify(false).unwrap_err();
     assert!(e.to_string().contains("create_cq_with_channel"), "{e}");
+}
+
+/// A server whose application polls once every 5 ms (and sleeps between)
+/// must not pace its peer: the driver thread answers the READs meanwhile.
+/// When each poll made the driver stand back, every READ waited for the
+/// next poll: 100 READs took at least 500 ms.
+#[test]
+fn a_sleeping_poller_does_not_pace_its_peer() {
+    const READS: u64 = 100;
+    const NAP: Duration = Duration::from_millis(5);
+    let (a, b, _chan) = pair("127.0.0.58", "127.0.0.59");
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let elapsed = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                b.cq.poll(16).unwrap();
+                std::thread::sleep(NAP);
+            }
+        });
+        // Let the poller settle into its rhythm first.
+        std::thread::sleep(NAP * 4);
+        let t = Instant::now();
+        for i in 0..READS {
+            let op = SendOp::Read {
+                remote_addr: b.mr.addr(),
+                rkey: b.mr.rkey(),
+            };
+            a.qp.post_send(SendWr::new(i, op, vec![a.mr.sge(0, 64)]))
+                .unwrap();
+            let wcs = a.cq.wait(1, Duration::from_secs(10)).unwrap();
+            assert_eq!(wcs.first().map(|wc| wc.status), Some(WcStatus::Success));
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        t.elapsed()
+    });
+    let paced = NAP * READS as u32;
+    assert!(
+        elapsed < paced / 2,
+        "{READS} READs took {elapsed:?}: paced by the peer's polls ({paced:?} if each waited one)"
+    );
 }
