@@ -25,7 +25,10 @@ fn a_task_awaits_each_receive() {
         std::process::exit(1);
     });
     rt.block_on(async {
-        let ips: [IpAddr; 2] = ["127.0.0.60".parse().unwrap(), "127.0.0.61".parse().unwrap()];
+        let ips: [IpAddr; 2] = [
+            "127.0.0.132".parse().unwrap(),
+            "127.0.0.133".parse().unwrap(),
+        ];
         let (a, b) = (
             Context::open(ips[0]).unwrap(),
             Context::open(ips[1]).unwrap(),

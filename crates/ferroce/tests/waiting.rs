@@ -77,7 +77,7 @@ fn send(from: &End, to: &End, n: u64, solicited: bool) {
 
 #[test]
 fn wait_times_out_then_returns_on_a_completion() {
-    let (a, b, _chan) = pair("127.0.0.50", "127.0.0.51");
+    let (a, b, _chan) = pair("127.0.0.120", "127.0.0.121");
     let t = Instant::now();
     assert!(b.cq.wait(4, Duration::from_millis(50)).unwrap().is_empty());
     assert!(t.elapsed() >= Duration::from_millis(50));
@@ -107,7 +107,7 @@ fn wait_times_out_then_returns_on_a_completion() {
 
 #[test]
 fn a_notification_fires_once_per_arm_and_makes_the_fd_readable() {
-    let (a, b, chan) = pair("127.0.0.52", "127.0.0.53");
+    let (a, b, chan) = pair("127.0.0.122", "127.0.0.123");
     let fd = chan.as_fd();
     b.cq.req_notify(false).unwrap();
     assert!(!readable(fd, Duration::ZERO).unwrap());
@@ -131,7 +131,7 @@ fn a_notification_fires_once_per_arm_and_makes_the_fd_readable() {
 
 #[test]
 fn solicited_only_ignores_an_unsolicited_send() {
-    let (a, b, chan) = pair("127.0.0.54", "127.0.0.55");
+    let (a, b, chan) = pair("127.0.0.124", "127.0.0.125");
     b.cq.req_notify(true).unwrap();
     send(&a, &b, 1, false);
     assert!(!readable(chan.as_fd(), Duration::from_millis(200)).unwrap());
@@ -143,7 +143,7 @@ fn solicited_only_ignores_an_unsolicited_send() {
 
 #[test]
 fn req_notify_without_a_channel_names_the_fix() {
-    let (a, _b, _chan) = pair("127.0.0.56", "127.0.0.57");
+    let (a, _b, _chan) = pair("127.0.0.126", "127.0.0.127");
     let e = a.cq.req_notify(false).unwrap_err();
     assert!(e.to_string().contains("create_cq_with_channel"), "{e}");
 }
@@ -156,7 +156,7 @@ fn req_notify_without_a_channel_names_the_fix() {
 fn a_sleeping_poller_does_not_pace_its_peer() {
     const READS: u64 = 100;
     const NAP: Duration = Duration::from_millis(5);
-    let (a, b, _chan) = pair("127.0.0.58", "127.0.0.59");
+    let (a, b, _chan) = pair("127.0.0.128", "127.0.0.129");
     let done = std::sync::atomic::AtomicBool::new(false);
     let elapsed = std::thread::scope(|s| {
         s.spawn(|| {
