@@ -8,8 +8,8 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use ferroce::{
-    Access, CompletionChannel, CompletionQueue, Context, MemoryRegion, Mtu, Psn, QpInitAttr,
-    QpType, QueuePair, RecvWr, SendOp, SendWr, WcOpcode, WcStatus, connect_qp,
+    Access, CompletionChannel, CompletionQueue, Context, MemoryRegion, Mtu, Psn, QpAttr,
+    QpInitAttr, QpState, QpType, QueuePair, RecvWr, SendOp, SendWr, WcOpcode, WcStatus, connect_qp,
 };
 use ferroce_io::wait::readable;
 
@@ -186,4 +186,35 @@ fn a_sleeping_poller_does_not_pace_its_peer() {
         elapsed < paced / 2,
         "{READS} READs took {elapsed:?}: paced by the peer's polls ({paced:?} if each waited one)"
     );
+}
+
+/// Completions an API call makes itself (a QP moved to the error state
+/// flushes its receives) fire an armed CQ too, and wake a blocked wait.
+#[test]
+fn flushed_work_requests_fire_the_arm_and_wake_a_waiter() {
+    let (_a, b, chan) = pair("127.0.0.130", "127.0.0.131");
+    for i in 0..2 {
+        b.qp.post_recv(RecvWr {
+            wr_id: i,
+            sg: vec![b.mr.sge(0, 64)],
+        })
+        .unwrap();
+    }
+    b.cq.req_notify(true).unwrap();
+    let t = Instant::now();
+    let wcs = std::thread::scope(|s| {
+        let waiter = s.spawn(|| b.cq.wait(1, Duration::from_secs(10)).unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+        let err = QpAttr {
+            state: Some(QpState::Err),
+            ..QpAttr::default()
+        };
+        b.qp.modify(&err).unwrap();
+        waiter.join().unwrap()
+    });
+    assert_eq!(wcs.first().map(|wc| wc.status), Some(WcStatus::WrFlushErr));
+    // An error completion fires even a solicited-only arm.
+    let got = chan.get_event_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(got, Some(b.cq.handle()));
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
 }
