@@ -199,7 +199,8 @@ const YIELD_EVERY: u64 = 1024;
 /// and the streak at least this long.
 const APP_ACTIVE: Duration = Duration::from_micros(200);
 
-/// The same on a single CPU, longer than a scheduler time slice: there the
+/// How recent the last poll must be on a single CPU (the streak's gap and
+/// length stay [`APP_ACTIVE`]), longer than a scheduler time slice: there the
 /// application cannot run while the driver thread does, so its last round
 /// always looks old when the driver wakes, and with the short window both
 /// threads took turns busy-polling the one CPU (the 8-byte latency between
@@ -231,7 +232,7 @@ impl Shared {
         let now = self.now();
         let t = now.as_nanos().max(1);
         let last = self.app_progress.swap(t, Ordering::Relaxed);
-        if last == 0 || t.saturating_sub(last) >= self.window().as_nanos() as u64 {
+        if last == 0 || t.saturating_sub(last) >= APP_ACTIVE.as_nanos() as u64 {
             self.app_streak.store(t, Ordering::Relaxed);
         }
         // Only a tight loop holds responses back: its next poll, a moment
@@ -269,7 +270,8 @@ impl Shared {
         }
     }
 
-    /// The window within which polls count as one tight loop.
+    /// How recent the application's last poll must be for it to count as
+    /// still polling.
     fn window(&self) -> Duration {
         if self.one_cpu {
             APP_ACTIVE_ONE_CPU
@@ -279,16 +281,23 @@ impl Shared {
     }
 
     /// How long the application has been polling in a tight loop: its
-    /// last poll is within the window and its streak at least a window
-    /// long; `None` if it is not.
+    /// last poll is within the window and its streak (polls less than
+    /// [`APP_ACTIVE`] apart) at least [`APP_ACTIVE`] long; `None` if it is
+    /// not. On one CPU the window is longer (the application is not
+    /// running while the driver thread is), but a streak is not: an
+    /// application that sleeps 1 ms between polls is no tight loop there
+    /// either.
     fn app_spinning_for(&self) -> Option<Duration> {
         let window = self.window().as_nanos() as u64;
+        let gap = APP_ACTIVE.as_nanos() as u64;
         let last = self.app_progress.load(Ordering::Relaxed);
         let streak = self.app_streak.load(Ordering::Relaxed);
         let now = self.now().as_nanos();
+        // The streak's length runs to its last poll: time since then is
+        // not polling.
+        let length = last.saturating_sub(streak);
         let spinning = last != 0 && now.saturating_sub(last) < window;
-        let long = streak != 0 && now.saturating_sub(streak) >= window;
-        (spinning && long).then(|| Duration::from_nanos(now.saturating_sub(streak)))
+        (spinning && streak != 0 && length >= gap).then(|| Duration::from_nanos(length))
     }
 
     /// How long to sleep while standing back for an application that has
