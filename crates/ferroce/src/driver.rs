@@ -81,7 +81,7 @@ pub(crate) struct Shared {
     /// `epoch`); 0 if never, or if it blocked since.
     app_progress: AtomicU64,
     /// When the application's current streak of polls began (polls less
-    /// than the window apart; ns since `epoch`).
+    /// than [`APP_ACTIVE`] apart; ns since `epoch`).
     app_streak: AtomicU64,
     /// Application rounds in a row that moved nothing.
     app_idle: AtomicU64,
