@@ -16,7 +16,7 @@ step "test dependencies"
 scripts/setup-test-deps.sh
 
 step "cargo test"
-cargo test --workspace --all-targets
+cargo test --workspace --all-targets --all-features
 
 fuzz_seconds=${FERROCE_FUZZ_SECONDS:-30}
 if [ "$fuzz_seconds" -gt 0 ]; then

@@ -36,6 +36,7 @@ pub mod verbs;
 #[cfg(test)]
 mod tests;
 
+pub use cq::CqFired;
 pub use endpoint::{
     Ecn, EmitError, Endpoint, EndpointConfig, MAX_IN_FLIGHT, MAX_MSG_SIZE, PacketKind, Stats,
     Transmit,

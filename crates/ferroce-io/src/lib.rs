@@ -20,4 +20,4 @@ pub mod udp;
 pub mod wait;
 
 pub use udp::{OutDatagram, Receiver, UdpBackend, UdpConfig, UdpStats};
-pub use wait::Sleeper;
+pub use wait::{EventFd, Sleeper};

@@ -9,7 +9,9 @@ use ferroce_core::{Endpoint, EndpointConfig};
 use ferroce_io::{UdpBackend, UdpConfig};
 
 use crate::driver::{self, Shared};
-use crate::{AsyncEvent, CompletionQueue, ProtectionDomain, Result, Stats, UdpStats};
+use crate::{
+    AsyncEvent, CompletionChannel, CompletionQueue, ProtectionDomain, Result, Stats, UdpStats,
+};
 
 /// Device settings for [`Context::open_with`].
 #[derive(Debug, Clone, Copy)]
@@ -110,21 +112,47 @@ impl Context {
         }
     }
 
-    /// `ibv_create_cq`: a completion queue of `depth` entries (beyond it,
-    /// completions are lost and [`CompletionQueue::overflowed`] says so).
+    /// `ibv_create_cq` without a completion channel: a completion queue of
+    /// `depth` entries (beyond it, completions are lost and
+    /// [`CompletionQueue::overflowed`] says so); wait on it with
+    /// [`CompletionQueue::poll`] or [`CompletionQueue::wait`].
     pub fn create_cq(&self, depth: u32) -> Result<CompletionQueue> {
         let handle = self.shared.engine().create_cq(depth)?;
         Ok(CompletionQueue {
             shared: self.shared.clone(),
             handle,
+            channel: None,
+        })
+    }
+
+    /// `ibv_create_comp_channel`: a file descriptor that becomes readable
+    /// when an armed CQ gets a completion ([`CompletionChannel`]).
+    pub fn create_comp_channel(&self) -> Result<CompletionChannel> {
+        CompletionChannel::new()
+    }
+
+    /// `ibv_create_cq` with a completion channel: after
+    /// [`CompletionQueue::req_notify`], its next completion queues an
+    /// event on `channel`. Several CQs may share a channel.
+    pub fn create_cq_with_channel(
+        &self,
+        depth: u32,
+        channel: &CompletionChannel,
+    ) -> Result<CompletionQueue> {
+        let handle = self.shared.engine().create_cq(depth)?;
+        self.shared.set_channel(handle, channel.inner.clone());
+        Ok(CompletionQueue {
+            shared: self.shared.clone(),
+            handle,
+            channel: Some(channel.clone()),
         })
     }
 
     /// The oldest asynchronous event not yet taken, as
     /// `ibv_get_async_event` returns it, but without waiting (and with
     /// nothing to acknowledge). Events name their object by
-    /// [`QueuePair::qpn`], [`CompletionQueue::handle`] or
-    /// [`SharedReceiveQueue::handle`]. Also moves the engine forward.
+    /// [`crate::QueuePair::qpn`], [`CompletionQueue::handle`] or
+    /// [`crate::SharedReceiveQueue::handle`]. Also moves the engine forward.
     pub fn poll_async_event(&self) -> Option<AsyncEvent> {
         self.shared.app_progress();
         self.shared.engine().poll_async_event()

@@ -1,15 +1,30 @@
-//! Completion queues.
+//! Completion queues, and the three ways to wait on one:
+//!
+//! * [`CompletionQueue::poll`] in a loop (busy-polling): the lowest
+//!   latency; each poll also moves the engine, so the driver thread
+//!   stands back while the application polls in a tight loop.
+//! * [`CompletionQueue::wait`]: blocks the thread, without spinning, until
+//!   a completion or a timeout. The driver thread serves the peer
+//!   meanwhile, at full speed.
+//! * a completion channel ([`crate::CompletionChannel`]) and
+//!   [`CompletionQueue::req_notify`], as ibverbs: a file descriptor that an
+//!   event loop (epoll, mio, tokio) watches; with the `tokio` feature,
+//!   [`crate::AsyncChannel`] does that for you.
 
+use std::io;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::driver::Shared;
-use crate::{Result, WorkCompletion};
+use crate::{CompletionChannel, Result, WorkCompletion};
 
 /// A completion queue.
 #[derive(Debug)]
 pub struct CompletionQueue {
     pub(crate) shared: Arc<Shared>,
     pub(crate) handle: u32,
+    /// The channel its events go to, if it was created with one.
+    pub(crate) channel: Option<CompletionChannel>,
 }
 
 impl CompletionQueue {
@@ -58,12 +73,82 @@ impl CompletionQueue {
         Ok(self.shared.engine().poll_cq_into(self.handle, out)?)
     }
 
+    /// Takes up to `max` completions, blocking until there is at least one
+    /// or `timeout` has passed (then the result is empty). The thread
+    /// sleeps in the kernel, and the driver thread serves the peer
+    /// meanwhile: a blocked waiter never counts as a polling application.
+    /// Several threads may wait on one CQ; each completion goes to one.
+    pub fn wait(&self, max: usize, timeout: Duration) -> Result<Vec<WorkCompletion>> {
+        let deadline = Instant::now().checked_add(timeout);
+        self.shared.app_blocks();
+        loop {
+            let seen = self.shared.cq_wakes();
+            {
+                let mut ep = self.shared.engine();
+                let wcs = ep.poll_cq(self.handle, max)?;
+                if !wcs.is_empty() || max == 0 {
+                    return Ok(wcs);
+                }
+                if ep.watch_cq(self.handle)? {
+                    continue;
+                }
+            }
+            let left = deadline.map_or(Duration::from_secs(3600), |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            if left.is_zero() {
+                return Ok(Vec::new());
+            }
+            self.shared.wait_for_cq(seen, left);
+        }
+    }
+
+    /// `ibv_req_notify_cq`: arms the CQ to queue one event on its
+    /// completion channel for its next completion (`solicited_only`: the
+    /// next receive whose sender set the solicited-event bit, or the next
+    /// unsuccessful completion). Completions queued before the arm fire
+    /// nothing: poll after arming. Fails if the CQ has no channel. Arming
+    /// tells the driver thread that the application is about to wait, so
+    /// it serves the peer in full from then on.
+    pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
+        if self.channel.is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "req_notify on a CQ without a completion channel: create it with \
+                 Context::create_cq_with_channel",
+            )
+            .into());
+        }
+        // Arming is what a thread does before it waits on the channel: from
+        // now on the driver thread serves the peer.
+        self.shared.app_blocks();
+        Ok(self
+            .shared
+            .engine()
+            .req_notify_cq(self.handle, solicited_only)?)
+    }
+
+    /// The completion channel the CQ was created with.
+    pub fn channel(&self) -> Option<&CompletionChannel> {
+        self.channel.as_ref()
+    }
+
+    /// Takes up to `max` completions already queued, running no round of
+    /// progress (the driver thread's rounds fill the CQ): for waiters,
+    /// which must not count as polling.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn take(&self, max: usize) -> Result<Vec<WorkCompletion>> {
+        Ok(self.shared.engine().poll_cq(self.handle, max)?)
+    }
+
     /// Whether completions were lost because the queue was full.
     pub fn overflowed(&self) -> Result<bool> {
         Ok(self.shared.engine().cq_overflowed(self.handle)?)
     }
 
     /// The number [`AsyncEvent::CqOverflow`] names it by.
+    ///
+    /// [`AsyncEvent::CqOverflow`]: crate::AsyncEvent::CqOverflow
     pub fn handle(&self) -> u32 {
         self.handle
     }

@@ -14,7 +14,20 @@
 //! a machine with fewer cores than spinning threads, that wait is what
 //! dominates latency); while it does, the driver thread stands back (sleeps
 //! of up to 10 ms instead of spinning), so that a process has one busy
-//! thread, not two, competing for the cores. Responses an application round
+//! thread, not two, competing for the cores.
+//!
+//! Standing back must never leave the peer waiting on an application that
+//! has stopped polling, so it applies only to an application polling in a
+//! tight loop, judged by time, not by a flag: polls less than
+//! [`APP_ACTIVE`] apart make a streak, and the driver stands back only
+//! while a streak at least [`APP_ACTIVE`] long is still going, for as long
+//! as the streak has lasted (capped at [`STAND_BACK`]). An
+//! application that polls once a millisecond never forms a streak, so the
+//! driver serves its peer at full speed; one that spun for a second and
+//! then stops leaves the driver away for at most 10 ms, once. A thread
+//! about to block ([`crate::CompletionQueue::wait`], or arming a CQ before
+//! waiting on its channel) ends the streak and wakes the driver at once: a
+//! blocked waiter never counts as polling. Responses an application round
 //! makes may wait a moment for the application's next request
 //! ([`crate::hold`]); a poll with completions waiting and nothing posted
 //! since the last round takes them without a round.
@@ -23,15 +36,17 @@
 //! its address), whichever thread runs it, so the engine's events name the
 //! device. A failed send is a warning the first time, debug after.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ferroce_core::{Endpoint, Instant, Transmit};
 use ferroce_io::{OutDatagram, Receiver, Sleeper, UdpBackend};
 use tracing::{Span, debug, info_span, warn};
 
+use crate::channel::ChannelInner;
 use crate::hold::ResponseHold;
 
 /// The backend and what it could not send yet.
@@ -63,8 +78,11 @@ pub(crate) struct Shared {
     /// `kick` as the last round of progress found it when it began.
     round_kick: AtomicU64,
     /// When the application last ran a round of progress itself (ns since
-    /// `epoch`); 0 if never.
+    /// `epoch`); 0 if never, or if it blocked since.
     app_progress: AtomicU64,
+    /// When the application's current streak of polls began (polls less
+    /// than [`APP_ACTIVE`] apart; ns since `epoch`).
+    app_streak: AtomicU64,
     /// Application rounds in a row that moved nothing.
     app_idle: AtomicU64,
     stop: AtomicBool,
@@ -78,6 +96,12 @@ pub(crate) struct Shared {
     /// spinning then only delays the thread that would make progress.
     one_cpu: bool,
     epoch: std::time::Instant,
+    /// The completion channel of each CQ created with one.
+    channels: Mutex<HashMap<u32, Arc<ChannelInner>>>,
+    /// Bumped (and `cq_waiters` notified) when a watched CQ gets a
+    /// completion: threads blocked in `CompletionQueue::wait` sleep on it.
+    cq_wakes: Mutex<u64>,
+    cq_waiters: Condvar,
     /// The device's span: what the engine logs during a round is inside it.
     pub(crate) span: Span,
     pub(crate) local: IpAddr,
@@ -106,6 +130,7 @@ impl Shared {
             kick: AtomicU64::new(0),
             round_kick: AtomicU64::new(0),
             app_progress: AtomicU64::new(0),
+            app_streak: AtomicU64::new(0),
             app_idle: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             sleeper: Sleeper::new()?,
@@ -113,6 +138,9 @@ impl Shared {
             rx_fd,
             one_cpu: std::thread::available_parallelism().is_ok_and(|n| n.get() == 1),
             epoch: std::time::Instant::now(),
+            channels: Mutex::new(HashMap::new()),
+            cq_wakes: Mutex::new(0),
+            cq_waiters: Condvar::new(),
             span: info_span!("device", %local),
             local,
             port,
@@ -166,11 +194,13 @@ const BATCH: usize = 64;
 /// yields its CPU once (see [`Shared::app_progress`]).
 const YIELD_EVERY: u64 = 1024;
 
-/// The driver thread stands back while the application has made progress
-/// itself within this long.
+/// Application polls less than this apart are one tight loop (a streak);
+/// the driver thread stands back only while the last poll is this recent
+/// and the streak at least this long.
 const APP_ACTIVE: Duration = Duration::from_micros(200);
 
-/// The same on a single CPU, longer than a scheduler time slice: there the
+/// How recent the last poll must be on a single CPU (the streak's gap and
+/// length stay [`APP_ACTIVE`]), longer than a scheduler time slice: there the
 /// application cannot run while the driver thread does, so its last round
 /// always looks old when the driver wakes, and with the short window both
 /// threads took turns busy-polling the one CPU (the 8-byte latency between
@@ -200,9 +230,17 @@ impl Shared {
     /// not a proven one.)
     pub(crate) fn app_progress(&self) {
         let now = self.now();
-        self.app_progress
-            .store(now.as_nanos().max(1), Ordering::Relaxed);
-        if self.progress_at(now, true).0 {
+        let t = now.as_nanos().max(1);
+        let last = self.app_progress.swap(t, Ordering::Relaxed);
+        if last == 0 || t.saturating_sub(last) >= APP_ACTIVE.as_nanos() as u64 {
+            self.app_streak.store(t, Ordering::Relaxed);
+        }
+        // Only a tight loop holds responses back: its next poll, a moment
+        // away, sends them. After an isolated poll (an application that
+        // sleeps between polls) they would wait for the driver thread,
+        // which the round's receive did not wake.
+        let tight_loop = self.app_spinning_for().is_some();
+        if self.progress_at(now, tight_loop).0 {
             self.app_idle.store(0, Ordering::Relaxed);
         } else if self.one_cpu
             || self.app_idle.fetch_add(1, Ordering::Relaxed) % YIELD_EVERY == YIELD_EVERY - 1
@@ -210,6 +248,14 @@ impl Shared {
             // On one CPU, every poll in vain yields: what it waits for can
             // only come from a thread that is not running.
             std::thread::yield_now();
+        }
+    }
+
+    /// The application is about to block (in a wait): it no longer moves
+    /// the engine, so the driver thread stops standing back, now.
+    pub(crate) fn app_blocks(&self) {
+        if self.app_progress.swap(0, Ordering::Relaxed) != 0 {
+            self.sleeper.wake();
         }
     }
 
@@ -224,32 +270,47 @@ impl Shared {
         }
     }
 
-    /// How long to sleep while standing back: [`STAND_BACK`], or until the
+    /// How recent the application's last poll must be for it to count as
+    /// still polling.
+    fn window(&self) -> Duration {
+        if self.one_cpu {
+            APP_ACTIVE_ONE_CPU
+        } else {
+            APP_ACTIVE
+        }
+    }
+
+    /// How long the application has been polling in a tight loop: its
+    /// last poll is within the window and its streak (polls less than
+    /// [`APP_ACTIVE`] apart) at least [`APP_ACTIVE`] long; `None` if it is
+    /// not. On one CPU the window is longer (the application is not
+    /// running while the driver thread is), but a streak is not: an
+    /// application that sleeps 1 ms between polls is no tight loop there
+    /// either.
+    fn app_spinning_for(&self) -> Option<Duration> {
+        let window = self.window().as_nanos() as u64;
+        let gap = APP_ACTIVE.as_nanos() as u64;
+        let last = self.app_progress.load(Ordering::Relaxed);
+        let streak = self.app_streak.load(Ordering::Relaxed);
+        let now = self.now().as_nanos();
+        // The streak's length runs to its last poll: time since then is
+        // not polling.
+        let length = last.saturating_sub(streak);
+        let spinning = last != 0 && now.saturating_sub(last) < window;
+        (spinning && streak != 0 && length >= gap).then(|| Duration::from_nanos(length))
+    }
+
+    /// How long to sleep while standing back for an application that has
+    /// been spinning for `spinning`: as long again (it has likely as long
+    /// to go), within [the window, [`STAND_BACK`]], and until the
     /// engine's next timer if that is sooner (should the application stop
     /// polling meanwhile, the timer is then not late), but not less than
     /// the window in which an active application runs it itself.
-    fn stand_back(&self) -> Duration {
-        let window = if self.one_cpu {
-            APP_ACTIVE_ONE_CPU
-        } else {
-            APP_ACTIVE
-        };
+    fn stand_back(&self, spinning: Duration) -> Duration {
+        let window = self.window();
+        let d = spinning.clamp(window, STAND_BACK);
         let timer = self.io.try_lock().ok().and_then(|io| io.next_timer);
-        timer.map_or(STAND_BACK, |t| {
-            t.since(self.now()).clamp(window, STAND_BACK)
-        })
-    }
-
-    /// Whether the application ran progress itself within [`APP_ACTIVE`]
-    /// ([`APP_ACTIVE_ONE_CPU`] on one CPU).
-    fn app_active(&self) -> bool {
-        let window = if self.one_cpu {
-            APP_ACTIVE_ONE_CPU
-        } else {
-            APP_ACTIVE
-        };
-        let last = self.app_progress.load(Ordering::Relaxed);
-        last != 0 && self.now().as_nanos().saturating_sub(last) < window.as_nanos() as u64
+        timer.map_or(d, |t| t.since(self.now()).clamp(window, d))
     }
 
     /// One round of progress: run due timers, send what the engine has,
@@ -259,9 +320,10 @@ impl Shared {
         self.progress_at(self.now(), false)
     }
 
-    /// [`progress`](Self::progress) with the time already read; `app` for
-    /// a round the application runs (which may hold responses back).
-    fn progress_at(&self, now: Instant, app: bool) -> (bool, Option<Instant>) {
+    /// [`progress`](Self::progress) with the time already read; `hold` for
+    /// a round an application polling in a tight loop runs (which may hold
+    /// responses back).
+    fn progress_at(&self, now: Instant, hold: bool) -> (bool, Option<Instant>) {
         let Ok(mut guard) = self.io.try_lock() else {
             return (false, None);
         };
@@ -294,7 +356,7 @@ impl Shared {
                 }
             }
             drop(ep);
-            io.hold.apply(&mut io.pending, now, app);
+            io.hold.apply(&mut io.pending, now, hold);
         }
         if !io.pending.is_empty() {
             sent += send_all(io, self.port);
@@ -313,8 +375,64 @@ impl Shared {
             }
         }
         io.next_timer = ep.poll_timeout();
+        let wake = self.deliver_cq_events(&mut ep);
+        drop(ep);
+        if wake {
+            self.wake_cq_waiters();
+        }
         (received > 0 || sent > 0, io.next_timer)
     }
+}
+
+/// Completion notification: channels and blocked waiters.
+impl Shared {
+    /// Makes `channel` the one `cq`'s events go to.
+    pub(crate) fn set_channel(&self, cq: u32, channel: Arc<ChannelInner>) {
+        lock(&self.channels).insert(cq, channel);
+    }
+
+    /// Queues an event on the channel of each CQ whose arm fired; returns
+    /// whether a watched CQ got a completion (its waiters are to be woken
+    /// once the engine is unlocked).
+    fn deliver_cq_events(&self, ep: &mut Endpoint) -> bool {
+        let mut wake = false;
+        ep.take_cq_events(|cq, fired| {
+            wake |= fired.watch;
+            if fired.notify
+                && let Some(ch) = lock(&self.channels).get(&cq)
+            {
+                ch.push(cq);
+            }
+        });
+        wake
+    }
+
+    /// The count of waiter wake-ups so far: read it before checking the
+    /// CQ, and [`wait_for_cq`](Self::wait_for_cq) returns at once if a
+    /// wake-up came since.
+    pub(crate) fn cq_wakes(&self) -> u64 {
+        *lock(&self.cq_wakes)
+    }
+
+    /// Blocks until the next waiter wake-up after `seen` (see
+    /// [`cq_wakes`](Self::cq_wakes)) or `timeout`.
+    pub(crate) fn wait_for_cq(&self, seen: u64, timeout: Duration) {
+        let wakes = lock(&self.cq_wakes);
+        let _ = self
+            .cq_waiters
+            .wait_timeout_while(wakes, timeout, |w| *w == seen);
+    }
+
+    fn wake_cq_waiters(&self) {
+        *lock(&self.cq_wakes) += 1;
+        self.cq_waiters.notify_all();
+    }
+}
+
+/// A mutex whose data stays consistent across a panic (every holder makes
+/// one-step updates), so a poisoned lock is taken over.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The engine as the backend's [`Receiver`]: it filters datagrams before
@@ -338,10 +456,11 @@ pub(crate) fn run(shared: Arc<Shared>) {
     let mut idle: u32 = 0;
     let mut seen_kick = 0;
     while !shared.stop.load(Ordering::Acquire) {
-        if shared.app_active() {
+        if let Some(spinning) = shared.app_spinning_for() {
             // The application is polling and so moving the engine; a timer
-            // that falls due is run by its next round.
-            std::thread::sleep(shared.stand_back());
+            // that falls due is run by its next round. `app_blocks` ends
+            // the nap early.
+            let _ = shared.sleeper.nap(shared.stand_back(spinning));
             continue;
         }
         let (worked, next_timer) = shared.progress();

@@ -10,7 +10,8 @@
 //! hold). Held, the ACK goes out with the reply, and in the same UDP GSO
 //! train when the sizes allow.
 //!
-//! The contract: only application rounds hold; only batches of nothing
+//! The contract: only the rounds of an application polling in a tight loop
+//! hold (the driver says which); only batches of nothing
 //! but responses are held; a hold lasts at most [`RESPONSE_HOLD`]; any
 //! other round (the driver thread's, a flush) releases it. A peer that
 //! waits on our ACKs while our application never posts would pay the hold

@@ -11,6 +11,9 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "tokio")]
+mod async_cq;
+mod channel;
 mod context;
 mod cq;
 mod device;
@@ -24,6 +27,9 @@ mod qp;
 mod remote;
 mod srq;
 
+#[cfg(feature = "tokio")]
+pub use async_cq::AsyncChannel;
+pub use channel::CompletionChannel;
 pub use context::{Context, DeviceConfig};
 pub use cq::CompletionQueue;
 pub use device::*;

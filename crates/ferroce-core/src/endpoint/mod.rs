@@ -71,6 +71,8 @@ pub struct Endpoint {
     next_handle: u32,
     pub(crate) mrs: MrTable,
     pub(crate) cqs: HashMap<u32, Cq>,
+    /// CQs armed or watched (see [`crate::cq`]).
+    pub(crate) cq_armed: HashSet<u32>,
     pub(crate) qps: HashMap<u32, Qp>,
     pub(crate) srqs: HashMap<u32, Srq>,
     /// Asynchronous events not yet polled, oldest first.
@@ -106,6 +108,7 @@ impl Endpoint {
             next_handle: 1,
             mrs: MrTable::default(),
             cqs: HashMap::default(),
+            cq_armed: HashSet::new(),
             qps: HashMap::default(),
             srqs: HashMap::default(),
             events: VecDeque::new(),

@@ -222,6 +222,7 @@ pub(super) fn send(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_>
             0,
             None,
             None,
+            false,
         );
         return Outcome::Nak(NakCode::InvalidRequest);
     }
@@ -243,6 +244,7 @@ pub(super) fn send(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_>
                 0,
                 None,
                 None,
+                false,
             );
             return Outcome::Nak(NakCode::InvalidRequest);
         }
@@ -256,6 +258,7 @@ pub(super) fn send(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_>
             len as u32,
             pkt.imm(),
             inv,
+            pkt.bth().solicited(),
         );
     }
     Outcome::Ok
@@ -319,6 +322,7 @@ pub(super) fn write(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_
                 len,
                 imm,
                 None,
+                pkt.bth().solicited(),
             );
         }
     }
@@ -363,17 +367,21 @@ pub(super) fn complete_recv(
     byte_len: u32,
     imm: Option<u32>,
     invalidated_rkey: Option<u32>,
+    solicited: bool,
 ) {
     if let Some(cq) = cqs.get_mut(&qp.init.recv_cq) {
-        cq.push(WorkCompletion {
-            wr_id: wr.wr_id,
-            status,
-            opcode,
-            qpn: qp.qpn,
-            byte_len,
-            imm,
-            invalidated_rkey,
-            src_qp: qp.cfg.dest_qpn,
-        });
+        cq.push_solicited(
+            WorkCompletion {
+                wr_id: wr.wr_id,
+                status,
+                opcode,
+                qpn: qp.qpn,
+                byte_len,
+                imm,
+                invalidated_rkey,
+                src_qp: qp.cfg.dest_qpn,
+            },
+            solicited,
+        );
     }
 }

@@ -113,16 +113,19 @@ pub(super) fn ud_receive(
         }
     };
     if let Some(cq) = t.cqs.get_mut(&qp.init.recv_cq) {
-        cq.push(WorkCompletion {
-            wr_id: wr.wr_id,
-            status,
-            opcode: WcOpcode::Recv,
-            qpn: qp.qpn,
-            byte_len: (GRH_LEN + data.len()) as u32,
-            imm: pkt.imm(),
-            invalidated_rkey: None,
-            src_qp: deth.src_qp(),
-        });
+        cq.push_solicited(
+            WorkCompletion {
+                wr_id: wr.wr_id,
+                status,
+                opcode: WcOpcode::Recv,
+                qpn: qp.qpn,
+                byte_len: (GRH_LEN + data.len()) as u32,
+                imm: pkt.imm(),
+                invalidated_rkey: None,
+                src_qp: deth.src_qp(),
+            },
+            pkt.bth().solicited(),
+        );
     }
     Ok(())
 }

@@ -500,16 +500,20 @@ pub(crate) fn eventfd_signal(fd: RawFd) {
     let _ = unsafe { libc::write(fd, (&raw const one).cast(), size_of::<u64>()) };
 }
 
-/// Resets an eventfd's counter.
-pub(crate) fn eventfd_drain(fd: RawFd) {
+/// Resets an eventfd's counter and returns what it held (0 if it was not
+/// readable).
+pub(crate) fn eventfd_drain(fd: RawFd) -> u64 {
     let mut v: u64 = 0;
     // SAFETY: reads at most 8 bytes into a live u64; a non-readable fd
-    // gives EAGAIN (it is non-blocking), which is ignored.
-    let _ = unsafe { libc::read(fd, (&raw mut v).cast(), size_of::<u64>()) };
+    // gives EAGAIN (it is non-blocking), which leaves `v` 0.
+    let n = unsafe { libc::read(fd, (&raw mut v).cast(), size_of::<u64>()) };
+    if n == size_of::<u64>() as isize { v } else { 0 }
 }
 
-/// Sleeps until one of `fds` is readable or `timeout` has passed.
-pub(crate) fn wait(fds: [RawFd; 2], timeout: std::time::Duration) -> io::Result<()> {
+/// Sleeps until one of `fds` is readable or `timeout` has passed. A
+/// negative fd is ignored (as poll(2) does). Returns whether one is
+/// readable.
+pub(crate) fn wait(fds: [RawFd; 2], timeout: std::time::Duration) -> io::Result<bool> {
     let mut pfds = fds.map(|fd| libc::pollfd {
         fd,
         events: libc::POLLIN,
@@ -534,6 +538,7 @@ pub(crate) fn wait(fds: [RawFd; 2], timeout: std::time::Duration) -> io::Result<
         if e.kind() != io::ErrorKind::Interrupted {
             return Err(e);
         }
+        return Ok(false);
     }
-    Ok(())
+    Ok(rc > 0)
 }

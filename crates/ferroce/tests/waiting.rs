@@ -1,0 +1,220 @@
+//! Waiting without spinning, end to end over loopback sockets: the
+//! blocking `CompletionQueue::wait`, and completion channels (arming, the
+//! descriptor's readiness as poll(2) sees it, solicited-only arms). Each
+//! test uses its own 127.0.0.x pair.
+
+use std::net::IpAddr;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use ferroce::{
+    Access, CompletionChannel, CompletionQueue, Context, MemoryRegion, Mtu, Psn, QpAttr,
+    QpInitAttr, QpState, QpType, QueuePair, RecvWr, SendOp, SendWr, WcOpcode, WcStatus, connect_qp,
+};
+use ferroce_io::wait::readable;
+
+struct End {
+    _ctx: Context,
+    cq: CompletionQueue,
+    mr: MemoryRegion,
+    qp: QueuePair,
+}
+
+/// Two connected RC QPs; the second side's CQ has a completion channel.
+fn pair(a: &str, b: &str) -> (End, End, CompletionChannel) {
+    let ips: [IpAddr; 2] = [a.parse().unwrap(), b.parse().unwrap()];
+    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    let ctxs = ips.map(|ip| Context::open(ip).unwrap());
+    let chan = ctxs[1].create_comp_channel().unwrap();
+    let cqs = [
+        ctxs[0].create_cq(64).unwrap(),
+        ctxs[1].create_cq_with_channel(64, &chan).unwrap(),
+    ];
+    let mut ends = Vec::new();
+    for (ctx, cq) in ctxs.into_iter().zip(cqs) {
+        let pd = ctx.alloc_pd();
+        let mr = pd.reg_mr(4096, access).unwrap();
+        let qp = pd
+            .create_qp(&QpInitAttr::new(QpType::Rc, &cq, &cq))
+            .unwrap();
+        ends.push(End {
+            _ctx: ctx,
+            cq,
+            mr,
+            qp,
+        });
+    }
+    let (s0, s1) = (Psn::new(100), Psn::new(200));
+    let (q0, q1) = (ends[0].qp.qpn(), ends[1].qp.qpn());
+    connect_qp(&ends[0].qp, QpType::Rc, ips[1], q1, s0, s1, Mtu::Mtu1024).unwrap();
+    connect_qp(&ends[1].qp, QpType::Rc, ips[0], q0, s1, s0, Mtu::Mtu1024).unwrap();
+    let b = ends.pop().unwrap();
+    (ends.pop().unwrap(), b, chan)
+}
+
+/// Posts `n` receives on `to` and sends it `n` 8-byte SENDs from `from`,
+/// waiting for their send completions (so they have arrived).
+fn send(from: &End, to: &End, n: u64, solicited: bool) {
+    for i in 0..n {
+        to.qp
+            .post_recv(RecvWr {
+                wr_id: i,
+                sg: vec![to.mr.sge(0, 64)],
+            })
+            .unwrap();
+        let mut wr = SendWr::new(i, SendOp::Send, vec![from.mr.sge(0, 8)]);
+        wr.solicited = solicited;
+        from.qp.post_send(wr).unwrap();
+    }
+    let mut done = 0;
+    while done < n {
+        let wcs = from.cq.wait(16, Duration::from_secs(10)).unwrap();
+        assert!(!wcs.is_empty(), "no send completion within 10 s");
+        assert!(wcs.iter().all(|wc| wc.status == WcStatus::Success));
+        done += wcs.len() as u64;
+    }
+}
+
+#[test]
+fn wait_times_out_then_returns_on_a_completion() {
+    let (a, b, _chan) = pair("127.0.0.120", "127.0.0.121");
+    let t = Instant::now();
+    assert!(b.cq.wait(4, Duration::from_millis(50)).unwrap().is_empty());
+    assert!(t.elapsed() >= Duration::from_millis(50));
+
+    b.qp.post_recv(RecvWr {
+        wr_id: 9,
+        sg: vec![b.mr.sge(0, 64)],
+    })
+    .unwrap();
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(100));
+            a.qp.post_send(SendWr::new(1, SendOp::Send, vec![a.mr.sge(0, 8)]))
+                .unwrap();
+        });
+        let wcs = b.cq.wait(4, Duration::from_secs(10)).unwrap();
+        assert_eq!(wcs.len(), 1);
+        assert_eq!((wcs[0].wr_id, wcs[0].opcode), (9, WcOpcode::Recv));
+    });
+    let waited = t.elapsed();
+    assert!(
+        (Duration::from_millis(100)..Duration::from_secs(5)).contains(&waited),
+        "waited {waited:?}"
+    );
+}
+
+#[test]
+fn a_notification_fires_once_per_arm_and_makes_the_fd_readable() {
+    let (a, b, chan) = pair("127.0.0.122", "127.0.0.123");
+    let fd = chan.as_fd();
+    b.cq.req_notify(false).unwrap();
+    assert!(!readable(fd, Duration::ZERO).unwrap());
+    send(&a, &b, 1, false);
+    assert!(readable(fd, Duration::from_secs(5)).unwrap());
+    assert_eq!(chan.try_get_event(), Some(b.cq.handle()));
+    assert!(!readable(fd, Duration::ZERO).unwrap(), "one event per arm");
+
+    // Not armed again: the next completion fires nothing.
+    send(&a, &b, 1, false);
+    assert!(!readable(fd, Duration::from_millis(200)).unwrap());
+    assert_eq!(chan.try_get_event(), None);
+    assert_eq!(b.cq.poll(8).unwrap().len(), 2);
+
+    // Armed again, the blocking get_event returns the CQ.
+    b.cq.req_notify(false).unwrap();
+    send(&a, &b, 1, false);
+    let got = chan.get_event_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(got, Some(b.cq.handle()));
+}
+
+#[test]
+fn solicited_only_ignores_an_unsolicited_send() {
+    let (a, b, chan) = pair("127.0.0.124", "127.0.0.125");
+    b.cq.req_notify(true).unwrap();
+    send(&a, &b, 1, false);
+    assert!(!readable(chan.as_fd(), Duration::from_millis(200)).unwrap());
+    send(&a, &b, 1, true);
+    let got = chan.get_event_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(got, Some(b.cq.handle()));
+    assert_eq!(b.cq.poll(8).unwrap().len(), 2);
+}
+
+#[test]
+fn req_notify_without_a_channel_names_the_fix() {
+    let (a, _b, _chan) = pair("127.0.0.126", "127.0.0.127");
+    let e = a.cq.req_notify(false).unwrap_err();
+    assert!(e.to_string().contains("create_cq_with_channel"), "{e}");
+}
+
+/// A server whose application polls once every 5 ms (and sleeps between)
+/// must not pace its peer: the driver thread answers the READs meanwhile.
+/// When each poll made the driver stand back, every READ waited for the
+/// next poll: 100 READs took at least 500 ms.
+#[test]
+fn a_sleeping_poller_does_not_pace_its_peer() {
+    const READS: u64 = 100;
+    const NAP: Duration = Duration::from_millis(5);
+    let (a, b, _chan) = pair("127.0.0.128", "127.0.0.129");
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let elapsed = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                b.cq.poll(16).unwrap();
+                std::thread::sleep(NAP);
+            }
+        });
+        // Let the poller settle into its rhythm first.
+        std::thread::sleep(NAP * 4);
+        let t = Instant::now();
+        for i in 0..READS {
+            let op = SendOp::Read {
+                remote_addr: b.mr.addr(),
+                rkey: b.mr.rkey(),
+            };
+            a.qp.post_send(SendWr::new(i, op, vec![a.mr.sge(0, 64)]))
+                .unwrap();
+            let wcs = a.cq.wait(1, Duration::from_secs(10)).unwrap();
+            assert_eq!(wcs.first().map(|wc| wc.status), Some(WcStatus::Success));
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        t.elapsed()
+    });
+    let paced = NAP * READS as u32;
+    assert!(
+        elapsed < paced / 2,
+        "{READS} READs took {elapsed:?}: paced by the peer's polls ({paced:?} if each waited one)"
+    );
+}
+
+/// Completions an API call makes itself (a QP moved to the error state
+/// flushes its receives) fire an armed CQ too, and wake a blocked wait.
+#[test]
+fn flushed_work_requests_fire_the_arm_and_wake_a_waiter() {
+    let (_a, b, chan) = pair("127.0.0.130", "127.0.0.131");
+    for i in 0..2 {
+        b.qp.post_recv(RecvWr {
+            wr_id: i,
+            sg: vec![b.mr.sge(0, 64)],
+        })
+        .unwrap();
+    }
+    b.cq.req_notify(true).unwrap();
+    let t = Instant::now();
+    let wcs = std::thread::scope(|s| {
+        let waiter = s.spawn(|| b.cq.wait(1, Duration::from_secs(10)).unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+        let err = QpAttr {
+            state: Some(QpState::Err),
+            ..QpAttr::default()
+        };
+        b.qp.modify(&err).unwrap();
+        waiter.join().unwrap()
+    });
+    assert_eq!(wcs.first().map(|wc| wc.status), Some(WcStatus::WrFlushErr));
+    // An error completion fires even a solicited-only arm.
+    let got = chan.get_event_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(got, Some(b.cq.handle()));
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+}
