@@ -11,21 +11,24 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use ferroce::{
-    Access, AsyncChannel, Context, Mtu, Psn, QpInitAttr, QpType, RecvWr, SendOp, SendWr, WcStatus,
-    connect_qp,
+    Access, AsyncChannel, ConnectOptions, Context, MemoryRegion, QpInitAttr, QpType, QueuePair,
+    RecvWr, SendWr,
 };
+
+/// Any error, from this thread or the client's.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const MESSAGES: u64 = 1000;
 const SIZE: u32 = 256;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), BoxError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()?;
     rt.block_on(serve())
 }
 
-async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+async fn serve() -> Result<(), BoxError> {
     let (server_ip, client_ip): (IpAddr, IpAddr) = ("127.0.0.1".parse()?, "127.0.0.2".parse()?);
     let access = Access::LOCAL_WRITE;
 
@@ -44,43 +47,26 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     let cmr = cpd.reg_mr(SIZE as usize, access)?;
     let cqp = cpd.create_qp(&QpInitAttr::new(QpType::Rc, &ccq, &ccq))?;
 
-    let (spsn, cpsn) = (Psn::new(1), Psn::new(2));
-    connect_qp(
-        &qp,
-        QpType::Rc,
-        client_ip,
-        cqp.qpn(),
-        spsn,
-        cpsn,
-        Mtu::Mtu1024,
-    )?;
-    connect_qp(
-        &cqp,
-        QpType::Rc,
-        server_ip,
-        qp.qpn(),
-        cpsn,
-        spsn,
-        Mtu::Mtu1024,
-    )?;
+    // Each side connects to the other's endpoint (in two processes they
+    // would exchange `endpoint().to_bytes()` first).
+    let opts = ConnectOptions::default();
+    qp.connect(&cqp.endpoint(), &opts)?;
+    cqp.connect(&qp.endpoint(), &opts)?;
     for slot in 0..16 {
-        qp.post_recv(RecvWr {
-            wr_id: slot,
-            sg: vec![mr.sge(slot * u64::from(SIZE), SIZE)],
-        })?;
+        post_slot(&qp, &mr, slot)?;
     }
 
-    let sender = std::thread::spawn(move || -> Result<(), ferroce::Error> {
+    let sender = std::thread::spawn(move || -> Result<(), BoxError> {
         for i in 0..MESSAGES {
             cmr.write(0, &i.to_le_bytes())?;
-            cqp.post_send(SendWr::new(i, SendOp::Send, vec![cmr.sge(0, SIZE)]))?;
+            cqp.post_send(SendWr::send(i, &[cmr.sge(0, SIZE)]))?;
             // One in flight: wait for the send's completion (blocking).
             let wc = loop {
                 if let Some(wc) = ccq.wait(1, Duration::from_secs(10))?.pop() {
                     break wc;
                 }
             };
-            assert_eq!(wc.status, WcStatus::Success, "send {i}");
+            wc.ok()?;
         }
         Ok(())
     });
@@ -88,18 +74,13 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     let t = Instant::now();
     for i in 0..MESSAGES {
         let wc = cq.next(&channel).await?;
-        if wc.status != WcStatus::Success {
-            return Err(format!("receive {i}: {:?}", wc.status).into());
-        }
+        wc.ok()?;
         let mut got = [0u8; 8];
-        mr.read((wc.wr_id * u64::from(SIZE)) as usize, &mut got)?;
+        mr.read(wc.wr_id * u64::from(SIZE), &mut got)?;
         if u64::from_le_bytes(got) != i {
             return Err(format!("message {i} arrived out of order").into());
         }
-        qp.post_recv(RecvWr {
-            wr_id: wc.wr_id,
-            sg: vec![mr.sge(wc.wr_id * u64::from(SIZE), SIZE)],
-        })?;
+        post_slot(&qp, &mr, wc.wr_id)?;
     }
     sender.join().expect("the client thread panicked")?;
     println!(
@@ -107,4 +88,10 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
         t.elapsed()
     );
     Ok(())
+}
+
+/// Posts a receive into slot `slot` of the server's region (its `wr_id`
+/// is the slot, so the completion says where the message landed).
+fn post_slot(qp: &QueuePair, mr: &MemoryRegion, slot: u64) -> ferroce::Result<()> {
+    qp.post_recv(RecvWr::new(slot, &[mr.sge(slot * u64::from(SIZE), SIZE)]))
 }

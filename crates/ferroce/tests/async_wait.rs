@@ -8,8 +8,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use ferroce::{
-    Access, AsyncChannel, Context, Mtu, Psn, QpInitAttr, QpType, RecvWr, SendOp, SendWr, WcOpcode,
-    WcStatus, connect_qp,
+    Access, AsyncChannel, ConnectOptions, Context, QpInitAttr, QpType, RecvWr, SendWr, WcOpcode,
+    WcStatus,
 };
 
 #[test]
@@ -49,9 +49,9 @@ fn a_task_awaits_each_receive() {
         let qb = pb
             .create_qp(&QpInitAttr::new(QpType::Rc, &cb, &cb))
             .unwrap();
-        let (sa, sb) = (Psn::new(5), Psn::new(6));
-        connect_qp(&qa, QpType::Rc, ips[1], qb.qpn(), sa, sb, Mtu::Mtu1024).unwrap();
-        connect_qp(&qb, QpType::Rc, ips[0], qa.qpn(), sb, sa, Mtu::Mtu1024).unwrap();
+        let opts = ConnectOptions::default();
+        qa.connect(&qb.endpoint(), &opts).unwrap();
+        qb.connect(&qa.endpoint(), &opts).unwrap();
 
         // A channel that is not the CQ's is refused, with the fix named.
         let other = AsyncChannel::new(a.create_comp_channel().unwrap()).unwrap();
@@ -59,19 +59,14 @@ fn a_task_awaits_each_receive() {
         assert!(e.to_string().contains("create_cq_with_channel"), "{e}");
 
         for i in 0..3u64 {
-            qb.post_recv(RecvWr {
-                wr_id: i,
-                sg: vec![mb.sge(0, 64)],
-            })
-            .unwrap();
+            qb.post_recv(RecvWr::new(i, &[mb.sge(0, 64)])).unwrap();
         }
         // The sends come from another thread, each a moment after the task
         // has begun to await it.
         let sender = std::thread::spawn(move || {
             for i in 0..3u64 {
                 std::thread::sleep(Duration::from_millis(20));
-                qa.post_send(SendWr::new(i, SendOp::Send, vec![ma.sge(0, 8)]))
-                    .unwrap();
+                qa.post_send(SendWr::send(i, &[ma.sge(0, 8)])).unwrap();
                 assert!(!ca.wait(1, Duration::from_secs(10)).unwrap().is_empty());
             }
         });

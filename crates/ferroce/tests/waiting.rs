@@ -8,8 +8,8 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use ferroce::{
-    Access, CompletionChannel, CompletionQueue, Context, MemoryRegion, Mtu, Psn, QpAttr,
-    QpInitAttr, QpState, QpType, QueuePair, RecvWr, SendOp, SendWr, WcOpcode, WcStatus, connect_qp,
+    Access, CompletionChannel, CompletionQueue, ConnectOptions, Context, MemoryRegion, QpAttr,
+    QpInitAttr, QpState, QpType, QueuePair, RecvWr, SendWr, WcOpcode, WcStatus,
 };
 use ferroce_io::wait::readable;
 
@@ -44,10 +44,9 @@ fn pair(a: &str, b: &str) -> (End, End, CompletionChannel) {
             qp,
         });
     }
-    let (s0, s1) = (Psn::new(100), Psn::new(200));
-    let (q0, q1) = (ends[0].qp.qpn(), ends[1].qp.qpn());
-    connect_qp(&ends[0].qp, QpType::Rc, ips[1], q1, s0, s1, Mtu::Mtu1024).unwrap();
-    connect_qp(&ends[1].qp, QpType::Rc, ips[0], q0, s1, s0, Mtu::Mtu1024).unwrap();
+    let opts = ConnectOptions::default();
+    ends[0].qp.connect(&ends[1].qp.endpoint(), &opts).unwrap();
+    ends[1].qp.connect(&ends[0].qp.endpoint(), &opts).unwrap();
     let b = ends.pop().unwrap();
     (ends.pop().unwrap(), b, chan)
 }
@@ -57,12 +56,9 @@ fn pair(a: &str, b: &str) -> (End, End, CompletionChannel) {
 fn send(from: &End, to: &End, n: u64, solicited: bool) {
     for i in 0..n {
         to.qp
-            .post_recv(RecvWr {
-                wr_id: i,
-                sg: vec![to.mr.sge(0, 64)],
-            })
+            .post_recv(RecvWr::new(i, &[to.mr.sge(0, 64)]))
             .unwrap();
-        let mut wr = SendWr::new(i, SendOp::Send, vec![from.mr.sge(0, 8)]);
+        let mut wr = SendWr::send(i, &[from.mr.sge(0, 8)]);
         wr.solicited = solicited;
         from.qp.post_send(wr).unwrap();
     }
@@ -82,17 +78,12 @@ fn wait_times_out_then_returns_on_a_completion() {
     assert!(b.cq.wait(4, Duration::from_millis(50)).unwrap().is_empty());
     assert!(t.elapsed() >= Duration::from_millis(50));
 
-    b.qp.post_recv(RecvWr {
-        wr_id: 9,
-        sg: vec![b.mr.sge(0, 64)],
-    })
-    .unwrap();
+    b.qp.post_recv(RecvWr::new(9, &[b.mr.sge(0, 64)])).unwrap();
     let t = Instant::now();
     std::thread::scope(|s| {
         s.spawn(|| {
             std::thread::sleep(Duration::from_millis(100));
-            a.qp.post_send(SendWr::new(1, SendOp::Send, vec![a.mr.sge(0, 8)]))
-                .unwrap();
+            a.qp.post_send(SendWr::send(1, &[a.mr.sge(0, 8)])).unwrap();
         });
         let wcs = b.cq.wait(4, Duration::from_secs(10)).unwrap();
         assert_eq!(wcs.len(), 1);
@@ -167,13 +158,10 @@ fn a_sleeping_poller_does_not_pace_its_peer() {
         });
         // Let the poller settle into its rhythm first.
         std::thread::sleep(NAP * 4);
+        let peer = b.mr.remote().at(0, 64).unwrap();
         let t = Instant::now();
         for i in 0..READS {
-            let op = SendOp::Read {
-                remote_addr: b.mr.addr(),
-                rkey: b.mr.rkey(),
-            };
-            a.qp.post_send(SendWr::new(i, op, vec![a.mr.sge(0, 64)]))
+            a.qp.post_send(SendWr::read(i, &[a.mr.sge(0, 64)], peer))
                 .unwrap();
             let wcs = a.cq.wait(1, Duration::from_secs(10)).unwrap();
             assert_eq!(wcs.first().map(|wc| wc.status), Some(WcStatus::Success));
@@ -194,11 +182,7 @@ fn a_sleeping_poller_does_not_pace_its_peer() {
 fn flushed_work_requests_fire_the_arm_and_wake_a_waiter() {
     let (_a, b, chan) = pair("127.0.0.130", "127.0.0.131");
     for i in 0..2 {
-        b.qp.post_recv(RecvWr {
-            wr_id: i,
-            sg: vec![b.mr.sge(0, 64)],
-        })
-        .unwrap();
+        b.qp.post_recv(RecvWr::new(i, &[b.mr.sge(0, 64)])).unwrap();
     }
     b.cq.req_notify(true).unwrap();
     let t = Instant::now();
