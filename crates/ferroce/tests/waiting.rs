@@ -58,7 +58,8 @@ fn send(from: &End, to: &End, n: u64, solicited: bool) {
         to.qp
             .post_recv(RecvWr::new(i, &[to.mr.sge(0, 64)]))
             .unwrap();
-        let mut wr = SendWr::send(i, &[from.mr.sge(0, 8)]);
+        let sg = [from.mr.sge(0, 8)];
+        let mut wr = SendWr::send(i, &sg);
         wr.solicited = solicited;
         from.qp.post_send(wr).unwrap();
     }

@@ -2,8 +2,10 @@
 //! and waits for the client's final SEND; the client WRITEs 10,000 random
 //! 4 KiB blocks, READs each back and checks it, does 1,000 FETCH_ADDs on a
 //! counter, then SENDs with immediate the checksum it expects; the server
-//! checksums its region and compares. The QP endpoints and the region's
-//! address and key are exchanged over TCP first.
+//! checksums its region and compares. First the two exchange, over TCP,
+//! what RDMA needs: each QP's [`QpEndpoint`] and the server region's
+//! [`RemoteRegion`], in the library's byte encodings; every WRITE, READ and
+//! FETCH_ADD then targets a bounds-checked [`RemoteRegion::at`] slice.
 //!
 //! ```text
 //! remote_memory server [--addr 127.0.0.1] [--tcp 18515] [--wait spin|sleep|block]
@@ -22,25 +24,24 @@
 //!
 //! `cargo run --release -p ferroce --example remote_memory -- bench`
 
-use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::io::Read;
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
 use ferroce::{
-    Access, CompletionQueue, Context, MemoryRegion, Mtu, Psn, QpInitAttr, QpType, QueuePair,
-    RecvWr, SendOp, SendWr, WcStatus, WorkCompletion, connect_qp,
+    Access, CompletionQueue, ConnectOptions, Context, MemoryRegion, Mtu, QpEndpoint, QpInitAttr,
+    QpType, QueuePair, RecvWr, RemoteRegion, SendOp, SendWr, Sge, WorkCompletion,
 };
 
 mod bench;
 mod exchange;
-use exchange::{Endpoint, Region};
 
 /// The server's region; the last block holds the FETCH_ADD counter.
-const REGION: usize = 16 << 20;
-const BLOCK: usize = 4096;
+const REGION: u64 = 16 << 20;
+const BLOCK: u64 = 4096;
 /// Blocks the WRITEs land in (all but the counter's).
-const BLOCKS: usize = REGION / BLOCK - 1;
-const COUNTER: usize = REGION - BLOCK;
+const BLOCKS: u64 = REGION / BLOCK - 1;
+const COUNTER: u64 = REGION - BLOCK;
 const WRITES: usize = 10_000;
 const ATOMICS: usize = 1_000;
 /// Work requests in flight at once.
@@ -105,12 +106,13 @@ impl WaitMode {
     /// The next completion on `cq`, waiting this way.
     fn next(self, cq: &CompletionQueue) -> Res<WorkCompletion> {
         let deadline = Instant::now() + TIMEOUT * 4;
+        let mut wc = [WorkCompletion::default()];
         while Instant::now() < deadline {
             let got = match self {
-                Self::Block => cq.wait(1, Duration::from_secs(1))?,
-                _ => cq.poll(1)?,
+                Self::Block => cq.wait(1, Duration::from_secs(1))?.pop(),
+                _ => (cq.poll_into(&mut wc)? == 1).then_some(wc[0]),
             };
-            if let Some(wc) = got.into_iter().next() {
+            if let Some(wc) = got {
                 return Ok(wc);
             }
             if self == Self::Sleep {
@@ -123,54 +125,41 @@ impl WaitMode {
 
 /// A device, its CQ, a region and an RC QP, not yet connected.
 struct Side {
-    ctx: Context,
+    _ctx: Context,
     cq: CompletionQueue,
     mr: MemoryRegion,
     qp: QueuePair,
-    psn: Psn,
 }
 
-fn open(addr: IpAddr, len: usize) -> Res<Side> {
+fn open(addr: IpAddr, len: u64) -> Res<Side> {
     let ctx = Context::open(addr)?;
     let pd = ctx.alloc_pd();
     let cq = ctx.create_cq(1024)?;
     let access =
         Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
-    let mr = pd.reg_mr(len, access)?;
+    let mr = pd.reg_mr(usize::try_from(len)?, access)?;
+    // The first PSN is random (QpInitAttr::psn), so a stale peer is caught.
     let mut attr = QpInitAttr::new(QpType::Rc, &cq, &cq);
     attr.max_send_wr = 256;
     let qp = pd.create_qp(&attr)?;
-    // Any 24-bit start will do; vary it so that a stale peer is caught.
-    let psn = Psn::new(std::process::id() & 0xff_ffff);
     Ok(Side {
-        ctx,
+        _ctx: ctx,
         cq,
         mr,
         qp,
-        psn,
     })
 }
 
 impl Side {
-    fn endpoint(&self) -> Endpoint {
-        Endpoint {
-            addr: self.ctx.local(),
-            qpn: self.qp.qpn(),
-            psn: self.psn.value(),
-        }
-    }
-
-    fn connect(&self, peer: &Endpoint) -> Res<()> {
-        let (ours, theirs) = (self.psn, Psn::new(peer.psn));
-        connect_qp(
-            &self.qp,
-            QpType::Rc,
-            peer.addr,
-            peer.qpn,
-            ours,
-            theirs,
-            Mtu::Mtu4096,
-        )?;
+    /// Connects the QP to the endpoint the peer sent; both sides choose
+    /// the same MTU.
+    fn connect(&self, peer: &[u8]) -> Res<()> {
+        let peer = QpEndpoint::from_bytes(peer)?;
+        let opts = ConnectOptions {
+            mtu: Mtu::Mtu4096,
+            ..ConnectOptions::default()
+        };
+        self.qp.connect(&peer, &opts)?;
         Ok(())
     }
 }
@@ -179,25 +168,15 @@ fn server(addr: IpAddr, tcp: u16, wait: WaitMode) -> Res<()> {
     let side = open(addr, REGION)?;
     let listener = TcpListener::bind((addr, tcp))?;
     let (mut tcp, _) = listener.accept()?;
-    let peer = Endpoint::from_bytes(&read_exact::<{ Endpoint::LEN }>(&mut tcp)?)?;
-    side.connect(&peer)?;
-    side.qp.post_recv(RecvWr {
-        wr_id: 0,
-        sg: vec![side.mr.sge(0, 0)],
-    })?;
-    let region = Region {
-        addr: side.mr.addr(),
-        rkey: side.mr.rkey(),
-        len: REGION as u64,
-    };
-    tcp.write_all(&side.endpoint().to_bytes())?;
-    tcp.write_all(&region.to_bytes())?;
+    side.connect(&exchange::recv(&mut tcp)?)?;
+    // The final SEND carries only its immediate: a receive of no bytes.
+    side.qp.post_recv(RecvWr::new(0, &[]))?;
+    exchange::send(&mut tcp, &side.qp.endpoint().to_bytes())?;
+    exchange::send(&mut tcp, &side.mr.remote().to_bytes())?;
 
     let wc = wait.next(&side.cq)?;
-    if wc.status != WcStatus::Success {
-        return Err(format!("the final SEND completed with {:?}", wc.status).into());
-    }
-    let mut bytes = vec![0u8; REGION];
+    wc.ok()?;
+    let mut bytes = vec![0u8; REGION as usize];
     side.mr.read(0, &mut bytes)?;
     let sum = checksum(&bytes);
     let expected = wc.imm.ok_or("the final SEND carried no immediate")?;
@@ -210,7 +189,7 @@ fn server(addr: IpAddr, tcp: u16, wait: WaitMode) -> Res<()> {
     }
     // Answer on TCP once the checksum is known, so the client's ACK of the
     // SEND is sent before it closes.
-    tcp.write_all(&[1])?;
+    std::io::Write::write_all(&mut tcp, &[1])?;
     Ok(())
 }
 
@@ -222,38 +201,45 @@ struct Phase {
 }
 
 fn client(addr: IpAddr, server: SocketAddr) -> Res<Vec<Phase>> {
-    let side = open(addr, WINDOW * BLOCK + WINDOW * 8)?;
-    let mut tcp = connect_retrying(server)?;
-    tcp.write_all(&side.endpoint().to_bytes())?;
-    let peer = Endpoint::from_bytes(&read_exact::<{ Endpoint::LEN }>(&mut tcp)?)?;
-    let region = Region::from_bytes(&read_exact::<{ Region::LEN }>(&mut tcp)?)?;
-    side.connect(&peer)?;
+    let window = WINDOW as u64;
+    let side = open(addr, window * BLOCK + window * 8)?;
+    let mut tcp = exchange::connect_retrying(server)?;
+    exchange::send(&mut tcp, &side.qp.endpoint().to_bytes())?;
+    side.connect(&exchange::recv(&mut tcp)?)?;
+    let region = RemoteRegion::from_bytes(&exchange::recv(&mut tcp)?)?;
+    if region.len() < REGION {
+        return Err(format!(
+            "the server's region holds {} bytes, not {REGION}",
+            region.len()
+        )
+        .into());
+    }
 
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(std::process::id());
-    let blocks: Vec<usize> = (0..WRITES)
-        .map(|_| xorshift(&mut rng) as usize % BLOCKS)
+    // Local slots, one per request in flight: a block each for WRITE and
+    // READ, then 8 bytes each for the FETCH_ADD results.
+    let block_slots: Vec<Sge> = (0..window)
+        .map(|s| side.mr.sge(s * BLOCK, BLOCK as u32))
         .collect();
-    let mut mirror = vec![0u8; REGION];
-    let mb = |n: usize, t: Duration| (n * BLOCK) as f64 / t.as_secs_f64() / 1e6;
+    let atomic_slots: Vec<Sge> = (0..window)
+        .map(|s| side.mr.sge(window * BLOCK + s * 8, 8))
+        .collect();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(std::process::id());
+    let blocks: Vec<u64> = (0..WRITES).map(|_| xorshift(&mut rng) % BLOCKS).collect();
+    let mut mirror = vec![0u8; REGION as usize];
+    let in_mirror = |block: u64| (block * BLOCK) as usize..((block + 1) * BLOCK) as usize;
+    let mb = |n: usize, t: Duration| n as f64 * BLOCK as f64 / t.as_secs_f64() / 1e6;
 
     let t = Instant::now();
     run_window(
         &side,
         WRITES,
-        |i, slot| {
+        &block_slots,
+        |i, sg| {
             let data = block_data(i);
-            mirror[blocks[i] * BLOCK..][..BLOCK].copy_from_slice(&data);
-            side.mr.write(slot * BLOCK, &data)?;
-            let remote_addr = region.addr + (blocks[i] * BLOCK) as u64;
-            let op = SendOp::Write {
-                remote_addr,
-                rkey: region.rkey,
-            };
-            Ok(SendWr::new(
-                i as u64,
-                op,
-                vec![side.mr.sge((slot * BLOCK) as u64, BLOCK as u32)],
-            ))
+            mirror[in_mirror(blocks[i])].copy_from_slice(&data);
+            side.mr.write(sg[0].offset, &data)?;
+            let target = region.at(blocks[i] * BLOCK, BLOCK)?;
+            Ok(SendWr::write(i as u64, sg, target))
         },
         |_, _| Ok(()),
     )?;
@@ -263,27 +249,22 @@ fn client(addr: IpAddr, server: SocketAddr) -> Res<Vec<Phase>> {
     run_window(
         &side,
         WRITES,
-        |i, slot| {
-            let remote_addr = region.addr + (blocks[i] * BLOCK) as u64;
-            let op = SendOp::Read {
-                remote_addr,
-                rkey: region.rkey,
-            };
-            Ok(SendWr::new(
+        &block_slots,
+        |i, sg| {
+            Ok(SendWr::read(
                 i as u64,
-                op,
-                vec![side.mr.sge((slot * BLOCK) as u64, BLOCK as u32)],
+                sg,
+                region.at(blocks[i] * BLOCK, BLOCK)?,
             ))
         },
         |i, slot| {
-            let mut got = vec![0u8; BLOCK];
-            side.mr.read(slot * BLOCK, &mut got)?;
-            if got[..] != mirror[blocks[i] * BLOCK..][..BLOCK] {
-                return Err(format!(
-                    "READ {i} (block {}) differs from what was written",
-                    blocks[i]
-                )
-                .into());
+            let mut got = vec![0u8; BLOCK as usize];
+            side.mr.read(slot.offset, &mut got)?;
+            if got[..] != mirror[in_mirror(blocks[i])] {
+                let block = blocks[i];
+                return Err(
+                    format!("READ {i} (block {block}) differs from what was written").into(),
+                );
             }
             Ok(())
         },
@@ -291,26 +272,16 @@ fn client(addr: IpAddr, server: SocketAddr) -> Res<Vec<Phase>> {
     let read = mb(WRITES, t.elapsed());
 
     let t = Instant::now();
+    let counter = region.at(COUNTER, 8)?;
     let mut seen = vec![false; ATOMICS];
-    let base = WINDOW * BLOCK;
     run_window(
         &side,
         ATOMICS,
-        |i, slot| {
-            let op = SendOp::FetchAdd {
-                remote_addr: region.addr + COUNTER as u64,
-                rkey: region.rkey,
-                add: 1,
-            };
-            Ok(SendWr::new(
-                i as u64,
-                op,
-                vec![side.mr.sge((base + slot * 8) as u64, 8)],
-            ))
-        },
+        &atomic_slots,
+        |i, sg| Ok(SendWr::fetch_add(i as u64, sg, counter, 1)),
         |_, slot| {
             let mut old = [0u8; 8];
-            side.mr.read(base + slot * 8, &mut old)?;
+            side.mr.read(slot.offset, &mut old)?;
             // The target is in host order, as a local CPU's atomics see it.
             let old = u64::from_ne_bytes(old) as usize;
             if old >= ATOMICS || std::mem::replace(&mut seen[old], true) {
@@ -320,11 +291,11 @@ fn client(addr: IpAddr, server: SocketAddr) -> Res<Vec<Phase>> {
         },
     )?;
     let atomic = ATOMICS as f64 / t.elapsed().as_secs_f64();
-    mirror[COUNTER..][..8].copy_from_slice(&(ATOMICS as u64).to_ne_bytes());
+    mirror[COUNTER as usize..][..8].copy_from_slice(&(ATOMICS as u64).to_ne_bytes());
 
     let op = SendOp::SendWithImm(checksum(&mirror));
-    side.qp.post_send(SendWr::new(0, op, Vec::new()))?;
-    expect_success(&side.cq)?;
+    side.qp.post_send(SendWr::new(0, op, &[]))?;
+    WaitMode::Spin.next(&side.cq)?.ok()?;
     let mut ok = [0u8];
     tcp.read_exact(&mut ok)
         .map_err(|e| format!("the server failed its check: {e}"))?;
@@ -348,40 +319,36 @@ fn client(addr: IpAddr, server: SocketAddr) -> Res<Vec<Phase>> {
 }
 
 /// Posts `n` work requests made by `make(i, slot)`, at most [`WINDOW`]
-/// in flight, and calls `done(i, slot)` as each completes (in order: RC
-/// completes a QP's requests in order, so slot `i % WINDOW` is free again
-/// when request `i - WINDOW` has completed).
-fn run_window(
+/// in flight, each on its own local slot (one element of `slots`, handed
+/// to `make` as the request's scatter list), and calls `done(i, slot)` as
+/// each completes. Completions come in order (RC completes a QP's
+/// requests in order), so slot `i % WINDOW` is free again once request
+/// `i - WINDOW` has completed.
+fn run_window<'a>(
     side: &Side,
     n: usize,
-    mut make: impl FnMut(usize, usize) -> Res<SendWr>,
-    mut done: impl FnMut(usize, usize) -> Res<()>,
+    slots: &'a [Sge],
+    mut make: impl FnMut(usize, &'a [Sge]) -> Res<SendWr<'a>>,
+    mut done: impl FnMut(usize, &Sge) -> Res<()>,
 ) -> Res<()> {
     let (mut posted, mut finished) = (0, 0);
+    let mut wcs = [WorkCompletion::default(); WINDOW];
     let deadline = Instant::now() + TIMEOUT;
     while finished < n {
         while posted < n && posted - finished < WINDOW {
-            side.qp.post_send(make(posted, posted % WINDOW)?)?;
+            let slot = std::slice::from_ref(&slots[posted % WINDOW]);
+            side.qp.post_send(make(posted, slot)?)?;
             posted += 1;
         }
-        for wc in side.cq.poll(WINDOW)? {
-            if wc.status != WcStatus::Success {
-                return Err(format!("work request {} failed: {:?}", wc.wr_id, wc.status).into());
-            }
-            done(finished, finished % WINDOW)?;
+        let got = side.cq.poll_into(&mut wcs)?;
+        for wc in &wcs[..got] {
+            wc.ok()?;
+            done(finished, &slots[finished % WINDOW])?;
             finished += 1;
         }
         if Instant::now() > deadline {
             return Err(format!("{finished} of {n} completed within {TIMEOUT:?}").into());
         }
-    }
-    Ok(())
-}
-
-fn expect_success(cq: &CompletionQueue) -> Res<()> {
-    let wc = WaitMode::Spin.next(cq)?;
-    if wc.status != WcStatus::Success {
-        return Err(format!("the final SEND failed: {:?}", wc.status).into());
     }
     Ok(())
 }
@@ -408,24 +375,4 @@ fn checksum(bytes: &[u8]) -> u32 {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
     (h ^ (h >> 32)) as u32
-}
-
-fn read_exact<const N: usize>(tcp: &mut TcpStream) -> Res<[u8; N]> {
-    let mut buf = [0u8; N];
-    tcp.read_exact(&mut buf)?;
-    Ok(buf)
-}
-
-/// Connects to the server, which may still be starting.
-fn connect_retrying(server: SocketAddr) -> Res<TcpStream> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match TcpStream::connect(server) {
-            Ok(s) => return Ok(s),
-            Err(e) if Instant::now() > deadline => {
-                return Err(format!("cannot reach the server at {server}: {e}").into());
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
 }
