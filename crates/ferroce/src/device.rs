@@ -32,8 +32,9 @@
 //! (Linux 6.x) and, for the observed ones, from a 6.1 guest's
 //! `ibv_devinfo -v` (`shared/rig/README.md` §3). ferroce reports what its
 //! engine enforces; every field that differs says so on its constant below.
-//! In short: no memory windows, multicast, APM, port events or completion
-//! channels (so those counts and flags are 0), a per-QP RDMA READ/atomic
+//! In short: no memory windows, multicast, APM or port events (so those
+//! counts and flags are 0), one completion vector (completion channels are
+//! served by the one driver thread; rxe: one per CPU), a per-QP RDMA READ/atomic
 //! depth of 16 (rxe: 128), larger queue limits (QP and SRQ 32768 WRs, CQ
 //! 1048576 CQEs), no limit of its own on QPs, CQs, SRQs, MRs, PDs, AHs or
 //! SGEs (reported as `i32::MAX`), no CM (`port_cap_flags` 0, rxe sets CM_SUP),
@@ -334,8 +335,9 @@ pub struct DeviceAttr {
     /// `ibv_device_attr_ex::device_cap_flags_ex`: the flags above in the
     /// low 32 bits; ferroce has none of the extended ones.
     pub device_cap_flags_ex: u64,
-    /// Completion vectors (rxe: one per CPU). ferroce has no completion
-    /// channels: 0.
+    /// Completion vectors (rxe: one per CPU). ferroce has completion
+    /// channels ([`crate::CompletionChannel`]), all fed by its one driver
+    /// thread, and a CQ names no vector: 1.
     pub num_comp_vectors: u32,
 }
 
@@ -664,7 +666,9 @@ pub fn device_attr_for(iface: &Interface, local: IpAddr) -> DeviceAttr {
         local_ca_ack_delay: 15,
         phys_port_cnt: 1,
         device_cap_flags_ex: u64::from(flags.bits()),
-        num_comp_vectors: 0,
+        // Completion channels exist; the driver thread is their only
+        // source of events.
+        num_comp_vectors: 1,
     }
 }
 
