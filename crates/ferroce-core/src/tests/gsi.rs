@@ -67,10 +67,13 @@ fn qp1_packets_leave_from_rxes_qp1_source_port() {
     assert_eq!((t.path.hop_limit, t.path.traffic_class), (64, 0));
 }
 
+/// Which [`MadStats`] counter a case expects to go up.
+type Counter = fn(&MadStats) -> u64;
+
 #[test]
 fn packets_that_are_not_mads_are_dropped_by_cause() {
     let mut p = Pair::new(3);
-    let cases: [(Vec<u8>, fn(&MadStats) -> u64); 5] = [
+    let cases: [(Vec<u8>, Counter); 5] = [
         (
             mad_packet(Opcode::UD_SEND_ONLY, 0x1111_1111, &mad(0)),
             |s| s.rx_bad_qkey,
