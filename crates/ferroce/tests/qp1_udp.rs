@@ -45,7 +45,9 @@ fn a_mad_crosses_real_udp_from_qp1_to_qp1() {
 
     let mad: Vec<u8> = (0..MAD_LEN).map(|i| (i * 13) as u8).collect();
     ep_a.send_mad(b, GSI_QPN, &mad).unwrap();
-    let mut t = ep_a.poll_transmit(Instant::ZERO).expect("the MAD as a packet");
+    let mut t = ep_a
+        .poll_transmit(Instant::ZERO)
+        .expect("the MAD as a packet");
     let mut batch = [OutDatagram {
         remote: t.path.remote,
         remote_port: PORT + 1,
@@ -62,7 +64,12 @@ fn a_mad_crosses_real_udp_from_qp1_to_qp1() {
     while rx.src_ports.is_empty() && WallClock::now() < deadline {
         io_b.recv_into(&mut rx).unwrap();
     }
-    assert_eq!(rx.src_ports, [55410], "rxe's QP1 source port; {:?}", io_b.stats());
+    assert_eq!(
+        rx.src_ports,
+        [55410],
+        "rxe's QP1 source port; {:?}",
+        io_b.stats()
+    );
     let got = ep_b.poll_mad().expect("the MAD reached QP1");
     assert_eq!((got.from, got.src_qp), (a, GSI_QPN));
     assert_eq!(&got.data[..], &mad[..]);

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use ferroce_wire::roce::{LinkType, Network, locate};
 use ferroce_wire::{Opcode, Psn};
 
-use super::util::{Pair, craft, emit, parse};
-use crate::verbs::{QpAttr, QpState, VerbsError};
+use super::util::{Pair, craft, emit, parse, recv_wr, send_wr};
+use crate::verbs::{QpAttr, QpState, SendOp, VerbsError};
 use crate::{GSI_QKEY, GSI_QPN, MAD_LEN, MAX_QUEUED_MADS, MadStats};
 
 /// A MAD-sized payload whose bytes say which one it is.
@@ -160,6 +160,10 @@ fn the_application_cannot_reach_qpn_1() {
     assert_eq!(ep.modify_qp(GSI_QPN, &attr), Err(VerbsError::NoSuchQp(1)));
     assert_eq!(ep.destroy_qp(GSI_QPN), Err(VerbsError::NoSuchQp(1)));
     assert_eq!(ep.qp_state(GSI_QPN), Err(VerbsError::NoSuchQp(1)));
+    let send = send_wr(1, SendOp::Send, &[]);
+    assert_eq!(ep.post_send(GSI_QPN, send), Err(VerbsError::NoSuchQp(1)));
+    let recv = recv_wr(1, &[]);
+    assert_eq!(ep.post_recv(GSI_QPN, recv), Err(VerbsError::NoSuchQp(1)));
     let msg = VerbsError::NoSuchQp(1).to_string();
     assert!(msg.contains("GSI") && msg.contains("send_mad"), "{msg}");
     // QP1 still works after the refusals.
