@@ -891,6 +891,11 @@ impl fmt::Display for VerbsError {
         match self {
             Self::NoSuchPd(h) => write!(f, "no protection domain {h}"),
             Self::NoSuchCq(h) => write!(f, "no completion queue {h}"),
+            Self::NoSuchQp(n @ 0..=1) => write!(
+                f,
+                "queue pair {n} is reserved (QP0 the SMI, QP1 the GSI, the endpoint's own): \
+                 MADs go through send_mad and poll_mad"
+            ),
             Self::NoSuchQp(n) => write!(f, "no queue pair {n:#x}"),
             Self::NoSuchMr(k) => write!(f, "no memory region with key {k:#x}"),
             Self::NoSuchSrq(h) => write!(f, "no shared receive queue {h}"),

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 
 use ferroce_wire::TransportPacket;
 
-use super::{BURST, Endpoint, MAX_IN_FLIGHT, Transmit};
+use super::{BURST, Endpoint, GSI_QPN, MAX_IN_FLIGHT, Transmit};
 use crate::log;
 use crate::qp::{completer, replies, requester, responder};
 use crate::tables::Tables;
@@ -34,6 +34,10 @@ impl Endpoint {
             return;
         };
         let dqpn = pkt.bth().dest_qp();
+        if dqpn == GSI_QPN {
+            self.gsi.receive(&pkt, from);
+            return;
+        }
         let Some(q) = self.qps.get_mut(&dqpn) else {
             self.stats.rx_unknown_qp += 1;
             return;
@@ -89,17 +93,18 @@ impl Endpoint {
     }
 
     /// Whether a packet from `from` for QP `dest_qp` could be taken at all:
-    /// the QP exists, receives in its state, and (connected QPs) `from` is
+    /// it is for QP1 (any source: MADs come from anyone), or the QP exists, receives in its state, and (connected QPs) `from` is
     /// its peer. A cheap filter for the I/O layer to run before the ICRC
     /// check, so that garbage costs a table lookup; [`Self::handle_datagram`]
     /// checks the same and more.
     pub fn accepts(&self, from: IpAddr, dest_qp: u32) -> bool {
-        self.qps.get(&dest_qp).is_some_and(|q| {
-            matches!(
-                q.state,
-                QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
-            ) && (q.init.qp_type == QpType::Ud || q.cfg.path.is_none_or(|p| p.remote == from))
-        })
+        dest_qp == GSI_QPN
+            || self.qps.get(&dest_qp).is_some_and(|q| {
+                matches!(
+                    q.state,
+                    QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+                ) && (q.init.qp_type == QpType::Ud || q.cfg.path.is_none_or(|p| p.remote == from))
+            })
     }
 
     /// The next packet to send, if any: the active QPs take turns, one
@@ -109,6 +114,10 @@ impl Endpoint {
     /// overrun the peer's receive buffer, and the losses cost a timeout
     /// each.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        if let Some(t) = self.gsi.next_transmit(&mut self.pool) {
+            self.stats.tx_packets += 1;
+            return Some(t);
+        }
         // Below the cap, QPs that waited for it go first, as many as the
         // room can take a burst from (not all of them: with 1,000 QPs
         // waiting, moving every one back and forth each time a packet's

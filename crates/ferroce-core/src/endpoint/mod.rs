@@ -7,9 +7,11 @@
 //!   [`Endpoint::handle_timeout`] when [`Endpoint::poll_timeout`]'s instant
 //!   has passed;
 //! * outputs: [`Endpoint::poll_transmit`] until it returns `None`,
-//!   [`Endpoint::poll_cq`], and [`Endpoint::poll_async_event`];
+//!   [`Endpoint::poll_cq`], [`Endpoint::poll_async_event`], and the MADs
+//!   received on QP1 ([`Endpoint::poll_mad`]; see `gsi`);
 //! * commands: the verbs (`alloc_pd`, `reg_mr`, `create_cq`, `create_srq`,
-//!   `create_qp`, `modify_qp`, `post_send`, `post_recv`, `post_srq_recv`).
+//!   `create_qp`, `modify_qp`, `post_send`, `post_recv`, `post_srq_recv`),
+//!   and [`Endpoint::send_mad`] from QP1.
 //!
 //! After any input or command, call `poll_transmit` until `None`, then
 //! `poll_timeout`. The endpoint never reads a clock and opens no socket;
@@ -35,12 +37,14 @@ pub use crate::transmit::{Ecn, EmitError, PacketKind, Transmit};
 
 mod defer;
 mod drive;
+mod gsi;
 
 use crate::verbs::{
     Access, AsyncEvent, QpAttr, QpState, QpType, QueuedRecv, QueuedSend, RecvWr, SendOp, SendWr,
     SrqAttr, SrqInfo, VerbsError, WcOpcode, WcStatus, WorkCompletion,
 };
 pub use defer::{MAX_DEFERRED, MAX_DEFERRED_TOTAL};
+pub use gsi::{GSI_QKEY, GSI_QPN, MAD_LEN, MAX_QUEUED_MADS, Mad, MadStats};
 
 /// Largest message (ibv_devinfo's max_msg_sz as rxe reports it).
 pub const MAX_MSG_SIZE: u64 = 0x80_0000;
@@ -59,6 +63,10 @@ pub struct EndpointConfig {
 /// buffer the UDP backend asks for. With few QPs, their windows (128 PSNs
 /// each) bind first.
 pub const MAX_IN_FLIGHT: u64 = 1024;
+
+/// The first QPN `create_qp` gives: QP0 and QP1 are the SMI and GSI
+/// (QP1 is the endpoint's own, see `gsi`); rxe starts user QPs at 0x11.
+const FIRST_USER_QPN: u32 = 0x11;
 
 /// Packets a QP may send in a row before the next active QP's turn.
 const BURST: u32 = 16;
@@ -97,6 +105,8 @@ pub struct Endpoint {
     defer_retry_at: Option<crate::time::Instant>,
     deferred_total: usize,
     next_qpn: u32,
+    /// QP1, outside the application's QP table (see `gsi`).
+    gsi: gsi::Gsi,
     pub(crate) stats: Stats,
 }
 
@@ -121,8 +131,8 @@ impl Endpoint {
             deferred: HashMap::default(),
             defer_retry_at: None,
             deferred_total: 0,
-            // QP0 and QP1 are the SMI and GSI; rxe starts user QPs at 0x11.
-            next_qpn: 0x11,
+            next_qpn: FIRST_USER_QPN,
+            gsi: gsi::Gsi::default(),
             stats: Stats::default(),
         }
     }
@@ -347,7 +357,13 @@ impl Endpoint {
             srq.users += 1;
         }
         let qpn = self.next_qpn;
-        self.next_qpn = (self.next_qpn + 1) & 0xff_ffff;
+        // Past the last 24-bit QPN, back to the first user one: wrapping
+        // to 0 used to hand out QP0 and then QP1, the GSI's.
+        self.next_qpn = if qpn >= 0xff_ffff {
+            FIRST_USER_QPN
+        } else {
+            qpn + 1
+        };
         self.qps.insert(qpn, Qp::new(qpn, init));
         Ok(qpn)
     }

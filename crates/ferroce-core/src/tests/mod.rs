@@ -12,6 +12,7 @@
 //! | `conform` | IBA rules where rxe or an older ferroce differed: zero-length RDMA, P_Keys, resumed READs, duplicate ACKs |
 //! | `resources` | the responder resources: which duplicate READs and atomics are answered, forged READs under load |
 //! | `fuzz` | random packets into a connected pair: no panic, no harm |
+//! | `gsi` | QP1: MADs between endpoints, drops by cause, the queue bound, QPN 1 reserved, rxe's CM MADs from rping.pcap |
 //! | `soak` | a long WRITE stream through loss, reordering and duplication (FERROCE_SOAK_BYTES) |
 //! | `many` | many QPs at once: the endpoint's cap on packets in flight, fair turns |
 //! | `interop` | sequences met against the kernel's rxe, replayed |
@@ -24,6 +25,7 @@ mod deferred;
 mod ecn;
 mod errors;
 mod fuzz;
+mod gsi;
 mod hostile;
 mod interop;
 mod log;
