@@ -68,6 +68,7 @@ mod cm;
 mod config;
 mod conn;
 mod event;
+pub mod rdma_cm;
 pub mod reason;
 pub mod timing;
 
