@@ -13,7 +13,7 @@ use crate::{Cm, CmConfig, CmEvent, ConnectParams, PeerAddr, RepParams};
 /// Packet 1 of /work/shared/vectors/rxe/rping.pcap (kernel Soft-RoCE, rping
 /// client 198.18.0.12 -> server 198.18.0.11): the REQ MAD after the DETH,
 /// trailing zero bytes omitted. The same bytes ferroce-wire's MAD tests use.
-const RPING_REQ: &str = concat!(
+pub(super) const RPING_REQ: &str = concat!(
     "0107020300000000000000027cf6ba64001000000000000064baf67c00000000",
     "0000000001061c06505400fffe52000b000000000000000000001e0100000001",
     "000000a0214660a7ffff37f0ffffffff00000000000000000000ffffc612000c",
@@ -24,7 +24,7 @@ const RPING_REQ: &str = concat!(
 );
 
 /// Packet 2 of the same capture: the server's REP.
-const RPING_REP: &str = concat!(
+pub(super) const RPING_REP: &str = concat!(
     "0107020300000000000000027cf6ba6400130000000000001ebbc7be64baf67c",
     "0000000000001e0000000000d7977600010178e0505400fffe52000a",
 );
@@ -52,7 +52,7 @@ fn as_client(hex: &str, ours: u32) -> Vec<u8> {
     mad
 }
 
-fn bytes(hex: &str) -> Vec<u8> {
+pub(super) fn bytes(hex: &str) -> Vec<u8> {
     let mut out = vec![0u8; MAD_LEN];
     for (i, pair) in hex.as_bytes().chunks(2).enumerate() {
         out[i] = u8::from_str_radix(core::str::from_utf8(pair).unwrap(), 16).unwrap();

@@ -9,3 +9,5 @@ mod hostile;
 mod lossy;
 mod sim;
 mod strays;
+mod rdma_cm;
+mod rdma_cm_capture;
