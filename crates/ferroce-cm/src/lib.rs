@@ -63,6 +63,10 @@
 //! Comm IDs are random from the configured seed and never reused while any
 //! table, TimeWait included, still holds them. LAP/APR (path migration) and ClassPortInfo are counted
 //! as unknown attributes.
+//!
+//! [`rdma_cm`] holds rdma_cm's rules over this CM (service IDs, the
+//! private-data header and limits, depth negotiation, QP attributes) as
+//! pure functions for the layer above.
 
 mod cm;
 mod config;

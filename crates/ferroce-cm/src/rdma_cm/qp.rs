@@ -75,7 +75,7 @@ pub struct Depths {
 impl Depths {
     /// What a peer's REQ or REP offers us: its responder resources are our
     /// initiator depth and the other way round.
-    pub const fn offered_by(peer: Depths) -> Self {
+    pub const fn offered_by(peer: Self) -> Self {
         Self {
             responder_resources: peer.initiator_depth,
             initiator_depth: peer.responder_resources,

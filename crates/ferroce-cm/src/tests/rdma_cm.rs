@@ -14,7 +14,12 @@ use crate::rdma_cm::{
     connect_depths, ib_cm_limit, req_private_data, sidr_req_private_data,
 };
 
-const SPACES: [PortSpace; 4] = [PortSpace::Ipoib, PortSpace::Tcp, PortSpace::Udp, PortSpace::Ib];
+const SPACES: [PortSpace; 4] = [
+    PortSpace::Ipoib,
+    PortSpace::Tcp,
+    PortSpace::Udp,
+    PortSpace::Ib,
+];
 
 #[test]
 fn service_ids_round_trip_and_agree_with_the_wire_crate() {
@@ -32,7 +37,10 @@ fn service_ids_round_trip_and_agree_with_the_wire_crate() {
         }
     }
     // rping's default port on TCP, as the captured REQ carries it.
-    assert_eq!(RdmaService::new(PortSpace::Tcp, 7174).service_id(), 0x0106_1c06);
+    assert_eq!(
+        RdmaService::new(PortSpace::Tcp, 7174).service_id(),
+        0x0106_1c06
+    );
 }
 
 #[test]
@@ -68,7 +76,10 @@ fn header(source: IpAddr, destination: IpAddr) -> CmaHeader {
 
 #[test]
 fn the_header_round_trips_both_families_and_refuses_bad_ones() {
-    let v4 = header(Ipv4Addr::new(10, 0, 0, 1).into(), Ipv4Addr::new(10, 0, 0, 2).into());
+    let v4 = header(
+        Ipv4Addr::new(10, 0, 0, 1).into(),
+        Ipv4Addr::new(10, 0, 0, 2).into(),
+    );
     let v6 = header(
         Ipv6Addr::new(0xfe80, 0, 0, 0, 1, 2, 3, 4).into(),
         Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 9).into(),
@@ -89,7 +100,10 @@ fn the_header_round_trips_both_families_and_refuses_bad_ones() {
     );
     let mut bad = good;
     bad[0] = 1;
-    assert_eq!(CmaHeader::parse(&bad), Err(RdmaCmError::HeaderVersion { version: 1 }));
+    assert_eq!(
+        CmaHeader::parse(&bad),
+        Err(RdmaCmError::HeaderVersion { version: 1 })
+    );
     let mut bad = good;
     bad[1] = 0x50;
     assert_eq!(
@@ -103,15 +117,42 @@ fn the_header_round_trips_both_families_and_refuses_bad_ones() {
 fn ib_cm_limits_are_the_message_layouts() {
     let zero = [0u8; CM_DATA_LEN];
     let sizes = [
-        (Message::Req, CmReq::parse(&zero).unwrap().private_data.len()),
-        (Message::Mra, CmMra::parse(&zero).unwrap().private_data.len()),
-        (Message::Rej, CmRej::parse(&zero).unwrap().private_data.len()),
-        (Message::Rep, CmRep::parse(&zero).unwrap().private_data.len()),
-        (Message::Rtu, CmRtu::parse(&zero).unwrap().private_data.len()),
-        (Message::Dreq, CmDreq::parse(&zero).unwrap().private_data.len()),
-        (Message::Drep, CmDrep::parse(&zero).unwrap().private_data.len()),
-        (Message::SidrReq, CmSidrReq::parse(&zero).unwrap().private_data.len()),
-        (Message::SidrRep, CmSidrRep::parse(&zero).unwrap().private_data.len()),
+        (
+            Message::Req,
+            CmReq::parse(&zero).unwrap().private_data.len(),
+        ),
+        (
+            Message::Mra,
+            CmMra::parse(&zero).unwrap().private_data.len(),
+        ),
+        (
+            Message::Rej,
+            CmRej::parse(&zero).unwrap().private_data.len(),
+        ),
+        (
+            Message::Rep,
+            CmRep::parse(&zero).unwrap().private_data.len(),
+        ),
+        (
+            Message::Rtu,
+            CmRtu::parse(&zero).unwrap().private_data.len(),
+        ),
+        (
+            Message::Dreq,
+            CmDreq::parse(&zero).unwrap().private_data.len(),
+        ),
+        (
+            Message::Drep,
+            CmDrep::parse(&zero).unwrap().private_data.len(),
+        ),
+        (
+            Message::SidrReq,
+            CmSidrReq::parse(&zero).unwrap().private_data.len(),
+        ),
+        (
+            Message::SidrRep,
+            CmSidrRep::parse(&zero).unwrap().private_data.len(),
+        ),
     ];
     for (message, size) in sizes {
         assert_eq!(ib_cm_limit(message), size, "{message:?}");
@@ -143,9 +184,15 @@ fn application_limits_leave_room_for_the_header() {
                 limit
             }
         );
-        assert!(err.to_string().contains(&format!("at most {limit}")), "{err}");
+        assert!(
+            err.to_string().contains(&format!("at most {limit}")),
+            "{err}"
+        );
     }
-    let h = header(Ipv4Addr::new(10, 0, 0, 1).into(), Ipv4Addr::new(10, 0, 0, 2).into());
+    let h = header(
+        Ipv4Addr::new(10, 0, 0, 1).into(),
+        Ipv4Addr::new(10, 0, 0, 2).into(),
+    );
     let app: Vec<u8> = (1..=56).collect();
     let req = req_private_data(&h, &app).unwrap();
     assert_eq!((&req[..36], &req[36..]), (&h.emit().unwrap()[..], &app[..]));
@@ -203,7 +250,11 @@ fn connect_takes_the_device_maximum_or_what_fits() {
         ),
     ];
     for (device, res, init, expected) in table {
-        assert_eq!(connect_depths(res, init, device), expected, "{device:?} {res:?} {init:?}");
+        assert_eq!(
+            connect_depths(res, init, device),
+            expected,
+            "{device:?} {res:?} {init:?}"
+        );
     }
 }
 
@@ -243,7 +294,13 @@ fn accept_takes_the_smaller_of_offer_and_device() {
 #[test]
 fn retry_counts_default_to_seven_and_are_capped() {
     assert_eq!(RetryCounts::DEFAULT, RetryCounts::new(7, 7));
-    assert_eq!(RetryCounts::new(3, 0), RetryCounts { retry_count: 3, rnr_retry_count: 0 });
+    assert_eq!(
+        RetryCounts::new(3, 0),
+        RetryCounts {
+            retry_count: 3,
+            rnr_retry_count: 0
+        }
+    );
     assert_eq!(RetryCounts::new(200, 9), RetryCounts::DEFAULT);
 }
 

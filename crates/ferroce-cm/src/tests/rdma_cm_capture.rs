@@ -57,8 +57,18 @@ fn the_kernels_header_reads_and_rebuilds_byte_for_byte() {
     // ferroce-wire's own reading of the REQ agrees.
     let wire = req.ip_cm().unwrap();
     assert_eq!(
-        (wire.source_port, wire.source_ip, wire.destination_ip, wire.destination_port),
-        (header.source_port, header.source, header.destination, service.port)
+        (
+            wire.source_port,
+            wire.source_ip,
+            wire.destination_ip,
+            wire.destination_port
+        ),
+        (
+            header.source_port,
+            header.source,
+            header.destination,
+            service.port
+        )
     );
     // rping gives no private data of its own: the header and zeros.
     assert_eq!(req_private_data(&header, &[]).unwrap(), req.private_data);
@@ -85,7 +95,10 @@ fn the_derived_attributes_are_what_rpings_qps_ran_with() {
     assert_eq!(a_rtr.rq_psn, Some(server_psn));
     assert_eq!(a_rts.state, Some(QpState::Rts));
     assert_eq!(a_rts.sq_psn, Some(client_psn));
-    assert_eq!((a_rtr.max_dest_rd_atomic, a_rts.max_rd_atomic), (Some(1), Some(1)));
+    assert_eq!(
+        (a_rtr.max_dest_rd_atomic, a_rts.max_rd_atomic),
+        (Some(1), Some(1))
+    );
     assert_eq!((a_rts.retry_cnt, a_rts.rnr_retry), (Some(7), Some(7)));
 
     // Passive side (the server), in accept before the REP.
@@ -95,12 +108,20 @@ fn the_derived_attributes_are_what_rpings_qps_ran_with() {
     assert_eq!(p_rtr.dest_qpn, Some(server_to));
     assert_eq!(p_rtr.rq_psn, Some(client_psn));
     assert_eq!(p_rts.sq_psn, Some(server_psn));
-    assert_eq!((p_rtr.max_dest_rd_atomic, p_rts.max_rd_atomic), (Some(1), Some(1)));
+    assert_eq!(
+        (p_rtr.max_dest_rd_atomic, p_rts.max_rd_atomic),
+        (Some(1), Some(1))
+    );
     assert_eq!((p_rts.retry_cnt, p_rts.rnr_retry), (Some(7), Some(7)));
-    // Each side waits for ACKs at least as long as the REQ's local ACK timeout.
-    assert_eq!(p_rts.timeout, Some(req.primary_path.local_ack_timeout));
-    assert!(a_rts.timeout >= p_rts.timeout);
-    assert_eq!((a_rtr.min_rnr_timer, p_rtr.min_rnr_timer), (Some(0), Some(0)));
+    // The capture's kernel used packet life time 18: the REQ says local ACK
+    // timeout 19, the REP target ACK delay 15, so both sides wait 2^19.
+    assert_eq!(req.primary_path.local_ack_timeout, 19);
+    assert_eq!(p_rts.timeout, Some(19));
+    assert_eq!(a_rts.timeout, p_rts.timeout);
+    assert_eq!(
+        (a_rtr.min_rnr_timer, p_rtr.min_rnr_timer),
+        (Some(0), Some(0))
+    );
     // The address vector is the driver's (from the route), not the messages'.
     assert_eq!((a_rtr.path, p_rtr.path), (None, None));
 }
