@@ -14,7 +14,9 @@
 //!   ([`connect_depths`], [`accept_depths`]), the retry counts and CM timers
 //!   rdma_cm puts in a REQ ([`CMA_CM_RESPONSE_TIMEOUT`],
 //!   [`CMA_MAX_CM_RETRIES`]), and the `QpAttr` of each QP transition derived
-//!   from the REQ and REP ([`active_rtr`], [`passive_rtr`], ...).
+//!   from the REQ and REP ([`active_rtr`], [`passive_rtr`], ...), with the
+//!   application's overrides ([`QpOptions`]) and a UD QP's Q_Key
+//!   ([`PortSpace::default_qkey`], [`ud_init`]).
 //!
 //! # Where this follows the kernel and librdmacm
 //! IBA defines only the CM messages; the port spaces, the header and the
@@ -46,11 +48,11 @@ pub use private_data::{
     sidr_req_private_data,
 };
 pub use qp::{
-    CMA_CM_RESPONSE_TIMEOUT, CMA_MAX_CM_RETRIES, Depth, Depths, DeviceLimits, RetryCounts,
-    accept_depths, active_init, active_rtr, active_rts, cm_access, cm_ack_timeout, connect_depths,
-    init, passive_rtr, passive_rts,
+    CMA_CM_RESPONSE_TIMEOUT, CMA_MAX_CM_RETRIES, Depth, Depths, DeviceLimits, QpOptions,
+    RetryCounts, accept_depths, active_init, active_rtr, active_rts, cm_access, cm_ack_timeout,
+    connect_depths, init, passive_rtr, passive_rts, ud_init,
 };
-pub use service::{PortSpace, RdmaService};
+pub use service::{PortSpace, RDMA_UDP_QKEY, RdmaService};
 
 /// Why an rdma_cm rule refused its input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -196,6 +196,43 @@ pub fn init(port: u8, pkey_index: u16, access: Access) -> QpAttr {
     }
 }
 
+/// INIT of a UD QP: as [`init`], with the Q_Key instead of access flags
+/// (see `PortSpace::default_qkey`).
+pub fn ud_init(port: u8, pkey_index: u16, qkey: u32) -> QpAttr {
+    QpAttr {
+        state: Some(QpState::Init),
+        port: Some(port),
+        pkey_index: Some(pkey_index),
+        qkey: Some(qkey),
+        ..QpAttr::default()
+    }
+}
+
+/// What an application may set on an ID to override the CM's choice
+/// (the kernel's `rdma_set_option(RDMA_OPTION_ID_ACK_TIMEOUT)` and
+/// `rdma_set_min_rnr_timer`): applied only to a transition that sets the
+/// attribute anyway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QpOptions {
+    /// Local ACK timeout (5 bits), for RTS.
+    pub ack_timeout: Option<u8>,
+    /// Minimum RNR NAK timer code (5 bits), for RTR.
+    pub min_rnr_timer: Option<u8>,
+}
+
+impl QpOptions {
+    /// `attr` with the options put over the CM's values it carries.
+    pub fn apply(self, mut attr: QpAttr) -> QpAttr {
+        if attr.timeout.is_some() && self.ack_timeout.is_some() {
+            attr.timeout = self.ack_timeout;
+        }
+        if attr.min_rnr_timer.is_some() && self.min_rnr_timer.is_some() {
+            attr.min_rnr_timer = self.min_rnr_timer;
+        }
+        attr
+    }
+}
+
 /// The active side's INIT on the REP: [`init`] with [`cm_access`] of the
 /// responder resources the REP settled.
 pub fn active_init(port: u8, pkey_index: u16, rep: &CmRep) -> QpAttr {

@@ -7,6 +7,10 @@
 
 use super::RdmaCmError;
 
+/// The Q_Key rdma_cm gives UD QPs of the UDP and IB port spaces
+/// (`RDMA_UDP_QKEY`), unless the application sets its own.
+pub const RDMA_UDP_QKEY: u32 = 0x0123_4567;
+
 /// rdma_cm's port spaces (`enum rdma_ucm_port_space`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PortSpace {
@@ -47,6 +51,16 @@ impl PortSpace {
     /// rdma_cm does for an RC QP.
     pub const fn connects(self) -> bool {
         matches!(self, Self::Tcp | Self::Ib)
+    }
+
+    /// The Q_Key cma.c sets on a UD QP of this port space by default:
+    /// [`RDMA_UDP_QKEY`] for UDP and IB; none for TCP (RC), and for IPoIB the
+    /// broadcast group's, which only the subnet administrator knows.
+    pub const fn default_qkey(self) -> Option<u32> {
+        match self {
+            Self::Udp | Self::Ib => Some(RDMA_UDP_QKEY),
+            Self::Tcp | Self::Ipoib => None,
+        }
     }
 }
 

@@ -315,3 +315,14 @@ fn the_ack_timeout_follows_the_life_time_and_the_peers_delay() {
     assert_eq!(cm_ack_timeout(20, 18), 21);
     assert_eq!(cm_ack_timeout(31, 31), 31);
 }
+
+#[test]
+fn ud_port_spaces_get_rdma_cms_qkey() {
+    use crate::rdma_cm::{RDMA_UDP_QKEY, ud_init};
+    assert_eq!(PortSpace::Udp.default_qkey(), Some(0x0123_4567));
+    assert_eq!(PortSpace::Ib.default_qkey(), Some(RDMA_UDP_QKEY));
+    assert_eq!(PortSpace::Tcp.default_qkey(), None);
+    assert_eq!(PortSpace::Ipoib.default_qkey(), None);
+    let attr = ud_init(1, 0, RDMA_UDP_QKEY);
+    assert_eq!((attr.qkey, attr.access), (Some(RDMA_UDP_QKEY), None));
+}

@@ -135,3 +135,18 @@ fn a_req_with_no_valid_mtu_is_refused() {
         assert!(err.to_string().contains(&format!("code {code}")), "{err}");
     }
 }
+
+#[test]
+fn options_override_only_what_a_transition_sets() {
+    use crate::rdma_cm::QpOptions;
+    let (req, rep) = captured();
+    let options = QpOptions {
+        ack_timeout: Some(14),
+        min_rnr_timer: Some(12),
+    };
+    let rtr = options.apply(passive_rtr(&req, &rep).unwrap());
+    let rts = options.apply(passive_rts(&req, &rep));
+    assert_eq!((rtr.min_rnr_timer, rtr.timeout), (Some(12), None));
+    assert_eq!((rts.timeout, rts.min_rnr_timer), (Some(14), None));
+    assert_eq!(QpOptions::default().apply(rts), rts);
+}
