@@ -14,7 +14,7 @@ use crate::qp::{completer, replies, requester, responder};
 use crate::tables::Tables;
 use crate::time::Instant;
 use crate::transmit::NotSent;
-use crate::verbs::{QpState, QpType};
+use crate::verbs::QpType;
 
 impl Endpoint {
     /// A received transport packet (BTH through ICRC, ICRC already checked)
@@ -42,10 +42,7 @@ impl Endpoint {
             self.stats.rx_unknown_qp += 1;
             return;
         };
-        if !matches!(
-            q.state,
-            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
-        ) {
+        if !q.receiving() {
             self.stats.rx_wrong_state += 1;
             return;
         }
@@ -59,7 +56,7 @@ impl Endpoint {
             self.stats.rx_unexpected += 1;
             return;
         }
-        if q.init.qp_type != QpType::Ud && q.cfg.path.is_some_and(|p| p.remote != from) {
+        if !q.takes_from(from) {
             self.stats.rx_wrong_source += 1;
             return;
         }
@@ -93,18 +90,17 @@ impl Endpoint {
     }
 
     /// Whether a packet from `from` for QP `dest_qp` could be taken at all:
-    /// it is for QP1 (any source: MADs come from anyone), or the QP exists, receives in its state, and (connected QPs) `from` is
-    /// its peer. A cheap filter for the I/O layer to run before the ICRC
+    /// it is for QP1 (any source: MADs come from anyone), or the QP exists,
+    /// receives in its state, and (connected QPs) `from` is its peer: the
+    /// same rules as [`Self::handle_datagram`], which checks more. A cheap filter for the I/O layer to run before the ICRC
     /// check, so that garbage costs a table lookup; [`Self::handle_datagram`]
     /// checks the same and more.
     pub fn accepts(&self, from: IpAddr, dest_qp: u32) -> bool {
         dest_qp == GSI_QPN
-            || self.qps.get(&dest_qp).is_some_and(|q| {
-                matches!(
-                    q.state,
-                    QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
-                ) && (q.init.qp_type == QpType::Ud || q.cfg.path.is_none_or(|p| p.remote == from))
-            })
+            || self
+                .qps
+                .get(&dest_qp)
+                .is_some_and(|q| q.receiving() && q.takes_from(from))
     }
 
     /// The next packet to send, if any: the active QPs take turns, one

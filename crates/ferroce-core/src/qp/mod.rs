@@ -325,6 +325,21 @@ impl Qp {
         self.cfg.path.unwrap_or(NO_PATH)
     }
 
+    /// Whether its state takes packets from the wire (RTR and after, short
+    /// of error).
+    pub(crate) fn receiving(&self) -> bool {
+        matches!(
+            self.state,
+            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+        )
+    }
+
+    /// Whether `from` may send to it: anyone for UD, else its peer (or
+    /// anyone while it has no path yet).
+    pub(crate) fn takes_from(&self, from: IpAddr) -> bool {
+        self.init.qp_type == QpType::Ud || self.cfg.path.is_none_or(|p| p.remote == from)
+    }
+
     /// The partition key of its P_Key index (the table's only entry).
     pub(crate) fn pkey(&self) -> u16 {
         DEFAULT_PKEY
