@@ -185,30 +185,17 @@ fn shared() -> PathBuf {
     dir
 }
 
-/// The frames of a classic little-endian microsecond pcap file.
-fn pcap_frames(bytes: &[u8]) -> Vec<&[u8]> {
-    const GLOBAL_HEADER: usize = 24;
-    const RECORD_HEADER: usize = 16;
-    assert_eq!(bytes[..4], [0xd4, 0xc3, 0xb2, 0xa1], "a little-endian pcap");
-    let mut frames = Vec::new();
-    let mut at = GLOBAL_HEADER;
-    while at + RECORD_HEADER <= bytes.len() {
-        let len = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
-        at += RECORD_HEADER;
-        frames.push(&bytes[at..at + len]);
-        at += len;
-    }
-    frames
-}
-
 #[test]
 fn rxes_own_cm_mads_are_taken_byte_for_byte() {
     let path = shared().join("vectors/rxe/rping.pcap");
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut reader = pcap_file::pcap::PcapReader::new(file).expect("a pcap file");
     let mut p = Pair::new(7);
     let mut seen = 0;
-    for frame in pcap_frames(&bytes) {
-        let Some(roce) = locate(LinkType::Ethernet, frame).and_then(|l| l.parse().ok()) else {
+    while let Some(packet) = reader.next_packet() {
+        let packet = packet.expect("a pcap record");
+        let Some(roce) = locate(LinkType::Ethernet, &packet.data).and_then(|l| l.parse().ok())
+        else {
             continue;
         };
         if roce.transport.bth().dest_qp() != GSI_QPN {
