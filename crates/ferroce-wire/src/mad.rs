@@ -220,33 +220,7 @@ mod tests {
     use proptest::prelude::*;
     use std::net::{IpAddr, Ipv4Addr};
 
-    // The five CM MADs of /work/shared/vectors/rxe/rping.pcap (kernel
-    // Soft-RoCE, rping client 198.18.0.12 -> server 198.18.0.11), taken from
-    // the UD SEND ONLY payloads after the DETH. Trailing zero bytes omitted.
-    /// Packet 1, client -> server.
-    const REQ: &str = concat!(
-        "0107020300000000000000027cf6ba64001000000000000064baf67c00000000",
-        "0000000001061c06505400fffe52000b000000000000000000001e0100000001",
-        "000000a0214660a7ffff37f0ffffffff00000000000000000000ffffc612000c",
-        "00000000000000000000ffffc612000b7e612000004000980000000000000000",
-        "0000000000000000000000000000000000000000000000000000000000000000",
-        "000000000040c474000000000000000000000000c612000c0000000000000000",
-        "00000000c612000b",
-    );
-    /// Packet 2, server -> client.
-    const REP: &str = concat!(
-        "0107020300000000000000027cf6ba6400130000000000001ebbc7be64baf67c",
-        "0000000000001e0000000000d7977600010178e0505400fffe52000a",
-    );
-    /// Packet 3, client -> server.
-    const RTU: &str = "0107020300000000000000027cf6ba64001400000000000064baf67c1ebbc7be";
-    /// Packet 64, client -> server.
-    const DREQ: &str = concat!(
-        "0107020300000000000000027cf6ba64001500000000000064baf67c1ebbc7be",
-        "00001e",
-    );
-    /// Packet 65, server -> client.
-    const DREP: &str = "0107020300000000000000027cf6ba6400160000000000001ebbc7be64baf67c";
+    use crate::samples::rping::{DREP, DREQ, REP, REQ, RTU};
 
     // Facts from the rest of the capture, read from the BTHs of the RC data
     // packets: both sides use QP 0x1e; the client's first SEND (packet 4)

@@ -4,7 +4,8 @@
 //!
 //! Used for the capture the repository ships, the Wireshark comparison test,
 //! benchmarks and the fuzzer's seed corpus. Addresses are loopback and
-//! link-local only.
+//! link-local only. Beside them, [`rping`] holds the CM MADs of a real
+//! kernel capture, which the MAD and CM tests compare against.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -391,4 +392,36 @@ mod tests {
         assert_eq!(ip.source_port, 50292);
         assert_eq!(ip.destination_port, 7174);
     }
+}
+
+/// The five CM MADs of a real rdma_cm connection: `rping` between two
+/// kernel Soft-RoCE hosts (client 198.18.0.12, server 198.18.0.11), packets
+/// 1, 2, 3, 64 and 65 of `shared/vectors/rxe/rping.pcap`, as hex: the UD
+/// SEND ONLY payload after the DETH, trailing zero bytes omitted. The MAD
+/// parser's tests and the connection manager's kernel comparison share them.
+pub mod rping {
+    /// Packet 1, client -> server.
+    pub const REQ: &str = concat!(
+        "0107020300000000000000027cf6ba64001000000000000064baf67c00000000",
+        "0000000001061c06505400fffe52000b000000000000000000001e0100000001",
+        "000000a0214660a7ffff37f0ffffffff00000000000000000000ffffc612000c",
+        "00000000000000000000ffffc612000b7e612000004000980000000000000000",
+        "0000000000000000000000000000000000000000000000000000000000000000",
+        "000000000040c474000000000000000000000000c612000c0000000000000000",
+        "00000000c612000b",
+    );
+    /// Packet 2, server -> client.
+    pub const REP: &str = concat!(
+        "0107020300000000000000027cf6ba6400130000000000001ebbc7be64baf67c",
+        "0000000000001e0000000000d7977600010178e0505400fffe52000a",
+    );
+    /// Packet 3, client -> server.
+    pub const RTU: &str = "0107020300000000000000027cf6ba64001400000000000064baf67c1ebbc7be";
+    /// Packet 64, client -> server.
+    pub const DREQ: &str = concat!(
+        "0107020300000000000000027cf6ba64001500000000000064baf67c1ebbc7be",
+        "00001e",
+    );
+    /// Packet 65, server -> client.
+    pub const DREP: &str = "0107020300000000000000027cf6ba6400160000000000001ebbc7be64baf67c";
 }

@@ -10,32 +10,9 @@ use ferroce_wire::mad::{CmMessage, MAD_HEADER_LEN, MAD_LEN, Mad};
 
 use crate::{Cm, CmConfig, CmEvent, ConnectParams, PeerAddr, RepParams};
 
-/// Packet 1 of /work/shared/vectors/rxe/rping.pcap (kernel Soft-RoCE, rping
-/// client 198.18.0.12 -> server 198.18.0.11): the REQ MAD after the DETH,
-/// trailing zero bytes omitted. The same bytes ferroce-wire's MAD tests use.
-pub(super) const RPING_REQ: &str = concat!(
-    "0107020300000000000000027cf6ba64001000000000000064baf67c00000000",
-    "0000000001061c06505400fffe52000b000000000000000000001e0100000001",
-    "000000a0214660a7ffff37f0ffffffff00000000000000000000ffffc612000c",
-    "00000000000000000000ffffc612000b7e612000004000980000000000000000",
-    "0000000000000000000000000000000000000000000000000000000000000000",
-    "000000000040c474000000000000000000000000c612000c0000000000000000",
-    "00000000c612000b",
-);
-
-/// Packet 2 of the same capture: the server's REP.
-pub(super) const RPING_REP: &str = concat!(
-    "0107020300000000000000027cf6ba6400130000000000001ebbc7be64baf67c",
-    "0000000000001e0000000000d7977600010178e0505400fffe52000a",
-);
-
-/// Packets 3, 64 and 65: the client's RTU and DREQ, the server's DREP.
-const RPING_RTU: &str = "0107020300000000000000027cf6ba64001400000000000064baf67c1ebbc7be";
-const RPING_DREQ: &str = concat!(
-    "0107020300000000000000027cf6ba64001500000000000064baf67c1ebbc7be",
-    "00001e",
-);
-const RPING_DREP: &str = "0107020300000000000000027cf6ba6400160000000000001ebbc7be64baf67c";
+use ferroce_wire::samples::rping::{DREP as RPING_DREP, DREQ as RPING_DREQ, RTU as RPING_RTU};
+/// rping's CM MADs from the kernel (`shared/vectors/rxe/rping.pcap`).
+pub(super) use ferroce_wire::samples::rping::{REP as RPING_REP, REQ as RPING_REQ};
 const CLIENT_COMM_ID: u32 = 0x64ba_f67c;
 
 /// A captured MAD with the client's comm ID replaced by `ours` wherever it
