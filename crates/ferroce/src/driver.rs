@@ -239,7 +239,7 @@ impl Shared {
         // away, sends them. After an isolated poll (an application that
         // sleeps between polls) they would wait for the driver thread,
         // which the round's receive did not wake.
-        let tight_loop = self.app_spinning_for().is_some();
+        let tight_loop = self.app_spinning_at(t).is_some();
         if self.progress_at(now, tight_loop).0 {
             self.app_idle.store(0, Ordering::Relaxed);
         } else if self.one_cpu
@@ -288,11 +288,16 @@ impl Shared {
     /// application that sleeps 1 ms between polls is no tight loop there
     /// either.
     fn app_spinning_for(&self) -> Option<Duration> {
+        self.app_spinning_at(self.now().as_nanos())
+    }
+
+    /// [`app_spinning_for`](Self::app_spinning_for) at `now` (ns), for a
+    /// caller that has just read the clock (a poll reads it once).
+    fn app_spinning_at(&self, now: u64) -> Option<Duration> {
         let window = self.window().as_nanos() as u64;
         let gap = APP_ACTIVE.as_nanos() as u64;
         let last = self.app_progress.load(Ordering::Relaxed);
         let streak = self.app_streak.load(Ordering::Relaxed);
-        let now = self.now().as_nanos();
         // The streak's length runs to its last poll: time since then is
         // not polling.
         let length = last.saturating_sub(streak);
