@@ -1,0 +1,254 @@
+//! `VerbsError`: why a verbs call was refused, with rdma-core-style
+//! `Debug` (hex QPNs and keys) and `Display`.
+
+use core::fmt;
+
+use super::{Hex, QpState, QpType, RemoteSlice};
+
+/// Why a verbs call was refused. Each names what is wrong. `Debug`
+/// prints QPNs and keys in hex, as `Display` and rdma-core do.
+#[derive(Clone, PartialEq, Eq)]
+pub enum VerbsError {
+    NoSuchPd(u32),
+    NoSuchCq(u32),
+    NoSuchQp(u32),
+    NoSuchMr(u32),
+    NoSuchSrq(u32),
+    /// The object is still in use (`what` says by what).
+    Busy(&'static str),
+    /// `modify_qp` from `from` to `to` is not a legal transition.
+    BadTransition {
+        from: QpState,
+        to: QpState,
+    },
+    /// An attribute the transition requires is missing.
+    MissingAttr {
+        to: QpState,
+        attr: &'static str,
+    },
+    /// An attribute the transition does not allow is present.
+    UnexpectedAttr {
+        to: QpState,
+        attr: &'static str,
+    },
+    /// A value out of range (`what` names it).
+    BadValue {
+        what: &'static str,
+        value: u64,
+    },
+    /// The QP is in a state that does not accept this call.
+    WrongState {
+        qpn: u32,
+        state: QpState,
+        call: &'static str,
+    },
+    /// The queue is full.
+    QueueFull {
+        qpn: u32,
+        queue: &'static str,
+        depth: u32,
+    },
+    /// The shared receive queue is full.
+    SrqFull {
+        srq: u32,
+        depth: u32,
+    },
+    /// `post_recv` on a QP that takes its receives from an SRQ: they are
+    /// posted to the SRQ (`post_srq_recv`), as ibverbs requires.
+    QpHasSrq {
+        qpn: u32,
+        srq: u32,
+    },
+    /// A scatter/gather element cannot be used; `why` says what is wrong
+    /// (no such region, another PD, outside the region, no LOCAL_WRITE).
+    BadSge {
+        lkey: u32,
+        offset: u64,
+        len: u32,
+        why: &'static str,
+    },
+    /// The operation does not exist on this QP type.
+    BadOpForQpType {
+        op: &'static str,
+        qp_type: QpType,
+    },
+    /// An atomic's remote address is not 8-byte aligned.
+    Unaligned(u64),
+    /// Message longer than the device allows.
+    TooLong {
+        len: u64,
+        max: u64,
+    },
+    /// A WRITE or READ longer than the remote slice it targets, or an
+    /// atomic whose slice is shorter than 8 bytes.
+    RemoteTooShort {
+        len: u64,
+        remote: RemoteSlice,
+    },
+    /// `offset`..`offset + len` is not inside a remote region of `size`
+    /// bytes (`RemoteRegion::at`).
+    OutsideRemote {
+        offset: u64,
+        len: u64,
+        size: u64,
+    },
+}
+
+impl fmt::Debug for VerbsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::NoSuchPd(h) => f.debug_tuple("NoSuchPd").field(&h).finish(),
+            Self::NoSuchCq(h) => f.debug_tuple("NoSuchCq").field(&h).finish(),
+            Self::NoSuchQp(n) => f.debug_tuple("NoSuchQp").field(&Hex(n)).finish(),
+            Self::NoSuchMr(k) => f.debug_tuple("NoSuchMr").field(&Hex(k)).finish(),
+            Self::NoSuchSrq(h) => f.debug_tuple("NoSuchSrq").field(&h).finish(),
+            Self::Busy(what) => f.debug_tuple("Busy").field(&what).finish(),
+            Self::BadTransition { from, to } => f
+                .debug_struct("BadTransition")
+                .field("from", &from)
+                .field("to", &to)
+                .finish(),
+            Self::MissingAttr { to, attr } => f
+                .debug_struct("MissingAttr")
+                .field("to", &to)
+                .field("attr", &attr)
+                .finish(),
+            Self::UnexpectedAttr { to, attr } => f
+                .debug_struct("UnexpectedAttr")
+                .field("to", &to)
+                .field("attr", &attr)
+                .finish(),
+            Self::BadValue { what, value } => f
+                .debug_struct("BadValue")
+                .field("what", &what)
+                .field("value", &value)
+                .finish(),
+            Self::WrongState { qpn, state, call } => f
+                .debug_struct("WrongState")
+                .field("qpn", &Hex(qpn))
+                .field("state", &state)
+                .field("call", &call)
+                .finish(),
+            Self::QueueFull { qpn, queue, depth } => f
+                .debug_struct("QueueFull")
+                .field("qpn", &Hex(qpn))
+                .field("queue", &queue)
+                .field("depth", &depth)
+                .finish(),
+            Self::SrqFull { srq, depth } => f
+                .debug_struct("SrqFull")
+                .field("srq", &srq)
+                .field("depth", &depth)
+                .finish(),
+            Self::QpHasSrq { qpn, srq } => f
+                .debug_struct("QpHasSrq")
+                .field("qpn", &Hex(qpn))
+                .field("srq", &srq)
+                .finish(),
+            Self::BadSge {
+                lkey,
+                offset,
+                len,
+                why,
+            } => f
+                .debug_struct("BadSge")
+                .field("lkey", &Hex(lkey))
+                .field("offset", &offset)
+                .field("len", &len)
+                .field("why", &why)
+                .finish(),
+            Self::BadOpForQpType { op, qp_type } => f
+                .debug_struct("BadOpForQpType")
+                .field("op", &op)
+                .field("qp_type", &qp_type)
+                .finish(),
+            Self::Unaligned(a) => write!(f, "Unaligned({a:#x})"),
+            Self::TooLong { len, max } => f
+                .debug_struct("TooLong")
+                .field("len", &len)
+                .field("max", &max)
+                .finish(),
+            Self::RemoteTooShort { len, remote } => f
+                .debug_struct("RemoteTooShort")
+                .field("len", &len)
+                .field("remote", &remote)
+                .finish(),
+            Self::OutsideRemote { offset, len, size } => f
+                .debug_struct("OutsideRemote")
+                .field("offset", &offset)
+                .field("len", &len)
+                .field("size", &size)
+                .finish(),
+        }
+    }
+}
+
+impl fmt::Display for VerbsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoSuchPd(h) => write!(f, "no protection domain {h}"),
+            Self::NoSuchCq(h) => write!(f, "no completion queue {h}"),
+            Self::NoSuchQp(n @ 0..=1) => write!(
+                f,
+                "queue pair {n} is reserved (QP0 the SMI, QP1 the GSI, the endpoint's own): \
+                 MADs go through send_mad and poll_mad"
+            ),
+            Self::NoSuchQp(n) => write!(f, "no queue pair {n:#x}"),
+            Self::NoSuchMr(k) => write!(f, "no memory region with key {k:#x}"),
+            Self::NoSuchSrq(h) => write!(f, "no shared receive queue {h}"),
+            Self::Busy(what) => write!(f, "still in use: {what}"),
+            Self::BadTransition { from, to } => {
+                write!(f, "modify_qp: no transition from {from:?} to {to:?}")
+            }
+            Self::MissingAttr { to, attr } => {
+                write!(f, "modify_qp to {to:?}: required attribute {attr} missing")
+            }
+            Self::UnexpectedAttr { to, attr } => {
+                write!(f, "modify_qp to {to:?}: attribute {attr} not allowed")
+            }
+            Self::BadValue { what, value } => write!(f, "bad {what}: {value}"),
+            Self::WrongState { qpn, state, call } => {
+                write!(f, "{call} on QP {qpn:#x} in state {state:?}")
+            }
+            Self::QueueFull { qpn, queue, depth } => {
+                write!(f, "QP {qpn:#x}: {queue} full ({depth} entries)")
+            }
+            Self::SrqFull { srq, depth } => {
+                write!(f, "shared receive queue {srq} full ({depth} entries)")
+            }
+            Self::QpHasSrq { qpn, srq } => write!(
+                f,
+                "post_recv on QP {qpn:#x}, which takes its receives from shared \
+                 receive queue {srq}: post them to the SRQ (post_srq_recv)"
+            ),
+            Self::BadSge {
+                lkey,
+                offset,
+                len,
+                why,
+            } => write!(
+                f,
+                "scatter/gather element lkey {lkey:#x} offset {offset} length {len}: {why}"
+            ),
+            Self::BadOpForQpType { op, qp_type } => {
+                write!(f, "{op} is not supported on a {qp_type:?} QP")
+            }
+            Self::Unaligned(a) => write!(f, "atomic address {a:#x} is not 8-byte aligned"),
+            Self::TooLong { len, max } => write!(f, "message of {len} bytes exceeds {max}"),
+            Self::RemoteTooShort { len, remote } => write!(
+                f,
+                "message of {len} bytes does not fit the remote slice of {} bytes at \
+                 {:#x}: take a longer slice or post a shorter message",
+                remote.len(),
+                remote.addr()
+            ),
+            Self::OutsideRemote { offset, len, size } => write!(
+                f,
+                "{len} bytes at offset {offset} are outside the remote region of {size} \
+                 bytes: take a range inside it"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for VerbsError {}

@@ -1,0 +1,130 @@
+//! Queue pair and SRQ attributes: access flags, QP types and states, path
+//! MTU, the address path, and what `modify_qp`, `modify_srq` and `query_srq`
+//! carry.
+
+use std::net::IpAddr;
+
+use ferroce_wire::Psn;
+
+/// Memory region access rights (`IBV_ACCESS_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Access(u32);
+
+impl Access {
+    pub const LOCAL_WRITE: Self = Self(1);
+    pub const REMOTE_WRITE: Self = Self(1 << 1);
+    pub const REMOTE_READ: Self = Self(1 << 2);
+    pub const REMOTE_ATOMIC: Self = Self(1 << 3);
+    /// No access beyond local read.
+    pub const NONE: Self = Self(0);
+
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl core::ops::BitOr for Access {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+/// Transport service of a queue pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QpType {
+    Rc,
+    Uc,
+    Ud,
+}
+
+/// IBA QP states (`IBV_QPS_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QpState {
+    Reset,
+    Init,
+    Rtr,
+    Rts,
+    Sqd,
+    Sqe,
+    Err,
+}
+
+/// Path MTU (`IBV_MTU_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mtu {
+    Mtu256 = 1,
+    Mtu512 = 2,
+    Mtu1024 = 3,
+    Mtu2048 = 4,
+    Mtu4096 = 5,
+}
+
+impl Mtu {
+    pub const fn bytes(self) -> usize {
+        128 << self as usize
+    }
+}
+
+/// Where a connected QP sends, or where a UD send goes (the address handle).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Path {
+    /// The peer's address (its RoCE v2 GID as an IP address).
+    pub remote: IpAddr,
+    /// UDP source port of the flow (RoCE v2 entropy; 0xC000 | hash).
+    pub udp_src_port: u16,
+    /// DSCP and ECN bits for the IP header (the GRH traffic class).
+    pub traffic_class: u8,
+    pub hop_limit: u8,
+}
+
+/// The attributes `modify_qp` may set; `None` means "not in the mask".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QpAttr {
+    pub state: Option<QpState>,
+    pub pkey_index: Option<u16>,
+    pub port: Option<u8>,
+    pub qkey: Option<u32>,
+    pub access: Option<Access>,
+    pub path: Option<Path>,
+    pub path_mtu: Option<Mtu>,
+    pub dest_qpn: Option<u32>,
+    pub rq_psn: Option<Psn>,
+    pub sq_psn: Option<Psn>,
+    pub max_rd_atomic: Option<u8>,
+    pub max_dest_rd_atomic: Option<u8>,
+    /// RNR NAK timer code this QP sends (5 bits).
+    pub min_rnr_timer: Option<u8>,
+    /// Local ACK timeout: 4.096 us x 2^timeout; 0 means infinite.
+    pub timeout: Option<u8>,
+    pub retry_cnt: Option<u8>,
+    /// 7 means retry forever.
+    pub rnr_retry: Option<u8>,
+}
+
+/// What `modify_srq` changes (`ibv_srq_attr` with its mask); `None` leaves
+/// an attribute as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SrqAttr {
+    /// Resize the SRQ (`IBV_SRQ_MAX_WR`): at least the WQEs it holds now,
+    /// and at least an armed limit.
+    pub max_wr: Option<u32>,
+    /// Arm the limit event (`IBV_SRQ_LIMIT`): [`AsyncEvent::SrqLimitReached`]
+    /// once the WQEs left drop below this; 0 disarms it.
+    ///
+    /// [`AsyncEvent::SrqLimitReached`]: super::AsyncEvent::SrqLimitReached
+    pub srq_limit: Option<u32>,
+}
+
+/// What `query_srq` reports (`ibv_srq_attr`, and the WQEs waiting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SrqInfo {
+    pub max_wr: u32,
+    /// The armed limit; 0 when the limit event is not (or no longer) armed.
+    pub srq_limit: u32,
+    /// Receive WQEs posted and not yet taken by a QP (not in ibverbs).
+    pub wqes: u32,
+}

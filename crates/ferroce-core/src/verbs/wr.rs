@@ -1,0 +1,336 @@
+//! Work requests and their scatter lists: SGEs, remote slices, send
+//! operations, `SendWr` / `RecvWr` as posted, and the owned copies the
+//! queues keep.
+
+use core::fmt;
+
+use super::{Hex, Path};
+
+/// One scatter/gather element: `len` bytes at `offset` in the region `lkey`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Sge {
+    pub lkey: u32,
+    /// Byte offset from the start of the region (`addr - mr.addr` in ibverbs).
+    pub offset: u64,
+    /// Bytes; one message is at most [`crate::MAX_MSG_SIZE`] (8 MiB, as
+    /// rxe; IBA's DMA length allows 2 GiB), so 32 bits, as
+    /// `ibv_sge::length`.
+    pub len: u32,
+}
+
+/// A bounded range of a peer's registered memory: where a WRITE, READ or
+/// atomic lands. Made by `RemoteRegion::at` in the `ferroce` crate, which
+/// checks the range against the region the peer advertised, so that no
+/// caller computes `addr + offset` by hand. A work request whose message is
+/// longer than the slice is refused at post time.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RemoteSlice {
+    addr: u64,
+    rkey: u32,
+    len: u64,
+}
+
+impl RemoteSlice {
+    /// A slice of `len` bytes at the peer's address `addr`, under `rkey`,
+    /// taken on trust: for memory described by other means (another
+    /// tool's exchange). The peer still checks every access.
+    pub const fn new(addr: u64, rkey: u32, len: u64) -> Self {
+        Self { addr, rkey, len }
+    }
+
+    /// The peer's virtual address of the slice's first byte (the RETH VA).
+    pub const fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// The key the peer registered the region under.
+    pub const fn rkey(&self) -> u32 {
+        self.rkey
+    }
+
+    /// Bytes in the slice.
+    pub const fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the slice holds no bytes (a zero-length WRITE or READ).
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl fmt::Debug for RemoteSlice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "RemoteSlice {{ addr: {:#x}, rkey: {:#x}, len: {} }}",
+            self.addr, self.rkey, self.len
+        )
+    }
+}
+
+/// What a send work request asks for (`ibv_wr_opcode` and its operands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOp {
+    /// `IBV_WR_SEND`.
+    Send,
+    /// `IBV_WR_SEND_WITH_IMM`: the peer's receive completion carries it.
+    SendWithImm(u32),
+    /// `IBV_WR_SEND_WITH_INV`: the peer invalidates this R_Key.
+    SendWithInv(u32),
+    /// `IBV_WR_RDMA_WRITE` into `remote`.
+    Write { remote: RemoteSlice },
+    /// `IBV_WR_RDMA_WRITE_WITH_IMM`: consumes a receive at the peer.
+    WriteWithImm { remote: RemoteSlice, imm: u32 },
+    /// `IBV_WR_RDMA_READ` from `remote` into the scatter list.
+    Read { remote: RemoteSlice },
+    /// `IBV_WR_ATOMIC_CMP_AND_SWP` on the 8 bytes at `remote` (aligned);
+    /// the original value lands in the 8-byte scatter list.
+    CompareSwap {
+        remote: RemoteSlice,
+        compare: u64,
+        swap: u64,
+    },
+    /// `IBV_WR_ATOMIC_FETCH_AND_ADD` on the 8 bytes at `remote` (aligned).
+    FetchAdd { remote: RemoteSlice, add: u64 },
+}
+
+impl SendOp {
+    /// The peer memory the operation touches, if any.
+    pub const fn remote(&self) -> Option<RemoteSlice> {
+        match *self {
+            Self::Write { remote }
+            | Self::WriteWithImm { remote, .. }
+            | Self::Read { remote }
+            | Self::CompareSwap { remote, .. }
+            | Self::FetchAdd { remote, .. } => Some(remote),
+            Self::Send | Self::SendWithImm(_) | Self::SendWithInv(_) => None,
+        }
+    }
+
+    /// Whether the operation writes the scatter list (READ and atomics).
+    pub const fn writes_local(&self) -> bool {
+        matches!(
+            self,
+            Self::Read { .. } | Self::CompareSwap { .. } | Self::FetchAdd { .. }
+        )
+    }
+}
+
+/// A send work request (`ibv_send_wr`). It borrows its scatter list (and
+/// inline data): `post_send` copies what it needs into the send queue, so
+/// the caller's slices are free again when it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendWr<'a> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    pub op: SendOp,
+    /// Local memory the message is gathered from (READ, atomics: scattered
+    /// into).
+    pub sg: &'a [Sge],
+    /// Produce a completion even on a QP created with `sq_sig_all = false`.
+    pub signaled: bool,
+    /// Wait for earlier READs and atomics to complete before starting.
+    pub fence: bool,
+    /// Ask the peer to raise a solicited event.
+    pub solicited: bool,
+    /// Data carried in the request itself instead of `sg`
+    /// (`IBV_SEND_INLINE`): copied at post, no registered memory needed.
+    pub inline: Option<&'a [u8]>,
+    /// For UD: destination and its QPN and Q_Key.
+    pub ud: Option<UdDest>,
+}
+
+impl<'a> SendWr<'a> {
+    /// A signaled request with no flags, inline data or UD destination.
+    pub const fn new(wr_id: u64, op: SendOp, sg: &'a [Sge]) -> Self {
+        Self {
+            wr_id,
+            op,
+            sg,
+            signaled: true,
+            fence: false,
+            solicited: false,
+            inline: None,
+            ud: None,
+        }
+    }
+
+    /// A SEND of the bytes `sg` names.
+    pub const fn send(wr_id: u64, sg: &'a [Sge]) -> Self {
+        Self::new(wr_id, SendOp::Send, sg)
+    }
+
+    /// An RDMA WRITE of `sg` into `remote` (which must hold the message).
+    pub const fn write(wr_id: u64, sg: &'a [Sge], remote: RemoteSlice) -> Self {
+        Self::new(wr_id, SendOp::Write { remote }, sg)
+    }
+
+    /// An RDMA READ of `remote` into `sg`.
+    pub const fn read(wr_id: u64, sg: &'a [Sge], remote: RemoteSlice) -> Self {
+        Self::new(wr_id, SendOp::Read { remote }, sg)
+    }
+
+    /// A FETCH_ADD of `add` on the 8 bytes at `remote`; the old value
+    /// lands in `sg` (8 bytes).
+    pub const fn fetch_add(wr_id: u64, sg: &'a [Sge], remote: RemoteSlice, add: u64) -> Self {
+        Self::new(wr_id, SendOp::FetchAdd { remote, add }, sg)
+    }
+
+    /// A CMP_SWAP at `remote`: `swap` is stored if the 8 bytes there equal
+    /// `compare`; the old value lands in `sg` (8 bytes).
+    pub const fn compare_swap(
+        wr_id: u64,
+        sg: &'a [Sge],
+        remote: RemoteSlice,
+        compare: u64,
+        swap: u64,
+    ) -> Self {
+        Self::new(
+            wr_id,
+            SendOp::CompareSwap {
+                remote,
+                compare,
+                swap,
+            },
+            sg,
+        )
+    }
+
+    /// The same request, completing only on error (or with `sq_sig_all`).
+    pub const fn unsignaled(mut self) -> Self {
+        self.signaled = false;
+        self
+    }
+}
+
+/// The destination of a UD send (an address handle, QPN and Q_Key).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct UdDest {
+    pub path: Path,
+    pub qpn: u32,
+    pub qkey: u32,
+}
+
+impl fmt::Debug for UdDest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UdDest")
+            .field("path", &self.path)
+            .field("qpn", &Hex(self.qpn))
+            .field("qkey", &Hex(self.qkey))
+            .finish()
+    }
+}
+
+/// A receive work request (`ibv_recv_wr`), borrowing its scatter list as
+/// [`SendWr`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecvWr<'a> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Where the incoming message is scattered.
+    pub sg: &'a [Sge],
+}
+
+impl<'a> RecvWr<'a> {
+    /// A receive into `sg`.
+    pub const fn new(wr_id: u64, sg: &'a [Sge]) -> Self {
+        Self { wr_id, sg }
+    }
+}
+
+/// Scatter/gather elements a queued work request keeps in place without
+/// a heap allocation; longer lists go to the heap.
+pub const INLINE_SGES: usize = 4;
+
+/// A queued request's copy of its scatter list: up to [`INLINE_SGES`]
+/// elements held in place (the common case posts without allocating).
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) enum SgList {
+    Inline { len: u8, sges: [Sge; INLINE_SGES] },
+    Heap(Box<[Sge]>),
+}
+
+impl From<&[Sge]> for SgList {
+    fn from(sg: &[Sge]) -> Self {
+        if sg.len() <= INLINE_SGES {
+            let mut sges = [Sge::default(); INLINE_SGES];
+            sges[..sg.len()].copy_from_slice(sg);
+            Self::Inline {
+                len: sg.len() as u8,
+                sges,
+            }
+        } else {
+            Self::Heap(sg.into())
+        }
+    }
+}
+
+impl core::ops::Deref for SgList {
+    type Target = [Sge];
+    fn deref(&self) -> &[Sge] {
+        match self {
+            Self::Inline { len, sges } => &sges[..*len as usize],
+            Self::Heap(sges) => sges,
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a SgList {
+    type Item = &'a Sge;
+    type IntoIter = core::slice::Iter<'a, Sge>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl fmt::Debug for SgList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// A send work request as the send queue holds it: [`SendWr`] with its
+/// borrowed parts copied.
+#[derive(Debug, Clone)]
+pub(crate) struct QueuedSend {
+    pub(crate) wr_id: u64,
+    pub(crate) op: SendOp,
+    pub(crate) sg: SgList,
+    pub(crate) signaled: bool,
+    pub(crate) fence: bool,
+    pub(crate) solicited: bool,
+    pub(crate) inline: Option<Box<[u8]>>,
+    pub(crate) ud: Option<UdDest>,
+}
+
+impl From<&SendWr<'_>> for QueuedSend {
+    fn from(wr: &SendWr<'_>) -> Self {
+        Self {
+            wr_id: wr.wr_id,
+            op: wr.op,
+            sg: wr.sg.into(),
+            signaled: wr.signaled,
+            fence: wr.fence,
+            solicited: wr.solicited,
+            inline: wr.inline.map(Box::from),
+            ud: wr.ud,
+        }
+    }
+}
+
+/// A receive work request as a receive queue or SRQ holds it.
+#[derive(Debug, Clone)]
+pub(crate) struct QueuedRecv {
+    pub(crate) wr_id: u64,
+    pub(crate) sg: SgList,
+}
+
+impl From<&RecvWr<'_>> for QueuedRecv {
+    fn from(wr: &RecvWr<'_>) -> Self {
+        Self {
+            wr_id: wr.wr_id,
+            sg: wr.sg.into(),
+        }
+    }
+}
