@@ -1,0 +1,283 @@
+//! The verbs on an endpoint's memory objects: protection domains, memory
+//! regions, completion queues and shared receive queues.
+
+use std::sync::Arc;
+
+use ferroce_mem::Backing;
+use rand_core::RngCore;
+
+use super::Endpoint;
+use crate::cq::Cq;
+use crate::mr::{Mr, MrInfo, Region};
+use crate::srq::{MAX_SRQ_WR, Srq};
+use crate::verbs::{
+    Access, AsyncEvent, QueuedRecv, RecvWr, SrqAttr, SrqInfo, VerbsError, WorkCompletion,
+};
+
+impl Endpoint {
+    pub fn alloc_pd(&mut self) -> u32 {
+        let h = self.handle();
+        self.pds.insert(h);
+        h
+    }
+
+    pub fn dealloc_pd(&mut self, pd: u32) -> Result<(), VerbsError> {
+        if !self.pds.contains(&pd) {
+            return Err(VerbsError::NoSuchPd(pd));
+        }
+        if self.mrs.pd_in_use(pd) {
+            return Err(VerbsError::Busy("memory regions registered in this PD"));
+        }
+        if self.qps.values().any(|q| q.init.pd == pd) {
+            return Err(VerbsError::Busy("queue pairs created in this PD"));
+        }
+        if self.srqs.values().any(|s| s.pd == pd) {
+            return Err(VerbsError::Busy("shared receive queues created in this PD"));
+        }
+        self.pds.remove(&pd);
+        Ok(())
+    }
+
+    /// Registers a zeroed region of `len` bytes.
+    pub fn reg_mr(&mut self, pd: u32, len: usize, access: Access) -> Result<MrInfo, VerbsError> {
+        // Checked before the allocation, so that a refusal allocates nothing.
+        self.check_reg(pd, access)?;
+        // An impossible size is an error, not an abort in the allocator
+        // (a peer's request can size a region; ibv_reg_mr fails with
+        // ENOMEM). The probe is freed and the region allocated zeroed, which
+        // leaves its pages untouched until used.
+        if Vec::<u8>::new().try_reserve_exact(len).is_err() {
+            return Err(VerbsError::BadValue {
+                what: "MR length (no memory for that many bytes)",
+                value: len as u64,
+            });
+        }
+        let backing = Backing::from(vec![0u8; len]);
+        self.reg_mr_with(pd, backing, access).map(|(info, _)| info)
+    }
+
+    /// Registers `backing` as it is (no copy): the bytes stay where they
+    /// are, shared by the endpoint and the returned [`Region`]. A refused
+    /// registration drops `backing` (a raw one is simply forgotten).
+    pub fn reg_mr_with(
+        &mut self,
+        pd: u32,
+        backing: Backing,
+        access: Access,
+    ) -> Result<(MrInfo, Arc<Region>), VerbsError> {
+        self.check_reg(pd, access)?;
+        let (lkey, rkey) = loop {
+            let l = self.rng.next_u32();
+            let r = self.rng.next_u32();
+            if l != r && !self.mrs.contains_key(l) && !self.mrs.contains_key(r) {
+                break (l, r);
+            }
+        };
+        // A page-aligned address unique to the region, as a real one would be.
+        let addr = (u64::from(self.rng.next_u32()) << 16) & !0xfff;
+        let region = Arc::new(Region::new(backing));
+        let info = self.mrs.insert(Mr {
+            pd,
+            access,
+            addr,
+            lkey,
+            rkey,
+            region: region.clone(),
+            invalid: false,
+        });
+        Ok((info, region))
+    }
+
+    fn check_reg(&self, pd: u32, access: Access) -> Result<(), VerbsError> {
+        if !self.pds.contains(&pd) {
+            return Err(VerbsError::NoSuchPd(pd));
+        }
+        let remote = Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
+        if access.bits() & remote.bits() != 0 && !access.contains(Access::LOCAL_WRITE) {
+            // ibv_reg_mr: remote write or atomic needs local write too.
+            return Err(VerbsError::BadValue {
+                what: "access (REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE)",
+                value: access.bits().into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Deregisters a region. Its bytes live on in any [`Region`] handle
+    /// still held; the engine no longer touches them.
+    pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), VerbsError> {
+        self.mrs
+            .remove(lkey)
+            .map(|_| ())
+            .ok_or(VerbsError::NoSuchMr(lkey))
+    }
+
+    /// The bytes of the region with this lkey, shared with the engine.
+    pub fn region(&self, lkey: u32) -> Result<Arc<Region>, VerbsError> {
+        self.mrs
+            .region(lkey)
+            .cloned()
+            .ok_or(VerbsError::NoSuchMr(lkey))
+    }
+
+    /// A copy of a region's bytes (tests).
+    #[cfg(test)]
+    pub(crate) fn mr_bytes(&self, lkey: u32) -> Result<Vec<u8>, VerbsError> {
+        let region = self.region(lkey)?;
+        Ok(region
+            .with_range(0, region.len() as u64, <[u8]>::to_vec)
+            .unwrap_or_default())
+    }
+
+    /// Runs `f` on a region's bytes (tests).
+    #[cfg(test)]
+    pub(crate) fn write_mr(&self, lkey: u32, f: impl FnOnce(&mut [u8])) {
+        let region = self.region(lkey).unwrap();
+        region.with_range_mut(0, region.len() as u64, f).unwrap();
+    }
+
+    pub fn create_cq(&mut self, depth: u32) -> Result<u32, VerbsError> {
+        if depth == 0 || depth > 1 << 20 {
+            return Err(VerbsError::BadValue {
+                what: "cq depth",
+                value: depth.into(),
+            });
+        }
+        let h = self.handle();
+        self.cqs.insert(h, Cq::new(depth as usize));
+        Ok(h)
+    }
+
+    /// Takes up to `max` completions.
+    pub fn poll_cq(&mut self, cq: u32, max: usize) -> Result<Vec<WorkCompletion>, VerbsError> {
+        let q = self.cqs.get_mut(&cq).ok_or(VerbsError::NoSuchCq(cq))?;
+        Ok(std::iter::from_fn(|| q.pop()).take(max).collect())
+    }
+
+    /// Moves up to `out.len()` completions into `out`, oldest first, and
+    /// returns how many: `ibv_poll_cq` without an allocation.
+    pub fn poll_cq_into(
+        &mut self,
+        cq: u32,
+        out: &mut [WorkCompletion],
+    ) -> Result<usize, VerbsError> {
+        let q = self.cqs.get_mut(&cq).ok_or(VerbsError::NoSuchCq(cq))?;
+        let mut n = 0;
+        while let Some(slot) = out.get_mut(n) {
+            let Some(wc) = q.pop() else { break };
+            *slot = wc;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Whether the CQ overflowed (completions were lost).
+    pub fn cq_overflowed(&self, cq: u32) -> Result<bool, VerbsError> {
+        self.cqs
+            .get(&cq)
+            .map(|q| q.overflowed)
+            .ok_or(VerbsError::NoSuchCq(cq))
+    }
+
+    /// `ibv_create_srq`: a shared receive queue of up to `max_wr` WQEs in
+    /// `pd`, its limit event armed at `srq_limit` (0: not armed), as rxe
+    /// takes it from the creation attributes.
+    pub fn create_srq(&mut self, pd: u32, max_wr: u32, srq_limit: u32) -> Result<u32, VerbsError> {
+        if !self.pds.contains(&pd) {
+            return Err(VerbsError::NoSuchPd(pd));
+        }
+        if max_wr == 0 || max_wr > MAX_SRQ_WR {
+            return Err(VerbsError::BadValue {
+                what: "srq max_wr",
+                value: max_wr.into(),
+            });
+        }
+        if srq_limit > max_wr {
+            return Err(VerbsError::BadValue {
+                what: "srq_limit (above max_wr)",
+                value: srq_limit.into(),
+            });
+        }
+        let h = self.handle();
+        self.srqs.insert(h, Srq::new(pd, max_wr, srq_limit));
+        Ok(h)
+    }
+
+    /// `ibv_modify_srq`: resize, and arm (or, with 0, disarm) the limit.
+    /// Checked first, applied only if every attribute is valid: `max_wr`
+    /// within the device limit and at least the WQEs held; the limit at
+    /// most the (new) `max_wr`.
+    pub fn modify_srq(&mut self, srq: u32, attr: &SrqAttr) -> Result<(), VerbsError> {
+        let s = self.srqs.get_mut(&srq).ok_or(VerbsError::NoSuchSrq(srq))?;
+        let max_wr = attr.max_wr.unwrap_or(s.max_wr);
+        if let Some(m) = attr.max_wr {
+            if m == 0 || m > MAX_SRQ_WR {
+                return Err(VerbsError::BadValue {
+                    what: "srq max_wr",
+                    value: m.into(),
+                });
+            }
+            if (m as usize) < s.wqes.len() {
+                return Err(VerbsError::BadValue {
+                    what: "srq max_wr (below the WQEs it holds)",
+                    value: m.into(),
+                });
+            }
+        }
+        let limit = attr.srq_limit.unwrap_or(s.limit);
+        if limit > max_wr {
+            return Err(VerbsError::BadValue {
+                what: "srq_limit (above max_wr)",
+                value: limit.into(),
+            });
+        }
+        s.max_wr = max_wr;
+        if attr.srq_limit.is_some() {
+            s.limit = limit;
+            s.limit_reached = false;
+        }
+        Ok(())
+    }
+
+    /// `ibv_query_srq`, with the number of WQEs waiting.
+    pub fn query_srq(&self, srq: u32) -> Result<SrqInfo, VerbsError> {
+        let s = self.srqs.get(&srq).ok_or(VerbsError::NoSuchSrq(srq))?;
+        Ok(SrqInfo {
+            max_wr: s.max_wr,
+            srq_limit: s.limit,
+            wqes: s.wqes.len() as u32,
+        })
+    }
+
+    /// `ibv_destroy_srq`: refused while a QP uses it. The WQEs it still
+    /// holds are discarded without completions, as ibverbs does.
+    pub fn destroy_srq(&mut self, srq: u32) -> Result<(), VerbsError> {
+        let s = self.srqs.get(&srq).ok_or(VerbsError::NoSuchSrq(srq))?;
+        if s.users > 0 {
+            return Err(VerbsError::Busy(
+                "queue pairs use this shared receive queue",
+            ));
+        }
+        self.srqs.remove(&srq);
+        self.events
+            .retain(|e| *e != AsyncEvent::SrqLimitReached { srq });
+        Ok(())
+    }
+
+    /// `ibv_post_srq_recv`: the scatter/gather elements are checked against
+    /// the SRQ's protection domain.
+    pub fn post_srq_recv(&mut self, srq: u32, wr: RecvWr<'_>) -> Result<(), VerbsError> {
+        let s = self.srqs.get_mut(&srq).ok_or(VerbsError::NoSuchSrq(srq))?;
+        if s.wqes.len() >= s.max_wr as usize {
+            return Err(VerbsError::SrqFull {
+                srq,
+                depth: s.max_wr,
+            });
+        }
+        for sge in wr.sg {
+            self.mrs.check_sge(s.pd, sge, true)?;
+        }
+        s.wqes.push_back(QueuedRecv::from(&wr));
+        Ok(())
+    }
+}
