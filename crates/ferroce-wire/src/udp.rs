@@ -65,11 +65,38 @@ pub const fn flow_label_from_qpns(lqpn: u32, rqpn: u32) -> u32 {
     ((v ^ (v >> 20) ^ (v >> 40)) & 0xf_ffff) as u32
 }
 
+/// The 20-bit flow label rdma_cm gives a connection from the IP ports of
+/// its two ends (the client's source port, the service's port), as seen on
+/// rxe's rdma_cm-connected QPs: `(source * 31 + destination) & 0xFFFFF`.
+pub const fn flow_label_from_ports(source: u16, destination: u16) -> u32 {
+    ((source as u32) * 31 + destination as u32) & 0xf_ffff
+}
+
 /// The RoCE v2 UDP source port rxe uses for a UD QP (and QP1): 0xC000
 /// plus a 14-bit multiplicative hash of the QP number (the kernel's
 /// `hash_32(qpn, 14)`).
 pub const fn ud_source_port(qpn: u32) -> u16 {
     0xc000 + (qpn.wrapping_mul(0x61c8_8647) >> 18) as u16
+}
+
+#[cfg(test)]
+mod rdma_cm_port_tests {
+    use super::*;
+
+    /// rxe's rdma_cm QPs in the rig (its README): rping's client port
+    /// 50292 to 7174 ran on UDP source port 58893, perftest's 37808 to
+    /// 18515 on 60075.
+    #[test]
+    fn ports_give_the_source_ports_rxe_used() {
+        assert_eq!(
+            source_port_from_flow_label(flow_label_from_ports(50292, 7174)),
+            58893
+        );
+        assert_eq!(
+            source_port_from_flow_label(flow_label_from_ports(37808, 18515)),
+            60075
+        );
+    }
 }
 
 #[cfg(test)]

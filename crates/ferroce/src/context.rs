@@ -2,7 +2,7 @@
 //! driver thread.
 
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use ferroce_core::{Endpoint, EndpointConfig};
@@ -49,11 +49,19 @@ impl DeviceConfig {
 }
 
 /// An open device: the engine, its UDP backend and the driver thread.
-/// Dropping it stops the driver.
-#[derive(Debug)]
+/// Clones share the device; dropping the last one (rdma_cm IDs bound to
+/// the device hold one too) stops the driver.
+#[derive(Debug, Clone)]
 pub struct Context {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) device: Arc<DeviceHandle>,
+}
+
+/// What stops the driver when the last [`Context`] goes.
+#[derive(Debug)]
+pub(crate) struct DeviceHandle {
     shared: Arc<Shared>,
-    driver: Option<JoinHandle<()>>,
+    driver: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Context {
@@ -75,16 +83,23 @@ impl Context {
             t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32
         });
         let engine = Endpoint::new(EndpointConfig { seed });
-        let shared = Arc::new(Shared::new(engine, backend, cfg.local, cfg.peer_port)?);
+        let cm = crate::cm::hub::CmHub::new(cfg.local, cm_config(cfg.local, seed));
+        let shared = Arc::new(Shared::new(engine, backend, cm, cfg.local, cfg.peer_port)?);
         let s = shared.clone();
         let driver = std::thread::Builder::new()
             .name("ferroce-driver".into())
             .spawn(move || driver::run(s))?;
         tracing::info!(parent: &shared.span, port = cfg.port, peer_port = cfg.peer_port, gso = cfg.gso, "device opened");
-        Ok(Self {
+        let ctx = Self {
+            device: Arc::new(DeviceHandle {
+                shared: shared.clone(),
+                driver: Mutex::new(Some(driver)),
+            }),
             shared,
-            driver: Some(driver),
-        })
+        };
+        shared_cm(&ctx).set_device(Arc::downgrade(&ctx.device));
+        crate::cm::registry::register(&ctx);
+        Ok(ctx)
     }
 
     /// The device's address (its RoCE v2 GID).
@@ -159,11 +174,47 @@ impl Context {
     }
 }
 
-impl Drop for Context {
+/// The CM of a device on `local`: its node GUID (as `ibv_query_device`
+/// reports it) in REQs and REPs, comm IDs seeded from the device's seed.
+fn cm_config(local: IpAddr, seed: u64) -> ferroce_cm::CmConfig {
+    let guid = crate::device::query_device(local).map_or(0, |a| a.node_guid.0);
+    ferroce_cm::CmConfig {
+        seed: seed ^ 0x636d, // "cm": not the engine's stream
+        local_ca_guid: guid,
+        ..ferroce_cm::CmConfig::default()
+    }
+}
+
+fn shared_cm(ctx: &Context) -> &crate::cm::hub::CmHub {
+    &ctx.shared.cm
+}
+
+impl Context {
+    /// A context for a device the registry holds.
+    pub(crate) fn from_handle(device: Arc<DeviceHandle>) -> Self {
+        Self {
+            shared: device.shared.clone(),
+            device,
+        }
+    }
+
+    /// The rdma_cm connection manager's counters for this device: MADs
+    /// through, resends, and what it dropped and why.
+    pub fn cm_stats(&self) -> crate::cm::CmStats {
+        self.shared.cm.stats()
+    }
+}
+
+impl Drop for DeviceHandle {
     fn drop(&mut self) {
         self.shared.stop();
-        if let Some(d) = self.driver.take() {
-            let _ = d.join();
+        let driver = self.driver.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = driver.take() {
+            // The last handle may go on the driver thread itself (an
+            // rdma_cm ID released in a round): it stops on its own then.
+            if d.thread().id() != std::thread::current().id() {
+                let _ = d.join();
+            }
         }
         self.shared.flush();
         let s = &self.shared;

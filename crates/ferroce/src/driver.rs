@@ -102,6 +102,8 @@ pub(crate) struct Shared {
     /// completion: threads blocked in `CompletionQueue::wait` sleep on it.
     cq_wakes: Mutex<u64>,
     cq_waiters: Condvar,
+    /// The device's rdma_cm layer.
+    pub(crate) cm: crate::cm::hub::CmHub,
     /// The device's span: what the engine logs during a round is inside it.
     pub(crate) span: Span,
     pub(crate) local: IpAddr,
@@ -113,6 +115,7 @@ impl Shared {
     pub(crate) fn new(
         engine: Endpoint,
         backend: UdpBackend,
+        cm: crate::cm::hub::CmHub,
         local: IpAddr,
         port: u16,
     ) -> std::io::Result<Self> {
@@ -141,6 +144,7 @@ impl Shared {
             channels: Mutex::new(HashMap::new()),
             cq_wakes: Mutex::new(0),
             cq_waiters: Condvar::new(),
+            cm,
             span: info_span!("device", %local),
             local,
             port,
@@ -379,13 +383,19 @@ impl Shared {
                 break;
             }
         }
-        io.next_timer = ep.poll_timeout();
+        let mads: Vec<_> = std::iter::from_fn(|| ep.poll_mad()).collect();
         let wake = self.deliver_cq_events(&mut ep);
+        let engine_timer = ep.poll_timeout();
         drop(ep);
         if wake {
             self.wake_cq_waiters();
         }
-        (received > 0 || sent > 0, io.next_timer)
+        let cm_worked = self.cm_round(now, mads);
+        io.next_timer = match (engine_timer, self.cm.next_timer()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        (received > 0 || sent > 0 || cm_worked, io.next_timer)
     }
 }
 

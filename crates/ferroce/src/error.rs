@@ -26,6 +26,8 @@ pub enum Error {
     },
     /// An encoded endpoint or region could not be read.
     Decode(DecodeError),
+    /// An rdma_cm call was refused ([`crate::cm`]).
+    Cm(crate::cm::CmIdError),
 }
 
 impl fmt::Display for Error {
@@ -45,6 +47,7 @@ impl fmt::Display for Error {
                  the same QP type"
             ),
             Self::Decode(e) => e.fmt(f),
+            Self::Cm(e) => e.fmt(f),
         }
     }
 }
@@ -57,6 +60,7 @@ impl std::error::Error for Error {
             Self::Io(e) => Some(e),
             Self::QpTypeMismatch { .. } => None,
             Self::Decode(e) => Some(e),
+            Self::Cm(e) => Some(e),
         }
     }
 }

@@ -14,6 +14,7 @@
 #[cfg(feature = "tokio")]
 mod async_cq;
 mod channel;
+pub mod cm;
 mod context;
 mod cq;
 mod device;

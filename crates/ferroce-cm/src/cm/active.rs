@@ -43,6 +43,14 @@ impl Cm {
         Ok(CmId(id))
     }
 
+    /// The REQ [`connect`](Self::connect) sends for `params`, with comm ID 0:
+    /// what the upper layer derives its QP attributes from when the REP
+    /// comes (`rdma_cm::active_rtr`).
+    pub fn request(&self, params: &ConnectParams) -> Result<CmReq, CmError> {
+        let private_data = private::<92>(&params.private_data, "REQ")?;
+        Ok(self.req_for(0, params, private_data))
+    }
+
     /// The REQ for `params`, with the local ACK timeout the kernel derives
     /// from the packet life time and the device's ACK delay.
     fn req_for(&self, id: u32, params: &ConnectParams, private_data: [u8; 92]) -> CmReq {

@@ -1,0 +1,122 @@
+//! Why an rdma_cm call was refused ([`CmIdError`]).
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+use ferroce_cm::rdma_cm::RdmaCmError;
+
+/// Why a call on a [`CmId`](super::CmId) or
+/// [`EventChannel`](super::EventChannel) failed; each names the call and
+/// what to do.
+#[derive(Debug)]
+pub enum CmIdError {
+    /// The call does not fit the ID's state.
+    WrongState {
+        /// The call.
+        call: &'static str,
+        /// The ID's state.
+        state: &'static str,
+        /// What must happen first.
+        needs: &'static str,
+    },
+    /// The address is already bound by another ID of the port space.
+    AddrInUse(SocketAddr),
+    /// The source and destination (or bind and listen) addresses are of
+    /// different families.
+    MixedFamilies {
+        /// The source.
+        src: IpAddr,
+        /// The destination.
+        dst: IpAddr,
+    },
+    /// No route reaches the destination.
+    NoRoute {
+        /// The destination.
+        dst: IpAddr,
+        /// What the routing lookup said.
+        cause: String,
+    },
+    /// No ferroce device could be opened on the address.
+    NoDevice {
+        /// The address.
+        addr: IpAddr,
+        /// Why.
+        cause: String,
+    },
+    /// Every ephemeral port of the port space is bound.
+    NoFreePort,
+    /// The CM refused (a state or field the protocol does not allow).
+    Protocol(ferroce_cm::CmError),
+    /// rdma_cm's rules refused (private data too long, depth too large).
+    Rule(RdmaCmError),
+    /// A blocking call gave up.
+    TimedOut(&'static str),
+}
+
+impl fmt::Display for CmIdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::WrongState { call, state, needs } => {
+                write!(f, "{call} on an rdma_cm ID that is {state}: {needs}")
+            }
+            Self::AddrInUse(addr) => write!(
+                f,
+                "{addr} is already bound by another rdma_cm ID of this port space: \
+                 use another port, or destroy that ID"
+            ),
+            Self::MixedFamilies { src, dst } => write!(
+                f,
+                "source {src} and destination {dst} are of different address families: \
+                 use two IPv4 or two IPv6 addresses"
+            ),
+            Self::NoRoute { dst, cause } => write!(
+                f,
+                "no route to {dst} ({cause}): add a route, or give a source address on \
+                 the interface that reaches it"
+            ),
+            Self::NoDevice { addr, cause } => write!(
+                f,
+                "no ferroce device on {addr}: {cause}; give an address of this host"
+            ),
+            Self::NoFreePort => write!(
+                f,
+                "every ephemeral port is bound: destroy unused rdma_cm IDs"
+            ),
+            Self::Protocol(e) => write!(f, "connection manager: {e}"),
+            Self::Rule(e) => e.fmt(f),
+            Self::TimedOut(what) => write!(f, "timed out waiting for {what}"),
+        }
+    }
+}
+
+impl std::error::Error for CmIdError {}
+
+impl From<ferroce_cm::CmError> for CmIdError {
+    fn from(e: ferroce_cm::CmError) -> Self {
+        Self::Protocol(e)
+    }
+}
+
+impl From<RdmaCmError> for CmIdError {
+    fn from(e: RdmaCmError) -> Self {
+        Self::Rule(e)
+    }
+}
+
+impl From<CmIdError> for crate::Error {
+    fn from(e: CmIdError) -> Self {
+        Self::Cm(e)
+    }
+}
+
+impl From<ferroce_cm::CmError> for crate::Error {
+    fn from(e: ferroce_cm::CmError) -> Self {
+        Self::Cm(e.into())
+    }
+}
+
+impl From<RdmaCmError> for crate::Error {
+    fn from(e: RdmaCmError) -> Self {
+        Self::Cm(e.into())
+    }
+}

@@ -1,0 +1,518 @@
+//! rdma_cm identifiers ([`CmId`]): binding, resolution, QP creation,
+//! connecting, listening, accepting and disconnecting.
+//!
+//! An ID's state is behind its own mutex; the device's CM (in the driver)
+//! takes it after its own lock, never the other way round, so a call here
+//! releases the ID's state before it enters the device's CM.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use ferroce_cm::rdma_cm::{Depth, PortSpace, QpOptions};
+use ferroce_wire::mad::CmReq;
+
+use super::channel::EventQueue;
+use super::{CmEvent, CmEventKind, CmIdError, ConnInfo, registry};
+use crate::{Context, Mtu, ProtectionDomain, QpInitAttr, QpType, QueuePair, Result};
+
+/// What `connect` and `accept` take (`rdma_conn_param`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnParam {
+    /// Private data for the peer: at most 56 bytes in a connect (rdma_cm's
+    /// 36-byte header comes first), 196 in an accept, 180 for a UD
+    /// request, 136 for a UD accept.
+    pub private_data: Vec<u8>,
+    /// Reads and atomics this side answers at once; [`Depth::Max`]: the
+    /// device's limit (in accept: no more than the peer offered).
+    pub responder_resources: Depth,
+    /// Reads and atomics this side may have outstanding.
+    pub initiator_depth: Depth,
+    /// Transport retries (3 bits).
+    pub retry_count: u8,
+    /// RNR retries (3 bits, 7: forever).
+    pub rnr_retry_count: u8,
+    /// The QP number to announce when the ID has no QP of its own
+    /// ([`CmId::create_qp`]); ignored otherwise.
+    pub qp_num: Option<u32>,
+    /// The QP takes receives from an SRQ (announced in the REQ/REP).
+    pub srq: bool,
+}
+
+impl Default for ConnParam {
+    /// librdmacm's choice without parameters: the device's depths, 7 and 7
+    /// retries, no private data.
+    fn default() -> Self {
+        Self {
+            private_data: Vec::new(),
+            responder_resources: Depth::Max,
+            initiator_depth: Depth::Max,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            qp_num: None,
+            srq: false,
+        }
+    }
+}
+
+/// Where an ID is in its life; names are rdma_cm's (`enum rdma_cm_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Idle,
+    AddrBound,
+    AddrResolved,
+    RouteResolved,
+    Listening,
+    /// Active: REQ (or SIDR_REQ) sent.
+    Connecting,
+    /// Passive: a CONNECT_REQUEST not yet answered.
+    Requested,
+    /// Passive: REP sent, waiting for the RTU.
+    Accepted,
+    Connected,
+    Disconnected,
+    /// Rejected, unreachable, or a failed transition.
+    Failed,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Idle => "idle (not bound)",
+            Self::AddrBound => "bound",
+            Self::AddrResolved => "address-resolved",
+            Self::RouteResolved => "route-resolved",
+            Self::Listening => "listening",
+            Self::Connecting => "connecting",
+            Self::Requested => "a connect request not yet answered",
+            Self::Accepted => "accepted, waiting for the peer's RTU",
+            Self::Connected => "connected",
+            Self::Disconnected => "disconnected",
+            Self::Failed => "failed (rejected, unreachable or refused)",
+        }
+    }
+}
+
+/// The QP the CM moves for an ID.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QpSlot {
+    pub(crate) qpn: u32,
+    pub(crate) psn: crate::Psn,
+}
+
+/// The path a resolved or requested ID uses.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Route {
+    pub(crate) mtu: Mtu,
+    pub(crate) hop_limit: u8,
+}
+
+#[derive(Debug)]
+pub(crate) struct IdState {
+    pub(crate) phase: Phase,
+    pub(crate) device: Option<Context>,
+    pub(crate) local: Option<SocketAddr>,
+    pub(crate) remote: Option<SocketAddr>,
+    /// The port this ID bound in the registry (released at destroy).
+    pub(crate) bound: Option<SocketAddr>,
+    pub(crate) route: Option<Route>,
+    pub(crate) qp: Option<QpSlot>,
+    /// The IB CM communication, while one exists.
+    pub(crate) comm: Option<ferroce_cm::CmId>,
+    /// Passive side: the REQ being answered.
+    pub(crate) req: Option<Box<CmReq>>,
+    /// Active side: the REQ as sent, for the QP attributes at the REP.
+    pub(crate) sent: Option<Box<CmReq>>,
+    /// What ESTABLISHED will report.
+    pub(crate) info: ConnInfo,
+    /// The ToS of this ID's connection (`rdma_set_option(RDMA_OPTION_ID_TOS)`).
+    pub(crate) tos: Option<u8>,
+    pub(crate) options: QpOptions,
+    /// DISCONNECTED was reported (the peer's DREQ) and must not be twice.
+    pub(crate) disconnect_reported: bool,
+    /// Listening on every device of the family (a wildcard bind).
+    pub(crate) wildcard: bool,
+}
+
+/// What an ID's handles, its events and the device's CM share.
+pub(crate) struct IdInner {
+    pub(crate) queue: Weak<EventQueue>,
+    pub(crate) port_space: PortSpace,
+    pub(crate) state: Mutex<IdState>,
+}
+
+impl IdInner {
+    pub(crate) fn state(&self) -> MutexGuard<'_, IdState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `kind` about `id` on the ID's channel (lost if the channel
+    /// is gone).
+    pub(crate) fn report(self: &Arc<Self>, kind: CmEventKind, listen_id: Option<CmId>) {
+        if let Some(queue) = self.queue.upgrade() {
+            queue.push(CmEvent {
+                id: CmId {
+                    inner: self.clone(),
+                },
+                listen_id,
+                kind,
+            });
+        }
+    }
+}
+
+impl fmt::Debug for IdInner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.state();
+        f.debug_struct("CmId")
+            .field("port_space", &self.port_space)
+            .field("phase", &st.phase)
+            .field("local", &st.local)
+            .field("remote", &st.remote)
+            .field("qpn", &st.qp.map(|q| format!("{:#x}", q.qpn)))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for IdInner {
+    /// `rdma_destroy_id`: what the CM still owes the peer (a REJ, a DREQ or
+    /// DREP) goes out from the device's driver, which also forgets the
+    /// communication; the port is released now.
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(bound) = st.bound.take() {
+            registry::release_port(self.port_space, bound);
+        }
+        let listening = st.phase == Phase::Listening;
+        if listening
+            && st.wildcard
+            && let Some(local) = st.local
+        {
+            registry::unlisten_wildcard(self.port_space, local.port(), local.is_ipv6());
+        }
+        if let Some(ctx) = &st.device {
+            let service = st
+                .local
+                .filter(|_| listening)
+                .map(|l| ferroce_cm::rdma_cm::RdmaService::new(self.port_space, l.port()));
+            ctx.shared.cm_orphan(st.comm.take(), service);
+        }
+    }
+}
+
+/// An rdma_cm identifier (`struct rdma_cm_id`). Clones (and the events
+/// about it) share the ID; it is destroyed, as `rdma_destroy_id`, when the
+/// last is dropped. Its QP ([`create_qp`](Self::create_qp)) is the
+/// application's: drop it after the ID is disconnected.
+#[derive(Clone)]
+pub struct CmId {
+    pub(crate) inner: Arc<IdInner>,
+}
+
+impl fmt::Debug for CmId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl PartialEq for CmId {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl Eq for CmId {}
+
+pub(crate) fn wrong_state(call: &'static str, phase: Phase, needs: &'static str) -> crate::Error {
+    CmIdError::WrongState {
+        call,
+        state: phase.name(),
+        needs,
+    }
+    .into()
+}
+
+impl CmId {
+    pub(crate) fn new(queue: &Arc<EventQueue>, port_space: PortSpace) -> Self {
+        Self::with_state(Arc::downgrade(queue), port_space, IdState::new())
+    }
+
+    pub(crate) fn with_state(
+        queue: Weak<EventQueue>,
+        port_space: PortSpace,
+        state: IdState,
+    ) -> Self {
+        Self {
+            inner: Arc::new(IdInner {
+                queue,
+                port_space,
+                state: Mutex::new(state),
+            }),
+        }
+    }
+
+    /// The port space the ID was created in.
+    pub fn port_space(&self) -> PortSpace {
+        self.inner.port_space
+    }
+
+    /// The device the ID is bound to (`id->verbs`): allocate the PD and CQs
+    /// of its QP there. `None` until bound to a local address or resolved.
+    pub fn verbs(&self) -> Option<Context> {
+        self.inner.state().device.clone()
+    }
+
+    /// The local address and port (`rdma_get_local_addr`).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.inner.state().local
+    }
+
+    /// The peer's address and port (`rdma_get_peer_addr`).
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.inner.state().remote
+    }
+
+    /// The number of the QP created on this ID.
+    pub fn qp_num(&self) -> Option<u32> {
+        self.inner.state().qp.map(|q| q.qpn)
+    }
+
+    /// `rdma_set_option(RDMA_OPTION_ID_TOS)`: the IP ToS (DSCP and ECN
+    /// bits) of this ID's connection, instead of the port's
+    /// `default_roce_tos`. Set it before resolving the route.
+    pub fn set_tos(&self, tos: u8) {
+        self.inner.state().tos = Some(tos);
+    }
+
+    /// `rdma_set_option(RDMA_OPTION_ID_ACK_TIMEOUT)`: the QP's local ACK
+    /// timeout (5 bits) instead of the CM's.
+    pub fn set_ack_timeout(&self, timeout: u8) {
+        self.inner.state().options.ack_timeout = Some(timeout.min(31));
+    }
+
+    /// `rdma_set_min_rnr_timer`: the RNR NAK timer (5 bits) the QP sends.
+    pub fn set_min_rnr_timer(&self, timer: u8) {
+        self.inner.state().options.min_rnr_timer = Some(timer.min(31));
+    }
+
+    /// `rdma_bind_addr`: binds the ID to a local address and port (port 0
+    /// picks one); the unspecified address (`0.0.0.0`, `::`) listens on
+    /// every device of the family.
+    pub fn bind_addr(&self, addr: SocketAddr) -> Result<()> {
+        let mut st = self.inner.state();
+        if st.phase != Phase::Idle {
+            return Err(wrong_state("bind_addr", st.phase, "bind a new ID"));
+        }
+        let device = if addr.ip().is_unspecified() {
+            None
+        } else {
+            Some(registry::device_for(addr.ip())?)
+        };
+        let bound = registry::bind_port(self.inner.port_space, addr)?;
+        st.bound = Some(bound);
+        st.local = Some(bound);
+        st.device = device;
+        st.phase = Phase::AddrBound;
+        Ok(())
+    }
+
+    /// `rdma_resolve_addr`: finds the local address that reaches `dst`
+    /// (from `src` if given, else from the routing table), binds the ID to
+    /// the device on it, and queues ADDR_RESOLVED. Resolution is local and
+    /// immediate; `timeout` is accepted for librdmacm's shape.
+    pub fn resolve_addr(
+        &self,
+        src: Option<SocketAddr>,
+        dst: SocketAddr,
+        _timeout: Duration,
+    ) -> Result<()> {
+        let mut st = self.inner.state();
+        if !matches!(st.phase, Phase::Idle | Phase::AddrBound) {
+            return Err(wrong_state(
+                "resolve_addr",
+                st.phase,
+                "resolve on a new (or only bound) ID",
+            ));
+        }
+        let src = src.or(st.local.filter(|a| !a.ip().is_unspecified()));
+        let local_ip = super::route::source_for(dst.ip(), src.map(|s| s.ip()))?;
+        let device = registry::device_for(local_ip)?;
+        if st.bound.is_none() {
+            let port = src.map_or(0, |s| s.port());
+            let bound =
+                registry::bind_port(self.inner.port_space, SocketAddr::new(local_ip, port))?;
+            st.bound = Some(bound);
+        }
+        let port = st.bound.map_or(0, |b| b.port());
+        st.local = Some(SocketAddr::new(local_ip, port));
+        st.remote = Some(SocketAddr::new(dst.ip().to_canonical(), dst.port()));
+        st.device = Some(device);
+        st.phase = Phase::AddrResolved;
+        drop(st);
+        self.inner.report(CmEventKind::AddrResolved, None);
+        Ok(())
+    }
+
+    /// `rdma_resolve_route`: the path MTU (the device's active MTU on the
+    /// interface that reaches the peer) and hop limit; queues
+    /// ROUTE_RESOLVED.
+    pub fn resolve_route(&self, _timeout: Duration) -> Result<()> {
+        let mut st = self.inner.state();
+        if st.phase != Phase::AddrResolved {
+            return Err(wrong_state(
+                "resolve_route",
+                st.phase,
+                "call resolve_addr and wait for ADDR_RESOLVED first",
+            ));
+        }
+        let (Some(ctx), Some(remote)) = (st.device.clone(), st.remote) else {
+            return Err(wrong_state(
+                "resolve_route",
+                st.phase,
+                "resolve the address first",
+            ));
+        };
+        st.route = Some(super::route::route_for(&ctx, remote.ip())?);
+        st.phase = Phase::RouteResolved;
+        drop(st);
+        self.inner.report(CmEventKind::RouteResolved, None);
+        Ok(())
+    }
+
+    /// `rdma_create_qp`: a QP on the ID's device, which the CM moves
+    /// through INIT, RTR and RTS as rdma_cm does: RC on a TCP-space ID, UD
+    /// on a UDP-space one (brought to RTS at once with rdma_cm's Q_Key).
+    pub fn create_qp(&self, pd: &ProtectionDomain, attr: &QpInitAttr<'_>) -> Result<QueuePair> {
+        let mut st = self.inner.state();
+        if st.qp.is_some() {
+            return Err(wrong_state("create_qp", st.phase, "an ID has one QP"));
+        }
+        let want = if self.inner.port_space.connects() {
+            QpType::Rc
+        } else {
+            QpType::Ud
+        };
+        if attr.qp_type != want {
+            return Err(CmIdError::WrongState {
+                call: "create_qp",
+                state: if want == QpType::Rc {
+                    "in the TCP port space"
+                } else {
+                    "in the UDP port space"
+                },
+                needs: "create an RC QP on a TCP-space ID and a UD QP on a UDP-space ID",
+            }
+            .into());
+        }
+        let Some(ctx) = st.device.clone() else {
+            return Err(wrong_state(
+                "create_qp",
+                st.phase,
+                "resolve the address (or take the ID of a CONNECT_REQUEST) first",
+            ));
+        };
+        if !Arc::ptr_eq(&pd.shared, &ctx.shared) {
+            return Err(wrong_state(
+                "create_qp",
+                st.phase,
+                "allocate the PD on the ID's device (CmId::verbs)",
+            ));
+        }
+        let qp = pd.create_qp(attr)?;
+        super::transitions::init_qp(&qp, self.inner.port_space)?;
+        st.qp = Some(QpSlot {
+            qpn: qp.qpn(),
+            psn: qp.psn(),
+        });
+        Ok(qp)
+    }
+
+    /// `rdma_connect`: sends the REQ (or, in the UDP space, the SIDR_REQ).
+    /// ESTABLISHED, REJECTED, UNREACHABLE or CONNECT_ERROR follows.
+    pub fn connect(&self, param: &ConnParam) -> Result<()> {
+        super::active::connect(&self.inner, param)
+    }
+
+    /// `rdma_listen`: takes connect requests for the bound address and port
+    /// (every device of the family for a wildcard address). `backlog` is
+    /// accepted for librdmacm's shape; the CM bounds requests in setup.
+    pub fn listen(&self, _backlog: u32) -> Result<()> {
+        super::passive::listen(&self.inner)
+    }
+
+    /// `rdma_accept`: answers a CONNECT_REQUEST; the QP goes to RTS before
+    /// the REP (or SIDR_REP) goes out. ESTABLISHED follows the RTU.
+    pub fn accept(&self, param: &ConnParam) -> Result<()> {
+        super::passive::accept(&self.inner, param)
+    }
+
+    /// `rdma_reject`: answers a CONNECT_REQUEST with REJ reason 28
+    /// (consumer) and `private_data` (at most 148 bytes).
+    pub fn reject(&self, private_data: &[u8]) -> Result<()> {
+        super::passive::reject(&self.inner, private_data)
+    }
+
+    /// `rdma_establish`: after CONNECT_RESPONSE on an ID without a QP,
+    /// sends the RTU.
+    pub fn establish(&self) -> Result<()> {
+        super::active::establish(&self.inner)
+    }
+
+    /// `rdma_disconnect`: moves the QP to the error state and sends the
+    /// DREQ, or the DREP if the peer disconnected first. DISCONNECTED
+    /// follows (at once, if the peer started it and it was reported).
+    pub fn disconnect(&self) -> Result<()> {
+        super::active::disconnect(&self.inner)
+    }
+
+    /// `rdma_get_request` for a listening ID: waits up to `timeout` for the
+    /// next CONNECT_REQUEST to it on its channel (other events stay
+    /// queued) and returns it.
+    pub fn get_request(&self, timeout: Duration) -> Result<CmEvent> {
+        let Some(queue) = self.inner.queue.upgrade() else {
+            return Err(wrong_state(
+                "get_request",
+                Phase::Listening,
+                "keep the event channel open",
+            ));
+        };
+        let me = &self.inner;
+        let want = |e: &CmEvent| {
+            matches!(e.kind, CmEventKind::ConnectRequest { .. })
+                && e.listen_id
+                    .as_ref()
+                    .is_some_and(|l| Arc::ptr_eq(&l.inner, me))
+        };
+        queue
+            .wait_for(timeout, &want)?
+            .ok_or_else(|| CmIdError::TimedOut("a connect request").into())
+    }
+}
+
+impl IdState {
+    pub(crate) fn new() -> Self {
+        Self {
+            phase: Phase::Idle,
+            device: None,
+            local: None,
+            remote: None,
+            bound: None,
+            route: None,
+            qp: None,
+            comm: None,
+            req: None,
+            sent: None,
+            info: ConnInfo::default(),
+            tos: None,
+            options: QpOptions::default(),
+            disconnect_reported: false,
+            wildcard: false,
+        }
+    }
+
+    /// The ToS of the connection: the ID's own, or the port's default.
+    pub(crate) fn tos(&self) -> u8 {
+        self.tos.unwrap_or(0)
+    }
+}

@@ -1,0 +1,95 @@
+//! Connecting by IP address as librdmacm does (rdma_cm): an
+//! [`EventChannel`], [`CmId`]s that resolve, connect, listen, accept,
+//! reject and disconnect, and the events they report ([`CmEvent`]),
+//! wire-compatible with the kernel's rdma_cm (rping, ucmatose, udaddy,
+//! perftest -R).
+//!
+//! # Contract
+//! - Each device runs the IB CM of `ferroce_cm` (sans-IO) over its QP1; its
+//!   driver feeds it the MADs QP1 receives and its timers, off the data
+//!   path (a round enters the CM only when QP1 has MADs or a CM timer is
+//!   due). The rules of rdma_cm (service IDs, the private-data header,
+//!   depth negotiation, QP attributes) are `ferroce_cm::rdma_cm`'s.
+//! - An ID binds to the ferroce device on its local address, opening one
+//!   (port 4791) if the process has none there; [`CmId::verbs`] gives it
+//!   for the PD and CQs. A wildcard listener listens on every device of its
+//!   family, open now or later.
+//! - The QP created on an ID ([`CmId::create_qp`]) is moved by the CM when
+//!   rdma_cm moves it: INIT at creation; on the active side INIT, RTR and
+//!   RTS when the REP arrives, before the RTU; on the passive side INIT,
+//!   RTR and RTS in [`CmId::accept`], before the REP. Its packets use the
+//!   UDP source port rxe derives from the connection's IP ports.
+//! - Events come in the order the CM makes them, on the channel the ID was
+//!   created on (for a CONNECT_REQUEST, the listener's), and need no
+//!   acknowledgement. Resolution is immediate (ADDR_RESOLVED and
+//!   ROUTE_RESOLVED are queued before the call returns).
+//! - Dropping the last handle of an ID destroys it as `rdma_destroy_id`:
+//!   the CM sends what the state owes the peer (REJ, DREQ, DREP).
+//!
+//! # Where this differs from librdmacm
+//! No `rdma_ack_cm_event` (events own their ID); no AF_IB addressing or
+//! IPoIB port space; `resolve_addr` uses the routing table's choice of
+//! source address at once rather than resolving the neighbour.
+
+mod active;
+mod channel;
+mod device;
+mod error;
+mod event;
+pub(crate) mod hub;
+mod id;
+mod passive;
+pub(crate) mod registry;
+mod route;
+mod transitions;
+
+use std::fmt;
+use std::net::SocketAddr;
+
+pub use channel::EventChannel;
+pub use error::CmIdError;
+pub use event::{CmEvent, CmEventKind, ConnInfo, UdInfo};
+pub use ferroce_cm::CmStats;
+pub use ferroce_cm::rdma_cm::{Depth, PortSpace};
+pub use id::{CmId, ConnParam};
+
+/// The peer of an ID, for messages: its address, or "the peer".
+pub(crate) struct PeerName(pub(crate) Option<SocketAddr>);
+
+impl fmt::Display for PeerName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(a) => write!(f, "{}", a.ip()),
+            None => write!(f, "the peer"),
+        }
+    }
+}
+
+/// What a REJ tells the application, in words.
+pub(crate) fn reject_message(peer: PeerName, reason: u16) -> String {
+    use ferroce_cm::reason;
+    let by = format!("rejected by {peer}");
+    match reason {
+        reason::INVALID_SERVICE_ID => match peer.0 {
+            Some(a) => format!("{by}: no listener on port {} (REJ reason 8)", a.port()),
+            None => format!("{by}: no listener on the port (REJ reason 8)"),
+        },
+        reason::CONSUMER_DEFINED => {
+            format!("{by}: the application refused the connection (REJ reason 28, consumer reject)")
+        }
+        other => format!("{by}: {} (REJ reason {other})", reason::name(other)),
+    }
+}
+
+/// A SIDR_REP status in words.
+pub(crate) fn sidr_status_name(status: u8) -> &'static str {
+    match status {
+        0 => "success",
+        1 => "no listener for the service",
+        2 => "rejected",
+        3 => "no QP",
+        4 => "redirect",
+        5 => "unsupported class version",
+        _ => "unknown status",
+    }
+}
