@@ -84,6 +84,9 @@ enum Command {
     Sample(cmd::sample::SampleArgs),
     /// Ping-pong RC, UC or UD messages with a peer, as ibv_*_pingpong.
     Pingpong(cmd::pingpong::PingpongArgs),
+    /// Ping a peer with RDMA READ and WRITE over an rdma_cm connection, as
+    /// librdmacm's rping.
+    Rping(cmd::rping::RpingArgs),
     /// Bandwidth or latency of SEND, WRITE, READ or atomics, as perftest.
     Perf(cmd::perf::PerfArgs),
     /// ferroce beside raw UDP on loopback: goodput, latency, message rate,
@@ -106,6 +109,7 @@ fn main() -> ExitCode {
         Command::Dump(args) => cmd::dump::run(args),
         Command::Sample(args) => cmd::sample::run(args),
         Command::Pingpong(args) => cmd::pingpong::run(args),
+        Command::Rping(args) => cmd::rping::run(args),
         Command::Perf(args) => cmd::perf::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::UdpPeer(args) => cmd::bench::udp_peer(args),
