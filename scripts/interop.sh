@@ -14,17 +14,24 @@
 #     ib_{write,send,read,atomic}_lat, IPv4;
 #   * IPv6 (RoCE v2 over the guest's ULA GID, -g/-x $GIDX6): RC and UD
 #     pingpong, ib_write_bw, ib_send_lat;
+#   * rdma_cm (cases cm-*): ferroce rping against librdmacm's rping (-C 10
+#     -v -V, 64 and 4096 bytes, IPv4 and IPv6, a ferroce server without -a),
+#     a connect to a port nobody listens on (REJ reason 8, both ways), 200
+#     connect/disconnect cycles each way (rping -P on the serving side);
 #   * loss and reordering: netem on the guest's NIC, both directions (the
 #     host kernel of this machine has no sch_netem; the guest's Debian
 #     kernel has, and the script hands it the modules and tc through the
-#     rig's 9p share): RC SEND (pingpong -c), WRITE, READ and atomics.
+#     rig's 9p share): RC SEND (pingpong -c), WRITE, READ and atomics; rping
+#     and 30 rping connect/disconnect cycles (lost REQ, REP, RTU, DREQ, DREP
+#     resent by the CM).
 #
 # Data is checked wherever a tool allows: pingpong -c on both sides; ferroce
 # checks ib_write_lat's writes (zeros ending in their number), ib_send_lat's
 # messages (the same bytes every time), the READs it issues (the same bytes
 # every time) and every atomic result (each fetch-and-add returns the value
 # before plus 1; compare-and-swap swaps the value it knows for that plus 1),
-# and as a server, what the peer's atomics left in its memory.
+# and as a server, what the peer's atomics left in its memory. rping -V
+# compares every ping's data on the client; both sides must print every ping.
 #
 # Environment: FERROCE_SHARED (default "$repo/../shared"), INTEROP_OUT (default
 # /tmp/ferroce-interop: interop.pcap, matrix.md, per-case logs), INTEROP_ITERS
@@ -109,7 +116,8 @@ run_case() {
                 sleep 0.5
                 rf=0
                 timeout 90 "$rig" hostexec "$fcmd $gaddr" >"$log_f" 2>&1 || rf=$?
-                grep -q 'Connection refused' "$log_f" || break
+                # rping: REJ reason 8 while the guest's server starts.
+                grep -qE 'Connection refused|REJ reason 8' "$log_f" || break
             done
             timeout 110 "$rig" wait A "$id" 80 >"$log_g" 2>&1 || rg=$?
         else
@@ -125,6 +133,7 @@ run_case() {
         if [ "$rf" != 0 ] || [ "$rg" != 0 ] || grep -q 'invalid data' "$log_g" "$log_f"; then
             res=FAIL
         fi
+        if [ "$kind" = rping ] && ! rping_ok "$role" "$log_f" "$log_g"; then res=FAIL; fi
         # Under loss, pingpong (rdma-core's as well as ours) can lose the ACK
         # of the last message after the side that sent it has exited: nothing
         # ends the run on the wire, so the other side's last send fails with
@@ -189,6 +198,120 @@ pt() {
     [ "$ip" = IPv6 ] && opts="$opts, TCP over IPv4"
     run_case "pt-$role-$tool-$size${extra:+-${extra##* }}-$ip-$ne" "ib_$tool" "$role" rc "$ip" "$ne" "$opts" "$kind" \
         "ib_$tool $gargs -x $gidx" "$ferroce perf $fargs -L $local_addr" "$guest4" "$host4" "--listen"
+}
+
+# rping's checks beyond the exit status: the client printed every ping
+# ("ping data: ", after -V compared it), the server every ping it read
+# ("server ping data: "), and nobody saw a mismatch.
+rping_count=10
+rping_ok() {
+    local role=$1 log_f=$2 log_g=$3 clog slog
+    if [ "$role" = client ]; then clog=$log_f slog=$log_g; else clog=$log_g slog=$log_f; fi
+    [ "$(grep -c '^ping data: rdma-ping-' "$clog")" = "$rping_count" ] &&
+        [ "$(grep -c '^server ping data: rdma-ping-' "$slog")" = "$rping_count" ] &&
+        ! grep -q 'data mismatch' "$clog"
+}
+
+# rp ROLE IP SIZE NETEM [any]: ferroce rping <-> librdmacm's rping, -C 10
+# -v -V. With "any" ferroce's server runs without -a (every address).
+rp() {
+    local role=$1 ip=$2 size=$3 ne=$4 any=${5:-}
+    local gaddr=$guest4 faddr=$host4
+    [ "$ip" = IPv6 ] && gaddr=$guest6 faddr=$host6
+    local ping="-C $rping_count -S $size -v -V" gcmd fcmd flisten="-a $faddr"
+    local opts="-C $rping_count -S $size -v -V"
+    [ -n "$any" ] && flisten="" opts="$opts, server without -a"
+    if [ "$role" = client ]; then
+        gcmd="rping -s -v -S $size -a $gaddr" fcmd="$ferroce rping -c $ping -a"
+    else
+        gcmd="rping -c $ping -a" fcmd="$ferroce rping -s -v -S $size"
+    fi
+    run_case "cm-rping-$role-$size-$ip-$ne${any:+-any}" rping "$role" rc "$ip" "$ne" "$opts" rping \
+        "$gcmd" "$fcmd" "$gaddr" "$faddr" "$flisten"
+}
+
+# cm_row NAME ROLE NETEM OPTIONS RESULT FIGURE: one matrix row of a cm case
+# that run_case does not fit.
+cm_row() {
+    local name=$1 role=$2 ne=$3 opts=$4 res=$5 fig=$6
+    [ "$res" = PASS ] || failures=$((failures + 1))
+    ncases=$((ncases + 1))
+    rows+=("| rping | $role | rc | IPv4 | $ne | $opts | $res | $fig |")
+    step "$name: $res"
+}
+
+# cm_refused: a connect to a port nobody listens on fails at once, naming
+# the reason, both ways: ferroce's client against the guest (rxe up,
+# nothing listening; the kernel's CM answers REJ reason 8), and the
+# guest's rping against a ferroce server listening on another port (then
+# a client on that port, which the server serves and exits).
+cm_refused() {
+    local name=cm-refused-client log_f log_g rf=0 rg=0 res=PASS id fpid
+    if [ -z "$only" ] || [[ $name =~ $only ]]; then
+        log_f=$out/$name.ferroce.log
+        timeout 60 "$rig" hostexec "$ferroce rping -c -a $guest4 -C 1" >"$log_f" 2>&1 || rf=$?
+        { [ "$rf" = 2 ] && grep -q 'no listener on port 7174 (REJ reason 8)' "$log_f"; } || res=FAIL
+        cm_row "$name" client - "nothing listens on 7174" "$res" \
+            "$(grep -o 'REJ reason [0-9]*' "$log_f" | head -1), exit $rf"
+    fi
+    name=cm-refused-server res=PASS rf=0 rg=0
+    if [ -z "$only" ] || [[ $name =~ $only ]]; then
+        log_f=$out/$name.ferroce.log log_g=$out/$name.guest.log
+        timeout 90 "$rig" hostexec "$ferroce rping -s -v -a $host4 -p 7175" >"$log_f" 2>&1 &
+        fpid=$!
+        sleep 0.3
+        id=$("$rig" exec A "rping -c -a $host4 -p 7174 -C 1; echo refused-rc=\$?;
+            exec rping -c -V -a $host4 -p 7175 -C 1" --bg --timeout 80)
+        timeout 90 "$rig" wait A "$id" 80 >"$log_g" 2>&1 || rg=$?
+        wait "$fpid" || rf=$?
+        { [ "$rf" = 0 ] && [ "$rg" = 0 ] && grep -q 'RDMA_CM_EVENT_REJECTED, error 8' "$log_g" &&
+            ! grep -q 'refused-rc=0' "$log_g"; } || res=FAIL
+        cm_row "$name" server - "nothing listens on 7174 (ferroce's server on 7175)" "$res" \
+            "guest: $(grep -o 'RDMA_CM_EVENT_REJECTED, error [0-9]*' "$log_g" | head -1)"
+    fi
+}
+
+# cm_cycles ROLE N NETEM: N connect/disconnect cycles in a row, each one
+# ping checked (-C 1 -V), against one persistent server (-P). As server,
+# ferroce serves N clients the guest starts one after another
+# (--connections N, then exits); as client, N ferroce processes one after
+# another against the guest's rping -s -P.
+cm_cycles() {
+    local role=$1 n=$2 ne=$3 name="cm-cycles-$1-$2-$3" rf=0 rg=0 res=PASS id fpid t0 t1
+    if [ -n "$only" ] && ! [[ $name =~ $only ]]; then return 0; fi
+    local log_f=$out/$name.ferroce.log log_g=$out/$name.guest.log
+    t0=$(date +%s%N)
+    if [ "$role" = server ]; then
+        timeout 600 "$rig" hostexec "$ferroce rping -s -P --connections $n -a $host4" >"$log_f" 2>&1 &
+        fpid=$!
+        sleep 0.3
+        id=$("$rig" exec A "i=0; while [ \$i -lt $n ]; do
+                rping -c -V -C 1 -a $host4 || { echo cycle \$i failed; exit 1; }; i=\$((i + 1)); done
+            echo cycles=\$i" --bg --timeout 580)
+        timeout 600 "$rig" wait A "$id" 590 >"$log_g" 2>&1 || rg=$?
+        [ "$rg" = 0 ] || "$rig" kill A "$id" || true
+        wait "$fpid" || rf=$?
+        grep -q "^cycles=$n\$" "$log_g" || res=FAIL
+        [ "$(grep -c 'server DISCONNECT EVENT' "$log_f")" = "$n" ] || res=FAIL
+    else
+        id=$("$rig" exec A "exec rping -s -P -V -a $guest4" --bg --timeout 600)
+        sleep 1
+        timeout 600 "$rig" hostexec "i=0; while [ \$i -lt $n ]; do
+                for try in 1 2 3 4 5 6 7 8 9 10; do
+                    $ferroce rping -c -V -C 1 -a $guest4 >$out/$name.last 2>&1 && break
+                    [ \$i = 0 ] && grep -q 'REJ reason 8' $out/$name.last || { cat $out/$name.last; echo cycle \$i failed; exit 1; }
+                    sleep 0.5
+                done
+                i=\$((i + 1)); done; echo cycles=\$i" >"$log_f" 2>&1 || rf=$?
+        "$rig" kill A "$id" || true
+        timeout 60 "$rig" wait A "$id" 30 >"$log_g" 2>&1 || true
+        grep -q "^cycles=$n\$" "$log_f" || res=FAIL
+        [ "$(grep -c 'server DISCONNECT EVENT' "$log_g")" = "$n" ] || res=FAIL
+    fi
+    t1=$(date +%s%N)
+    [ "$rf" = 0 ] && [ "$rg" = 0 ] || res=FAIL
+    cm_row "$name" "$role" "$ne" "$n x (-C 1 -V), server -P" "$res" \
+        "$(((t1 - t0) / n / 1000000)) ms/cycle"
 }
 
 # netem_on / netem_off: loss and reordering on the guest's eth0, both ways
@@ -257,6 +380,16 @@ for role in client server; do
     pt "$role" write_bw 3000 IPv6 -
     pt "$role" send_lat 64 IPv6 -
 done
+for role in client server; do
+    rp "$role" IPv4 64 -
+    rp "$role" IPv4 4096 -
+    rp "$role" IPv6 64 -
+    rp "$role" IPv6 4096 -
+done
+rp server IPv4 64 - any
+cm_refused
+cm_cycles server 200 -
+cm_cycles client 200 -
 t_clean=$(date +%s)
 if [ -z "$only" ] || [[ $only == *netem* ]]; then
     step "netem on the guest's NIC, each direction: $netem"
@@ -271,6 +404,9 @@ if [ -z "$only" ] || [[ $only == *netem* ]]; then
         pt "$role" read_bw 8192 IPv4 netem
         pt "$role" send_bw 8192 IPv4 netem
         pt "$role" atomic_bw 8 IPv4 netem "-A FETCH_AND_ADD"
+        rp "$role" IPv4 64 netem
+        rp "$role" IPv4 4096 netem
+        cm_cycles "$role" 30 netem
     done
     netem_stats | tee "$out/netem-stats.log"
     netem_off
