@@ -227,14 +227,19 @@ rping_ok() {
 }
 
 # rp ROLE IP SIZE NETEM [any]: ferroce rping <-> librdmacm's rping, -C 10
-# -v -V. With "any" ferroce's server runs without -a (every address).
+# -v -V. With "any" ferroce's server listens on every address (no -a, or
+# -a :: for IPv6).
 rp() {
     local role=$1 ip=$2 size=$3 ne=$4 any=${5:-}
     local gaddr=$guest4 faddr=$host4
     [ "$ip" = IPv6 ] && gaddr=$guest6 faddr=$host6
     local ping="-C $rping_count -S $size -v -V" gcmd fcmd flisten="-a $faddr"
     local opts="-C $rping_count -S $size -v -V"
-    [ -n "$any" ] && flisten="" opts="$opts, server without -a"
+    if [ -n "$any" ]; then
+        # The wildcard: rping's server without -a (IPv4), or -a :: (IPv6).
+        if [ "$ip" = IPv6 ]; then flisten="-a ::" opts="$opts, server on -a ::"
+        else flisten="" opts="$opts, server without -a"; fi
+    fi
     if [ "$role" = client ]; then
         gcmd="rping -s -v -S $size -a $gaddr" fcmd="$ferroce rping -c $ping -a"
     else
@@ -426,6 +431,7 @@ for role in client server; do
     rp "$role" IPv6 4096 -
 done
 rp server IPv4 64 - any
+rp server IPv6 64 - any
 cm_refused
 cm_cycles server 200 -
 cm_cycles client 200 -
