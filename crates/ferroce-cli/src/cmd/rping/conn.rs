@@ -58,8 +58,9 @@ pub(crate) struct Conn {
     events: Events,
     pending: VecDeque<WorkCompletion>,
     pub(crate) print: Print,
-    /// "parent" or "child", for debug lines (rping's words).
-    role: &'static str,
+    /// The client's connection (its ID is rping's "parent"; the server's
+    /// connection is on a "child" of the listener).
+    client: bool,
 }
 
 impl Conn {
@@ -106,7 +107,7 @@ impl Conn {
             events,
             pending: VecDeque::new(),
             print,
-            role: if client { "parent" } else { "child" },
+            client,
         };
         conn.post_recv()?;
         Ok(conn)
@@ -234,11 +235,12 @@ impl Conn {
 
     /// rping's word for this side.
     fn side(&self) -> &'static str {
-        if self.role == "child" {
-            "server"
-        } else {
-            "client"
-        }
+        if self.client { "client" } else { "server" }
+    }
+
+    /// rping's word for this side's ID in debug lines.
+    fn id_name(&self) -> &'static str {
+        if self.client { "parent" } else { "child" }
     }
 
     fn cm_event(&mut self, event: CmEvent) -> Result<Option<Step>, Error> {
@@ -250,7 +252,7 @@ impl Conn {
         self.print.debug(format_args!(
             "cma_event type {} cma_id ({})",
             event.kind.name(),
-            self.role
+            self.id_name()
         ));
         match &event.kind {
             CmEventKind::Disconnected => {
@@ -281,7 +283,7 @@ impl Conn {
                 self.print.debug(format_args!(
                     "cma_event type {} cma_id ({})",
                     event.kind.name(),
-                    self.role
+                    self.id_name()
                 ));
                 if event.kind.name() == want {
                     if matches!(event.kind, CmEventKind::Disconnected) {
