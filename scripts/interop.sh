@@ -238,11 +238,14 @@ rping_ok() {
         ! grep -q 'data mismatch' "$clog"
 }
 
-# rp ROLE IP SIZE NETEM [any]: ferroce rping <-> librdmacm's rping, -C 10
+# rp ROLE IP SIZE NETEM [any|q]: ferroce rping <-> librdmacm's rping, -C 10
 # -v -V. With "any" ferroce's server listens on every address (no -a, or
-# -a :: for IPv6).
+# -a :: for IPv6); with "q" the guest's rping moves its QP itself (-q:
+# rdma_init_qp_attr, and on the client CONNECT_RESPONSE then
+# rdma_establish, which sends the RTU).
 rp() {
-    local role=$1 ip=$2 size=$3 ne=$4 any=${5:-}
+    local role=$1 ip=$2 size=$3 ne=$4 variant=${5:-} any= q=
+    case $variant in any) any=1 ;; q) q=" -q" ;; esac
     local gaddr=$guest4 faddr=$host4
     [ "$ip" = IPv6 ] && gaddr=$guest6 faddr=$host6
     local ping="-C $rping_count -S $size -v -V" gcmd fcmd flisten="-a $faddr"
@@ -252,12 +255,13 @@ rp() {
         if [ "$ip" = IPv6 ]; then flisten="-a ::" opts="$opts, server on -a ::"
         else flisten="" opts="$opts, server without -a"; fi
     fi
+    [ -n "$q" ] && opts="$opts, guest's rping -q"
     if [ "$role" = client ]; then
-        gcmd="rping -s -v -S $size -a $gaddr" fcmd="$ferroce rping -c $ping -a"
+        gcmd="rping -s$q -v -S $size -a $gaddr" fcmd="$ferroce rping -c $ping -a"
     else
-        gcmd="rping -c $ping -a" fcmd="$ferroce rping -s -v -S $size"
+        gcmd="rping -c$q $ping -a" fcmd="$ferroce rping -s -v -S $size"
     fi
-    run_case "cm-rping-$role-$size-$ip-$ne${any:+-any}" rping "$role" rc "$ip" "$ne" "$opts" rping \
+    run_case "cm-rping-$role-$size-$ip-$ne${variant:+-$variant}" rping "$role" rc "$ip" "$ne" "$opts" rping \
         "$gcmd" "$fcmd" "$gaddr" "$faddr" "$flisten"
 }
 
@@ -465,6 +469,8 @@ for role in client server; do
 done
 rp server IPv4 64 - any
 rp server IPv6 64 - any
+rp client IPv4 64 - q
+rp server IPv4 64 - q
 cm_refused
 cm_cycles server 200 -
 cm_cycles client 200 -
