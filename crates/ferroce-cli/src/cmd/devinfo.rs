@@ -350,7 +350,7 @@ mod tests {
             "\tmax_srq_sge:\t\t\t2147483647",
             "\tdevice_cap_flags_ex:\t\t0x3804",
             "\t\t\tmax_msg_sz:\t\t0x800000",
-            "\t\t\tport_cap_flags:\t\t0x00000000",
+            "\t\t\tport_cap_flags:\t\t0x00010000",
             "\t\t\tpkey_tbl_len:\t\t1",
             "\t\t\tgid_tbl_len:\t\t1024",
             "\t\t\tactive_width:\t\t1X (1)",

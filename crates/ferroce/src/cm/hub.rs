@@ -78,7 +78,9 @@ impl Shared {
         let mut dcm = self.cm.lock();
         let out = f(&mut dcm, now);
         self.cm_flush(&mut dcm, now);
+        let graveyard = dcm.take_graveyard();
         drop(dcm);
+        drop(graveyard);
         self.kick();
         out
     }
@@ -124,6 +126,9 @@ impl Shared {
             dcm.cm.handle_timeout(now);
         }
         self.cm_flush(&mut dcm, now);
+        let graveyard = dcm.take_graveyard();
+        drop(dcm);
+        drop(graveyard);
         true
     }
 

@@ -37,7 +37,7 @@
 //! served by the one driver thread; rxe: one per CPU), a per-QP RDMA READ/atomic
 //! depth of 16 (rxe: 128), larger queue limits (QP and SRQ 32768 WRs, CQ
 //! 1048576 CQEs), no limit of its own on QPs, CQs, SRQs, MRs, PDs, AHs or
-//! SGEs (reported as `i32::MAX`), no CM (`port_cap_flags` 0, rxe sets CM_SUP),
+//! SGEs (reported as `i32::MAX`), `port_cap_flags` CM_SUP only, as rxe,
 //! `fw_ver` the crate version, and a header budget 4 bytes larger than rxe's
 //! when deriving the active MTU.
 
