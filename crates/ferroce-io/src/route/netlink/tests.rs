@@ -8,7 +8,7 @@ fn message(ty: u16, seq: u32, fixed: &[u8], attrs: &[(u16, Vec<u8>)]) -> Vec<u8>
         body.extend_from_slice(&((4 + p.len()) as u16).to_ne_bytes());
         body.extend_from_slice(&t.to_ne_bytes());
         body.extend_from_slice(p);
-        while body.len() % 4 != 0 {
+        while !body.len().is_multiple_of(4) {
             body.push(0);
         }
     }
