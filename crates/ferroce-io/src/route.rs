@@ -331,16 +331,19 @@ fn check_addresses(dst: IpAddr, scope: u32, src: Option<(IpAddr, u32)>) -> Resul
     if dst.is_unspecified() {
         return Err(RouteError::Unspecified { dst });
     }
-    if let Some(addr) = needs_scope(dst).filter(|_| scope == 0) {
+    // A link-local address takes its interface from its own scope id or
+    // the other address's, as a socket bound to a scoped source connects.
+    let any_scope = scope != 0 || src.is_some_and(|(_, s)| s != 0);
+    if let Some(addr) = needs_scope(dst).filter(|_| !any_scope) {
         return Err(RouteError::NeedsScope { addr });
     }
-    let Some((src, src_scope)) = src else {
+    let Some((src, _)) = src else {
         return Ok(());
     };
     if src.is_ipv4() != dst.is_ipv4() {
         return Err(RouteError::FamilyMismatch { dst, src });
     }
-    if let Some(addr) = needs_scope(src).filter(|_| src_scope == 0 && scope == 0) {
+    if let Some(addr) = needs_scope(src).filter(|_| !any_scope) {
         return Err(RouteError::NeedsScope { addr });
     }
     let owner = netif::interface_of(src).map_err(|cause| RouteError::System {
