@@ -211,7 +211,8 @@ impl fmt::Display for RouteError {
                 }
                 write!(
                     f,
-                    " ({cause}): add a route or pass a source address on the right interface"
+                    ": add a route or pass a source address on the right interface \
+                     (the kernel's answer: {cause})"
                 )
             }
             Self::MtuTooSmall {

@@ -370,12 +370,16 @@ fn sources_and_missing_routes() {
     }
     let ns = Netns::new("err");
     ns.ip_a(&["route", "add", "unreachable", "198.18.66.0/24"]);
+    ns.ip_a(&["route", "add", "prohibit", "198.18.67.0/24"]);
+    ns.ip_a(&["route", "add", "blackhole", "198.18.68.0/24"]);
     let a = ns.probe(&[
         "198.18.5.2 from 198.18.5.1",
         "198.18.5.2 from 198.18.9.9",
         "198.18.5.2 from 127.0.0.1",
         "203.0.113.1",
         "198.18.66.1",
+        "198.18.67.1",
+        "198.18.68.1",
         "2001:db8::1",
         "198.18.5.2 from fd00:5::1",
     ]);
@@ -397,6 +401,8 @@ fn sources_and_missing_routes() {
     );
     expect(&a, "203.0.113.1", &[("err", "NoRoute"), ("errno", "101")]);
     expect(&a, "198.18.66.1", &[("err", "NoRoute"), ("errno", "113")]);
+    expect(&a, "198.18.67.1", &[("err", "NoRoute"), ("errno", "13")]);
+    expect(&a, "198.18.68.1", &[("err", "NoRoute"), ("errno", "22")]);
     expect(&a, "2001:db8::1", &[("err", "NoRoute"), ("errno", "101")]);
     expect(
         &a,
@@ -405,8 +411,9 @@ fn sources_and_missing_routes() {
     );
     let msg = &a["203.0.113.1"];
     assert!(
-        msg.contains("no route to 203.0.113.1")
-            && msg.ends_with("add a route or pass a source address on the right interface"),
+        msg.contains(
+            "no route to 203.0.113.1: add a route or pass a source address on the right interface"
+        ),
         "{msg}"
     );
 }
