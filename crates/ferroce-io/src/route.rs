@@ -37,7 +37,6 @@
 //! An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`, the form of an IPv4 GID)
 //! is resolved as the IPv4 address.
 
-use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::os::fd::AsRawFd;
@@ -46,7 +45,10 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::{netif, sys};
 
+mod error;
 mod netlink;
+
+pub use error::RouteError;
 
 use netlink::{Link, Netlink};
 
@@ -131,116 +133,6 @@ fn gid_of(a: IpAddr) -> [u8; 16] {
     }
 }
 
-/// Why a destination could not be resolved. Each message names the
-/// destination, what failed and what to do about it.
-#[derive(Debug)]
-pub enum RouteError {
-    /// The unspecified address (0.0.0.0, ::) names no peer.
-    Unspecified { dst: IpAddr },
-    /// The source and destination are of different families.
-    FamilyMismatch { dst: IpAddr, src: IpAddr },
-    /// An IPv6 link-local address without a scope id (rdma_cm: EINVAL).
-    NeedsScope { addr: Ipv6Addr },
-    /// The given source is not an address of this host (rdma_cm's bind:
-    /// EADDRNOTAVAIL).
-    SourceNotLocal { dst: IpAddr, src: IpAddr },
-    /// The routing table has no usable route (ENETUNREACH, or
-    /// EHOSTUNREACH/EACCES/EINVAL for unreachable, prohibit and blackhole
-    /// routes): rdma_cm's `RDMA_CM_EVENT_ADDR_ERROR`.
-    NoRoute {
-        dst: IpAddr,
-        src: Option<IpAddr>,
-        cause: io::Error,
-    },
-    /// The path MTU leaves no room for a 256-byte IB MTU (rdma_cm: EINVAL).
-    MtuTooSmall {
-        dst: IpAddr,
-        interface: String,
-        mtu: u32,
-    },
-    /// A system call or the kernel's answer failed in an unexpected way.
-    System {
-        dst: IpAddr,
-        what: &'static str,
-        cause: io::Error,
-    },
-}
-
-impl RouteError {
-    /// The errno rdma_cm reports for this failure (EINVAL, EADDRNOTAVAIL,
-    /// ENETUNREACH, ...).
-    pub fn errno(&self) -> i32 {
-        match self {
-            Self::Unspecified { .. }
-            | Self::FamilyMismatch { .. }
-            | Self::NeedsScope { .. }
-            | Self::MtuTooSmall { .. } => libc::EINVAL,
-            Self::SourceNotLocal { .. } => libc::EADDRNOTAVAIL,
-            Self::NoRoute { cause, .. } => cause.raw_os_error().unwrap_or(libc::ENETUNREACH),
-            Self::System { cause, .. } => cause.raw_os_error().unwrap_or(libc::EIO),
-        }
-    }
-}
-
-impl fmt::Display for RouteError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Unspecified { dst } => write!(
-                f,
-                "cannot resolve {dst}: the unspecified address names no peer; give the peer's address"
-            ),
-            Self::FamilyMismatch { dst, src } => write!(
-                f,
-                "cannot resolve {dst} from {src}: one is IPv4 and the other IPv6; \
-                 give a source address of the destination's family, or none"
-            ),
-            Self::NeedsScope { addr } => write!(
-                f,
-                "{addr} is an IPv6 link-local address and needs a scope id (the interface, \
-                 as in {addr}%eth0); give it (resolve_scoped) or use a global address"
-            ),
-            Self::SourceNotLocal { dst, src } => write!(
-                f,
-                "cannot resolve {dst} from {src}: {src} is not an address of this host \
-                 (network namespace); give one that `ip addr` lists, or none"
-            ),
-            Self::NoRoute { dst, src, cause } => {
-                write!(f, "no route to {dst}")?;
-                if let Some(src) = src {
-                    write!(f, " from {src}")?;
-                }
-                write!(
-                    f,
-                    ": add a route or pass a source address on the right interface \
-                     (the kernel's answer: {cause})"
-                )
-            }
-            Self::MtuTooSmall {
-                dst,
-                interface,
-                mtu,
-            } => write!(
-                f,
-                "the path to {dst} through {interface} has MTU {mtu}, below the {} bytes RoCE \
-                 needs for 256-byte packets; raise the MTU (ip link set {interface} mtu 1500)",
-                256 + ROCE_HEADER_BUDGET
-            ),
-            Self::System { dst, what, cause } => {
-                write!(f, "cannot resolve {dst}: {what} failed: {cause}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for RouteError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::NoRoute { cause, .. } | Self::System { cause, .. } => Some(cause),
-            _ => None,
-        }
-    }
-}
-
 /// Resolves `dst`, from `src` if given (rdma_cm's `rdma_resolve_addr` and
 /// `rdma_resolve_route`). An IPv6 link-local address needs a scope id:
 /// use [`resolve_scoped`] for those.
@@ -260,7 +152,7 @@ pub fn resolve_scoped(dst: SocketAddr, src: Option<SocketAddr>) -> Result<Route,
     } else {
         src.map_or(0, |(_, s)| s)
     };
-    let system = |what: &'static str| move |cause| RouteError::System { dst, what, cause };
+    let system = |what| system(dst, what);
 
     let socket = connect(dst, oif, src)?;
     let source = socket
@@ -310,6 +202,11 @@ pub fn resolve_scoped(dst: SocketAddr, src: Option<SocketAddr>) -> Result<Route,
         gateway: answer.gateway,
         local,
     })
+}
+
+/// The error for an unexpected failure of `what`.
+fn system(dst: IpAddr, what: &'static str) -> impl FnOnce(io::Error) -> RouteError {
+    move |cause| RouteError::System { dst, what, cause }
 }
 
 /// The address (IPv4-mapped as IPv4) and its IPv6 scope id.
@@ -362,7 +259,6 @@ fn check_addresses(dst: IpAddr, scope: u32, src: Option<(IpAddr, u32)>) -> Resul
 /// kernel looks the route up and picks the source address; nothing is
 /// sent.
 fn connect(dst: IpAddr, oif: u32, src: Option<(IpAddr, u32)>) -> Result<Socket, RouteError> {
-    let system = |what: &'static str| move |cause| RouteError::System { dst, what, cause };
     let sockaddr = |ip: IpAddr, port: u16, scope: u32| match ip {
         IpAddr::V4(_) => SocketAddr::new(ip, port),
         IpAddr::V6(v6) => SocketAddr::V6(SocketAddrV6::new(v6, port, 0, scope)),
@@ -373,7 +269,7 @@ fn connect(dst: IpAddr, oif: u32, src: Option<(IpAddr, u32)>) -> Result<Socket, 
         Domain::IPV6
     };
     let socket = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))
-        .map_err(system("opening a UDP socket"))?;
+        .map_err(system(dst, "opening a UDP socket"))?;
     let src_ip = src.map(|(a, _)| a);
     if let Some((ip, scope)) = src {
         let scope = if scope != 0 { scope } else { oif };

@@ -43,7 +43,6 @@ const RTA_DST: u16 = 1;
 const RTA_SRC: u16 = 2;
 const RTA_OIF: u16 = 4;
 const RTA_GATEWAY: u16 = 5;
-const RTA_PREFSRC: u16 = 7;
 const RTA_METRICS: u16 = 8;
 /// A gateway of the other family (`struct rtvia`: u16 family, address).
 const RTA_VIA: u16 = 18;
@@ -83,8 +82,6 @@ pub(super) struct RouteAnswer {
     /// The output interface's index.
     pub(super) oif: Option<u32>,
     pub(super) gateway: Option<IpAddr>,
-    /// The source address the kernel would pick.
-    pub(super) prefsrc: Option<IpAddr>,
     /// The route's `mtu` metric, or a path MTU learned from ICMP.
     pub(super) mtu: Option<u32>,
     /// The `mtu` metric is locked (`mtu lock N`): path MTU discovery may
@@ -396,7 +393,6 @@ fn parse_route(body: &[u8]) -> io::Result<RouteAnswer> {
             RTA_OIF => out.oif = Some(u32_of(p)?),
             RTA_GATEWAY => out.gateway = Some(ip_of(p)?),
             RTA_VIA => out.gateway = Some(ip_of(p.get(2..).unwrap_or_default())?),
-            RTA_PREFSRC => out.prefsrc = Some(ip_of(p)?),
             RTA_METRICS => {
                 for m in attrs(p) {
                     let (mty, mp) = m?;

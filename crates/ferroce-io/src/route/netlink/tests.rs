@@ -48,7 +48,7 @@ fn gateway_answer(seq: u32) -> Vec<u8> {
             u32a(15, 254), // RTA_TABLE
             (RTA_DST, vec![198, 18, 77, 9]),
             u32a(RTA_OIF, 3),
-            (RTA_PREFSRC, vec![198, 18, 5, 1]),
+            (7, vec![198, 18, 5, 1]), // RTA_PREFSRC
             (RTA_GATEWAY, vec![198, 18, 5, 2]),
             (RTA_METRICS, metrics),
             u32a(25, 0), // RTA_UID
@@ -67,7 +67,6 @@ fn route_answer_fields() {
             kind: 1,
             oif: Some(3),
             gateway: Some("198.18.5.2".parse().unwrap()),
-            prefsrc: Some("198.18.5.1".parse().unwrap()),
             mtu: Some(1400),
             mtu_locked: true,
             hop_limit: Some(17),
