@@ -141,11 +141,15 @@ pub fn resolve(dst: IpAddr, src: Option<IpAddr>) -> Result<Route, RouteError> {
 }
 
 /// Resolves `dst` as [`resolve`], with the scope ids (interface indexes)
-/// of IPv6 addresses, which link-local ones need. Ports are ignored.
+/// of IPv6 link-local addresses, which need one (on either address; other
+/// addresses' scope ids and all ports are ignored). An unspecified source
+/// (0.0.0.0, ::) is the same as none.
 pub fn resolve_scoped(dst: SocketAddr, src: Option<SocketAddr>) -> Result<Route, RouteError> {
     let (dst, scope) = canonical(dst);
     let src = src.map(canonical);
     check_addresses(dst, scope, src)?;
+    // An unspecified source (0.0.0.0, ::) asks for the kernel's choice.
+    let src = src.filter(|(a, _)| !a.is_unspecified());
     let src_ip = src.map(|(a, _)| a);
     let oif = if scope != 0 {
         scope
@@ -209,11 +213,14 @@ fn system(dst: IpAddr, what: &'static str) -> impl FnOnce(io::Error) -> RouteErr
     move |cause| RouteError::System { dst, what, cause }
 }
 
-/// The address (IPv4-mapped as IPv4) and its IPv6 scope id.
+/// The address (IPv4-mapped as IPv4) and, for a link-local one, its scope
+/// id. Other addresses' scope ids are ignored, as `connect(2)` and rdma_cm
+/// ignore them.
 fn canonical(a: SocketAddr) -> (IpAddr, u32) {
+    let ip = a.ip().to_canonical();
     match a {
-        SocketAddr::V6(v6) => (v6.ip().to_canonical(), v6.scope_id()),
-        SocketAddr::V4(v4) => (IpAddr::V4(*v4.ip()), 0),
+        SocketAddr::V6(v6) if needs_scope(ip).is_some() => (ip, v6.scope_id()),
+        _ => (ip, 0),
     }
 }
 
@@ -249,7 +256,7 @@ fn check_addresses(dst: IpAddr, scope: u32, src: Option<(IpAddr, u32)>) -> Resul
         what: "listing the interface addresses",
         cause,
     })?;
-    if owner.is_none() || src.is_unspecified() {
+    if owner.is_none() && !src.is_unspecified() {
         return Err(RouteError::SourceNotLocal { dst, src });
     }
     Ok(())

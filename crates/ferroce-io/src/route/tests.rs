@@ -69,6 +69,9 @@ fn refusals_before_any_lookup() {
     let msg = e.to_string();
     assert!(msg.contains("127.0.0.1") && msg.contains("::1"), "{msg}");
 
+    let e = resolve(ip("127.0.0.1"), Some(ip("::"))).unwrap_err();
+    assert!(matches!(e, RouteError::FamilyMismatch { .. }), "{e:?}");
+
     // An IPv4-mapped source is IPv4: not a mismatch.
     assert!(!matches!(
         resolve(ip("127.0.0.1"), Some(ip("::ffff:127.0.0.1"))),
@@ -133,4 +136,20 @@ fn loopback_resolves_to_a_local_route() {
     );
     assert_eq!(Some(r.ib_mtu), ib_mtu_for(r.interface_mtu));
     assert!(r.hop_limit > 0);
+}
+
+#[test]
+fn an_unspecified_source_is_the_kernels_choice() {
+    let r = resolve(ip("127.0.0.1"), Some(ip("0.0.0.0"))).unwrap();
+    assert_eq!(r.source, ip("127.0.0.1"));
+    assert!(r.local);
+}
+
+#[test]
+fn scope_ids_count_only_for_link_local_addresses() {
+    let scoped =
+        |a: &str, scope| SocketAddr::V6(SocketAddrV6::new(a.parse().unwrap(), 0, 0, scope));
+    assert_eq!(canonical(scoped("fe80::1", 7)), (ip("fe80::1"), 7));
+    assert_eq!(canonical(scoped("fd00::1", 7)), (ip("fd00::1"), 0));
+    assert_eq!(canonical(scoped("::ffff:10.0.0.1", 7)), (ip("10.0.0.1"), 0));
 }
