@@ -174,7 +174,7 @@ pub fn resolve_scoped(dst: SocketAddr, src: Option<SocketAddr>) -> Result<Route,
         .map_err(|cause| no_route_or(dst, src_ip, cause, "RTM_GETROUTE"))?;
     let local = answer.kind == netlink::RTN_LOCAL;
     let link = if local {
-        local_owner(&mut nl, dst, answer.oif)
+        local_owner(&mut nl, dst, oif, answer.oif)
     } else {
         let oif = answer
             .oif
@@ -313,14 +313,23 @@ fn no_route_or(
     }
 }
 
-/// The interface of a local destination: the one that has the address, or
-/// (an address local through a `local` route only, or 127.0.0.0/8 beyond
-/// what lo lists) the route's, which is lo.
-fn local_owner(nl: &mut Netlink, dst: IpAddr, oif: Option<u32>) -> io::Result<netlink::LinkAnswer> {
+/// The interface of a local destination: for a link-local address, the
+/// one its scope names (the same address may be on several); else the one
+/// that has the address, or (an address local through a `local` route
+/// only) the route's, which is lo.
+fn local_owner(
+    nl: &mut Netlink,
+    dst: IpAddr,
+    scope: u32,
+    route_oif: Option<u32>,
+) -> io::Result<netlink::LinkAnswer> {
+    if needs_scope(dst).is_some() && scope != 0 {
+        return nl.link(Link::Index(scope));
+    }
     if let Some(owner) = netif::interface_of(dst)? {
         return nl.link(Link::Name(&owner.name));
     }
-    match oif {
+    match route_oif {
         Some(i) => nl.link(Link::Index(i)),
         None => Err(io::Error::other("local route without interface")),
     }

@@ -445,6 +445,26 @@ fn ipv6_link_local_needs_a_scope() {
         expect(&a, q, &on_va);
     }
     expect(&a, "fe80::a%va", &[("if", "va"), ("local", "true")]);
+
+    // The same link-local address on two interfaces: the scope decides.
+    ns.ip_a(&["link", "add", "vc", "type", "veth", "peer", "name", "vd"]);
+    for dev in ["vc", "vd"] {
+        ns.ip_a(&["link", "set", dev, "addrgenmode", "none"]);
+        ns.ip_a(&["link", "set", dev, "mtu", "1280"]);
+        ns.ip_a(&["link", "set", dev, "up"]);
+    }
+    ns.ip_a(&["-6", "addr", "add", "fe80::a/64", "dev", "vc", "nodad"]);
+    let a = ns.probe(&["fe80::a%va", "fe80::a%vc"]);
+    expect(
+        &a,
+        "fe80::a%va",
+        &[("if", "va"), ("ifmtu", "1500"), ("local", "true")],
+    );
+    expect(
+        &a,
+        "fe80::a%vc",
+        &[("if", "vc"), ("ifmtu", "1280"), ("local", "true")],
+    );
 }
 
 #[test]
