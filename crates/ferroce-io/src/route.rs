@@ -18,8 +18,9 @@
 //!   `rdma_bind_addr`, EADDRNOTAVAIL otherwise);
 //! * the interface: the route's output interface, except for a local
 //!   destination, whose route goes through `lo`: there it is the interface
-//!   that has the destination address (lo for 127.0.0.0/8 and ::1), as
-//!   addr.c translates a loopback route to the device on that address;
+//!   that has the destination address (lo for 127.0.0.0/8 and ::1; for a
+//!   link-local one, the interface its scope id names), as addr.c
+//!   translates a loopback route to the device on that address;
 //! * the path MTU: the connected socket's `IP_MTU`/`IPV6_MTU`, which is the
 //!   route's `mtu` metric (locked or not) or an MTU learned from ICMP, else
 //!   the interface MTU. For a local destination it is the interface MTU
@@ -28,7 +29,8 @@
 //! * the IB MTU: [`ib_mtu_for`] of the smaller of the path and interface
 //!   MTUs. cma.c uses the interface MTU alone (`iboe_get_mtu(ndev->mtu)`),
 //!   so under a route `mtu` smaller than the interface's, rxe's rdma_cm
-//!   picks packets the route cannot carry; ferroce follows the route;
+//!   would pick packets the route cannot carry (read in cma.c, not run);
+//!   ferroce follows the route;
 //! * the hop limit: the route's `hoplimit` metric, else the socket's default
 //!   (`net.ipv4.ip_default_ttl`; for IPv6 the kernel's per-route and
 //!   per-interface answer, `IPV6_UNICAST_HOPS` on the connected socket), as
@@ -57,7 +59,8 @@ use netlink::{Link, Netlink};
 /// header's size; IPv4's 20 counts as 40 too) + UDP 8 + BTH 12 + XRCETH 4 +
 /// AtomicETH 28 + ICRC 4 = 96 bytes. The device's own active MTU follows
 /// rxe's `rxe_set_mtu` instead (80 bytes there, 84 in ferroce); this
-/// budget is larger, so a path MTU never exceeds the port's.
+/// budget is larger, so the IB MTU of a path never exceeds the active MTU
+/// of a port on the same interface.
 pub const ROCE_HEADER_BUDGET: u32 = 96;
 
 /// The IB MTUs, largest first.
