@@ -34,6 +34,39 @@ fn setsockopt_int(
     }
 }
 
+fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `value` and `len` are live locals; the kernel writes at most
+    // `len` bytes (the size of a c_int) into `value` and the length it
+    // wrote into `len`. `fd` is a socket the caller owns.
+    let rc = unsafe { libc::getsockopt(fd, level, name, (&raw mut value).cast(), &raw mut len) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if len as usize != size_of::<libc::c_int>() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("getsockopt({level}, {name}) returned {len} bytes, not an int"),
+        ));
+    }
+    Ok(value)
+}
+
+/// The path MTU the kernel holds for a connected socket's route
+/// (`IP_MTU` / `IPV6_MTU`): the route's `mtu` metric (locked or not) or an
+/// MTU learned from ICMP, else the MTU of the route's interface. Fails with
+/// ENOTCONN on a socket that is not connected.
+pub(crate) fn path_mtu(fd: RawFd, ipv6: bool) -> io::Result<u32> {
+    let v = if ipv6 {
+        getsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_MTU)?
+    } else {
+        getsockopt_int(fd, libc::IPPROTO_IP, libc::IP_MTU)?
+    };
+    u32::try_from(v)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("negative path MTU {v}")))
+}
+
 /// Sets DF and never fragments (IP_PMTUDISC_DO). On an unconnected socket
 /// Linux then sends IPv4 Identification 0, which makes the IPv4 header, and
 /// so the ICRC, predictable.
