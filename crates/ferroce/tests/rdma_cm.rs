@@ -263,4 +263,12 @@ fn calls_out_of_order_say_what_comes_first() {
     );
     let err = id.resolve_route(WAIT).unwrap_err().to_string();
     assert!(err.contains("resolve_addr"), "{err}");
+    // 192.0.2.1 (TEST-NET-1) is no address of this host.
+    let err = id
+        .resolve_addr(Some(addr("192.0.2.1:0")), addr("127.0.1.13:7477"), WAIT)
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("address resolution: "), "{err}");
+    assert!(err.contains("192.0.2.1"), "{err}");
+    assert!(ch.try_get_event().is_none(), "a failed resolution reports no event");
 }

@@ -104,9 +104,13 @@ impl DeviceCm {
     /// The listener for `service`: bound to this device, else a wildcard.
     pub(crate) fn listener(&mut self, service: RdmaService) -> Option<Arc<IdInner>> {
         let key = (service.port_space, service.port);
-        let id = self.listeners.get(&key).and_then(Weak::upgrade).or_else(|| {
-            registry::wildcard_listener(service.port_space, service.port, self.local.is_ipv6())
-        });
+        let id = self
+            .listeners
+            .get(&key)
+            .and_then(Weak::upgrade)
+            .or_else(|| {
+                registry::wildcard_listener(service.port_space, service.port, self.local.is_ipv6())
+            });
         self.keep(id)
     }
 

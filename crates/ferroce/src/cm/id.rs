@@ -318,8 +318,9 @@ impl CmId {
     }
 
     /// `rdma_resolve_addr`: finds the local address that reaches `dst`
-    /// (from `src` if given, else from the routing table), binds the ID to
-    /// the device on it, and queues ADDR_RESOLVED. Resolution is local and
+    /// (from `src` if given, else the routing table's choice) and the path
+    /// from there, binds the ID to the device on it, and queues
+    /// ADDR_RESOLVED. Resolution is local and
     /// immediate; `timeout` is accepted for librdmacm's shape.
     pub fn resolve_addr(
         &self,
@@ -336,7 +337,8 @@ impl CmId {
             ));
         }
         let src = src.or(st.local.filter(|a| !a.ip().is_unspecified()));
-        let local_ip = super::route::source_for(dst.ip(), src.map(|s| s.ip()))?;
+        let host_route = super::route::resolve(dst, src)?;
+        let local_ip = super::route::local_of(&host_route);
         let device = registry::device_for(local_ip)?;
         if st.bound.is_none() {
             let port = src.map_or(0, |s| s.port());
@@ -348,14 +350,15 @@ impl CmId {
         st.local = Some(SocketAddr::new(local_ip, port));
         st.remote = Some(SocketAddr::new(dst.ip().to_canonical(), dst.port()));
         st.device = Some(device);
+        st.route = Some(super::route::path_of(&host_route));
         st.phase = Phase::AddrResolved;
         drop(st);
         self.inner.report(CmEventKind::AddrResolved, None);
         Ok(())
     }
 
-    /// `rdma_resolve_route`: the path MTU (the device's active MTU on the
-    /// interface that reaches the peer) and hop limit; queues
+    /// `rdma_resolve_route`: the path (MTU and hop limit, found from the
+    /// routing table with the address) is the ID's from now; queues
     /// ROUTE_RESOLVED.
     pub fn resolve_route(&self, _timeout: Duration) -> Result<()> {
         let mut st = self.inner.state();
@@ -366,14 +369,6 @@ impl CmId {
                 "call resolve_addr and wait for ADDR_RESOLVED first",
             ));
         }
-        let (Some(ctx), Some(remote)) = (st.device.clone(), st.remote) else {
-            return Err(wrong_state(
-                "resolve_route",
-                st.phase,
-                "resolve the address first",
-            ));
-        };
-        st.route = Some(super::route::route_for(&ctx, remote.ip())?);
         st.phase = Phase::RouteResolved;
         drop(st);
         self.inner.report(CmEventKind::RouteResolved, None);
