@@ -4,6 +4,27 @@
 //! wire-compatible with the kernel's rdma_cm (rping, ucmatose, udaddy,
 //! perftest -R).
 //!
+//! ```no_run
+//! use std::time::Duration;
+//! use ferroce::cm::{ConnParam, EventChannel, PortSpace};
+//! use ferroce::{QpInitAttr, QpType};
+//!
+//! let ch = EventChannel::new()?;
+//! let id = ch.create_id(PortSpace::Tcp)?;
+//! let t = Duration::from_secs(2);
+//! id.resolve_addr(None, "198.18.0.11:7471".parse()?, t)?;
+//! ch.get_event()?; // ADDR_RESOLVED
+//! id.resolve_route(t)?;
+//! ch.get_event()?; // ROUTE_RESOLVED
+//! let ctx = id.verbs().expect("bound to a device");
+//! let (pd, cq) = (ctx.alloc_pd(), ctx.create_cq(64)?);
+//! let qp = id.create_qp(&pd, &QpInitAttr::new(QpType::Rc, &cq, &cq))?;
+//! id.connect(&ConnParam::default())?;
+//! println!("{}", ch.get_event()?); // RDMA_CM_EVENT_ESTABLISHED, or why not
+//! # drop(qp);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Contract
 //! - Each device runs the IB CM of `ferroce_cm` (sans-IO) over its QP1; its
 //!   driver feeds it the MADs QP1 receives and its timers, off the data
