@@ -270,5 +270,8 @@ fn calls_out_of_order_say_what_comes_first() {
         .to_string();
     assert!(err.starts_with("address resolution: "), "{err}");
     assert!(err.contains("192.0.2.1"), "{err}");
-    assert!(ch.try_get_event().is_none(), "a failed resolution reports no event");
+    assert!(
+        ch.try_get_event().is_none(),
+        "a failed resolution reports no event"
+    );
 }

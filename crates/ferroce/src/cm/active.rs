@@ -158,13 +158,7 @@ pub(crate) fn on_rep(dcm: &mut DeviceCm, shared: &Shared, now: Instant, comm: Co
         inner.report(CmEventKind::ConnectResponse { param }, None);
         return;
     };
-    let route_path = transitions::path(
-        remote.ip(),
-        local.port(),
-        remote.port(),
-        st.tos(),
-        req.primary_path.hop_limit,
-    );
+    let route_path = transitions::path(remote.ip(), &req, (local.port(), remote.port()), st.tos());
     let attrs = rdma_cm::active_rtr(&req, rep).map(|mut rtr| {
         rtr.path = Some(route_path);
         [

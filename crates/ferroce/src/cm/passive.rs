@@ -292,10 +292,9 @@ pub(crate) fn accept(inner: &Arc<IdInner>, param: &ConnParam) -> Result<()> {
         let mut rtr = rdma_cm::passive_rtr(&req, &rep)?;
         rtr.path = Some(transitions::path(
             remote.ip(),
-            remote.port(),
-            local.port(),
+            &req,
+            (remote.port(), local.port()),
             st.tos(),
-            req.primary_path.hop_limit,
         ));
         let attrs = [
             rdma_cm::init(
