@@ -17,6 +17,8 @@
 //! counts failed completions as done and waits forever); `-m` (migrate to a
 //! new event channel) and `-P ib` are refused.
 
+use std::net::{IpAddr, SocketAddr};
+
 use clap::Args;
 use ferroce::cm::{CmEvent, CmEventKind, CmId, ConnParam, Depth, EventChannel, PortSpace};
 use ferroce::{
@@ -158,11 +160,7 @@ struct Test<'a> {
 }
 
 impl Test<'_> {
-    fn run_client(
-        &mut self,
-        src: Option<std::net::IpAddr>,
-        dst: std::net::SocketAddr,
-    ) -> Result<(), Failed> {
+    fn run_client(&mut self, src: Option<IpAddr>, dst: SocketAddr) -> Result<(), Failed> {
         println!("cmatose: starting client");
         println!("cmatose: connecting");
         for _ in 0..self.args.connections {
@@ -170,7 +168,7 @@ impl Test<'_> {
                 .ch
                 .create_id(PortSpace::Tcp)
                 .map_err(|e| call_failed(TOOL, "unable to create an rdma_cm ID", e))?;
-            let from = src.map(|ip| std::net::SocketAddr::new(ip, 0));
+            let from = src.map(|ip| SocketAddr::new(ip, 0));
             id.resolve_addr(from, dst, RESOLVE_TIMEOUT)
                 .map_err(|e| call_failed(TOOL, "failure getting addr", e))?;
             self.nodes.push(Node {
@@ -200,7 +198,7 @@ impl Test<'_> {
         Ok(())
     }
 
-    fn run_server(&mut self, bind: Option<std::net::IpAddr>) -> Result<(), Failed> {
+    fn run_server(&mut self, bind: Option<IpAddr>) -> Result<(), Failed> {
         println!("cmatose: starting server");
         let listener = cmtest::listen(TOOL, &self.ch, PortSpace::Tcp, bind, self.args.port)?;
         let result = self.serve();
@@ -230,6 +228,13 @@ impl Test<'_> {
         let result = self.disconnect_events();
         println!("disconnected");
         result
+    }
+
+    /// One connection less to wait for: made, or failed (the C tools'
+    /// `connect_error`). A late event for one already counted changes
+    /// nothing.
+    fn connect_done(&mut self) {
+        self.connects_left = self.connects_left.saturating_sub(1);
     }
 
     /// Handles events until every connection is made or failed; a server
@@ -262,7 +267,7 @@ impl Test<'_> {
             CmEventKind::Established { .. } => {
                 if let Some(node) = self.node(&event.id) {
                     node.connected = true;
-                    self.connects_left -= 1;
+                    self.connect_done();
                     self.disconnects_left += 1;
                 }
                 Ok(())
@@ -276,12 +281,12 @@ impl Test<'_> {
                     event.kind.status()
                 );
                 eprintln!("cmatose: {event}");
-                self.connects_left -= 1;
+                self.connect_done();
                 Err(Failed(event.kind.status()))
             }
             CmEventKind::Disconnected => {
                 let _ = event.id.disconnect();
-                self.disconnects_left -= 1;
+                self.disconnects_left = self.disconnects_left.saturating_sub(1);
                 Ok(())
             }
             CmEventKind::ConnectResponse { .. } | CmEventKind::TimewaitExit => Ok(()),
@@ -296,7 +301,7 @@ impl Test<'_> {
             id.set_ack_timeout(t);
         }
         id.resolve_route(RESOLVE_TIMEOUT).map_err(|e| {
-            self.connects_left -= 1;
+            self.connect_done();
             call_failed(TOOL, "resolve route failed", e)
         })
     }
@@ -325,7 +330,7 @@ impl Test<'_> {
                 Ok(())
             }
             Err(f) => {
-                self.connects_left -= 1;
+                self.connect_done();
                 Err(f)
             }
         }
@@ -358,7 +363,7 @@ impl Test<'_> {
                 Ok(())
             }
             Err(f) => {
-                self.connects_left -= 1;
+                self.connect_done();
                 println!("cmatose: failing connection request");
                 let _ = id.reject(&[]);
                 Err(f)
