@@ -39,7 +39,7 @@ pub(crate) struct CmatoseArgs {
     #[arg(short = 's', value_name = "server_address")]
     server: Option<String>,
     /// The local address: the server listens on it (without it, on every
-    /// interface's address), the client connects from it.
+    /// IPv4 address of every interface that is up), the client connects from it.
     #[arg(short = 'b', value_name = "bind_address")]
     bind: Option<String>,
     /// Address format: name, ip or ipv6 (gid is refused: AF_IB).
@@ -342,7 +342,7 @@ impl Test<'_> {
         if self.nodes.len() == self.args.connections as usize {
             println!("cmatose: failing connection request");
             let _ = id.reject(&[]);
-            return Err(Failed(-12)); // -ENOMEM, as ucmatose
+            return Err(Failed(cmtest::NO_ROOM));
         }
         let ready = self.init_node(&id).and_then(|res| {
             if let Some(t) = self.args.ack_timeout {

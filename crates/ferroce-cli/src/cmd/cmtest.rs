@@ -34,6 +34,10 @@ pub(crate) const STALL: Duration = Duration::from_secs(120);
 pub(crate) const CALL_FAILED: i32 = -1;
 /// The status of a wait that gave up (-ETIMEDOUT).
 pub(crate) const TIMED_OUT: i32 = -110;
+/// The status of a connect request beyond `-c` (-ENOMEM, as the C tools).
+pub(crate) const NO_ROOM: i32 = -12;
+/// The status of a test that cannot run as asked (-EINVAL).
+pub(crate) const INVALID: i32 = -22;
 
 /// Why a run ended early: the status the C tool would return. What went
 /// wrong has been printed already.

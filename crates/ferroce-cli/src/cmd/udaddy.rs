@@ -39,8 +39,6 @@ const TOOL: &str = "udaddy";
 const PORT: u16 = 7174;
 /// The GRH ibverbs puts in front of every UD receive.
 const GRH: u32 = 40;
-/// -EINVAL, udaddy's status for a message larger than the MTU.
-const EINVAL: i32 = -22;
 
 /// Arguments of `ferroce udaddy` (udaddy's options).
 #[derive(Debug, Args)]
@@ -50,7 +48,7 @@ pub(crate) struct UdaddyArgs {
     #[arg(short = 's', value_name = "server_address")]
     server: Option<String>,
     /// The local address: the server listens on it (without it, on every
-    /// interface's address), the client sends from it.
+    /// IPv4 address of every interface that is up), the client sends from it.
     #[arg(short = 'b', value_name = "bind_address")]
     bind: Option<String>,
     /// Address format: name, ip or ipv6 (gid is refused: AF_IB).
@@ -314,7 +312,7 @@ impl Test<'_> {
         if self.nodes.len() == self.args.connections as usize {
             println!("udaddy: failing connection request");
             let _ = id.reject(&[]);
-            return Err(Failed(-12)); // -ENOMEM, as udaddy
+            return Err(Failed(cmtest::NO_ROOM));
         }
         let ready = self.verify_test_params(&id).and_then(|()| {
             let res = self.init_node(&id)?;
@@ -364,7 +362,7 @@ impl Test<'_> {
                 "udaddy: message_size {} is larger than active mtu {mtu}",
                 self.args.size
             );
-            return Err(Failed(EINVAL));
+            return Err(Failed(cmtest::INVALID));
         }
         Ok(())
     }
@@ -485,12 +483,14 @@ fn reply_dest(conn: usize, res: &Resources, wc: &WorkCompletion) -> Result<UdDes
 /// fills it.
 fn grh_source(grh: &[u8; GRH as usize]) -> Option<IpAddr> {
     const IPV4_AT: usize = 20;
+    const IPV4_SRC: usize = IPV4_AT + 12;
+    const IPV6_SRC: usize = 8;
     if grh[IPV4_AT] >> 4 == 4 {
-        let src: [u8; 4] = grh[IPV4_AT + 12..IPV4_AT + 16].try_into().ok()?;
+        let src: [u8; 4] = grh[IPV4_SRC..IPV4_SRC + 4].try_into().ok()?;
         return Some(Ipv4Addr::from(src).into());
     }
     if grh[0] >> 4 == 6 {
-        let src: [u8; 16] = grh[8..24].try_into().ok()?;
+        let src: [u8; 16] = grh[IPV6_SRC..IPV6_SRC + 16].try_into().ok()?;
         return Some(Ipv6Addr::from(src).to_canonical());
     }
     None
