@@ -94,6 +94,10 @@ enum Command {
     UdpPeer(cmd::bench::UdpPeerArgs),
     /// Device and port attributes and the GID table, as ibv_devinfo [-v].
     Devinfo(cmd::devinfo::DevinfoArgs),
+    /// RC connections through rdma_cm, as rdma-core's ucmatose.
+    Cmatose(cmd::cmatose::CmatoseArgs),
+    /// UD peers resolved through rdma_cm (SIDR), as rdma-core's udaddy.
+    Udaddy(cmd::udaddy::UdaddyArgs),
 }
 
 fn main() -> ExitCode {
@@ -110,6 +114,8 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::UdpPeer(args) => cmd::bench::udp_peer(args),
         Command::Devinfo(args) => cmd::devinfo::run(args),
+        Command::Cmatose(args) => cmd::cmatose::run(args),
+        Command::Udaddy(args) => cmd::udaddy::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

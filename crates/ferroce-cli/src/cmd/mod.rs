@@ -1,6 +1,8 @@
 //! One module per subcommand.
 
 pub(crate) mod bench;
+pub(crate) mod cmatose;
+pub(crate) mod cmtest;
 pub(crate) mod devinfo;
 pub(crate) mod dump;
 pub(crate) mod exchange;
@@ -9,3 +11,4 @@ pub(crate) mod perf;
 pub(crate) mod pingpong;
 pub(crate) mod sample;
 pub(crate) mod tcp;
+pub(crate) mod udaddy;
