@@ -67,9 +67,9 @@ fn a_service_nobody_listens_on_is_unreachable() {
     server.kill().expect("stop the server");
     let _ = server.wait();
     let client = Side::of(&out);
-    // udaddy's lines; the status is the event's (the kernel reports the
-    // SIDR_REP status there, ferroce::cm for now -ETIMEDOUT), and the exit
-    // status its low byte.
+    // udaddy's lines; the status is the event's, the SIDR_REP's status as
+    // the kernel reports it (1: no listener), and the exit status its low
+    // byte.
     let [event, complete, status] = &client.lines[2..] else {
         panic!("{:?}\n{}", client.lines, client.stderr)
     };
@@ -79,7 +79,7 @@ fn a_service_nobody_listens_on_is_unreachable() {
     assert_eq!(complete, "test complete");
     assert_eq!(status, &format!("return status {error}"));
     let error: i32 = error.parse().unwrap();
-    assert_ne!(error, 0);
+    assert_eq!(error, 1, "SIDR status 1, no listener for the service");
     assert_eq!(client.code, Some(error & 0xff), "the status's low byte");
     assert!(client.stderr.contains("no listener"), "{}", client.stderr);
 }

@@ -224,7 +224,13 @@ pub(crate) fn on_sidr_rep(
             remote.port(),
             super::sidr_status_name(status)
         );
-        inner.report(CmEventKind::Unreachable { reason }, None);
+        inner.report(
+            CmEventKind::Unreachable {
+                reason,
+                status: i32::from(status),
+            },
+            None,
+        );
         return;
     }
     st.phase = Phase::Connected;

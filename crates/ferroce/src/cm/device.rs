@@ -20,6 +20,9 @@ use super::{CmEventKind, registry};
 use crate::context::DeviceHandle;
 use crate::driver::Shared;
 
+/// librdmacm's status of an event for a peer that never answered.
+const ETIMEDOUT: i32 = -110;
+
 /// The rdma_cm state of one device.
 #[derive(Debug)]
 pub(crate) struct DeviceCm {
@@ -163,10 +166,12 @@ impl DeviceCm {
                 };
                 self.fail(shared, id, |peer| CmEventKind::Unreachable {
                     reason: format!("{peer} never answered our {what} (every retry timed out)"),
+                    status: ETIMEDOUT,
                 });
             }
             IbEvent::SidrTimeout { id } => self.fail(shared, id, |peer| CmEventKind::Unreachable {
                 reason: format!("{peer} never answered our SIDR request"),
+                status: ETIMEDOUT,
             }),
             IbEvent::DisconnectRequest { id, .. } => self.on_disconnect(shared, id, true),
             IbEvent::Disconnected { id, .. } => self.on_disconnect(shared, id, false),
