@@ -69,7 +69,10 @@ impl CmHub {
 
 impl Shared {
     /// Runs `f` on the device's CM at the current time, then hands what it
-    /// made to QP1 and the IDs, and wakes the driver to send it.
+    /// made to QP1 and the IDs, and sends it in a round of progress on the
+    /// caller's thread: an application that exits right after
+    /// `disconnect` (or `accept`, `reject`) has still sent its DREQ, DREP
+    /// (or REP, REJ), as the kernel would have.
     pub(crate) fn with_cm<T>(
         &self,
         f: impl FnOnce(&mut DeviceCm, Instant) -> Result<T>,
@@ -82,6 +85,7 @@ impl Shared {
         drop(dcm);
         drop(graveyard);
         self.kick();
+        self.progress_now();
         out
     }
 
