@@ -65,6 +65,17 @@ impl CmHub {
     pub(crate) fn stats(&self) -> ferroce_cm::CmStats {
         self.lock().cm.stats().clone()
     }
+
+    /// The sizes of the CM's tables.
+    pub(crate) fn tables(&self) -> super::CmTables {
+        let dcm = self.lock();
+        let (pending, timewait) = dcm.cm.table_sizes();
+        super::CmTables {
+            pending,
+            timewait,
+            total: dcm.cm.len(),
+        }
+    }
 }
 
 impl Shared {
