@@ -141,7 +141,7 @@ fn malformed_mads_are_dropped_and_counted_by_cause() {
     assert_eq!(forger.send(&[rej], QKEY, 1), 1);
     // QP1 refuses these before the CM sees them.
     assert_eq!(forger.send(&[good[..100].to_vec()], QKEY, 1), 1);
-    assert_eq!(forger.send(&[good.clone()], 0x1111_1111, 1), 1);
+    assert_eq!(forger.send(std::slice::from_ref(&good), 0x1111_1111, 1), 1);
 
     let settled = eventually(WAIT, || ctx.cm_stats().received - cm0.received == 6);
     let cm = ctx.cm_stats();
