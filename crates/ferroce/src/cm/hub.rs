@@ -5,9 +5,9 @@
 //! MADs, a CM timer is due, or a dropped ID left something to settle.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use ferroce_cm::rdma_cm::RdmaService;
+use ferroce_cm::rdma_cm::{DeviceLimits, RdmaService};
 use ferroce_cm::{CmConfig, CmId as CommId};
 use ferroce_core::Instant;
 use ferroce_core::Mad;
@@ -29,7 +29,15 @@ pub(crate) struct CmHub {
     next: AtomicU64,
     /// Orphans wait.
     dirty: AtomicBool,
+    /// The device's depth limits, read at the first connection.
+    pub(crate) limits: OnceLock<DeviceLimits>,
+    /// The port's active MTU and when it was read: routes reuse it for
+    /// [`MTU_FRESH`] (it follows the interface's MTU, which may change).
+    pub(crate) mtu: Mutex<Option<(std::time::Instant, crate::Mtu)>>,
 }
+
+/// How long a port's active MTU read for one route serves the next.
+pub(crate) const MTU_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl CmHub {
     pub(crate) fn new(local: std::net::IpAddr, config: CmConfig) -> Self {
@@ -38,6 +46,8 @@ impl CmHub {
             orphans: Mutex::new(Vec::new()),
             next: AtomicU64::new(NO_TIMER),
             dirty: AtomicBool::new(false),
+            limits: OnceLock::new(),
+            mtu: Mutex::new(None),
         }
     }
 

@@ -41,13 +41,24 @@ pub(crate) fn source_for(dst: IpAddr, src: Option<IpAddr>) -> Result<IpAddr, CmI
 
 /// The path from `ctx`'s device to `dst`: its port's active MTU (derived
 /// from the interface MTU as rxe derives it) and the default hop limit.
+/// The MTU read for one route serves those resolved within
+/// [`MTU_FRESH`](super::hub::MTU_FRESH) (reading it costs system calls
+/// that were a tenth of a connection setup's time).
 pub(crate) fn route_for(ctx: &Context, _dst: IpAddr) -> Result<Route, CmIdError> {
-    let port = ctx.query_port().map_err(|e| CmIdError::NoDevice {
-        addr: ctx.local(),
-        cause: e.to_string(),
-    })?;
+    let mut cached = ctx.shared.cm.mtu.lock().unwrap_or_else(|p| p.into_inner());
+    let mtu = match *cached {
+        Some((at, mtu)) if at.elapsed() < super::hub::MTU_FRESH => mtu,
+        _ => {
+            let port = ctx.query_port().map_err(|e| CmIdError::NoDevice {
+                addr: ctx.local(),
+                cause: e.to_string(),
+            })?;
+            *cached = Some((std::time::Instant::now(), port.active_mtu));
+            port.active_mtu
+        }
+    };
     Ok(Route {
-        mtu: port.active_mtu,
+        mtu,
         hop_limit: HOP_LIMIT,
     })
 }
