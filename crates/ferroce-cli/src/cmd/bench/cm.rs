@@ -61,12 +61,21 @@ pub(super) fn rdma_cm_rate(
     let done = AtomicBool::new(false);
     let result = std::thread::scope(|scope| {
         let srv = scope.spawn(|| serve(&sdev, &sch, &done));
-        let rate = drive(&cdev, server, parallel, secs);
+        let driven = drive(&cdev, server, parallel, secs);
         done.store(true, Ordering::Relaxed);
         let served = srv
             .join()
-            .unwrap_or_else(|_| Err("the rdma_cm server thread panicked".into()));
-        rate.and_then(|r| served.map(|_| r))
+            .unwrap_or_else(|_| Err("the rdma_cm server thread panicked".into()))?;
+        let (completed, elapsed) = driven?;
+        // The client's DISCONNECTED follows the server's DREP, sent when
+        // it handled its own: every setup counted went through both sides.
+        if served != completed {
+            return Err(format!(
+                "rdma_cm: the client completed {completed} setups, the server {served}"
+            )
+            .into());
+        }
+        Ok(completed as f64 / elapsed)
     });
     drop(listen);
     result
@@ -97,9 +106,11 @@ fn failed(event: &CmEvent) -> Error {
 }
 
 /// The server: accepts every request, disconnects when the client does.
-fn serve(ctx: &Context, ch: &EventChannel, done: &AtomicBool) -> Result<(), Error> {
+/// Returns how many connections it saw end.
+fn serve(ctx: &Context, ch: &EventChannel, done: &AtomicBool) -> Result<u64, Error> {
     let verbs = Verbs::new(ctx)?;
     let mut conns: HashMap<u32, (CmId, QueuePair)> = HashMap::new();
+    let mut ended = 0;
     while !done.load(Ordering::Relaxed) {
         let Some(event) = ch.get_event_timeout(TICK)? else {
             continue;
@@ -116,16 +127,17 @@ fn serve(ctx: &Context, ch: &EventChannel, done: &AtomicBool) -> Result<(), Erro
                 if let Some(qpn) = event.id.qp_num() {
                     conns.remove(&qpn);
                 }
+                ended += 1;
             }
             _ => return Err(failed(&event)),
         }
     }
-    Ok(())
+    Ok(ended)
 }
 
 /// The client: keeps `parallel` setups going for `secs`, then lets the
-/// last ones finish. Returns completed setups per second.
-fn drive(ctx: &Context, server: IpAddr, parallel: usize, secs: f64) -> Result<f64, Error> {
+/// last ones finish. Returns the setups completed and the seconds taken.
+fn drive(ctx: &Context, server: IpAddr, parallel: usize, secs: f64) -> Result<(u64, f64), Error> {
     let verbs = Verbs::new(ctx)?;
     let ch = EventChannel::new()?;
     let service = SocketAddr::new(server, SERVICE_PORT);
@@ -176,7 +188,7 @@ fn drive(ctx: &Context, server: IpAddr, parallel: usize, secs: f64) -> Result<f6
             _ => return Err(failed(&event)),
         }
     }
-    Ok(completed as f64 / start.elapsed().as_secs_f64())
+    Ok((completed, start.elapsed().as_secs_f64()))
 }
 
 /// TCP connect + accept + close per second with `parallel` clients in
