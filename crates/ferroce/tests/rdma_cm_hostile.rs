@@ -2,10 +2,11 @@
 //! 127.0.3.x, 127.0.4.x; run in a network namespace of its own): forged
 //! MADs (bad base or class version, unknown attribute, a broken field,
 //! truncated, wrong Q_Key) are dropped and counted, never a crash; a REQ
-//! naming an unsupported transport or MTU is rejected with the reason the
-//! kernel uses; a flood of 100,000 REQs from made-up sources leaves the
-//! CM's tables within their limits, memory bounded, and an established
-//! connection carrying data during and after it.
+//! naming an unsupported transport or MTU is rejected with IBA's reason
+//! (9, 26; the kernel's rdma_cm sends 28: see the README's "Where
+//! ferroce follows IBA"); a flood of 100,000 REQs from made-up sources
+//! leaves the CM's tables within their limits, memory bounded, and an
+//! established connection carrying data during and after it.
 
 mod cm_forge;
 
@@ -164,7 +165,7 @@ fn malformed_mads_are_dropped_and_counted_by_cause() {
 }
 
 #[test]
-fn a_req_naming_an_unsupported_transport_or_mtu_is_rejected_with_the_kernels_reason() {
+fn a_req_naming_an_unsupported_transport_or_mtu_is_rejected_with_ibas_reason() {
     let service: SocketAddr = "127.0.2.11:7501".parse().unwrap();
     let sch = EventChannel::new().unwrap();
     let listen = listener(&sch, service);
