@@ -246,3 +246,23 @@ fn tcp_client(server: IpAddr, until: Instant) -> Result<u64, Error> {
     }
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn short_runs_complete_setups_one_at_a_time_and_in_parallel() {
+        let (server, client) = (ip("127.0.9.1"), ip("127.0.9.2"));
+        for parallel in [1, 8] {
+            let rate = rdma_cm_rate(server, client, parallel, 0.2).unwrap();
+            assert!(rate > 0.0, "{parallel} in flight: {rate}/s");
+        }
+        let rate = tcp_rate(server, 4, 0.2).unwrap();
+        assert!(rate > 0.0, "TCP: {rate}/s");
+    }
+}
