@@ -196,6 +196,125 @@ fn thirty_two_connections_at_once() {
     }
 }
 
+/// Connections a churn keeps opening and closing at once.
+const CHURN_PARALLEL: usize = 64;
+
+/// Opens and closes `total` connections from `cch` to the listener on
+/// `sch`, `CHURN_PARALLEL` at a time, on this one thread; calls `sample`
+/// now and then. Returns how long it took.
+fn churn(
+    cch: &EventChannel,
+    sch: &EventChannel,
+    (cv, sv): (&Verbs, &Verbs),
+    (from, service): (IpAddr, SocketAddr),
+    total: usize,
+    mut sample: impl FnMut(),
+) -> Duration {
+    let start = std::time::Instant::now();
+    let begin = || {
+        let id = cch.create_id(PortSpace::Tcp).unwrap();
+        id.resolve_addr(Some(SocketAddr::new(from, 0)), service, WAIT)
+            .unwrap();
+    };
+    // Each side's connections, by QP number (IDs and QPs live until
+    // closed); the two devices number their QPs alike.
+    let mut clients: HashMap<u32, (CmId, QueuePair)> = HashMap::new();
+    let mut servers: HashMap<u32, (CmId, QueuePair)> = HashMap::new();
+    let (mut started, mut closed) = (CHURN_PARALLEL.min(total), 0);
+    (0..started).for_each(|_| begin());
+    let mut idle_since = std::time::Instant::now();
+    while closed < total {
+        let mut busy = false;
+        while let Some(e) = cch.try_get_event() {
+            busy = true;
+            match e.kind.name() {
+                "RDMA_CM_EVENT_ADDR_RESOLVED" => e.id.resolve_route(WAIT).unwrap(),
+                "RDMA_CM_EVENT_ROUTE_RESOLVED" => {
+                    let qp = cv.qp(&e.id);
+                    e.id.connect(&ConnParam::default()).unwrap();
+                    clients.insert(qp.qpn(), (e.id, qp));
+                }
+                "RDMA_CM_EVENT_ESTABLISHED" => e.id.disconnect().unwrap(),
+                "RDMA_CM_EVENT_DISCONNECTED" => {
+                    clients.remove(&e.id.qp_num().unwrap());
+                    closed += 1;
+                    if started < total {
+                        begin();
+                        started += 1;
+                    }
+                    if closed % 256 == 0 {
+                        sample();
+                    }
+                }
+                other => panic!("client: {other}: {e}"),
+            }
+        }
+        while let Some(e) = sch.try_get_event() {
+            busy = true;
+            match e.kind.name() {
+                "RDMA_CM_EVENT_CONNECT_REQUEST" => {
+                    let qp = sv.qp(&e.id);
+                    e.id.accept(&ConnParam::default()).unwrap();
+                    servers.insert(qp.qpn(), (e.id, qp));
+                }
+                "RDMA_CM_EVENT_ESTABLISHED" => {}
+                "RDMA_CM_EVENT_DISCONNECTED" => {
+                    e.id.disconnect().unwrap();
+                    servers.remove(&e.id.qp_num().unwrap());
+                }
+                other => panic!("server: {other}: {e}"),
+            }
+        }
+        if busy {
+            idle_since = std::time::Instant::now();
+        } else {
+            assert!(
+                idle_since.elapsed() < WAIT,
+                "stuck: {closed} of {total} closed"
+            );
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+    start.elapsed()
+}
+
+#[test]
+fn more_connections_than_the_timewait_table_holds_end_its_oldest_early() {
+    let limits = ferroce_cm::CmConfig::default();
+    let total = limits.max_timewait + 1000;
+    let service: SocketAddr = "127.0.6.5:7602".parse().unwrap();
+    let (sch, cch) = (EventChannel::new().unwrap(), EventChannel::new().unwrap());
+    let listen = listener(&sch, service);
+    let sv = Verbs::of(&listen);
+    let first = resolved(&cch, ip("127.0.6.6"), service);
+    let cv = Verbs::of(&first);
+    let devices = [listen.verbs().unwrap(), first.verbs().unwrap()];
+    drop(first);
+    let mut peak = 0;
+    let took = churn(
+        &cch,
+        &sch,
+        (&cv, &sv),
+        (ip("127.0.6.6"), service),
+        total,
+        || {
+            for d in &devices {
+                peak = peak.max(d.cm_tables().timewait);
+            }
+        },
+    );
+    assert!(peak <= limits.max_timewait, "TimeWait held {peak}");
+    for d in &devices {
+        let (tables, stats) = (d.cm_tables(), d.cm_stats());
+        assert!(tables.timewait <= limits.max_timewait, "{tables:?}");
+        // Within the TimeWait time (10 s at most), every connection past
+        // the table's size ended an older one's TimeWait.
+        if took < limits.timewait_cap {
+            assert!(stats.timewait_evicted >= 1000, "{took:?}: {stats:?}");
+        }
+    }
+}
+
 /// Which MAD a relay drops: the `nth` (from 1) of attribute `attribute`.
 #[derive(Clone, Copy)]
 struct Drop {
