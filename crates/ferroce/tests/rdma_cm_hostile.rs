@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use cm_forge::{MadForger, QKEY, ReqFields, Rng, cm_header, emit, eventually};
-use ferroce::cm::{CmEvent, CmId, ConnParam, EventChannel, PortSpace};
+use ferroce::cm::{CmEvent, CmId, CmTables, ConnParam, EventChannel, PortSpace};
 use ferroce::{
     Access, CompletionQueue, Context, MemoryRegion, QpInitAttr, QpType, QueuePair, RecvWr, SendWr,
     WcStatus,
@@ -265,8 +265,8 @@ fn a_flood_of_100000_reqs_keeps_tables_and_memory_bounded_and_the_connection_up(
     let ctx: Context = listen.verbs().unwrap();
     let [c, s] = connect(&sch, &cch, ip("127.0.3.2"), service);
     exchange(&c, &s);
-    let mut forgers: Vec<MadForger> = (1..=SOURCES)
-        .map(|n| MadForger::new(ip(&format!("127.0.4.{n}")), DEAF_PORT, service.ip()))
+    let mut forgers: Vec<MadForger> = (0..usize::from(SOURCES))
+        .map(|i| MadForger::new(source_ip(i), DEAF_PORT, service.ip()))
         .collect();
     let (cm0, mad0, rss0) = (ctx.cm_stats(), ctx.mad_stats(), resident());
     let taken = || {
@@ -276,7 +276,7 @@ fn a_flood_of_100000_reqs_keeps_tables_and_memory_bounded_and_the_connection_up(
     let stop = AtomicBool::new(false);
     let done = AtomicU64::new(0);
     let mut rng = Rng(12);
-    let mut peak = ferroce::cm::CmTables {
+    let mut peak = CmTables {
         pending: 0,
         timewait: 0,
         total: 0,
@@ -286,29 +286,12 @@ fn a_flood_of_100000_reqs_keeps_tables_and_memory_bounded_and_the_connection_up(
         let _stop = StopOnDrop(&stop);
         let mut sent = 0u64;
         while sent < FLOOD {
-            let f = &mut forgers[(sent / 64) as usize % usize::from(SOURCES)];
-            let batch: Vec<Vec<u8>> = (0..(FLOOD - sent).min(64))
-                .map(|_| {
-                    let r = rng.next();
-                    let from = f_ip(sent);
-                    ReqFields::new(
-                        r as u32 | 1,
-                        rng.next(),
-                        (r >> 40) as u32,
-                        service.port(),
-                        from,
-                        service.ip(),
-                    )
-                    .mad()
-                })
-                .collect();
-            sent += f.send(&batch, QKEY, (rng.next() & 0xff_ffff) as u32) as u64;
+            let i = source_index(sent);
+            let reqs = made_up_reqs(&mut rng, FLOOD - sent, source_ip(i), service);
+            sent += forgers[i].send(&reqs, QKEY, (rng.next() & 0xff_ffff) as u32) as u64;
             let caught_up = eventually(WAIT, || taken() + AHEAD >= sent);
             assert!(caught_up, "the CM took {} of {sent} REQs in 10 s", taken());
-            let t = ctx.cm_tables();
-            peak.pending = peak.pending.max(t.pending);
-            peak.timewait = peak.timewait.max(t.timewait);
-            peak.total = peak.total.max(t.total);
+            peak = larger(peak, ctx.cm_tables());
         }
         assert!(
             eventually(WAIT, || taken() == FLOOD),
@@ -365,12 +348,36 @@ fn a_flood_of_100000_reqs_keeps_tables_and_memory_bounded_and_the_connection_up(
     exchange(&c, &s);
 }
 
-/// The made-up address a REQ claims in rdma_cm's header.
-fn f_ip(n: u64) -> IpAddr {
-    IpAddr::V4(std::net::Ipv4Addr::new(
-        127,
-        0,
-        4,
-        1 + (n / 64 % u64::from(SOURCES)) as u8,
-    ))
+/// REQs go 64 at a time from each forger in turn.
+const PER_SOURCE: u64 = 64;
+
+/// The forger that sends the REQs from number `sent` on.
+fn source_index(sent: u64) -> usize {
+    (sent / PER_SOURCE % u64::from(SOURCES)) as usize
+}
+
+/// Forger `i`'s made-up address (the REQs name it in rdma_cm's header too).
+fn source_ip(i: usize) -> IpAddr {
+    IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 4, 1 + i as u8))
+}
+
+/// Up to [`PER_SOURCE`] (at most `left`) well-formed REQs for `service`
+/// from `from`, with random comm IDs, CA GUIDs and QPNs.
+fn made_up_reqs(rng: &mut Rng, left: u64, from: IpAddr, service: SocketAddr) -> Vec<Vec<u8>> {
+    (0..left.min(PER_SOURCE))
+        .map(|_| {
+            let (r, guid) = (rng.next(), rng.next());
+            let (comm_id, qpn) = (r as u32 | 1, (r >> 40) as u32);
+            ReqFields::new(comm_id, guid, qpn, service.port(), from, service.ip()).mad()
+        })
+        .collect()
+}
+
+/// Each table's larger size.
+fn larger(a: CmTables, b: CmTables) -> CmTables {
+    CmTables {
+        pending: a.pending.max(b.pending),
+        timewait: a.timewait.max(b.timewait),
+        total: a.total.max(b.total),
+    }
 }

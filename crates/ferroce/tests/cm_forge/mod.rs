@@ -72,7 +72,7 @@ impl MadForger {
         sent
     }
 
-    /// The REJs received within `wait` (after the first, until quiet).
+    /// The REJs received, until `want` of them or `wait` has passed.
     pub(crate) fn rejs(&mut self, want: usize, wait: Duration) -> Vec<CmRej> {
         let deadline = Instant::now() + wait;
         let mut out = Vec::new();
