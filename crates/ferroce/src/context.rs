@@ -203,6 +203,21 @@ impl Context {
     pub fn cm_stats(&self) -> crate::cm::CmStats {
         self.shared.cm.stats()
     }
+
+    /// How many communications the device's CM holds, by table: those
+    /// being set up (both sides), those in TimeWait, and all of them. Each
+    /// table has its limit (`ferroce_cm::CmConfig`); this shows a flood of
+    /// requests stays within them.
+    pub fn cm_tables(&self) -> crate::cm::CmTables {
+        self.shared.cm.tables()
+    }
+
+    /// QP1's counters: MADs taken and sent, and the packets for QP1 it
+    /// dropped and why (not a 256-byte UD SEND_ONLY with the GSI Q_Key and
+    /// the default partition, or past its queue).
+    pub fn mad_stats(&self) -> crate::MadStats {
+        self.shared.engine().mad_stats()
+    }
 }
 
 impl Drop for DeviceHandle {

@@ -5,9 +5,9 @@
 //! MADs, a CM timer is due, or a dropped ID left something to settle.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use ferroce_cm::rdma_cm::RdmaService;
+use ferroce_cm::rdma_cm::{DeviceLimits, RdmaService};
 use ferroce_cm::{CmConfig, CmId as CommId};
 use ferroce_core::Instant;
 use ferroce_core::Mad;
@@ -29,6 +29,8 @@ pub(crate) struct CmHub {
     next: AtomicU64,
     /// Orphans wait.
     dirty: AtomicBool,
+    /// The device's depth limits, read at the first connection.
+    pub(crate) limits: OnceLock<DeviceLimits>,
 }
 
 impl CmHub {
@@ -38,6 +40,7 @@ impl CmHub {
             orphans: Mutex::new(Vec::new()),
             next: AtomicU64::new(NO_TIMER),
             dirty: AtomicBool::new(false),
+            limits: OnceLock::new(),
         }
     }
 
@@ -64,6 +67,17 @@ impl CmHub {
     /// The CM's counters.
     pub(crate) fn stats(&self) -> ferroce_cm::CmStats {
         self.lock().cm.stats().clone()
+    }
+
+    /// The sizes of the CM's tables.
+    pub(crate) fn tables(&self) -> super::CmTables {
+        let dcm = self.lock();
+        let (pending, timewait) = dcm.cm.table_sizes();
+        super::CmTables {
+            pending,
+            timewait,
+            total: dcm.cm.len(),
+        }
     }
 }
 

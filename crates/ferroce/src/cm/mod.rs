@@ -74,6 +74,17 @@ pub use ferroce_cm::CmStats;
 pub use ferroce_cm::rdma_cm::{Depth, PortSpace};
 pub use id::{CmId, ConnParam};
 
+/// How many communications a device's CM holds ([`crate::Context::cm_tables`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CmTables {
+    /// Not yet established, both sides (at most `CmConfig::max_pending`).
+    pub pending: usize,
+    /// In TimeWait (at most `CmConfig::max_timewait`).
+    pub timewait: usize,
+    /// In any state.
+    pub total: usize,
+}
+
 /// The peer of an ID, for messages: its address, or "the peer".
 pub(crate) struct PeerName(pub(crate) Option<SocketAddr>);
 
