@@ -123,6 +123,7 @@ impl Context {
         let handle = self.shared.engine().alloc_pd();
         ProtectionDomain {
             shared: self.shared.clone(),
+            device: self.device.clone(),
             handle,
         }
     }
@@ -135,6 +136,7 @@ impl Context {
         let handle = self.shared.engine().create_cq(depth)?;
         Ok(CompletionQueue {
             shared: self.shared.clone(),
+            _device: self.device.clone(),
             handle,
             channel: None,
         })
@@ -158,6 +160,7 @@ impl Context {
         self.shared.set_channel(handle, channel.inner.clone());
         Ok(CompletionQueue {
             shared: self.shared.clone(),
+            _device: self.device.clone(),
             handle,
             channel: Some(channel.clone()),
         })

@@ -348,7 +348,12 @@ impl Shared {
         self.round(guard, self.now(), false);
     }
 
-    fn round(&self, mut guard: MutexGuard<'_, Io>, now: Instant, hold: bool) -> (bool, Option<Instant>) {
+    fn round(
+        &self,
+        mut guard: MutexGuard<'_, Io>,
+        now: Instant,
+        hold: bool,
+    ) -> (bool, Option<Instant>) {
         let io = &mut *guard;
         let _device = self.span.enter();
         self.round_kick

@@ -275,3 +275,30 @@ fn calls_out_of_order_say_what_comes_first() {
         "a failed resolution reports no event"
     );
 }
+
+#[test]
+fn verbs_objects_keep_their_device_open() {
+    // An application that keeps only the PD, CQs and QP it made on an ID's
+    // device (`CmId::verbs`) must not lose the driver under them.
+    let end = |ip: &str| {
+        let ctx = ferroce::Context::open(ip.parse().unwrap()).unwrap();
+        let pd = ctx.alloc_pd();
+        let cq = ctx.create_cq(16).unwrap();
+        let mr = pd.reg_mr(64, Access::LOCAL_WRITE).unwrap();
+        let qp = pd
+            .create_qp(&QpInitAttr::new(QpType::Rc, &cq, &cq))
+            .unwrap();
+        Side { qp, cq, mr }
+    };
+    let (a, b) = (end("127.0.1.14"), end("127.0.1.15"));
+    let opts = ferroce::ConnectOptions::default();
+    a.qp.connect(&b.qp.endpoint(), &opts).unwrap();
+    b.qp.connect(&a.qp.endpoint(), &opts).unwrap();
+    b.qp.post_recv(RecvWr::new(1, &[b.mr.sge(0, 64)])).unwrap();
+    a.qp.post_send(SendWr::send(2, &[a.mr.sge(0, 8)])).unwrap();
+    // Blocking waits: only the drivers move the packets.
+    let wc = b.cq.wait(1, WAIT).unwrap();
+    assert_eq!(wc.first().map(|w| w.status), Some(WcStatus::Success));
+    let wc = a.cq.wait(1, WAIT).unwrap();
+    assert_eq!(wc.first().map(|w| w.status), Some(WcStatus::Success));
+}

@@ -217,9 +217,12 @@ fn more_connections_than_the_timewait_table_holds_end_its_oldest_early() {
     for d in &devices {
         let (tables, stats) = (d.cm_tables(), d.cm_stats());
         assert!(tables.timewait <= limits.max_timewait, "{tables:?}");
-        // Within the TimeWait time (10 s at most), every connection past
-        // the table's size ended an older one's TimeWait.
-        if took < limits.timewait_cap {
+        // Within the TimeWait time (the time of rdma_cm's packet life time
+        // 18 + 1, about 2.1 s), every connection past the table's size
+        // ended an older one's TimeWait. A slower churn lets TimeWaits end
+        // on their own; the bound above is then all there is to check (the
+        // eviction itself is tested on the CM's simulated network).
+        if took < ferroce_cm::timing::timewait(18, limits.timewait_cap) {
             assert!(stats.timewait_evicted >= 1000, "{took:?}: {stats:?}");
         }
     }
