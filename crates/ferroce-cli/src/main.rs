@@ -94,6 +94,10 @@ enum Command {
     UdpPeer(cmd::bench::UdpPeerArgs),
     /// Device and port attributes and the GID table, as ibv_devinfo [-v].
     Devinfo(cmd::devinfo::DevinfoArgs),
+    /// The device and its port as ibstat shows them (-l, -p, -s, CA [PORT]).
+    Ibstat(cmd::ibstat::IbstatArgs),
+    /// rdma_cm's RoCE mode and ToS per port: the tree, `get KEY`, `set KEY VALUE`.
+    Config(cmd::config::ConfigArgs),
 }
 
 fn main() -> ExitCode {
@@ -110,6 +114,8 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::UdpPeer(args) => cmd::bench::udp_peer(args),
         Command::Devinfo(args) => cmd::devinfo::run(args),
+        Command::Ibstat(args) => cmd::ibstat::run(args),
+        Command::Config(args) => cmd::config::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

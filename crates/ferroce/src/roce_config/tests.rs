@@ -231,7 +231,7 @@ fn later_files_win_key_by_key_and_missing_ones_are_skipped() {
     let only_system = RoceSettings::load_from(&[system]).unwrap();
     assert_eq!(only_system.port(DEVICE_NAME, 1).tos, 32);
     // A directory where a file should be is an error, not "missing".
-    let err = RoceSettings::load_from(&[dir.0.clone()]).unwrap_err();
+    let err = RoceSettings::load_from(std::slice::from_ref(&dir.0)).unwrap_err();
     assert!(matches!(err, ConfigError::Io { .. }), "{err}");
 }
 
@@ -262,7 +262,7 @@ fn writing_replaces_one_line_and_keeps_the_rest() {
             "ferroce0/ports/1/default_roce_mode = RoCE v2"
         ]
     );
-    let s = RoceSettings::load_from(&[path.clone()]).unwrap();
+    let s = RoceSettings::load_from(std::slice::from_ref(&path)).unwrap();
     assert_eq!(
         s.port(DEVICE_NAME, 1),
         PortSettings {
