@@ -9,6 +9,8 @@
 
 use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ferroce::{
@@ -60,13 +62,36 @@ fn parse(frame: &[u8]) -> Option<(Ipv4Addr, u8, u16)> {
     Some((src, ip[1], dst_port))
 }
 
-#[test]
-fn every_packet_carries_its_qps_traffic_class() {
+/// Reads the capture on its own thread until `stop`, so that its socket
+/// buffer never fills (a full one drops frames): every (source, TOS,
+/// UDP destination port) seen.
+fn capture_until(stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<(Ipv4Addr, u8, u16)>> {
     let all = Protocol::from(i32::from((libc::ETH_P_ALL as u16).to_be()));
     let cap = Socket::new(Domain::PACKET, Type::RAW, Some(all))
         .unwrap_or_else(|e| panic!("a packet capture needs root (CAP_NET_RAW), as CI has: {e}"));
-    cap.set_read_timeout(Some(Duration::from_millis(200)))
+    cap.set_read_timeout(Some(Duration::from_millis(50)))
         .unwrap();
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut frame = vec![0u8; 70_000];
+        loop {
+            match (&cap).read(&mut frame) {
+                Ok(n) => seen.extend(parse(&frame[..n])),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if stop.load(Ordering::SeqCst) {
+                        return seen;
+                    }
+                }
+                Err(e) => panic!("capture: {e}"),
+            }
+        }
+    })
+}
+
+#[test]
+fn every_packet_carries_its_qps_traffic_class() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let capture = capture_until(stop.clone());
     let (ip_a, ip_b) = (Ipv4Addr::new(127, 0, 0, 97), Ipv4Addr::new(127, 0, 0, 98));
     let (a, b) = (end(ip_a.into()), end(ip_b.into()));
     let with = |traffic_class| ConnectOptions {
@@ -90,19 +115,13 @@ fn every_packet_carries_its_qps_traffic_class() {
         }
         assert!(Instant::now() < deadline, "{done} of 4 WRITEs completed");
     }
+    std::thread::sleep(Duration::from_millis(100));
+    stop.store(true, Ordering::SeqCst);
+    let seen = capture.join().unwrap();
 
     // Everything to UDP 4791 between the two, as captured.
     let (mut requests, mut acks) = (0, 0);
-    let mut frame = vec![0u8; 70_000];
-    loop {
-        let n = match (&cap).read(&mut frame) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-            Err(e) => panic!("capture: {e}"),
-        };
-        let Some((src, tos, port)) = parse(&frame[..n]) else {
-            continue;
-        };
+    for (src, tos, port) in seen {
         if port != udp::ROCE_V2_PORT {
             continue;
         }

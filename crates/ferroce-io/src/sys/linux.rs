@@ -213,19 +213,23 @@ fn write_send_control(h: &mut libc::msghdr, control: &mut SendControl, m: &OutMs
         return;
     }
     debug_assert!(seg_space + tos_space <= size_of::<SendControl>());
+    debug_assert!(control.iter().all(|&w| w == 0), "control not zeroed");
     h.msg_control = control.as_mut_ptr().cast();
     h.msg_controllen = len;
     let (level, kind) = match m.to {
         SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_TOS),
         SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_TCLASS),
     };
-    // SAFETY: `h` points at `control`, which is aligned for cmsghdr and
-    // `msg_controllen` bytes long: room for exactly the messages written
-    // below. CMSG_FIRSTHDR/CMSG_NXTHDR return headers inside it (the first
-    // is non-null since the length is at least one CMSG_SPACE; the second is
-    // taken only when both fit), each followed by its data bytes.
+    // SAFETY: `h` points at `control`, which is aligned for cmsghdr,
+    // zeroed by the caller, and `msg_controllen` bytes long: room for
+    // exactly the messages written below. CMSG_FIRSTHDR/CMSG_NXTHDR return
+    // a header inside it with room for its data after it, or null when
+    // there is none, which is checked before each write.
     unsafe {
         let mut cm = libc::CMSG_FIRSTHDR(h);
+        if cm.is_null() {
+            return;
+        }
         if m.segment != 0 {
             (*cm).cmsg_level = libc::SOL_UDP;
             (*cm).cmsg_type = UDP_SEGMENT;
@@ -233,7 +237,7 @@ fn write_send_control(h: &mut libc::msghdr, control: &mut SendControl, m: &OutMs
             libc::CMSG_DATA(cm).cast::<u16>().write_unaligned(m.segment);
             cm = libc::CMSG_NXTHDR(h, cm);
         }
-        if m.tos != 0 {
+        if m.tos != 0 && !cm.is_null() {
             (*cm).cmsg_level = level;
             (*cm).cmsg_type = kind;
             (*cm).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as usize;
