@@ -142,3 +142,36 @@ fn ibstat_forms_on_loopback() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("'rxe0' IB device can't be found"));
 }
+
+/// Without `FERROCE_CONFIG`, `set` writes the user's file under
+/// `XDG_CONFIG_HOME` (else `~/.config`), which wins over the system's.
+#[test]
+fn the_users_file_by_default() {
+    let s = Scratch::new("home");
+    let run = |env: &[(&str, &Path)], args: &[&str]| {
+        let mut cmd = common::ferroce_cmd();
+        cmd.env_remove("FERROCE_CONFIG")
+            .env_remove("XDG_CONFIG_HOME");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.args(args).output().expect("run ferroce")
+    };
+    let home = [("HOME", s.0.as_path())];
+    stdout(&run(&home, &["config", "set", TOS, "40"]));
+    let user = s.0.join(".config/ferroce/rdma_cm.conf");
+    let text = std::fs::read_to_string(&user).unwrap();
+    assert!(text.ends_with(&format!("\n{TOS} = 40\n")), "{text}");
+    assert_eq!(stdout(&run(&home, &["config", "get", TOS])), "40\n");
+    let tree = stdout(&run(&home, &["config"]));
+    assert!(tree.contains("└── default_roce_tos: 40\n"), "{tree}");
+    assert!(
+        tree.ends_with(&format!("{}\n", user.display())),
+        "the user's file last: {tree}"
+    );
+    let xdg = s.0.join("xdg");
+    let both = [("HOME", s.0.as_path()), ("XDG_CONFIG_HOME", xdg.as_path())];
+    stdout(&run(&both, &["config", "set", TOS, "8"]));
+    assert!(xdg.join("ferroce/rdma_cm.conf").exists());
+    assert_eq!(stdout(&run(&both, &["config", "get", TOS])), "8\n");
+}
