@@ -19,7 +19,8 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use ferroce::DEVICE_NAME;
 use ferroce::roce_config::{
-    Attribute, Key, PORTS, RoceSettings, SETTINGS_ENV, SYSTEM_FILE, SettingsPaths, write_setting,
+    Attribute, Key, PORTS, RoceSettings, SETTINGS_ENV, SYSTEM_FILE, SettingsPaths, port_settings,
+    write_setting,
 };
 
 use crate::error::Error;
@@ -64,8 +65,8 @@ pub(crate) fn run(args: &ConfigArgs) -> Result<bool, Error> {
         }
         Some(Action::Get { key }) => {
             let key: Key = key.parse().map_err(|e| Error::Usage(format!("{e}")))?;
-            let settings = RoceSettings::load_from(&paths.read).map_err(fail)?;
-            let port = settings.port(&key.device, key.port);
+            // What the rdma_cm layer reads for the port.
+            let port = port_settings(&key.device, key.port).map_err(fail)?;
             println!("{}", key.attribute.value_in(&port));
         }
         Some(Action::Set { key, value, system }) => {

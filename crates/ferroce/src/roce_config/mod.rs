@@ -100,6 +100,13 @@ impl FromStr for RoceMode {
     }
 }
 
+/// The settings of `port` of `device` from the files the environment
+/// names: [`RoceSettings::load`] then [`RoceSettings::port`], for a caller
+/// that wants one port once (rdma_cm resolving a route).
+pub fn port_settings(device: &str, port: u8) -> Result<PortSettings, ConfigError> {
+    Ok(RoceSettings::load()?.port(device, port))
+}
+
 /// A ToS as configfs takes it: `kstrtou8` with base 0 (decimal, `0x`
 /// hex, a leading `0` octal; a `+` sign and one trailing newline allowed).
 pub fn parse_tos(text: &str) -> Result<u8, SettingError> {
