@@ -98,6 +98,10 @@ enum Command {
     Cmatose(cmd::cmatose::CmatoseArgs),
     /// UD peers resolved through rdma_cm (SIDR), as rdma-core's udaddy.
     Udaddy(cmd::udaddy::UdaddyArgs),
+    /// The device and its port as ibstat shows them (-l, -p, -s, CA [PORT]).
+    Ibstat(cmd::ibstat::IbstatArgs),
+    /// rdma_cm's RoCE mode and ToS per port: the tree, `get KEY`, `set KEY VALUE`.
+    Config(cmd::config::ConfigArgs),
 }
 
 fn main() -> ExitCode {
@@ -116,6 +120,8 @@ fn main() -> ExitCode {
         Command::Devinfo(args) => cmd::devinfo::run(args),
         Command::Cmatose(args) => cmd::cmatose::run(args),
         Command::Udaddy(args) => cmd::udaddy::run(args),
+        Command::Ibstat(args) => cmd::ibstat::run(args),
+        Command::Config(args) => cmd::config::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

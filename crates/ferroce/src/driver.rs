@@ -529,6 +529,7 @@ fn send_all(io: &mut Io, port: u16) -> usize {
             remote: t.path.remote,
             remote_port: port,
             src_port: t.path.udp_src_port,
+            tos: t.tos(),
             transport: &mut t.data,
         })
         .collect();

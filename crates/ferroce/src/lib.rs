@@ -26,6 +26,7 @@ mod mr;
 mod pd;
 mod qp;
 mod remote;
+pub mod roce_config;
 mod srq;
 
 #[cfg(feature = "tokio")]

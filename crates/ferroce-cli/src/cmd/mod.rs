@@ -3,9 +3,11 @@
 pub(crate) mod bench;
 pub(crate) mod cmatose;
 pub(crate) mod cmtest;
+pub(crate) mod config;
 pub(crate) mod devinfo;
 pub(crate) mod dump;
 pub(crate) mod exchange;
+pub(crate) mod ibstat;
 pub(crate) mod limits;
 pub(crate) mod perf;
 pub(crate) mod pingpong;

@@ -37,6 +37,9 @@ pub enum CmIdError {
     Protocol(ferroce_cm::CmError),
     /// rdma_cm's rules refused (private data too long, depth too large).
     Rule(RdmaCmError),
+    /// The RoCE settings (`default_roce_tos`, `ferroce config`) could not
+    /// be read.
+    Config(crate::roce_config::ConfigError),
     /// A blocking call gave up.
     TimedOut(&'static str),
 }
@@ -63,6 +66,7 @@ impl fmt::Display for CmIdError {
             ),
             Self::Protocol(e) => write!(f, "connection manager: {e}"),
             Self::Rule(e) => e.fmt(f),
+            Self::Config(e) => write!(f, "RoCE settings: {e}"),
             Self::TimedOut(what) => write!(f, "timed out waiting for {what}"),
         }
     }
@@ -72,6 +76,7 @@ impl std::error::Error for CmIdError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Route(e) => Some(e),
+            Self::Config(e) => Some(e),
             Self::Protocol(e) => Some(e),
             Self::Rule(e) => Some(e),
             _ => None,

@@ -16,6 +16,9 @@ use super::device::{DeviceCm, Orphan, peer};
 use crate::Result;
 use crate::driver::Shared;
 
+/// How long a port's settings read for one connection serve the next.
+const SETTINGS_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// "No CM timer" in [`CmHub::next`].
 const NO_TIMER: u64 = u64::MAX;
 
@@ -29,6 +32,11 @@ pub(crate) struct CmHub {
     next: AtomicU64,
     /// Orphans wait.
     dirty: AtomicBool,
+    /// The port's `default_roce_tos` and when it was read: it serves the
+    /// connections resolved within [`SETTINGS_FRESH`] (reading the settings
+    /// files per connection would cost a connection setup more than the
+    /// CM's own work; a change reaches new connections within that time).
+    tos: Mutex<Option<(std::time::Instant, u8)>>,
     /// The device's depth limits, read at the first connection.
     pub(crate) limits: OnceLock<DeviceLimits>,
 }
@@ -41,6 +49,7 @@ impl CmHub {
             next: AtomicU64::new(NO_TIMER),
             dirty: AtomicBool::new(false),
             limits: OnceLock::new(),
+            tos: Mutex::new(None),
         }
     }
 
@@ -67,6 +76,21 @@ impl CmHub {
     /// The CM's counters.
     pub(crate) fn stats(&self) -> ferroce_cm::CmStats {
         self.lock().cm.stats().clone()
+    }
+
+    /// `default_roce_tos` of the device's port (`ferroce config`), for
+    /// connections that set no ToS of their own. A settings file that does
+    /// not parse is an error naming it.
+    pub(crate) fn default_tos(&self) -> std::result::Result<u8, crate::roce_config::ConfigError> {
+        let mut cached = self.tos.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, tos)) = *cached
+            && at.elapsed() < SETTINGS_FRESH
+        {
+            return Ok(tos);
+        }
+        let port = crate::roce_config::port_settings(crate::DEVICE_NAME, 1)?;
+        *cached = Some((std::time::Instant::now(), port.tos));
+        Ok(port.tos)
     }
 
     /// The sizes of the CM's tables.

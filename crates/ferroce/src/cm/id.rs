@@ -128,6 +128,8 @@ pub(crate) struct IdState {
     pub(crate) info: ConnInfo,
     /// The ToS of this ID's connection (`rdma_set_option(RDMA_OPTION_ID_TOS)`).
     pub(crate) tos: Option<u8>,
+    /// The port's `default_roce_tos` as the address resolution found it.
+    pub(crate) default_tos: u8,
     pub(crate) options: QpOptions,
     /// DISCONNECTED was reported (the peer's DREQ) and must not be twice.
     pub(crate) disconnect_reported: bool,
@@ -280,7 +282,9 @@ impl CmId {
 
     /// `rdma_set_option(RDMA_OPTION_ID_TOS)`: the IP ToS (DSCP and ECN
     /// bits) of this ID's connection, instead of the port's
-    /// `default_roce_tos`. Set it before resolving the route.
+    /// `default_roce_tos` (`ferroce config`). Set it before connecting; a
+    /// listener's passes to the IDs of its requests, whose connections
+    /// otherwise take the traffic class the REQ carries.
     pub fn set_tos(&self, tos: u8) {
         self.inner.state().tos = Some(tos);
     }
@@ -340,6 +344,7 @@ impl CmId {
         let host_route = super::route::resolve(dst, src)?;
         let local_ip = super::route::local_of(&host_route);
         let device = registry::device_for(local_ip)?;
+        let default_tos = device.shared.cm.default_tos().map_err(CmIdError::Config)?;
         if st.bound.is_none() {
             let port = src.map_or(0, |s| s.port());
             let bound =
@@ -350,6 +355,7 @@ impl CmId {
         st.local = Some(SocketAddr::new(local_ip, port));
         st.remote = Some(SocketAddr::new(dst.ip().to_canonical(), dst.port()));
         st.device = Some(device);
+        st.default_tos = default_tos;
         st.route = Some(super::route::path_of(&host_route));
         st.phase = Phase::AddrResolved;
         drop(st);
@@ -500,6 +506,7 @@ impl IdState {
             sent: None,
             info: ConnInfo::default(),
             tos: None,
+            default_tos: 0,
             options: QpOptions::default(),
             disconnect_reported: false,
             wildcard: false,
@@ -508,6 +515,6 @@ impl IdState {
 
     /// The ToS of the connection: the ID's own, or the port's default.
     pub(crate) fn tos(&self) -> u8 {
-        self.tos.unwrap_or(0)
+        self.tos.unwrap_or(self.default_tos)
     }
 }

@@ -93,7 +93,7 @@ pub(crate) fn on_req(
         mtu,
         hop_limit: req.primary_path.hop_limit,
     });
-    st.tos = Some(req.primary_path.traffic_class);
+    st.tos = st.tos.or(Some(req.primary_path.traffic_class));
     st.comm = Some(comm);
     st.req = Some(Box::new(req));
     let child = CmId::with_state(listener.queue.clone(), listener.port_space, st);

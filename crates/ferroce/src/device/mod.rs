@@ -58,6 +58,12 @@ pub use attr::*;
 pub use derive::*;
 pub use gid::*;
 
+/// A ferroce device's name, as `ferroce devinfo` (`hca_id`), `ferroce
+/// ibstat` (`CA`) and the rdma_cm settings ([`crate::roce_config`]) name it
+/// (rxe's are `rxe0`, ...). Every ferroce device goes by it: a device is
+/// the address a [`Context`] binds, and the tools show one at a time.
+pub const DEVICE_NAME: &str = "ferroce0";
+
 /// The interface `local` belongs to, or a NotFound error.
 fn bound_interface(local: IpAddr) -> io::Result<Interface> {
     netif::interface_of(local)?.ok_or_else(|| {
