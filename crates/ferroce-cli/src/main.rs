@@ -94,6 +94,10 @@ enum Command {
     UdpPeer(cmd::bench::UdpPeerArgs),
     /// Device and port attributes and the GID table, as ibv_devinfo [-v].
     Devinfo(cmd::devinfo::DevinfoArgs),
+    /// librdmacm's rdma_server: one rdma_cm connection, 16 bytes each way.
+    RdmaServer(cmd::rdma_example::ServerArgs),
+    /// librdmacm's rdma_client: one rdma_cm connection, 16 bytes each way.
+    RdmaClient(cmd::rdma_example::ClientArgs),
 }
 
 fn main() -> ExitCode {
@@ -110,6 +114,8 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::UdpPeer(args) => cmd::bench::udp_peer(args),
         Command::Devinfo(args) => cmd::devinfo::run(args),
+        Command::RdmaServer(args) => cmd::rdma_example::server(args),
+        Command::RdmaClient(args) => cmd::rdma_example::client(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

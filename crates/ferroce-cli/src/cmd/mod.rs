@@ -7,5 +7,6 @@ pub(crate) mod exchange;
 pub(crate) mod limits;
 pub(crate) mod perf;
 pub(crate) mod pingpong;
+pub(crate) mod rdma_example;
 pub(crate) mod sample;
 pub(crate) mod tcp;
