@@ -113,6 +113,17 @@ pub(crate) struct PerfArgs {
     /// latency the same -n).
     #[arg(long)]
     perftest: bool,
+    /// With --perftest: perftest's -R (--rdma_cm): the exchange over an
+    /// rdma_cm connection to port -p and the test's QPs connected by
+    /// rdma_cm (run against `ib_write_bw -R`, `ib_send_bw -R`,
+    /// `ib_read_bw -R`, `ib_atomic_bw -R`; bandwidth only).
+    #[arg(
+        short = 'R',
+        long = "rdma-cm",
+        requires = "perftest",
+        conflicts_with = "lat"
+    )]
+    rdma_cm: bool,
 }
 
 pub(crate) fn run(args: &PerfArgs) -> Result<bool, Error> {
