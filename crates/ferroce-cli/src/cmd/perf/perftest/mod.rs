@@ -364,6 +364,36 @@ mod tests {
     }
 
     #[test]
+    fn binary_key_record_is_perftests_struct() {
+        // struct pingpong_dest on x86-64, each integer big-endian (perftest
+        // built with HAVE_ENDIAN): lid, out_reads, qpn, psn, rkey, 4 bytes
+        // of padding, vaddr, gid[16], srqn, gid_index.
+        let k = Key {
+            lid: 0x0102,
+            out_reads: 16,
+            qpn: 0x18,
+            psn: 0x3c_c0c2,
+            rkey: 0x91e,
+            vaddr: 0x560f_cf52_f000,
+            gid: Ipv4Addr::new(198, 18, 0, 12).to_ipv6_mapped().octets(),
+            srqn: 7,
+        };
+        let mut want = vec![0, 0, 1, 2, 0, 0, 0, 16, 0, 0, 0, 0x18, 0, 0x3c, 0xc0, 0xc2];
+        want.extend_from_slice(&[0, 0, 0x09, 0x1e, 0, 0, 0, 0]);
+        want.extend_from_slice(&[0, 0, 0x56, 0x0f, 0xcf, 0x52, 0xf0, 0x00]);
+        want.extend_from_slice(&[0; 10]);
+        want.extend_from_slice(&[0xff, 0xff, 198, 18, 0, 12]);
+        want.extend_from_slice(&[0, 0, 0, 7, 0, 0, 0, 0]);
+        assert_eq!(k.encode_bin().to_vec(), want);
+        assert_eq!(Key::decode_bin(&want).unwrap(), k);
+        // A perftest record carries its gid_index and garbage padding.
+        want[20..24].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+        want[55] = 3;
+        assert_eq!(Key::decode_bin(&want).unwrap(), k);
+        assert!(Key::decode_bin(&want[..55]).is_err());
+    }
+
+    #[test]
     fn atomic_check_follows_each_address() {
         let mut c = AtomicCheck::new(AtomicType::FetchAndAdd, 1, 2);
         // perftest's buffer is random: the first result is only read.

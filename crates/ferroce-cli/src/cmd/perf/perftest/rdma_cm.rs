@@ -49,6 +49,9 @@ const SETUP_WAIT: Duration = Duration::from_secs(30);
 /// perftest's client: 10 tries of the test's connections, 100 ms apart.
 const CONNECT_TRIES: u32 = 10;
 const RETRY_DELAY: Duration = Duration::from_millis(100);
+/// The RNR NAK timer perftest's server gives its test QPs (12: 0.64 ms;
+/// rdma_cm's default, 0, would make a sender wait 655 ms).
+const MIN_RNR_TIMER: u8 = 12;
 /// How long the end waits for the disconnects to be answered.
 const LINGER: Duration = Duration::from_secs(2);
 
@@ -287,6 +290,9 @@ fn serve_test(
     }
     let side = Side::open_on(ctx.clone(), p, |pd, attr, i| ids[i].create_qp(pd, attr))?;
     for id in &ids {
+        // perftest's server sets it after the accept; here before, so the
+        // CM applies it at RTR.
+        id.set_min_rnr_timer(MIN_RNR_TIMER);
         id.accept(&test_param(p))?;
     }
     Ok((side, Conns { ch, ids }))
