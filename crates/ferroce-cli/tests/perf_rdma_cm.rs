@@ -1,11 +1,14 @@
 //! `ferroce perf --perftest -R` (perftest's rdma_cm mode) between two
 //! ferroce processes on loopback (127.0.4.x): the bandwidth tests with two
 //! QPs, the server printing the client's report (or, for SEND, its own
-//! receive count), and `-R` refused where perftest has no such mode here.
+//! receive count); the messages of the exchange on the wire, captured with
+//! tshark (root), in the order and sizes perftest 4.5's source sends them;
+//! and `-R` refused where perftest has no such mode here.
 
 mod common;
 
-use std::process::Output;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use common::{ferroce, spawn, text};
 
@@ -31,7 +34,18 @@ fn every_bandwidth_test_runs_over_rdma_cm() {
     for (i, test) in ["write", "send", "read", "atomic"].iter().enumerate() {
         let port = (18901 + i).to_string();
         let run = [
-            "perf", test, "--perftest", "-R", "-p", &port, "-n", "200", "-s", "5000", "-q", "2",
+            "perf",
+            test,
+            "--perftest",
+            "-R",
+            "-p",
+            &port,
+            "-n",
+            "200",
+            "-s",
+            "5000",
+            "-q",
+            "2",
             "--quiet",
         ];
         let server = spawn(&[&run[..], &["--listen", "-L", "127.0.4.1"]].concat());
@@ -63,4 +77,108 @@ fn rdma_cm_mode_needs_perftest_mode_and_bandwidth() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains("--rdma-cm"), "{args:?}: {err}");
     }
+}
+
+/// Starts tshark on `lo` for `filter`, once it says it is capturing.
+fn tshark(filter: &str, pcap: &std::path::Path) -> std::process::Child {
+    let mut t = Command::new("tshark")
+        .args(["-i", "lo", "-f", filter, "-w"])
+        .arg(pcap)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tshark is not installed: run scripts/setup-test-deps.sh");
+    let mut err = t.stderr.take().unwrap();
+    let (start, mut seen) = (Instant::now(), Vec::new());
+    while !String::from_utf8_lossy(&seen).contains("Capturing on") {
+        let mut b = [0u8; 256];
+        let n = std::io::Read::read(&mut err, &mut b).unwrap_or(0);
+        seen.extend_from_slice(&b[..n]);
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "tshark did not start (root needed): {}",
+            String::from_utf8_lossy(&seen)
+        );
+    }
+    // It says so a little before the first packets are taken.
+    std::thread::sleep(Duration::from_secs(2));
+    t
+}
+
+#[test]
+fn the_exchange_on_the_wire_is_perftests() {
+    let dir = common::TempDir::new("rdma-cm-wire");
+    let pcap = dir.0.join("lo.pcap");
+    let mut cap = tshark("udp port 4791 and net 127.0.4.16/29", &pcap);
+    let run = [
+        "perf",
+        "write",
+        "--perftest",
+        "-R",
+        "-p",
+        "18911",
+        "-n",
+        "5",
+        "-s",
+        "100",
+        "--quiet",
+    ];
+    // GSO off: loopback would show a train of packets as one datagram.
+    let server = common::ferroce_cmd()
+        .env("FERROCE_GSO", "0")
+        .args(run)
+        .args(["--listen", "-L", "127.0.4.17"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let client = common::ferroce_cmd()
+        .env("FERROCE_GSO", "0")
+        .args(run)
+        .args(["-L", "127.0.4.18", "127.0.4.17"])
+        .output()
+        .unwrap();
+    ok("client", &client);
+    assert!(server.wait_with_output().unwrap().status.success());
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = Command::new("kill")
+        .args(["-INT", &cap.id().to_string()])
+        .status();
+    let _ = cap.wait();
+    let dump = ok("dump", &ferroce(&["dump", pcap.to_str().unwrap()]));
+    // Two connections to the service of TCP port 18911 (0x49df): the
+    // exchange's, then the test's, each REQ, REP, RTU; DREQ and DREP each.
+    let cm: Vec<&str> = dump
+        .lines()
+        .filter_map(|l| l.split(" | CM ").nth(1))
+        .map(|m| m.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(
+        cm,
+        [
+            "REQ", "REP", "RTU", "REQ", "REP", "RTU", "DREQ", "DREP", "DREQ", "DREP"
+        ],
+        "{dump}"
+    );
+    assert_eq!(
+        dump.matches("ServiceID=0x00000000010649df").count(),
+        2,
+        "{dump}"
+    );
+    // The client's messages, each an RC SEND_ONLY (the server's mirror
+    // them): version, cycle buffer, cache line, MTU; two zero records
+    // around the test's connection; the key records twice and the sync
+    // after RTR; after the traffic one record, the report (size,
+    // iterations, peak, average, rate); the closing record.
+    let sizes: Vec<u32> = dump
+        .lines()
+        .filter(|l| l.contains("RC_SEND_ONLY"))
+        .filter(|l| l.split('→').next().unwrap().contains("127.0.4.18:"))
+        .map(|l| {
+            let len = l.split("len=").nth(1).unwrap().split_whitespace().next();
+            len.unwrap().parse().unwrap()
+        })
+        .collect();
+    let want = [16, 4, 4, 2, 56, 56, 56, 56, 56, 56, 8, 8, 8, 8, 8, 56];
+    assert_eq!(sizes, want, "{dump}");
+    assert!(!dump.contains("ICRC BAD"), "{dump}");
 }

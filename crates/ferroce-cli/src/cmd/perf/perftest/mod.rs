@@ -184,10 +184,10 @@ pub(super) fn run(args: &PerfArgs) -> Result<bool, Error> {
     // rdma_cm: the test's connections, then the exchange's, end with a
     // DREQ (their QPs are dropped after).
     if let Some(conns) = conns {
-        conns.close();
+        conns.close(args.listen);
     }
     if let Link::Rdma(comm) = w.link {
-        comm.close();
+        comm.close(args.listen);
     }
     result
 }

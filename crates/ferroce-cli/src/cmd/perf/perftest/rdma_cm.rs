@@ -24,8 +24,10 @@
 //!   the QPs to RTS (MTU from the route, PSNs from the REQ and REP): the
 //!   key records that follow are only the memory's addresses and keys.
 //! * At the end the client disconnects the test's connections and waits
-//!   for each DISCONNECTED; ferroce's server does the same (perftest's
-//!   destroys its IDs, which sends the DREQs).
+//!   for each DISCONNECTED (perftest's client too); ferroce's server waits
+//!   up to 2 s for those DREQs and then disconnects what is left
+//!   (perftest's destroys its IDs, which sends DREQs). Then the same for
+//!   the exchange's connection (perftest leaves that to its exit).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
@@ -207,9 +209,10 @@ impl Comm {
         false
     }
 
-    /// Disconnects the exchange (perftest's side just exits).
-    pub(super) fn close(self) {
-        disconnect_all(&self.ch, std::slice::from_ref(&self.id));
+    /// Disconnects the exchange (perftest's side just exits); a server
+    /// waits a little for the client's DREQ first.
+    pub(super) fn close(self, server: bool) {
+        disconnect_all(&self.ch, std::slice::from_ref(&self.id), server);
     }
 }
 
@@ -229,9 +232,10 @@ pub(super) struct Conns {
 }
 
 impl Conns {
-    /// Disconnects every connection and waits (a little) for the answers.
-    pub(super) fn close(self) {
-        disconnect_all(&self.ch, &self.ids);
+    /// Disconnects every connection and waits (a little) for the answers;
+    /// a server waits a little for the client's DREQs first.
+    pub(super) fn close(self, server: bool) {
+        disconnect_all(&self.ch, &self.ids, server);
     }
 }
 
@@ -411,21 +415,35 @@ fn expect(ch: &EventChannel, id: &CmId, name: &str) -> Result<(), Error> {
 }
 
 /// Disconnects `ids` and waits up to [`LINGER`] for their DISCONNECTED,
-/// so that the DREQs (or DREPs) go out before the process ends.
-fn disconnect_all(ch: &EventChannel, ids: &[CmId]) {
+/// so that the DREQs (or DREPs) go out before the process ends. With
+/// `peer_first` (the server), it first waits as long for the peer's DREQs,
+/// so that the two sides do not both send one.
+fn disconnect_all(ch: &EventChannel, ids: &[CmId], peer_first: bool) {
+    let mut left = ids.len();
+    if peer_first {
+        left -= disconnected(ch, left);
+    }
     for id in ids {
         if let Err(e) = id.disconnect() {
             tracing::debug!("rdma_cm disconnect: {e}");
         }
     }
+    if left > 0 {
+        disconnected(ch, left);
+    }
+}
+
+/// Counts DISCONNECTED events, up to `n`, for at most [`LINGER`].
+fn disconnected(ch: &EventChannel, n: usize) -> usize {
     let deadline = Instant::now() + LINGER;
-    let mut left = ids.len();
-    while left > 0 {
+    let mut seen = 0;
+    while seen < n {
         let wait = deadline.saturating_duration_since(Instant::now());
         match ch.get_event_timeout(wait) {
-            Ok(Some(e)) if matches!(e.kind, CmEventKind::Disconnected) => left -= 1,
+            Ok(Some(e)) if matches!(e.kind, CmEventKind::Disconnected) => seen += 1,
             Ok(Some(_)) => {}
             _ => break,
         }
     }
+    seen
 }
