@@ -1,9 +1,10 @@
 //! `ferroce perf --perftest -R` (perftest's rdma_cm mode) between two
 //! ferroce processes on loopback (127.0.4.x): the bandwidth tests with two
 //! QPs, the server printing the client's report (or, for SEND, its own
-//! receive count); the messages of the exchange on the wire, captured with
-//! tshark (root), in the order and sizes perftest 4.5's source sends them;
-//! and `-R` refused where perftest has no such mode here.
+//! receive count); the latency tests with their data checks; the messages
+//! of the exchange on the wire, captured with tshark (root), in the order
+//! and sizes perftest 4.5's source sends them; `-R` without `--perftest`
+//! refused.
 
 mod common;
 
@@ -67,16 +68,41 @@ fn every_bandwidth_test_runs_over_rdma_cm() {
 }
 
 #[test]
-fn rdma_cm_mode_needs_perftest_mode_and_bandwidth() {
-    for args in [
-        &["perf", "write", "-R", "127.0.4.9"][..],
-        &["perf", "write", "--perftest", "-R", "--lat", "127.0.4.9"][..],
-    ] {
-        let out = ferroce(args);
-        let (_, err) = text(&out);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains("--rdma-cm"), "{args:?}: {err}");
+fn every_latency_test_runs_over_rdma_cm() {
+    for (i, test) in ["write", "send", "read", "atomic"].iter().enumerate() {
+        let port = (18905 + i).to_string();
+        let run = [
+            "perf",
+            test,
+            "--lat",
+            "--perftest",
+            "-R",
+            "-p",
+            &port,
+            "-n",
+            "50",
+            "-s",
+            "8",
+            "--quiet",
+        ];
+        let server = spawn(&[&run[..], &["--listen", "-L", "127.0.4.3"]].concat());
+        let client = ferroce(&[&run[..], &["-L", "127.0.4.4", "127.0.4.3"]].concat());
+        let server = server.wait_with_output().unwrap();
+        let c = ok("client", &client);
+        ok("server", &server);
+        assert!(c.contains("99% percentile[usec]"), "{test}: {c}");
+        // The data checks of the TCP mode hold here too.
+        let (_, err) = text(&client);
+        assert!(err.contains("data check: "), "{test}: {err}");
     }
+}
+
+#[test]
+fn rdma_cm_mode_needs_perftest_mode() {
+    let out = ferroce(&["perf", "write", "-R", "127.0.4.9"]);
+    let (_, err) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--perftest"), "{err}");
 }
 
 /// Starts tshark on `lo` for `filter`, once it says it is capturing.

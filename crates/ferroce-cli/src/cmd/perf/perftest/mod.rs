@@ -32,6 +32,10 @@
 //! perftest reads each message with a single `read()` of its exact size,
 //! so every message here goes out in a single write.
 //!
+//! With `-R` (perftest's `--rdma_cm`) the same messages are SENDs on an
+//! rdma_cm connection, key records are binary, and rdma_cm connects the
+//! test's QPs between two extra records (see rdma_cm.rs).
+//!
 //! Memory: our key for QP i names `slot i` of the region (one slot is
 //! max(size, cycle buffer) bytes, as perftest's); the slot after the last
 //! QP's is where our own messages come from, and atomic results land
