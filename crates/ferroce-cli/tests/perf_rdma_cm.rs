@@ -208,3 +208,68 @@ fn the_exchange_on_the_wire_is_perftests() {
     assert_eq!(sizes, want, "{dump}");
     assert!(!dump.contains("ICRC BAD"), "{dump}");
 }
+
+#[test]
+fn a_server_names_a_message_of_the_wrong_size() {
+    use ferroce::cm::{CmEventKind, ConnParam, EventChannel, PortSpace};
+    use ferroce::{Access, QpInitAttr, QpType, SendWr};
+
+    let run = [
+        "perf",
+        "write",
+        "--perftest",
+        "-R",
+        "-p",
+        "18913",
+        "--quiet",
+    ];
+    let server = spawn(&[&run[..], &["--listen", "-L", "127.0.4.5"]].concat());
+    // A client of something else: 10 bytes where perftest sends its
+    // 16-byte version. It retries while the server starts (REJ 8).
+    let dst = "127.0.4.5:18913".parse().unwrap();
+    let start = Instant::now();
+    let (ch, id, qp, cq, mr) = loop {
+        let ch = EventChannel::new().unwrap();
+        let id = ch.create_id(PortSpace::Tcp).unwrap();
+        let src = "127.0.4.6:0".parse().unwrap();
+        id.resolve_addr(Some(src), dst, Duration::from_secs(5))
+            .unwrap();
+        ch.get_event_timeout(Duration::from_secs(5))
+            .unwrap()
+            .unwrap();
+        id.resolve_route(Duration::from_secs(5)).unwrap();
+        ch.get_event_timeout(Duration::from_secs(5))
+            .unwrap()
+            .unwrap();
+        let ctx = id.verbs().unwrap();
+        let pd = ctx.alloc_pd();
+        let cq = ctx.create_cq(4).unwrap();
+        let mr = pd.reg_mr(64, Access::LOCAL_WRITE).unwrap();
+        let qp = id
+            .create_qp(&pd, &QpInitAttr::new(QpType::Rc, &cq, &cq))
+            .unwrap();
+        id.connect(&ConnParam::default()).unwrap();
+        let e = ch
+            .get_event_timeout(Duration::from_secs(10))
+            .unwrap()
+            .unwrap();
+        match e.kind {
+            CmEventKind::Established { .. } => break (ch, id, qp, cq, mr),
+            _ if start.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            _ => panic!("the server never accepted: {e}"),
+        }
+    };
+    qp.post_send(SendWr::send(1, &[mr.sge(0, 10)])).unwrap();
+    let wc = cq.wait(1, Duration::from_secs(10)).unwrap();
+    assert!(wc[0].ok().is_ok(), "{wc:?}");
+    let out = server.wait_with_output().unwrap();
+    let (_, err) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("expected a message of 16 bytes, got 10"),
+        "{err}"
+    );
+    drop((id, ch));
+}
