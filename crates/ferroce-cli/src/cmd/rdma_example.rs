@@ -98,10 +98,13 @@ fn report(tool: &str, result: Result<(), Error>) -> Result<bool, Error> {
 }
 
 /// The connection's QP, its completions and its two 16-byte messages
-/// (receive at 0, send at 16).
+/// (receive at 0, send at 16). Sends and receives complete on CQs of their
+/// own, as `rdma_create_ep` makes them: the peer's answer may complete
+/// before the acknowledgement of our message does.
 struct Msgs {
     qp: QueuePair,
-    cq: CompletionQueue,
+    send_cq: CompletionQueue,
+    recv_cq: CompletionQueue,
     mr: MemoryRegion,
 }
 
@@ -113,15 +116,21 @@ impl Msgs {
             .verbs()
             .ok_or("the rdma_cm ID has no device (not resolved or bound)")?;
         let pd = ctx.alloc_pd();
-        let cq = ctx.create_cq(2)?;
+        let send_cq = ctx.create_cq(1)?;
+        let recv_cq = ctx.create_cq(1)?;
         let mr = pd.reg_mr(2 * MSG, Access::LOCAL_WRITE)?;
-        let mut attr = QpInitAttr::new(QpType::Rc, &cq, &cq);
+        let mut attr = QpInitAttr::new(QpType::Rc, &send_cq, &recv_cq);
         attr.max_send_wr = 1;
         attr.max_recv_wr = 1;
         attr.sq_sig_all = true;
         let qp = id.create_qp(&pd, &attr)?;
         qp.post_recv(RecvWr::new(0, &[mr.sge(0, MSG as u32)]))?;
-        Ok(Self { qp, cq, mr })
+        Ok(Self {
+            qp,
+            send_cq,
+            recv_cq,
+            mr,
+        })
     }
 
     fn send(&self) -> Result<(), Error> {
@@ -134,11 +143,15 @@ impl Msgs {
         self.completion(WcOpcode::Recv, "the peer's 16-byte message")
     }
 
-    /// Waits for the next completion, which must be a successful `want`
-    /// (of 16 bytes, for a receive).
+    /// Waits for the next completion on `want`'s CQ, which must be a
+    /// successful `want` (of 16 bytes, for a receive).
     fn completion(&self, want: WcOpcode, what: &str) -> Result<(), Error> {
-        let wc = self
-            .cq
+        let cq = if want == WcOpcode::Recv {
+            &self.recv_cq
+        } else {
+            &self.send_cq
+        };
+        let wc = cq
             .wait(1, WAIT)?
             .pop()
             .ok_or_else(|| format!("{what} did not come within {} s", WAIT.as_secs()))?;
