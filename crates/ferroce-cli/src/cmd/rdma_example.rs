@@ -295,4 +295,8 @@ fn disconnect(ch: &EventChannel, id: &CmId) {
             break;
         }
     }
+    // The examples disconnect at once on both sides: when the DREQs
+    // crossed, the peer's left us owing a DREP, which rdma_disconnect after
+    // DISCONNECTED sends (nothing otherwise).
+    let _ = id.disconnect();
 }

@@ -431,6 +431,11 @@ fn disconnect_all(ch: &EventChannel, ids: &[CmId], peer_first: bool) {
     if left > 0 {
         disconnected(ch, left);
     }
+    // When the DREQs crossed, the peer's left this side owing a DREP:
+    // rdma_disconnect after DISCONNECTED sends it (nothing otherwise).
+    for id in ids {
+        let _ = id.disconnect();
+    }
 }
 
 /// Counts DISCONNECTED events, up to `n`, for at most [`LINGER`].
