@@ -45,9 +45,9 @@ const LINGER: Duration = Duration::from_secs(2);
 /// Arguments of `ferroce rdma-server`.
 #[derive(Debug, Args)]
 pub(crate) struct ServerArgs {
-    /// Address to listen on (0.0.0.0: every address).
+    /// Address (or host name) to listen on; 0.0.0.0: every address.
     #[arg(short = 's', default_value = "0.0.0.0")]
-    server: IpAddr,
+    server: String,
     /// Port (rdma_cm TCP port space).
     #[arg(short = 'p', default_value_t = 7471)]
     port: u16,
@@ -171,10 +171,11 @@ impl Msgs {
 }
 
 fn run_server(args: &ServerArgs) -> Result<(), Error> {
-    let _devices = open_devices(args)?;
+    let at = resolve(&args.server, args.port)?;
+    let _devices = open_devices(args, at.ip())?;
     let ch = EventChannel::new()?;
     let listen = ch.create_id(PortSpace::Tcp)?;
-    listen.bind_addr(SocketAddr::new(args.server, args.port))?;
+    listen.bind_addr(at)?;
     listen.listen(0)?;
     let id = loop {
         match listen.get_request(Duration::from_secs(3600)) {
@@ -196,14 +197,14 @@ fn run_server(args: &ServerArgs) -> Result<(), Error> {
 /// rdma_cm on demand), else the one on `-L`, else one on every IPv4
 /// address of the host's interfaces that are up (an address whose RoCE
 /// port another process holds is skipped).
-fn open_devices(args: &ServerArgs) -> Result<Vec<Context>, Error> {
-    if !args.server.is_unspecified() {
+fn open_devices(args: &ServerArgs, server: IpAddr) -> Result<Vec<Context>, Error> {
+    if !server.is_unspecified() {
         return Ok(Vec::new());
     }
     if let Some(local) = args.local {
         return Ok(vec![open_device(ferroce::DeviceConfig::new(local))?]);
     }
-    let v6 = args.server.is_ipv6();
+    let v6 = server.is_ipv6();
     let mut opened = Vec::new();
     let mut skipped = Vec::new();
     for ifc in ferroce::netif::interfaces()?.into_iter().filter(|i| i.up) {
@@ -228,11 +229,7 @@ fn open_devices(args: &ServerArgs) -> Result<Vec<Context>, Error> {
 }
 
 fn run_client(args: &ClientArgs) -> Result<(), Error> {
-    let dst = (args.server.as_str(), args.port)
-        .to_socket_addrs()
-        .map_err(|e| format!("resolving {}: {e}", args.server))?
-        .min_by_key(|a| a.is_ipv6())
-        .ok_or_else(|| format!("{} has no address", args.server))?;
+    let dst = resolve(&args.server, args.port)?;
     let ch = EventChannel::new()?;
     let id = ch.create_id(PortSpace::Tcp)?;
     id.resolve_addr(args.local.map(|l| SocketAddr::new(l, 0)), dst, WAIT)?;
@@ -246,6 +243,16 @@ fn run_client(args: &ClientArgs) -> Result<(), Error> {
     m.recv()?;
     disconnect(&ch, &id);
     Ok(())
+}
+
+/// `host`'s address (IPv4 first, as the examples' `rdma_getaddrinfo`
+/// with no family) at `port`.
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, Error> {
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("resolving {host}: {e}"))?
+        .min_by_key(|a| a.is_ipv6())
+        .ok_or_else(|| format!("{host} has no address").into())
 }
 
 /// The next event about `id` (others are dropped: the examples have one
