@@ -154,20 +154,10 @@ pub(super) fn run(args: &PerfArgs) -> Result<bool, Error> {
     };
     let mine = my_keys(&side, &lay);
     let (rem, peer) = exchange_keys(&mut w, &side, &p, &mine, conns.is_none())?;
-    let peer_gid = peer[0].gid;
     if !args.quiet {
-        let mtu = if conns.is_some() {
-            "from the rdma_cm route".to_string()
-        } else {
-            p.mtu.bytes().to_string()
-        };
-        eprintln!(
-            " perftest peer: version {:.2}, MTU {mtu}, {} QP(s), remote QPN 0x{:06x} at {}",
-            agreed.rem_version,
-            rem.len(),
-            rem[0].qpn,
-            peer_gid
-        );
+        // With rdma_cm the QPs' MTU is the route's, not the agreed one.
+        let mtu = conns.is_none().then_some(p.mtu);
+        say_peer(&agreed, mtu, &rem, peer[0].gid);
     }
     w.clear_timeouts()?;
     let ctx = Ctx {
@@ -194,6 +184,20 @@ pub(super) fn run(args: &PerfArgs) -> Result<bool, Error> {
         comm.close(args.listen);
     }
     result
+}
+
+/// One line on stderr about the peer.
+fn say_peer(agreed: &Agreed, mtu: Option<Mtu>, rem: &[Key], gid: IpAddr) {
+    let mtu = mtu.map_or_else(
+        || "from the rdma_cm route".into(),
+        |m| m.bytes().to_string(),
+    );
+    eprintln!(
+        " perftest peer: version {:.2}, MTU {mtu}, {} QP(s), remote QPN 0x{:06x} at {gid}",
+        agreed.rem_version,
+        rem.len(),
+        rem[0].qpn,
+    );
 }
 
 /// The TCP connection (the server serves the first client that opens with
