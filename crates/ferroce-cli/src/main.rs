@@ -102,6 +102,10 @@ enum Command {
     Ibstat(cmd::ibstat::IbstatArgs),
     /// rdma_cm's RoCE mode and ToS per port: the tree, `get KEY`, `set KEY VALUE`.
     Config(cmd::config::ConfigArgs),
+    /// librdmacm's rdma_server: one rdma_cm connection, 16 bytes each way.
+    RdmaServer(cmd::rdma_example::ServerArgs),
+    /// librdmacm's rdma_client: one rdma_cm connection, 16 bytes each way.
+    RdmaClient(cmd::rdma_example::ClientArgs),
 }
 
 fn main() -> ExitCode {
@@ -122,6 +126,8 @@ fn main() -> ExitCode {
         Command::Udaddy(args) => cmd::udaddy::run(args),
         Command::Ibstat(args) => cmd::ibstat::run(args),
         Command::Config(args) => cmd::config::run(args),
+        Command::RdmaServer(args) => cmd::rdma_example::server(args),
+        Command::RdmaClient(args) => cmd::rdma_example::client(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -11,6 +11,7 @@ pub(crate) mod ibstat;
 pub(crate) mod limits;
 pub(crate) mod perf;
 pub(crate) mod pingpong;
+pub(crate) mod rdma_example;
 pub(crate) mod sample;
 pub(crate) mod tcp;
 pub(crate) mod udaddy;
