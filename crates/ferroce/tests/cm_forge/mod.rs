@@ -58,6 +58,7 @@ impl MadForger {
                 remote: self.to,
                 remote_port: ROCE_V2_PORT,
                 src_port: GSI_SRC_PORT,
+                tos: 0,
                 transport: b,
             })
             .collect();

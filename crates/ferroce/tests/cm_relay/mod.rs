@@ -108,6 +108,7 @@ fn forward(
             remote: to_ip,
             remote_port: to_port,
             src_port,
+            tos: 0,
             transport: &mut transport,
         }];
         let _ = via.send(&mut d);
