@@ -165,7 +165,7 @@ fn malformed_mads_are_dropped_and_counted_by_cause() {
 }
 
 #[test]
-fn a_req_naming_an_unsupported_transport_or_mtu_is_rejected_with_ibas_reason() {
+fn a_req_naming_an_unsupported_transport_or_mtu_is_rejected_with_the_kernels_reason() {
     let service: SocketAddr = "127.0.2.11:7501".parse().unwrap();
     let sch = EventChannel::new().unwrap();
     let listen = listener(&sch, service);
@@ -174,20 +174,12 @@ fn a_req_naming_an_unsupported_transport_or_mtu_is_rejected_with_ibas_reason() {
     let mut forger = MadForger::new(from, ferroce_wire::udp::ROCE_V2_PORT, service.ip());
     let base = ReqFields::new(0, 0x5054_0000, 0, service.port(), from, service.ip());
     let cases = [
-        (
-            TRANSPORT_UC,
-            cm_forge::MTU_1024,
-            reason::INVALID_TRANSPORT_TYPE,
-        ),
-        (
-            TRANSPORT_RD,
-            cm_forge::MTU_1024,
-            reason::INVALID_TRANSPORT_TYPE,
-        ),
-        (3, cm_forge::MTU_1024, reason::INVALID_TRANSPORT_TYPE), // XRC
-        (base.transport, 0, reason::INVALID_MTU),
-        (base.transport, 6, reason::INVALID_MTU),
-        (base.transport, 15, reason::INVALID_MTU),
+        (TRANSPORT_UC, cm_forge::MTU_1024, reason::CONSUMER_DEFINED),
+        (TRANSPORT_RD, cm_forge::MTU_1024, reason::CONSUMER_DEFINED),
+        (3, cm_forge::MTU_1024, reason::CONSUMER_DEFINED), // XRC
+        (base.transport, 0, reason::CONSUMER_DEFINED),
+        (base.transport, 6, reason::CONSUMER_DEFINED),
+        (base.transport, 15, reason::CONSUMER_DEFINED),
     ];
     let mads: Vec<Vec<u8>> = cases
         .iter()
