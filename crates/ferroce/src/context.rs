@@ -82,7 +82,11 @@ impl Context {
                 .unwrap_or_default();
             t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32
         });
-        let engine = Endpoint::new(EndpointConfig { seed });
+        let mut engine = Endpoint::new(EndpointConfig { seed });
+        // UD messages are as large as the port's active MTU, as rxe's.
+        if let Ok(port) = crate::device::query_port(cfg.local) {
+            engine.set_port_mtu(port.active_mtu);
+        }
         let cm = crate::cm::hub::CmHub::new(cfg.local, cm_config(cfg.local, seed));
         let shared = Arc::new(Shared::new(engine, backend, cm, cfg.local, cfg.peer_port)?);
         let s = shared.clone();
