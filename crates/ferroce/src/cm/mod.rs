@@ -62,6 +62,7 @@ mod id;
 mod passive;
 pub(crate) mod registry;
 mod route;
+mod state;
 mod transitions;
 
 use std::fmt;
@@ -72,7 +73,8 @@ pub use error::CmIdError;
 pub use event::{CmEvent, CmEventKind, ConnInfo, UdInfo};
 pub use ferroce_cm::CmStats;
 pub use ferroce_cm::rdma_cm::{Depth, PortSpace};
-pub use id::{CmId, ConnParam};
+pub use id::CmId;
+pub use state::ConnParam;
 
 /// How many communications a device's CM holds ([`crate::Context::cm_tables`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
