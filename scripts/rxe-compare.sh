@@ -21,9 +21,14 @@
 #
 # Tests (perftest defaults otherwise, path MTU 1024, the guests' active MTU):
 # ib_write_bw, ib_read_bw, ib_send_bw with -s 65536 -n $COMPARE_BW_ITERS;
-# ib_write_lat, ib_send_lat with -s 8 -n $COMPARE_LAT_ITERS. Each figure is
-# the client's: BW average [MB/sec] for bandwidth, t_typical [usec] for
-# latency. The 20 cases run in $COMPARE_ROUNDS rounds (TCG figures move by
+# ib_write_lat, ib_send_lat with -s 8 -n $COMPARE_LAT_ITERS; and cm_setup,
+# rdma_cm connection setups: ucmatose (`ferroce cmatose`) with
+# -c $COMPARE_CM_CONNS -C 0, each connection resolved, connected,
+# established and disconnected, timed by the client from before it starts
+# to its exit (process start included, the same for both stacks; the
+# guest's /proc/uptime, 10 ms steps). Each figure is the client's: BW
+# average [MB/sec] for bandwidth, t_typical [usec] for latency, the time
+# per connection [usec] for cm_setup. The 20 cases run in $COMPARE_ROUNDS rounds (TCG figures move by
 # up to 2x from run to run); the table gives each cell's median, its ratio
 # to rxe <-> rxe's median, and the lowest and highest round.
 #
@@ -32,7 +37,9 @@
 # Environment: FERROCE_SHARED (default "$repo/../shared"), COMPARE_OUT
 # (default /tmp/ferroce-rxe-compare: compare.md and per-case logs),
 # COMPARE_BW_ITERS (default 500), COMPARE_LAT_ITERS (default 1000),
-# COMPARE_ROUNDS (default 3). About 6 minutes on the 2-core machine.
+# COMPARE_ROUNDS (default 3), COMPARE_CM_CONNS (default 20), COMPARE_TESTS
+# (default all six: "write_bw read_bw send_bw write_lat send_lat cm_setup").
+# About 7 minutes on the 2-core machine.
 # Needs root (the rig). Not part of scripts/test.sh. Exit status 0 only if
 # every case ran and reported a figure.
 set -euo pipefail
@@ -42,6 +49,7 @@ out=${COMPARE_OUT:-/tmp/ferroce-rxe-compare}
 bw_iters=${COMPARE_BW_ITERS:-500}
 lat_iters=${COMPARE_LAT_ITERS:-1000}
 rounds=${COMPARE_ROUNDS:-3}
+cm_conns=${COMPARE_CM_CONNS:-20}
 bw_size=65536
 lat_size=8
 
@@ -74,6 +82,10 @@ t_up=$(date +%s)
 # t_typical [usec] (5th) of the line under perftest's '#bytes' header.
 figure() {
     local f=$1 kind=$2
+    if [ "$kind" = setup ]; then
+        sed -n 's/^cm_setup_us_per_connection \([0-9]*\)$/\1/p' "$f" | tail -1
+        return
+    fi
     { grep -A1 '#bytes' "$f" || true; } | tail -1 |
         awk -v k="$kind" 'k == "bw" && NF >= 4 { print $4 } k == "lat" && NF >= 5 { print $5 }'
 }
@@ -82,11 +94,20 @@ figure() {
 # RIG_PEER come from the guest's environment.
 size_of() { case $1 in *_bw) echo $bw_size ;; *) echo $lat_size ;; esac; }
 iters_of() { case $1 in *_bw) echo "$bw_iters" ;; *) echo "$lat_iters" ;; esac; }
-rxe_cmd() { echo "ib_$1 -d rxe0 -x \$GIDX -F -n $(iters_of "$1") -s $(size_of "$1")"; }
+rxe_cmd() {
+    [ "$1" = cm_setup ] && { echo "ucmatose -b \$RIG_SELF -c $cm_conns -C 0"; return; }
+    echo "ib_$1 -d rxe0 -x \$GIDX -F -n $(iters_of "$1") -s $(size_of "$1")"
+}
 ferroce_cmd() {
+    [ "$1" = cm_setup ] && { echo "/rig/ferroce cmatose -b \$RIG_SELF -c $cm_conns -C 0"; return; }
     local verb=${1%_*} lat=
     [ "${1#*_}" = lat ] && lat=--lat
     echo "/rig/ferroce perf $verb $lat --perftest --quiet -n $(iters_of "$1") -s $(size_of "$1") -m 1024 -L \$RIG_SELF"
+}
+
+# A ferroce server: perf with --listen; cmatose serves without -s.
+ferroce_server_cmd() {
+    if [ "$1" = cm_setup ]; then ferroce_cmd "$1"; else echo "$(ferroce_cmd "$1") --listen"; fi
 }
 
 declare -A figs fails
@@ -98,6 +119,16 @@ run_case() {
     local test=$1 col=$2 sg=$3 scmd=$4 cg=$5 ccmd=$6
     local name="r$round-$col-$test" id rs=0 rc=0 f
     local log_s=$out/$name.server.log log_c=$out/$name.client.log
+    # A cmatose client names its server with -s; its run is timed (see
+    # the header) and the time per connection printed for `figure`.
+    local start=: stop=: report=:
+    if [ "$test" = cm_setup ]; then
+        ccmd="$ccmd -s"
+        start='read t0 _ </proc/uptime'
+        stop='read t1 _ </proc/uptime'
+        # /proc/uptime in 10 ms steps: seconds.centiseconds, digits joined.
+        report="[ \$r != 0 ] || echo cm_setup_us_per_connection \$(( (\${t1%.*}\${t1#*.} - \${t0%.*}\${t0#*.}) * 10000 / $cm_conns ))"
+    fi
     id=$("$rig" exec "$sg" "exec $scmd" --bg --timeout 150)
     sleep 0.5
     # `timeout` per attempt, so the job's own timeout never leaves a
@@ -105,11 +136,11 @@ run_case() {
     timeout 200 "$rig" exec "$cg" "i=0
         while :; do
             i=\$((i + 1))
-            timeout 120 $ccmd \$RIG_PEER >/tmp/client.out 2>&1; r=\$?
-            if [ \$r != 0 ] && [ \$i -lt 40 ] && grep -qiE 'refused|connect to' /tmp/client.out; then
+            $start; timeout 120 $ccmd \$RIG_PEER >/tmp/client.out 2>&1; r=\$?; $stop
+            if [ \$r != 0 ] && [ \$i -lt 40 ] && grep -qiE 'refused|connect to|REJECTED, error: 8' /tmp/client.out; then
                 sleep 0.3; continue
             fi
-            cat /tmp/client.out; exit \$r
+            cat /tmp/client.out; $report; exit \$r
         done" --timeout 170 >"$log_c" 2>&1 || rc=$?
     timeout 200 "$rig" wait "$sg" "$id" 150 >"$log_s" 2>&1 || rs=$?
     [ "$rs" = 0 ] || "$rig" kill "$sg" "$id" || true
@@ -124,7 +155,7 @@ run_case() {
     fi
 }
 
-tests="write_bw read_bw send_bw write_lat send_lat"
+tests=${COMPARE_TESTS:-"write_bw read_bw send_bw write_lat send_lat cm_setup"}
 
 # unload_rxe G: free UDP 4791 in guest G for ferroce.
 unload_rxe() {
@@ -159,12 +190,12 @@ for round in $(seq "$rounds"); do
         run_case "$t" fc A "$(rxe_cmd "$t")" B "$(ferroce_cmd "$t")"
     done
     for t in $tests; do
-        run_case "$t" fs B "$(ferroce_cmd "$t") --listen" A "$(rxe_cmd "$t")"
+        run_case "$t" fs B "$(ferroce_server_cmd "$t")" A "$(rxe_cmd "$t")"
     done
     step "round $round: unloading rdma_rxe in guest A; ferroce <-> ferroce (server A, client B)"
     unload_rxe A
     for t in $tests; do
-        run_case "$t" ff A "$(ferroce_cmd "$t") --listen" B "$(ferroce_cmd "$t")"
+        run_case "$t" ff A "$(ferroce_server_cmd "$t")" B "$(ferroce_cmd "$t")"
     done
 done
 t_end=$(date +%s)
@@ -184,6 +215,7 @@ cell() {
     read -ra b <<<"${figs[rxe,$2]:-}"
     local unit=MB/s nf=${fails[$1,$2]:-0} m base text
     [ "${2#*_}" = lat ] && unit=us
+    [ "$2" = cm_setup ] && unit='us/connection'
     if [ ${#v[@]} = 0 ]; then echo "FAIL"; return; fi
     m=$(median "${v[@]}")
     text="$m $unit"
@@ -203,13 +235,15 @@ total=$(($(date +%s) - t0))
     echo "| test | rxe <-> rxe | ferroce client -> rxe server | rxe client -> ferroce server | ferroce <-> ferroce |"
     echo "|---|---|---|---|---|"
     for t in $tests; do
-        opts="-s $(size_of "$t") -n $(iters_of "$t")"
-        echo "| ib_$t $opts | $(cell rxe "$t") | $(cell fc "$t") | $(cell fs "$t") | $(cell ff "$t") |"
+        opts="-s $(size_of "$t") -n $(iters_of "$t")" name=ib_$t
+        [ "$t" = cm_setup ] && opts="-c $cm_conns -C 0" name=ucmatose
+        echo "| $name $opts | $(cell rxe "$t") | $(cell fc "$t") | $(cell fs "$t") | $(cell ff "$t") |"
     done
     echo
     echo "Client-side figures, the median of $rounds rounds, then (N.NNx) its ratio to rxe <-> rxe's"
     echo "median and the lowest-highest of the rounds: BW average (MB/s, higher is better) and"
-    echo "t_typical (us, lower is better). Both guests: QEMU TCG, 1 vCPU each, path MTU 1024."
+    echo "t_typical (us, lower is better), and for ucmatose the client's time per rdma_cm"
+    echo "connection (us, lower is better). Both guests: QEMU TCG, 1 vCPU each, path MTU 1024."
     echo "Times: build and boot $((t_up - t0)) s, $rounds rounds of the 20 cases $((t_end - t_cases)) s, total $total s."
 } >"$out/compare.md"
 echo

@@ -97,6 +97,18 @@ enum Command {
     UdpPeer(cmd::bench::UdpPeerArgs),
     /// Device and port attributes and the GID table, as ibv_devinfo [-v].
     Devinfo(cmd::devinfo::DevinfoArgs),
+    /// RC connections through rdma_cm, as rdma-core's ucmatose.
+    Cmatose(cmd::cmatose::CmatoseArgs),
+    /// UD peers resolved through rdma_cm (SIDR), as rdma-core's udaddy.
+    Udaddy(cmd::udaddy::UdaddyArgs),
+    /// The device and its port as ibstat shows them (-l, -p, -s, CA [PORT]).
+    Ibstat(cmd::ibstat::IbstatArgs),
+    /// rdma_cm's RoCE mode and ToS per port: the tree, `get KEY`, `set KEY VALUE`.
+    Config(cmd::config::ConfigArgs),
+    /// librdmacm's rdma_server: one rdma_cm connection, 16 bytes each way.
+    RdmaServer(cmd::rdma_example::ServerArgs),
+    /// librdmacm's rdma_client: one rdma_cm connection, 16 bytes each way.
+    RdmaClient(cmd::rdma_example::ClientArgs),
 }
 
 fn main() -> ExitCode {
@@ -114,6 +126,12 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::UdpPeer(args) => cmd::bench::udp_peer(args),
         Command::Devinfo(args) => cmd::devinfo::run(args),
+        Command::Cmatose(args) => cmd::cmatose::run(args),
+        Command::Udaddy(args) => cmd::udaddy::run(args),
+        Command::Ibstat(args) => cmd::ibstat::run(args),
+        Command::Config(args) => cmd::config::run(args),
+        Command::RdmaServer(args) => cmd::rdma_example::server(args),
+        Command::RdmaClient(args) => cmd::rdma_example::client(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

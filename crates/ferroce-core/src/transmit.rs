@@ -44,6 +44,16 @@ pub enum Ecn {
 }
 
 impl Ecn {
+    /// The codepoint as the low 2 bits of a TOS / traffic class byte.
+    pub const fn bits(self) -> u8 {
+        match self {
+            Self::NotEct => 0b00,
+            Self::Ect1 => 0b01,
+            Self::Ect0 => 0b10,
+            Self::Ce => 0b11,
+        }
+    }
+
     /// The codepoint in the low 2 bits of a traffic class (or TOS) byte.
     pub fn from_traffic_class(tc: u8) -> Self {
         match tc & 0b11 {
@@ -72,6 +82,15 @@ pub(crate) enum NotSent {
 }
 
 impl Transmit {
+    /// The IPv4 TOS / IPv6 traffic class byte to send with: the path's
+    /// DSCP (its traffic class's high 6 bits) and [`Transmit::ecn`]. rxe
+    /// writes the path's traffic class there whole (`prepare4`/`prepare6`
+    /// in rxe_net.c), which this is while the engine leaves the ECN bits
+    /// as the path has them.
+    pub fn tos(&self) -> u8 {
+        (self.path.traffic_class & !0b11) | self.ecn.bits()
+    }
+
     /// Emits `t` into a buffer from `pool`; `fill` writes the payload in
     /// place (`t.payload_len` bytes).
     pub(crate) fn build(
@@ -159,6 +178,21 @@ mod tests {
         let send = send.unwrap();
         assert_eq!((send.kind, send.ecn), (PacketKind::Request, Ecn::Ect0));
         assert_eq!(send.data[0], Opcode::RC_SEND_ONLY.0);
+    }
+
+    #[test]
+    fn tos_is_the_paths_traffic_class() {
+        let mut pool = BufPool::default();
+        let repr = ferroce_wire::samples::transport(Opcode::RC_SEND_ONLY, 7, 0);
+        for tc in [0x00, 0x02, 0x61, 0x62, 0xb8, 0xff] {
+            let t = Transmit::build(&mut pool, path(tc), &repr, |_| {}).unwrap();
+            assert_eq!(t.tos(), tc);
+            assert_eq!(Ecn::from_traffic_class(tc).bits(), tc & 0b11);
+        }
+        // A codepoint the engine sets (a congestion mark) replaces the path's.
+        let mut t = Transmit::build(&mut pool, path(0x62), &repr, |_| {}).unwrap();
+        t.ecn = Ecn::Ce;
+        assert_eq!(t.tos(), 0x63);
     }
 
     #[test]

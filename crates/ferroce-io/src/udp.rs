@@ -31,6 +31,13 @@
 //! * GRO: the receive socket takes coalesced trains (`UDP_GRO`) and the
 //!   backend cuts them back into datagrams, each verified on its own.
 //!
+//! Each datagram carries its IP header's TOS (IPv4) or traffic class
+//! (IPv6), DSCP and ECN, in [`OutDatagram::tos`]; a value other than 0
+//! goes with the send as an `IP_TOS` / `IPV6_TCLASS` control message (the
+//! sockets themselves keep 0), so one socket serves flows of several
+//! classes. A GSO train shares one IP header, so trains are cut where the
+//! TOS changes.
+//!
 //! Receiving treats every datagram as hostile: the cheap checks come
 //! first (length, opcode, headers against length, then the caller's
 //! [`Receiver::accepts`], a QP lookup) and the ICRC last, so that a flood
@@ -87,13 +94,17 @@ impl UdpConfig {
 }
 
 /// A datagram to send: the transport bytes (BTH through ICRC; the ICRC is
-/// filled in here) and where to.
+/// filled in here), where to, and the IP header's TOS.
 #[derive(Debug)]
 pub struct OutDatagram<'a> {
     pub remote: IpAddr,
     /// The peer's RoCE port (4791).
     pub remote_port: u16,
     pub src_port: u16,
+    /// The IPv4 TOS / IPv6 traffic class byte: DSCP in the high 6 bits,
+    /// ECN in the low 2 (the QP's path traffic class, as rxe writes it).
+    /// The ICRC masks this byte, so it never changes the ICRC.
+    pub tos: u8,
     pub transport: &'a mut [u8],
 }
 
@@ -358,6 +369,7 @@ impl UdpBackend {
                     } else {
                         0
                     },
+                    tos: d.tos,
                 };
                 at += t.len();
                 m
@@ -397,7 +409,8 @@ impl UdpBackend {
     }
 
     /// Cuts `batch` into `trains`: runs of datagrams with the same source
-    /// port and destination, all as long as the first but the last (which
+    /// port, destination and TOS (one send gives every segment of a train
+    /// the same IP header), all as long as the first but the last (which
     /// may be shorter), at most [`MAX_SEGMENTS`] and [`MAX_TRAIN`] bytes.
     /// Without GSO every datagram is its own train.
     fn plan_trains(&self, batch: &[OutDatagram<'_>], trains: &mut Vec<Range<usize>>) {
@@ -416,6 +429,7 @@ impl UdpBackend {
                     if d.src_port != head.src_port
                         || d.remote != head.remote
                         || d.remote_port != head.remote_port
+                        || d.tos != head.tos
                         || len > seg
                         || bytes + len > MAX_TRAIN
                     {
@@ -447,6 +461,7 @@ impl UdpBackend {
                 to: remote,
                 parts: i..i + 1,
                 segment: 0,
+                tos: 0,
             })
             .collect();
         let fd = self.tx_socket(src_port)?.as_raw_fd();
@@ -494,6 +509,7 @@ impl UdpBackend {
                 to: remote,
                 parts: at..at + n,
                 segment: if n > 1 { batch[at].len() as u16 } else { 0 },
+                tos: 0,
             });
             at += n;
         }

@@ -51,6 +51,7 @@ fn exchange(a: IpAddr, b: IpAddr, port: u16) {
             remote: b,
             remote_port: port + 1,
             src_port: 0xc000 | (port & 0x3fff),
+            tos: 0,
             transport: t,
         })
         .collect();
@@ -78,6 +79,7 @@ fn exchange(a: IpAddr, b: IpAddr, port: u16) {
         remote: b,
         remote_port: port + 1,
         src_port: 0xc000,
+        tos: 0,
         transport: &mut bad,
     }];
     tx.send(&mut d).unwrap();
@@ -137,6 +139,7 @@ fn trains(gro: bool, port: u16) {
             remote: b,
             remote_port: port + 1,
             src_port: 0xc123,
+            tos: 0,
             transport: t,
         })
         .collect();
@@ -224,6 +227,7 @@ fn source_ports_past_the_socket_limit_share_open_ones() {
             remote: b,
             remote_port: port + 1,
             src_port: asked[k % 6],
+            tos: 0,
             transport: t,
         })
         .collect();
@@ -314,6 +318,7 @@ fn garbage_is_dropped_by_cause_before_the_icrc() {
         remote: b,
         remote_port: to.1,
         src_port: 0xc001,
+        tos: 0,
         transport: &mut good,
     }];
     assert_eq!(tx.send(&mut d).unwrap(), 1);
@@ -366,6 +371,7 @@ fn a_send_as_long_as_a_receive_batch_then_a_receive() {
             remote: b,
             remote_port: 47701,
             src_port: 0xc000,
+            tos: 0,
             transport: t,
         })
         .collect();

@@ -82,7 +82,11 @@ impl Context {
                 .unwrap_or_default();
             t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32
         });
-        let engine = Endpoint::new(EndpointConfig { seed });
+        let mut engine = Endpoint::new(EndpointConfig { seed });
+        // UD messages are as large as the port's active MTU, as rxe's.
+        if let Ok(port) = crate::device::query_port(cfg.local) {
+            engine.set_port_mtu(port.active_mtu);
+        }
         let cm = crate::cm::hub::CmHub::new(cfg.local, cm_config(cfg.local, seed));
         let shared = Arc::new(Shared::new(engine, backend, cm, cfg.local, cfg.peer_port)?);
         let s = shared.clone();
@@ -123,6 +127,7 @@ impl Context {
         let handle = self.shared.engine().alloc_pd();
         ProtectionDomain {
             shared: self.shared.clone(),
+            device: self.device.clone(),
             handle,
         }
     }
@@ -135,6 +140,7 @@ impl Context {
         let handle = self.shared.engine().create_cq(depth)?;
         Ok(CompletionQueue {
             shared: self.shared.clone(),
+            _device: self.device.clone(),
             handle,
             channel: None,
         })
@@ -158,6 +164,7 @@ impl Context {
         self.shared.set_channel(handle, channel.inner.clone());
         Ok(CompletionQueue {
             shared: self.shared.clone(),
+            _device: self.device.clone(),
             handle,
             channel: Some(channel.clone()),
         })
@@ -202,6 +209,21 @@ impl Context {
     /// through, resends, and what it dropped and why.
     pub fn cm_stats(&self) -> crate::cm::CmStats {
         self.shared.cm.stats()
+    }
+
+    /// How many communications the device's CM holds, by table: those
+    /// being set up (both sides), those in TimeWait, and all of them. Each
+    /// table has its limit (`ferroce_cm::CmConfig`); this shows a flood of
+    /// requests stays within them.
+    pub fn cm_tables(&self) -> crate::cm::CmTables {
+        self.shared.cm.tables()
+    }
+
+    /// QP1's counters: MADs taken and sent, and the packets for QP1 it
+    /// dropped and why (not a 256-byte UD SEND_ONLY with the GSI Q_Key and
+    /// the default partition, or past its queue).
+    pub fn mad_stats(&self) -> crate::MadStats {
+        self.shared.engine().mad_stats()
     }
 }
 

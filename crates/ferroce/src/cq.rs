@@ -15,6 +15,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::context::DeviceHandle;
 use crate::driver::Shared;
 use crate::{CompletionChannel, Result, WorkCompletion};
 
@@ -22,6 +23,8 @@ use crate::{CompletionChannel, Result, WorkCompletion};
 #[derive(Debug)]
 pub struct CompletionQueue {
     pub(crate) shared: Arc<Shared>,
+    /// Keeps the device (its driver) alive while this object is.
+    pub(crate) _device: Arc<DeviceHandle>,
     pub(crate) handle: u32,
     /// The channel its events go to, if it was created with one.
     pub(crate) channel: Option<CompletionChannel>,

@@ -333,9 +333,27 @@ impl Shared {
     /// a round an application polling in a tight loop runs (which may hold
     /// responses back).
     fn progress_at(&self, now: Instant, hold: bool) -> (bool, Option<Instant>) {
-        let Ok(mut guard) = self.io.try_lock() else {
+        let Ok(guard) = self.io.try_lock() else {
             return (false, None);
         };
+        self.round(guard, now, hold)
+    }
+
+    /// A round of progress that waits for one another thread is running
+    /// to finish rather than leave the work to it: for a caller that must
+    /// know what it queued is on the wire when it returns (the CM's MADs,
+    /// before an application may exit).
+    pub(crate) fn progress_now(&self) {
+        let guard = self.io.lock().unwrap_or_else(|p| p.into_inner());
+        self.round(guard, self.now(), false);
+    }
+
+    fn round(
+        &self,
+        mut guard: MutexGuard<'_, Io>,
+        now: Instant,
+        hold: bool,
+    ) -> (bool, Option<Instant>) {
         let io = &mut *guard;
         let _device = self.span.enter();
         self.round_kick
@@ -511,6 +529,7 @@ fn send_all(io: &mut Io, port: u16) -> usize {
             remote: t.path.remote,
             remote_port: port,
             src_port: t.path.udp_src_port,
+            tos: t.tos(),
             transport: &mut t.data,
         })
         .collect();

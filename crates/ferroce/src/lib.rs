@@ -26,6 +26,7 @@ mod mr;
 mod pd;
 mod qp;
 mod remote;
+pub mod roce_config;
 mod srq;
 
 #[cfg(feature = "tokio")]
@@ -41,7 +42,7 @@ pub use ferroce_core::verbs::{
     SendOp, SendWr, Sge, SrqAttr, SrqInfo, UdDest, VerbsError, WcError, WcOpcode, WcStatus,
     WorkCompletion,
 };
-pub use ferroce_core::{Backing, MAX_MSG_SIZE, MrInfo, RangeError, Stats};
+pub use ferroce_core::{Backing, MAX_MSG_SIZE, MadStats, MrInfo, RangeError, Stats};
 pub use ferroce_io::UdpStats;
 pub use ferroce_wire::Psn;
 pub use mr::MemoryRegion;

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use ferroce_core::Region;
 
+use crate::context::DeviceHandle;
 use crate::driver::Shared;
 use crate::{MrInfo, Result, Sge};
 
@@ -25,6 +26,8 @@ use crate::{MrInfo, Result, Sge};
 #[derive(Debug)]
 pub struct MemoryRegion {
     pub(crate) shared: Arc<Shared>,
+    /// Keeps the device (its driver) alive while this object is.
+    pub(crate) _device: Arc<DeviceHandle>,
     pub(crate) info: MrInfo,
     pub(crate) region: Arc<Region>,
     pub(crate) registered: bool,

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use ferroce_core::{QpInit, Region};
 
+use crate::context::DeviceHandle;
 use crate::driver::Shared;
 use crate::srq::SrqHandle;
 use crate::{
@@ -14,6 +15,8 @@ use crate::{
 #[derive(Debug)]
 pub struct ProtectionDomain {
     pub(crate) shared: Arc<Shared>,
+    /// Keeps the device (its driver) alive while this object is.
+    pub(crate) device: Arc<DeviceHandle>,
     pub(crate) handle: u32,
 }
 
@@ -53,6 +56,7 @@ impl ProtectionDomain {
     fn region(&self, info: MrInfo, region: Arc<Region>) -> MemoryRegion {
         MemoryRegion {
             shared: self.shared.clone(),
+            _device: self.device.clone(),
             info,
             region,
             registered: true,
@@ -72,7 +76,12 @@ impl ProtectionDomain {
             sq_sig_all: attr.sq_sig_all,
             srq: attr.srq.map(|s| s.inner.handle),
         })?;
-        Ok(QueuePair::new(self.shared.clone(), qpn, attr))
+        Ok(QueuePair::new(
+            self.shared.clone(),
+            self.device.clone(),
+            qpn,
+            attr,
+        ))
     }
 
     /// A shared receive queue of up to `max_wr` receive work requests
@@ -83,6 +92,7 @@ impl ProtectionDomain {
         Ok(SharedReceiveQueue {
             inner: Arc::new(SrqHandle {
                 shared: self.shared.clone(),
+                _device: self.device.clone(),
                 handle,
             }),
         })

@@ -6,6 +6,7 @@ use std::hash::{BuildHasher, RandomState};
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use crate::context::DeviceHandle;
 use crate::driver::Shared;
 use crate::srq::SrqHandle;
 use crate::{
@@ -61,6 +62,8 @@ impl<'a> QpInitAttr<'a> {
 /// A queue pair. `Debug` shows its number in hex, as rdma-core prints it.
 pub struct QueuePair {
     pub(crate) shared: Arc<Shared>,
+    /// Keeps the device (its driver) alive while this object is.
+    pub(crate) _device: Arc<DeviceHandle>,
     pub(crate) qpn: u32,
     qp_type: QpType,
     /// The first PSN this QP sends, fixed at creation so that its
@@ -82,7 +85,12 @@ impl fmt::Debug for QueuePair {
 
 impl QueuePair {
     /// Wraps the engine's QP `qpn`, created from `attr`.
-    pub(crate) fn new(shared: Arc<Shared>, qpn: u32, attr: &QpInitAttr<'_>) -> Self {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        device: Arc<DeviceHandle>,
+        qpn: u32,
+        attr: &QpInitAttr<'_>,
+    ) -> Self {
         // A random PSN without a dependency: the standard library's
         // per-process random hash keys.
         let psn = attr
@@ -90,6 +98,7 @@ impl QueuePair {
             .unwrap_or_else(|| Psn::new(RandomState::new().hash_one(qpn) as u32));
         Self {
             shared,
+            _device: device,
             qpn,
             qp_type: attr.qp_type,
             psn,

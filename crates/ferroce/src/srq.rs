@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::context::DeviceHandle;
 use crate::driver::Shared;
 use crate::{RecvWr, Result, SrqAttr, SrqInfo};
 
@@ -17,6 +18,8 @@ pub struct SharedReceiveQueue {
 #[derive(Debug)]
 pub(crate) struct SrqHandle {
     pub(crate) shared: Arc<Shared>,
+    /// Keeps the device (its driver) alive while this object is.
+    pub(crate) _device: Arc<DeviceHandle>,
     pub(crate) handle: u32,
 }
 

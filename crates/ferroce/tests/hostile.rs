@@ -89,6 +89,7 @@ impl Forger {
             remote: self.to,
             remote_port: ROCE_V2_PORT,
             src_port: FORGER_SRC_PORT,
+            tos: 0,
             transport: &mut b[..n],
         }];
         assert_eq!(self.udp.send(&mut d).unwrap(), 1);

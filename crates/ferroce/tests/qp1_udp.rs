@@ -52,6 +52,7 @@ fn a_mad_crosses_real_udp_from_qp1_to_qp1() {
         remote: t.path.remote,
         remote_port: PORT + 1,
         src_port: t.path.udp_src_port,
+        tos: 0,
         transport: &mut t.data,
     }];
     assert_eq!(io_a.send(&mut batch).unwrap(), 1);

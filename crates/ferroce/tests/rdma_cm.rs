@@ -263,4 +263,42 @@ fn calls_out_of_order_say_what_comes_first() {
     );
     let err = id.resolve_route(WAIT).unwrap_err().to_string();
     assert!(err.contains("resolve_addr"), "{err}");
+    // 192.0.2.1 (TEST-NET-1) is no address of this host.
+    let err = id
+        .resolve_addr(Some(addr("192.0.2.1:0")), addr("127.0.1.13:7477"), WAIT)
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("address resolution: "), "{err}");
+    assert!(err.contains("192.0.2.1"), "{err}");
+    assert!(
+        ch.try_get_event().is_none(),
+        "a failed resolution reports no event"
+    );
+}
+
+#[test]
+fn verbs_objects_keep_their_device_open() {
+    // An application that keeps only the PD, CQs and QP it made on an ID's
+    // device (`CmId::verbs`) must not lose the driver under them.
+    let end = |ip: &str| {
+        let ctx = ferroce::Context::open(ip.parse().unwrap()).unwrap();
+        let pd = ctx.alloc_pd();
+        let cq = ctx.create_cq(16).unwrap();
+        let mr = pd.reg_mr(64, Access::LOCAL_WRITE).unwrap();
+        let qp = pd
+            .create_qp(&QpInitAttr::new(QpType::Rc, &cq, &cq))
+            .unwrap();
+        Side { qp, cq, mr }
+    };
+    let (a, b) = (end("127.0.1.14"), end("127.0.1.15"));
+    let opts = ferroce::ConnectOptions::default();
+    a.qp.connect(&b.qp.endpoint(), &opts).unwrap();
+    b.qp.connect(&a.qp.endpoint(), &opts).unwrap();
+    b.qp.post_recv(RecvWr::new(1, &[b.mr.sge(0, 64)])).unwrap();
+    a.qp.post_send(SendWr::send(2, &[a.mr.sge(0, 8)])).unwrap();
+    // Blocking waits: only the drivers move the packets.
+    let wc = b.cq.wait(1, WAIT).unwrap();
+    assert_eq!(wc.first().map(|w| w.status), Some(WcStatus::Success));
+    let wc = a.cq.wait(1, WAIT).unwrap();
+    assert_eq!(wc.first().map(|w| w.status), Some(WcStatus::Success));
 }

@@ -7,10 +7,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use crate::error::Error;
 use clap::Args;
-use ferroce::{DeviceAttr, Gid, GidType, Mtu, PhysState, PortAttr};
-
-/// The name ferroce's device goes by (rxe's is `rxe0`).
-const DEVICE_NAME: &str = "ferroce0";
+use ferroce::{DEVICE_NAME, DeviceAttr, Gid, GidType, Mtu, PhysState, PortAttr};
 
 #[derive(Debug, Args)]
 pub(crate) struct DevinfoArgs {
@@ -42,8 +39,8 @@ pub(crate) fn run(args: &DevinfoArgs) -> Result<bool, Error> {
 }
 
 /// The first non-loopback IPv4 address of an interface that is up, else
-/// 127.0.0.1.
-fn default_local() -> IpAddr {
+/// 127.0.0.1 (`ibstat`'s too).
+pub(crate) fn default_local() -> IpAddr {
     ferroce::netif::interfaces()
         .unwrap_or_default()
         .into_iter()
@@ -350,7 +347,7 @@ mod tests {
             "\tmax_srq_sge:\t\t\t2147483647",
             "\tdevice_cap_flags_ex:\t\t0x3804",
             "\t\t\tmax_msg_sz:\t\t0x800000",
-            "\t\t\tport_cap_flags:\t\t0x00000000",
+            "\t\t\tport_cap_flags:\t\t0x00010000",
             "\t\t\tpkey_tbl_len:\t\t1",
             "\t\t\tgid_tbl_len:\t\t1024",
             "\t\t\tactive_width:\t\t1X (1)",

@@ -1,12 +1,18 @@
 //! One module per subcommand.
 
 pub(crate) mod bench;
+pub(crate) mod cmatose;
+pub(crate) mod cmtest;
+pub(crate) mod config;
 pub(crate) mod devinfo;
 pub(crate) mod dump;
 pub(crate) mod exchange;
+pub(crate) mod ibstat;
 pub(crate) mod limits;
 pub(crate) mod perf;
 pub(crate) mod pingpong;
+pub(crate) mod rdma_example;
 pub(crate) mod rping;
 pub(crate) mod sample;
 pub(crate) mod tcp;
+pub(crate) mod udaddy;

@@ -1,7 +1,7 @@
 //! The passive side: REQ in, REP out, RTU in; REJ and MRA out.
 
 use ferroce_core::Instant;
-use ferroce_wire::mad::{CmMessage, CmMra, CmRej, CmRep, CmReq, CmRtu, TRANSPORT_RC, TRANSPORT_UC};
+use ferroce_wire::mad::{CmMessage, CmMra, CmRej, CmRep, CmReq, CmRtu};
 
 use super::active::MRAED_REQ;
 use super::{Cm, private};
@@ -45,12 +45,12 @@ impl Cm {
         self.start_passive(from, tid, req);
     }
 
-    /// Why a new REQ cannot be taken, if it cannot.
+    /// Why a new REQ cannot be taken, if it cannot. The transport is the
+    /// listener's to judge, as in the kernel's ib_cm (rdma_cm refuses all
+    /// but RC with REJ 28).
     fn refusal(&mut self, req: &CmReq) -> Option<u16> {
         if !self.listeners.contains(&req.service_id) {
             Some(reason::INVALID_SERVICE_ID)
-        } else if !matches!(req.transport_service_type, TRANSPORT_RC | TRANSPORT_UC) {
-            Some(reason::INVALID_TRANSPORT_TYPE)
         } else if self.pending >= self.config.max_pending {
             self.stats.pending_full += 1;
             Some(reason::NO_RESOURCES)

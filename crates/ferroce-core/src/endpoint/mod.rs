@@ -39,7 +39,7 @@ mod gsi;
 mod resources;
 
 use crate::verbs::{
-    AsyncEvent, QpAttr, QpState, QpType, QueuedRecv, QueuedSend, RecvWr, SendOp, SendWr,
+    AsyncEvent, Mtu, QpAttr, QpState, QpType, QueuedRecv, QueuedSend, RecvWr, SendOp, SendWr,
     VerbsError, WcOpcode, WcStatus, WorkCompletion,
 };
 pub use defer::{MAX_DEFERRED, MAX_DEFERRED_TOTAL};
@@ -73,6 +73,8 @@ const BURST: u32 = 16;
 /// One device's objects and engine. See the module docs for the contract.
 #[derive(Debug)]
 pub struct Endpoint {
+    /// See [`Endpoint::set_port_mtu`].
+    port_mtu: Mtu,
     rng: ChaCha8Rng,
     pds: HashSet<u32>,
     next_handle: u32,
@@ -133,6 +135,21 @@ impl Endpoint {
             next_qpn: FIRST_USER_QPN,
             gsi: gsi::Gsi::default(),
             stats: Stats::default(),
+            port_mtu: Mtu::Mtu1024,
+        }
+    }
+
+    /// The port's active MTU (`ibv_port_attr::active_mtu`, 1024 until
+    /// set): the largest message of a UD QP, which takes no path MTU (IBA's
+    /// state table has none for UD; rxe uses the port's MTU as well). QPs
+    /// created from now on take it.
+    pub fn set_port_mtu(&mut self, mtu: Mtu) {
+        self.port_mtu = mtu;
+    }
+
+    fn ud_mtu(&self, qp: &mut Qp) {
+        if qp.init.qp_type == QpType::Ud {
+            qp.cfg.mtu = self.port_mtu;
         }
     }
 
@@ -199,7 +216,9 @@ impl Endpoint {
         } else {
             qpn + 1
         };
-        self.qps.insert(qpn, Qp::new(qpn, init));
+        let mut qp = Qp::new(qpn, init);
+        self.ud_mtu(&mut qp);
+        self.qps.insert(qpn, qp);
         Ok(qpn)
     }
 
@@ -334,6 +353,9 @@ impl Endpoint {
                 }
                 let (init, scheduled, counted) = (q.init, q.scheduled, q.counted_in_flight);
                 *q = Qp::new(qpn, init);
+                if init.qp_type == QpType::Ud {
+                    q.cfg.mtu = self.port_mtu;
+                }
                 q.scheduled = scheduled;
                 q.counted_in_flight = counted;
             }

@@ -538,3 +538,37 @@ fn long_read_under_loss_completes() {
         );
     }
 }
+
+/// A UD message may be as large as the port's active MTU (`set_port_mtu`),
+/// as rxe's: 4096 bytes go through on a 4096-byte port, one more is
+/// refused naming the limit.
+#[test]
+fn ud_messages_take_the_ports_mtu() {
+    let mut p = Pair::new(240);
+    for e in &mut p.eps {
+        e.set_port_mtu(Mtu::Mtu4096);
+    }
+    let [a, b] = connect(&mut p, QpType::Ud, 16384, Mtu::Mtu1024);
+    let data = pattern(4096, 3);
+    write_mr(&mut p, 0, a.mr.lkey, 0, &data);
+    p.eps[1]
+        .post_recv(b.qpn, recv_wr(1, &sge(&b, 0, 8192)))
+        .unwrap();
+    let sg = sge(&a, 0, 4096);
+    let mut wr = send_wr(2, SendOp::Send, &sg);
+    wr.ud = Some(ud_dest(&p, b.qpn));
+    p.eps[0].post_send(a.qpn, wr).unwrap();
+    let r = p.wait_cqes(1, b.cq, 1)[0];
+    assert_eq!((r.status, r.byte_len), (WcStatus::Success, 40 + 4096));
+    assert_eq!(read_mr(&p, 1, b.mr.lkey, 40, 4096), data);
+    let sg = sge(&a, 0, 4097);
+    let mut wr = send_wr(3, SendOp::Send, &sg);
+    wr.ud = Some(ud_dest(&p, b.qpn));
+    assert_eq!(
+        p.eps[0].post_send(a.qpn, wr),
+        Err(crate::verbs::VerbsError::TooLong {
+            len: 4097,
+            max: 4096
+        })
+    );
+}

@@ -34,6 +34,39 @@ fn setsockopt_int(
     }
 }
 
+fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `value` and `len` are live locals; the kernel writes at most
+    // `len` bytes (the size of a c_int) into `value` and the length it
+    // wrote into `len`. `fd` is a socket the caller owns.
+    let rc = unsafe { libc::getsockopt(fd, level, name, (&raw mut value).cast(), &raw mut len) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if len as usize != size_of::<libc::c_int>() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("getsockopt({level}, {name}) returned {len} bytes, not an int"),
+        ));
+    }
+    Ok(value)
+}
+
+/// The path MTU the kernel holds for a connected socket's route
+/// (`IP_MTU` / `IPV6_MTU`): the route's `mtu` metric (locked or not) or an
+/// MTU learned from ICMP, else the MTU of the route's interface. Fails with
+/// ENOTCONN on a socket that is not connected.
+pub(crate) fn path_mtu(fd: RawFd, ipv6: bool) -> io::Result<u32> {
+    let v = if ipv6 {
+        getsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_MTU)?
+    } else {
+        getsockopt_int(fd, libc::IPPROTO_IP, libc::IP_MTU)?
+    };
+    u32::try_from(v)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("negative path MTU {v}")))
+}
+
 /// Sets DF and never fragments (IP_PMTUDISC_DO). On an unconnected socket
 /// Linux then sends IPv4 Identification 0, which makes the IPv4 header, and
 /// so the ICRC, predictable.
@@ -139,16 +172,22 @@ pub(crate) fn set_udp_gro(fd: RawFd) -> io::Result<()> {
 /// One message of [`send_batch`]: `parts` (indexes into the part list) are
 /// gathered into one datagram, or, when `segment` is not zero, into a train
 /// the kernel cuts into datagrams of `segment` bytes, the last one possibly
-/// shorter (UDP GSO).
+/// shorter (UDP GSO). Every datagram of it leaves with `tos` in the IPv4
+/// TOS or IPv6 traffic class byte.
 #[derive(Debug, Clone)]
 pub(crate) struct OutMsg {
     pub(crate) to: SocketAddr,
     pub(crate) parts: std::ops::Range<usize>,
     pub(crate) segment: u16,
+    /// DSCP (high 6 bits) and ECN (low 2). 0 sends no control message: the
+    /// sockets are never given a TOS of their own, so 0 is their default.
+    pub(crate) tos: u8,
 }
 
-/// Room for one `UDP_SEGMENT` control message, aligned for `cmsghdr`.
-type SegmentControl = [u64; 4];
+/// Room for the control messages of one send, aligned for `cmsghdr`: a
+/// `UDP_SEGMENT` (2 data bytes) and an `IP_TOS` or `IPV6_TCLASS` (an int),
+/// `CMSG_SPACE(2) + CMSG_SPACE(4)` = 48 bytes on 64-bit Linux.
+type SendControl = [u64; 8];
 
 /// Room for the control messages a receive can carry (only `UDP_GRO`'s
 /// segment size is asked for).
@@ -162,7 +201,7 @@ pub(crate) struct Scratch {
     hdrs: Vec<libc::mmsghdr>,
     iovs: Vec<libc::iovec>,
     addrs: Vec<(libc::sockaddr_storage, libc::socklen_t)>,
-    send_controls: Vec<SegmentControl>,
+    send_controls: Vec<SendControl>,
     recv_controls: Vec<RecvControl>,
 }
 
@@ -188,6 +227,58 @@ fn zeroed_hdr() -> libc::mmsghdr {
 fn zeroed_storage() -> libc::sockaddr_storage {
     // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
     unsafe { zeroed() }
+}
+
+/// Points `h` at `control` and writes into it the control messages `m`
+/// needs: `UDP_SEGMENT` for a train, `IP_TOS` / `IPV6_TCLASS` for a TOS
+/// other than 0. Writes nothing (and leaves `h` without control) when it
+/// needs neither.
+fn write_send_control(h: &mut libc::msghdr, control: &mut SendControl, m: &OutMsg) {
+    // SAFETY: CMSG_SPACE is arithmetic on its argument.
+    let (seg_space, tos_space) = unsafe {
+        (
+            libc::CMSG_SPACE(size_of::<u16>() as u32) as usize,
+            libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as usize,
+        )
+    };
+    let len = usize::from(m.segment != 0) * seg_space + usize::from(m.tos != 0) * tos_space;
+    if len == 0 {
+        return;
+    }
+    debug_assert!(seg_space + tos_space <= size_of::<SendControl>());
+    debug_assert!(control.iter().all(|&w| w == 0), "control not zeroed");
+    h.msg_control = control.as_mut_ptr().cast();
+    h.msg_controllen = len;
+    let (level, kind) = match m.to {
+        SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_TOS),
+        SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_TCLASS),
+    };
+    // SAFETY: `h` points at `control`, which is aligned for cmsghdr,
+    // zeroed by the caller, and `msg_controllen` bytes long: room for
+    // exactly the messages written below. CMSG_FIRSTHDR/CMSG_NXTHDR return
+    // a header inside it with room for its data after it, or null when
+    // there is none, which is checked before each write.
+    unsafe {
+        let mut cm = libc::CMSG_FIRSTHDR(h);
+        if cm.is_null() {
+            return;
+        }
+        if m.segment != 0 {
+            (*cm).cmsg_level = libc::SOL_UDP;
+            (*cm).cmsg_type = UDP_SEGMENT;
+            (*cm).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as usize;
+            libc::CMSG_DATA(cm).cast::<u16>().write_unaligned(m.segment);
+            cm = libc::CMSG_NXTHDR(h, cm);
+        }
+        if m.tos != 0 && !cm.is_null() {
+            (*cm).cmsg_level = level;
+            (*cm).cmsg_type = kind;
+            (*cm).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as usize;
+            libc::CMSG_DATA(cm)
+                .cast::<libc::c_int>()
+                .write_unaligned(libc::c_int::from(m.tos));
+        }
+    }
 }
 
 /// Sends `msgs` with one `sendmmsg` per 64; returns how many messages were
@@ -218,7 +309,7 @@ pub(crate) fn send_batch<'a>(
         addrs.clear();
         addrs.extend(chunk.iter().map(|m| to_storage(&m.to)));
         controls.clear();
-        controls.resize(chunk.len(), [0; 4]);
+        controls.resize(chunk.len(), [0; 8]);
         hdrs.clear();
         for (i, m) in chunk.iter().enumerate() {
             let mut h = zeroed_hdr();
@@ -228,24 +319,7 @@ pub(crate) fn send_batch<'a>(
             // the C declaration asks for.
             h.msg_hdr.msg_iov = iovs[m.parts.clone()].as_ptr().cast_mut();
             h.msg_hdr.msg_iovlen = m.parts.len();
-            if m.segment != 0 {
-                let c = &mut controls[i];
-                // SAFETY: CMSG_SPACE is arithmetic on its argument.
-                let space = unsafe { libc::CMSG_SPACE(2) } as usize;
-                debug_assert!(space <= size_of::<SegmentControl>());
-                h.msg_hdr.msg_control = c.as_mut_ptr().cast();
-                h.msg_hdr.msg_controllen = space;
-                // SAFETY: the header points at `c`, which is aligned for and
-                // at least CMSG_SPACE(2) bytes long, so CMSG_FIRSTHDR returns
-                // a pointer to a cmsghdr inside it with 2 data bytes after it.
-                unsafe {
-                    let cm = libc::CMSG_FIRSTHDR(&raw const h.msg_hdr);
-                    (*cm).cmsg_level = libc::SOL_UDP;
-                    (*cm).cmsg_type = UDP_SEGMENT;
-                    (*cm).cmsg_len = libc::CMSG_LEN(2) as usize;
-                    libc::CMSG_DATA(cm).cast::<u16>().write_unaligned(m.segment);
-                }
-            }
+            write_send_control(&mut h.msg_hdr, &mut controls[i], m);
             hdrs.push(h);
         }
         // SAFETY: every header points into `addrs`, `controls` and `iovs`,

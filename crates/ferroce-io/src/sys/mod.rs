@@ -1,5 +1,12 @@
 //! The only `unsafe` of ferroce-io: socket options the standard library and
-//! socket2 do not offer, and the batched `sendmmsg`/`recvmmsg` calls.
+//! socket2 do not offer (set, and read back: the path MTU of a connected
+//! socket), `getifaddrs`, eventfd and `ppoll`, and the batched
+//! `sendmmsg`/`recvmmsg` calls with the control messages they carry (a
+//! send's `UDP_SEGMENT` and `IP_TOS` / `IPV6_TCLASS`, a receive's
+//! `UDP_GRO`), written into and read from buffers this module owns, within
+//! the lengths the headers give. Each function copies what the kernel wrote
+//! into owned Rust values before it returns: no pointer into a C structure
+//! is used after the call that filled it.
 #![allow(unsafe_code)]
 
 #[cfg(target_os = "linux")]

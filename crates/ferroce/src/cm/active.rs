@@ -23,14 +23,18 @@ use crate::{Context, Result, UdDest};
 /// kernel (6.1; `CMA_IBOE_PACKET_LIFETIME`; newer kernels use 16).
 const PACKET_LIFE_TIME: u8 = 18;
 
-/// The depths a device allows (`ibv_device_attr`), for the negotiation.
+/// The depths a device allows (`ibv_device_attr`), for the negotiation:
+/// read once per device (`query_device` reads the interface from the
+/// system; done per connection, it was a fifth of a setup's time).
 pub(crate) fn limits(ctx: &Context) -> DeviceLimits {
-    let attr = ctx.query_device().ok();
-    let cap = |v: Option<u32>| v.map_or(16, |v| v.min(255) as u8);
-    DeviceLimits {
-        max_responder_resources: cap(attr.as_ref().map(|a| a.max_qp_rd_atom)),
-        max_initiator_depth: cap(attr.as_ref().map(|a| a.max_qp_init_rd_atom)),
-    }
+    *ctx.shared.cm.limits.get_or_init(|| {
+        let attr = ctx.query_device().ok();
+        let cap = |v: Option<u32>| v.map_or(16, |v| v.min(255) as u8);
+        DeviceLimits {
+            max_responder_resources: cap(attr.as_ref().map(|a| a.max_qp_rd_atom)),
+            max_initiator_depth: cap(attr.as_ref().map(|a| a.max_qp_init_rd_atom)),
+        }
+    })
 }
 
 /// `rdma_connect`.
@@ -158,13 +162,7 @@ pub(crate) fn on_rep(dcm: &mut DeviceCm, shared: &Shared, now: Instant, comm: Co
         inner.report(CmEventKind::ConnectResponse { param }, None);
         return;
     };
-    let route_path = transitions::path(
-        remote.ip(),
-        local.port(),
-        remote.port(),
-        st.tos(),
-        req.primary_path.hop_limit,
-    );
+    let route_path = transitions::path(remote.ip(), &req, (local.port(), remote.port()), st.tos());
     let attrs = rdma_cm::active_rtr(&req, rep).map(|mut rtr| {
         rtr.path = Some(route_path);
         [
@@ -230,7 +228,13 @@ pub(crate) fn on_sidr_rep(
             remote.port(),
             super::sidr_status_name(status)
         );
-        inner.report(CmEventKind::Unreachable { reason }, None);
+        inner.report(
+            CmEventKind::Unreachable {
+                reason,
+                status: i32::from(status),
+            },
+            None,
+        );
         return;
     }
     st.phase = Phase::Connected;

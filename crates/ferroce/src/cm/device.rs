@@ -20,6 +20,9 @@ use super::{CmEventKind, registry};
 use crate::context::DeviceHandle;
 use crate::driver::Shared;
 
+/// librdmacm's status of an event for a peer that never answered.
+const ETIMEDOUT: i32 = -110;
+
 /// The rdma_cm state of one device.
 #[derive(Debug)]
 pub(crate) struct DeviceCm {
@@ -31,6 +34,11 @@ pub(crate) struct DeviceCm {
     /// The device, for the IDs of incoming requests.
     pub(crate) device: Weak<DeviceHandle>,
     pub(crate) local: IpAddr,
+    /// Every ID this CM took a strong reference to while locked: dropped
+    /// only after the lock is released ([`DeviceCm::take_graveyard`]), since
+    /// the last reference to an ID may be the last to its device, whose
+    /// closing runs a round of its own.
+    graveyard: Vec<Arc<IdInner>>,
 }
 
 /// What a dropped ID left to settle.
@@ -48,6 +56,7 @@ impl DeviceCm {
             listeners: HashMap::new(),
             device: Weak::new(),
             local,
+            graveyard: Vec::new(),
         }
     }
 
@@ -81,21 +90,37 @@ impl DeviceCm {
         if !self.listeners.contains_key(&key) && wildcard.is_none() {
             self.cm.unlisten(service.service_id());
         }
-        drop(wildcard);
+        self.graveyard.extend(wildcard);
+    }
+
+    /// The IDs to drop once the CM's lock is released.
+    pub(crate) fn take_graveyard(&mut self) -> Vec<Arc<IdInner>> {
+        std::mem::take(&mut self.graveyard)
+    }
+
+    /// Keeps `id` alive until the lock is released (see `graveyard`).
+    fn keep(&mut self, id: Option<Arc<IdInner>>) -> Option<Arc<IdInner>> {
+        self.graveyard.extend(id.clone());
+        id
     }
 
     /// The listener for `service`: bound to this device, else a wildcard.
-    pub(crate) fn listener(&self, service: RdmaService) -> Option<Arc<IdInner>> {
+    pub(crate) fn listener(&mut self, service: RdmaService) -> Option<Arc<IdInner>> {
         let key = (service.port_space, service.port);
-        if let Some(id) = self.listeners.get(&key).and_then(Weak::upgrade) {
-            return Some(id);
-        }
-        registry::wildcard_listener(service.port_space, service.port, self.local.is_ipv6())
+        let id = self
+            .listeners
+            .get(&key)
+            .and_then(Weak::upgrade)
+            .or_else(|| {
+                registry::wildcard_listener(service.port_space, service.port, self.local.is_ipv6())
+            });
+        self.keep(id)
     }
 
     /// The ID of communication `comm`, if it is still alive.
-    pub(crate) fn id_of(&self, comm: CommId) -> Option<Arc<IdInner>> {
-        self.ids.get(&comm.0).and_then(Weak::upgrade)
+    pub(crate) fn id_of(&mut self, comm: CommId) -> Option<Arc<IdInner>> {
+        let id = self.ids.get(&comm.0).and_then(Weak::upgrade);
+        self.keep(id)
     }
 
     /// Acts on every event the CM has.
@@ -141,15 +166,18 @@ impl DeviceCm {
                 };
                 self.fail(shared, id, |peer| CmEventKind::Unreachable {
                     reason: format!("{peer} never answered our {what} (every retry timed out)"),
+                    status: ETIMEDOUT,
                 });
             }
             IbEvent::SidrTimeout { id } => self.fail(shared, id, |peer| CmEventKind::Unreachable {
                 reason: format!("{peer} never answered our SIDR request"),
+                status: ETIMEDOUT,
             }),
             IbEvent::DisconnectRequest { id, .. } => self.on_disconnect(shared, id, true),
             IbEvent::Disconnected { id, .. } => self.on_disconnect(shared, id, false),
             IbEvent::TimewaitExit { id } => {
-                if let Some(inner) = self.ids.remove(&id.0).and_then(|w| w.upgrade()) {
+                let inner = self.ids.remove(&id.0).and_then(|w| w.upgrade());
+                if let Some(inner) = self.keep(inner) {
                     inner.state().comm = None;
                     inner.report(CmEventKind::TimewaitExit, None);
                 }

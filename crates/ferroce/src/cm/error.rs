@@ -21,21 +21,9 @@ pub enum CmIdError {
     },
     /// The address is already bound by another ID of the port space.
     AddrInUse(SocketAddr),
-    /// The source and destination (or bind and listen) addresses are of
-    /// different families.
-    MixedFamilies {
-        /// The source.
-        src: IpAddr,
-        /// The destination.
-        dst: IpAddr,
-    },
-    /// No route reaches the destination.
-    NoRoute {
-        /// The destination.
-        dst: IpAddr,
-        /// What the routing lookup said.
-        cause: String,
-    },
+    /// The destination could not be resolved from the routing table (no
+    /// route, a source that is not local, mixed families ...).
+    Route(ferroce_io::route::RouteError),
     /// No ferroce device could be opened on the address.
     NoDevice {
         /// The address.
@@ -49,6 +37,9 @@ pub enum CmIdError {
     Protocol(ferroce_cm::CmError),
     /// rdma_cm's rules refused (private data too long, depth too large).
     Rule(RdmaCmError),
+    /// The RoCE settings (`default_roce_tos`, `ferroce config`) could not
+    /// be read.
+    Config(crate::roce_config::ConfigError),
     /// A blocking call gave up.
     TimedOut(&'static str),
 }
@@ -64,16 +55,7 @@ impl fmt::Display for CmIdError {
                 "{addr} is already bound by another rdma_cm ID of this port space: \
                  use another port, or destroy that ID"
             ),
-            Self::MixedFamilies { src, dst } => write!(
-                f,
-                "source {src} and destination {dst} are of different address families: \
-                 use two IPv4 or two IPv6 addresses"
-            ),
-            Self::NoRoute { dst, cause } => write!(
-                f,
-                "no route to {dst} ({cause}): add a route, or give a source address on \
-                 the interface that reaches it"
-            ),
+            Self::Route(e) => write!(f, "address resolution: {e}"),
             Self::NoDevice { addr, cause } => write!(
                 f,
                 "no ferroce device on {addr}: {cause}; give an address of this host"
@@ -84,12 +66,23 @@ impl fmt::Display for CmIdError {
             ),
             Self::Protocol(e) => write!(f, "connection manager: {e}"),
             Self::Rule(e) => e.fmt(f),
+            Self::Config(e) => write!(f, "RoCE settings: {e}"),
             Self::TimedOut(what) => write!(f, "timed out waiting for {what}"),
         }
     }
 }
 
-impl std::error::Error for CmIdError {}
+impl std::error::Error for CmIdError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Route(e) => Some(e),
+            Self::Config(e) => Some(e),
+            Self::Protocol(e) => Some(e),
+            Self::Rule(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<ferroce_cm::CmError> for CmIdError {
     fn from(e: ferroce_cm::CmError) -> Self {

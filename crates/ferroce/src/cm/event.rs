@@ -88,6 +88,10 @@ pub enum CmEventKind {
     Unreachable {
         /// Why, in words.
         reason: String,
+        /// librdmacm's `status`: -110 (`-ETIMEDOUT`) when nothing answered,
+        /// the SIDR_REP's status when the peer refused a UD request (1: no
+        /// listener), as the kernel reports them.
+        status: i32,
     },
     /// `RDMA_CM_EVENT_REJECTED`: the peer rejected the REQ or REP.
     Rejected {
@@ -133,12 +137,12 @@ impl CmEventKind {
     }
 
     /// The event's `status` as librdmacm reports it: the REJ reason for
-    /// `Rejected`, `-ETIMEDOUT` (-110) for `Unreachable`, `-EINVAL` (-22)
-    /// for `ConnectError`, 0 otherwise.
+    /// `Rejected`, `-ETIMEDOUT` (-110) or the SIDR status for `Unreachable`,
+    /// `-EINVAL` (-22) for `ConnectError`, 0 otherwise.
     pub fn status(&self) -> i32 {
         match self {
             Self::Rejected { reason, .. } => i32::from(*reason),
-            Self::Unreachable { .. } => -110,
+            Self::Unreachable { status, .. } => *status,
             Self::ConnectError { .. } => -22,
             _ => 0,
         }
@@ -149,7 +153,7 @@ impl fmt::Display for CmEvent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.kind.name())?;
         match &self.kind {
-            CmEventKind::ConnectError { reason } | CmEventKind::Unreachable { reason } => {
+            CmEventKind::ConnectError { reason } | CmEventKind::Unreachable { reason, .. } => {
                 write!(f, ": {reason}")
             }
             CmEventKind::Rejected { message, .. } => write!(f, ": {message}"),

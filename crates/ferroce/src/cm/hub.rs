@@ -5,9 +5,9 @@
 //! MADs, a CM timer is due, or a dropped ID left something to settle.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use ferroce_cm::rdma_cm::RdmaService;
+use ferroce_cm::rdma_cm::{DeviceLimits, RdmaService};
 use ferroce_cm::{CmConfig, CmId as CommId};
 use ferroce_core::Instant;
 use ferroce_core::Mad;
@@ -15,6 +15,9 @@ use ferroce_core::Mad;
 use super::device::{DeviceCm, Orphan, peer};
 use crate::Result;
 use crate::driver::Shared;
+
+/// How long a port's settings read for one connection serve the next.
+const SETTINGS_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// "No CM timer" in [`CmHub::next`].
 const NO_TIMER: u64 = u64::MAX;
@@ -29,6 +32,13 @@ pub(crate) struct CmHub {
     next: AtomicU64,
     /// Orphans wait.
     dirty: AtomicBool,
+    /// The port's `default_roce_tos` and when it was read: it serves the
+    /// connections resolved within [`SETTINGS_FRESH`] (reading the settings
+    /// files per connection would cost a connection setup more than the
+    /// CM's own work; a change reaches new connections within that time).
+    tos: Mutex<Option<(std::time::Instant, u8)>>,
+    /// The device's depth limits, read at the first connection.
+    pub(crate) limits: OnceLock<DeviceLimits>,
 }
 
 impl CmHub {
@@ -38,6 +48,8 @@ impl CmHub {
             orphans: Mutex::new(Vec::new()),
             next: AtomicU64::new(NO_TIMER),
             dirty: AtomicBool::new(false),
+            limits: OnceLock::new(),
+            tos: Mutex::new(None),
         }
     }
 
@@ -65,11 +77,40 @@ impl CmHub {
     pub(crate) fn stats(&self) -> ferroce_cm::CmStats {
         self.lock().cm.stats().clone()
     }
+
+    /// `default_roce_tos` of the device's port (`ferroce config`), for
+    /// connections that set no ToS of their own. A settings file that does
+    /// not parse is an error naming it.
+    pub(crate) fn default_tos(&self) -> std::result::Result<u8, crate::roce_config::ConfigError> {
+        let mut cached = self.tos.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, tos)) = *cached
+            && at.elapsed() < SETTINGS_FRESH
+        {
+            return Ok(tos);
+        }
+        let port = crate::roce_config::port_settings(crate::DEVICE_NAME, 1)?;
+        *cached = Some((std::time::Instant::now(), port.tos));
+        Ok(port.tos)
+    }
+
+    /// The sizes of the CM's tables.
+    pub(crate) fn tables(&self) -> super::CmTables {
+        let dcm = self.lock();
+        let (pending, timewait) = dcm.cm.table_sizes();
+        super::CmTables {
+            pending,
+            timewait,
+            total: dcm.cm.len(),
+        }
+    }
 }
 
 impl Shared {
     /// Runs `f` on the device's CM at the current time, then hands what it
-    /// made to QP1 and the IDs, and wakes the driver to send it.
+    /// made to QP1 and the IDs, and sends it in a round of progress on the
+    /// caller's thread: an application that exits right after
+    /// `disconnect` (or `accept`, `reject`) has still sent its DREQ, DREP
+    /// (or REP, REJ), as the kernel would have.
     pub(crate) fn with_cm<T>(
         &self,
         f: impl FnOnce(&mut DeviceCm, Instant) -> Result<T>,
@@ -78,8 +119,11 @@ impl Shared {
         let mut dcm = self.cm.lock();
         let out = f(&mut dcm, now);
         self.cm_flush(&mut dcm, now);
+        let graveyard = dcm.take_graveyard();
         drop(dcm);
+        drop(graveyard);
         self.kick();
+        self.progress_now();
         out
     }
 
@@ -124,6 +168,9 @@ impl Shared {
             dcm.cm.handle_timeout(now);
         }
         self.cm_flush(&mut dcm, now);
+        let graveyard = dcm.take_graveyard();
+        drop(dcm);
+        drop(graveyard);
         true
     }
 

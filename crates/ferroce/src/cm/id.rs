@@ -10,130 +10,12 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use ferroce_cm::rdma_cm::{Depth, PortSpace, QpOptions};
-use ferroce_wire::mad::CmReq;
+use ferroce_cm::rdma_cm::PortSpace;
 
 use super::channel::EventQueue;
-use super::{CmEvent, CmEventKind, CmIdError, ConnInfo, registry};
-use crate::{Context, Mtu, ProtectionDomain, QpInitAttr, QpType, QueuePair, Result};
-
-/// What `connect` and `accept` take (`rdma_conn_param`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConnParam {
-    /// Private data for the peer: at most 56 bytes in a connect (rdma_cm's
-    /// 36-byte header comes first), 196 in an accept, 180 for a UD
-    /// request, 136 for a UD accept.
-    pub private_data: Vec<u8>,
-    /// Reads and atomics this side answers at once; [`Depth::Max`]: the
-    /// device's limit (in accept: no more than the peer offered).
-    pub responder_resources: Depth,
-    /// Reads and atomics this side may have outstanding.
-    pub initiator_depth: Depth,
-    /// Transport retries (3 bits).
-    pub retry_count: u8,
-    /// RNR retries (3 bits, 7: forever).
-    pub rnr_retry_count: u8,
-    /// The QP number to announce when the ID has no QP of its own
-    /// ([`CmId::create_qp`]); ignored otherwise.
-    pub qp_num: Option<u32>,
-    /// The QP takes receives from an SRQ (announced in the REQ/REP).
-    pub srq: bool,
-}
-
-impl Default for ConnParam {
-    /// librdmacm's choice without parameters: the device's depths, 7 and 7
-    /// retries, no private data.
-    fn default() -> Self {
-        Self {
-            private_data: Vec::new(),
-            responder_resources: Depth::Max,
-            initiator_depth: Depth::Max,
-            retry_count: 7,
-            rnr_retry_count: 7,
-            qp_num: None,
-            srq: false,
-        }
-    }
-}
-
-/// Where an ID is in its life; names are rdma_cm's (`enum rdma_cm_state`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phase {
-    Idle,
-    AddrBound,
-    AddrResolved,
-    RouteResolved,
-    Listening,
-    /// Active: REQ (or SIDR_REQ) sent.
-    Connecting,
-    /// Passive: a CONNECT_REQUEST not yet answered.
-    Requested,
-    /// Passive: REP sent, waiting for the RTU.
-    Accepted,
-    Connected,
-    Disconnected,
-    /// Rejected, unreachable, or a failed transition.
-    Failed,
-}
-
-impl Phase {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Idle => "idle (not bound)",
-            Self::AddrBound => "bound",
-            Self::AddrResolved => "address-resolved",
-            Self::RouteResolved => "route-resolved",
-            Self::Listening => "listening",
-            Self::Connecting => "connecting",
-            Self::Requested => "a connect request not yet answered",
-            Self::Accepted => "accepted, waiting for the peer's RTU",
-            Self::Connected => "connected",
-            Self::Disconnected => "disconnected",
-            Self::Failed => "failed (rejected, unreachable or refused)",
-        }
-    }
-}
-
-/// The QP the CM moves for an ID.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct QpSlot {
-    pub(crate) qpn: u32,
-    pub(crate) psn: crate::Psn,
-}
-
-/// The path a resolved or requested ID uses.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Route {
-    pub(crate) mtu: Mtu,
-    pub(crate) hop_limit: u8,
-}
-
-#[derive(Debug)]
-pub(crate) struct IdState {
-    pub(crate) phase: Phase,
-    pub(crate) device: Option<Context>,
-    pub(crate) local: Option<SocketAddr>,
-    pub(crate) remote: Option<SocketAddr>,
-    /// The port this ID bound in the registry (released at destroy).
-    pub(crate) bound: Option<SocketAddr>,
-    pub(crate) route: Option<Route>,
-    pub(crate) qp: Option<QpSlot>,
-    /// The IB CM communication, while one exists.
-    pub(crate) comm: Option<ferroce_cm::CmId>,
-    /// Passive side: the REQ being answered.
-    pub(crate) req: Option<Box<CmReq>>,
-    /// Active side: the REQ as sent, for the QP attributes at the REP.
-    pub(crate) sent: Option<Box<CmReq>>,
-    /// What ESTABLISHED will report.
-    pub(crate) info: ConnInfo,
-    /// The ToS of this ID's connection (`rdma_set_option(RDMA_OPTION_ID_TOS)`).
-    pub(crate) tos: Option<u8>,
-    pub(crate) options: QpOptions,
-    /// DISCONNECTED was reported (the peer's DREQ) and must not be twice.
-    pub(crate) disconnect_reported: bool,
-    /// Listening on every device of the family (a wildcard bind).
-    pub(crate) wildcard: bool,
-}
+pub(crate) use super::state::{ConnParam, IdState, Phase, QpSlot, Route, wrong_state};
+use super::{CmEvent, CmEventKind, CmIdError, registry};
+use crate::{Context, ProtectionDomain, QpInitAttr, QpType, QueuePair, Result};
 
 /// What an ID's handles, its events and the device's CM share.
 pub(crate) struct IdInner {
@@ -224,15 +106,6 @@ impl PartialEq for CmId {
 
 impl Eq for CmId {}
 
-pub(crate) fn wrong_state(call: &'static str, phase: Phase, needs: &'static str) -> crate::Error {
-    CmIdError::WrongState {
-        call,
-        state: phase.name(),
-        needs,
-    }
-    .into()
-}
-
 impl CmId {
     pub(crate) fn new(queue: &Arc<EventQueue>, port_space: PortSpace) -> Self {
         Self::with_state(Arc::downgrade(queue), port_space, IdState::new())
@@ -280,7 +153,9 @@ impl CmId {
 
     /// `rdma_set_option(RDMA_OPTION_ID_TOS)`: the IP ToS (DSCP and ECN
     /// bits) of this ID's connection, instead of the port's
-    /// `default_roce_tos`. Set it before resolving the route.
+    /// `default_roce_tos` (`ferroce config`). Set it before connecting; a
+    /// listener's passes to the IDs of its requests, whose connections
+    /// otherwise take the traffic class the REQ carries.
     pub fn set_tos(&self, tos: u8) {
         self.inner.state().tos = Some(tos);
     }
@@ -318,8 +193,9 @@ impl CmId {
     }
 
     /// `rdma_resolve_addr`: finds the local address that reaches `dst`
-    /// (from `src` if given, else from the routing table), binds the ID to
-    /// the device on it, and queues ADDR_RESOLVED. Resolution is local and
+    /// (from `src` if given, else the routing table's choice) and the path
+    /// from there, binds the ID to the device on it, and queues
+    /// ADDR_RESOLVED. Resolution is local and
     /// immediate; `timeout` is accepted for librdmacm's shape.
     pub fn resolve_addr(
         &self,
@@ -336,8 +212,10 @@ impl CmId {
             ));
         }
         let src = src.or(st.local.filter(|a| !a.ip().is_unspecified()));
-        let local_ip = super::route::source_for(dst.ip(), src.map(|s| s.ip()))?;
+        let host_route = super::route::resolve(dst, src)?;
+        let local_ip = super::route::local_of(&host_route);
         let device = registry::device_for(local_ip)?;
+        let default_tos = device.shared.cm.default_tos().map_err(CmIdError::Config)?;
         if st.bound.is_none() {
             let port = src.map_or(0, |s| s.port());
             let bound =
@@ -348,14 +226,16 @@ impl CmId {
         st.local = Some(SocketAddr::new(local_ip, port));
         st.remote = Some(SocketAddr::new(dst.ip().to_canonical(), dst.port()));
         st.device = Some(device);
+        st.default_tos = default_tos;
+        st.route = Some(super::route::path_of(&host_route));
         st.phase = Phase::AddrResolved;
         drop(st);
         self.inner.report(CmEventKind::AddrResolved, None);
         Ok(())
     }
 
-    /// `rdma_resolve_route`: the path MTU (the device's active MTU on the
-    /// interface that reaches the peer) and hop limit; queues
+    /// `rdma_resolve_route`: the path (MTU and hop limit, found from the
+    /// routing table with the address) is the ID's from now; queues
     /// ROUTE_RESOLVED.
     pub fn resolve_route(&self, _timeout: Duration) -> Result<()> {
         let mut st = self.inner.state();
@@ -366,14 +246,6 @@ impl CmId {
                 "call resolve_addr and wait for ADDR_RESOLVED first",
             ));
         }
-        let (Some(ctx), Some(remote)) = (st.device.clone(), st.remote) else {
-            return Err(wrong_state(
-                "resolve_route",
-                st.phase,
-                "resolve the address first",
-            ));
-        };
-        st.route = Some(super::route::route_for(&ctx, remote.ip())?);
         st.phase = Phase::RouteResolved;
         drop(st);
         self.inner.report(CmEventKind::RouteResolved, None);
@@ -487,32 +359,5 @@ impl CmId {
         queue
             .wait_for(timeout, &want)?
             .ok_or_else(|| CmIdError::TimedOut("a connect request").into())
-    }
-}
-
-impl IdState {
-    pub(crate) fn new() -> Self {
-        Self {
-            phase: Phase::Idle,
-            device: None,
-            local: None,
-            remote: None,
-            bound: None,
-            route: None,
-            qp: None,
-            comm: None,
-            req: None,
-            sent: None,
-            info: ConnInfo::default(),
-            tos: None,
-            options: QpOptions::default(),
-            disconnect_reported: false,
-            wildcard: false,
-        }
-    }
-
-    /// The ToS of the connection: the ID's own, or the port's default.
-    pub(crate) fn tos(&self) -> u8 {
-        self.tos.unwrap_or(0)
     }
 }

@@ -4,6 +4,27 @@
 //! wire-compatible with the kernel's rdma_cm (rping, ucmatose, udaddy,
 //! perftest -R).
 //!
+//! ```no_run
+//! use std::time::Duration;
+//! use ferroce::cm::{ConnParam, EventChannel, PortSpace};
+//! use ferroce::{QpInitAttr, QpType};
+//!
+//! let ch = EventChannel::new()?;
+//! let id = ch.create_id(PortSpace::Tcp)?;
+//! let t = Duration::from_secs(2);
+//! id.resolve_addr(None, "198.18.0.11:7471".parse()?, t)?;
+//! ch.get_event()?; // ADDR_RESOLVED
+//! id.resolve_route(t)?;
+//! ch.get_event()?; // ROUTE_RESOLVED
+//! let ctx = id.verbs().expect("bound to a device");
+//! let (pd, cq) = (ctx.alloc_pd(), ctx.create_cq(64)?);
+//! let qp = id.create_qp(&pd, &QpInitAttr::new(QpType::Rc, &cq, &cq))?;
+//! id.connect(&ConnParam::default())?;
+//! println!("{}", ch.get_event()?); // RDMA_CM_EVENT_ESTABLISHED, or why not
+//! # drop(qp);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Contract
 //! - Each device runs the IB CM of `ferroce_cm` (sans-IO) over its QP1; its
 //!   driver feeds it the MADs QP1 receives and its timers, off the data
@@ -41,6 +62,7 @@ mod id;
 mod passive;
 pub(crate) mod registry;
 mod route;
+mod state;
 mod transitions;
 
 use std::fmt;
@@ -51,7 +73,19 @@ pub use error::CmIdError;
 pub use event::{CmEvent, CmEventKind, ConnInfo, UdInfo};
 pub use ferroce_cm::CmStats;
 pub use ferroce_cm::rdma_cm::{Depth, PortSpace};
-pub use id::{CmId, ConnParam};
+pub use id::CmId;
+pub use state::ConnParam;
+
+/// How many communications a device's CM holds ([`crate::Context::cm_tables`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CmTables {
+    /// Not yet established, both sides (at most `CmConfig::max_pending`).
+    pub pending: usize,
+    /// In TimeWait (at most `CmConfig::max_timewait`).
+    pub timewait: usize,
+    /// In any state.
+    pub total: usize,
+}
 
 /// The peer of an ID, for messages: its address, or "the peer".
 pub(crate) struct PeerName(pub(crate) Option<SocketAddr>);

@@ -62,11 +62,15 @@ pub(crate) fn on_req(
     let Some(listener) = dcm.listener(service) else {
         return refuse(dcm, reason::INVALID_SERVICE_ID);
     };
+    // The kernel's rdma_cm refuses a QP type other than the listener's
+    // (RC) and ib_cm sends REJ 28 for it; an MTU it cannot use fails the
+    // application's accept, and the ID's destruction sends REJ 28 too.
+    // IBA has reasons of their own (9, 26); the kernel's peers see 28.
     if req.transport_service_type != TRANSPORT_RC || !service.port_space.connects() {
-        return refuse(dcm, reason::INVALID_TRANSPORT_TYPE);
+        return refuse(dcm, reason::CONSUMER_DEFINED);
     }
     let Some(mtu) = mtu_of(req.path_packet_mtu) else {
-        return refuse(dcm, reason::INVALID_MTU);
+        return refuse(dcm, reason::CONSUMER_DEFINED);
     };
     // A REQ without rdma_cm's header is not an rdma_cm peer's.
     let Ok(header) = CmaHeader::parse(&req.private_data) else {
@@ -93,7 +97,7 @@ pub(crate) fn on_req(
         mtu,
         hop_limit: req.primary_path.hop_limit,
     });
-    st.tos = Some(req.primary_path.traffic_class);
+    st.tos = st.tos.or(Some(req.primary_path.traffic_class));
     st.comm = Some(comm);
     st.req = Some(Box::new(req));
     let child = CmId::with_state(listener.queue.clone(), listener.port_space, st);
@@ -292,10 +296,9 @@ pub(crate) fn accept(inner: &Arc<IdInner>, param: &ConnParam) -> Result<()> {
         let mut rtr = rdma_cm::passive_rtr(&req, &rep)?;
         rtr.path = Some(transitions::path(
             remote.ip(),
-            remote.port(),
-            local.port(),
+            &req,
+            (remote.port(), local.port()),
             st.tos(),
-            req.primary_path.hop_limit,
         ));
         let attrs = [
             rdma_cm::init(

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 
 use ferroce_cm::rdma_cm::{self, PortSpace, QpOptions, RDMA_UDP_QKEY};
 use ferroce_core::verbs::{Access, Path, QpAttr, QpState, VerbsError};
+use ferroce_wire::mad::CmReq;
 use ferroce_wire::udp::{flow_label_from_ports, source_port_from_flow_label};
 
 use crate::driver::Shared;
@@ -34,19 +35,19 @@ pub(crate) fn init_qp(qp: &QueuePair, port_space: PortSpace) -> Result<()> {
 }
 
 /// The path of an rdma_cm connection: its UDP source port comes from the
-/// IP ports of the two ends (client source port, service port), as rxe's.
-pub(crate) fn path(
-    remote: IpAddr,
-    client_port: u16,
-    service_port: u16,
-    tos: u8,
-    hop_limit: u8,
-) -> Path {
+/// REQ's flow label, as rxe derives it on both sides; rdma_cm fills that
+/// label from the IP ports of the two ends (`flow_label_from_ports`), and
+/// the ports stand in for a REQ that carries none.
+pub(crate) fn path(remote: IpAddr, req: &CmReq, ports: (u16, u16), tos: u8) -> Path {
+    let label = match req.primary_path.flow_label {
+        0 => flow_label_from_ports(ports.0, ports.1),
+        label => label,
+    };
     Path {
         remote,
-        udp_src_port: source_port_from_flow_label(flow_label_from_ports(client_port, service_port)),
+        udp_src_port: source_port_from_flow_label(label),
         traffic_class: tos,
-        hop_limit,
+        hop_limit: req.primary_path.hop_limit,
     }
 }
 

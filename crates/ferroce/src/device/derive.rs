@@ -10,6 +10,10 @@ use super::{
 };
 use crate::Mtu;
 
+/// `IBV_PORT_CM_SUP`: the port answers CM MADs on QP1 (`ferroce::cm`),
+/// the one flag rxe sets.
+pub const PORT_CM_SUP: u32 = 1 << 16;
+
 /// The RoCE v2 UDP/IP and transport headers the active MTU must leave room
 /// for: IPv6 (40) + UDP (8) + BTH (12) + RETH (16) + ImmDt (4) + ICRC (4) =
 /// 84 bytes, the largest headers a full-MTU packet of ferroce's carries
@@ -171,7 +175,7 @@ pub fn port_attr_for(iface: &Interface) -> PortAttr {
         max_mtu: MAX_MTU,
         active_mtu: active_mtu(mtu),
         gid_tbl_len: GID_TABLE_LEN,
-        port_cap_flags: 0,
+        port_cap_flags: PORT_CM_SUP,
         max_msg_sz: ferroce_core::MAX_MSG_SIZE as u32,
         bad_pkey_cntr: 0,
         qkey_viol_cntr: 0,

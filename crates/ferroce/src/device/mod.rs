@@ -37,7 +37,7 @@
 //! served by the one driver thread; rxe: one per CPU), a per-QP RDMA READ/atomic
 //! depth of 16 (rxe: 128), larger queue limits (QP and SRQ 32768 WRs, CQ
 //! 1048576 CQEs), no limit of its own on QPs, CQs, SRQs, MRs, PDs, AHs or
-//! SGEs (reported as `i32::MAX`), no CM (`port_cap_flags` 0, rxe sets CM_SUP),
+//! SGEs (reported as `i32::MAX`), `port_cap_flags` CM_SUP only, as rxe,
 //! `fw_ver` the crate version, and a header budget 4 bytes larger than rxe's
 //! when deriving the active MTU.
 
@@ -57,6 +57,12 @@ mod tests;
 pub use attr::*;
 pub use derive::*;
 pub use gid::*;
+
+/// A ferroce device's name, as `ferroce devinfo` (`hca_id`), `ferroce
+/// ibstat` (`CA`) and the rdma_cm settings ([`crate::roce_config`]) name it
+/// (rxe's are `rxe0`, ...). Every ferroce device goes by it: a device is
+/// the address a [`Context`] binds, and the tools show one at a time.
+pub const DEVICE_NAME: &str = "ferroce0";
 
 /// The interface `local` belongs to, or a NotFound error.
 fn bound_interface(local: IpAddr) -> io::Result<Interface> {

@@ -11,12 +11,16 @@
 //! * the rate of 64-byte WRITEs, beside raw UDP's rate of datagrams of the
 //!   same size;
 //! * WRITE goodput with 1, 100 and 1,000 QPs, against 1 QP;
-//! * resident memory per idle RC QP.
+//! * resident memory per idle RC QP;
+//! * rdma_cm connection setups per second (connect, accept, ESTABLISHED,
+//!   disconnect, DISCONNECTED on both sides), one at a time and 64 in
+//!   parallel, against TCP connect + accept + close on the same addresses.
 //!
 //! The ferroce figures come from `ferroce perf` runs (a client and a server
 //! process); the raw side is `ferroce udp-peer`. The machine is shared:
 //! compare ratios within one run.
 
+mod cm;
 mod memory;
 mod raw;
 mod report;
@@ -50,6 +54,12 @@ pub(crate) struct BenchArgs {
     /// Idle QPs created for the memory figure.
     #[arg(long, default_value_t = 5000)]
     idle_qps: u32,
+    /// Seconds each rdma_cm (and TCP) setup-rate run lasts.
+    #[arg(long, default_value_t = 2.0)]
+    cm_secs: f64,
+    /// Run only the rdma_cm setup-rate rows and their TCP baseline.
+    #[arg(long)]
+    cm_only: bool,
     /// Runs of each measure; the table shows their median.
     #[arg(long, default_value_t = 3)]
     repeat: u32,
@@ -191,10 +201,53 @@ pub(super) struct Figures {
     memory: Figure,
 }
 
+/// rdma_cm setups per second and TCP's, one at a time and in parallel.
+pub(super) struct CmFigures {
+    /// (connections in flight, rdma_cm setups/s, TCP setups/s).
+    rows: Vec<(usize, Figure, Figure)>,
+}
+
+/// The setup rates in flight counts of 1 and [`CM_PARALLEL`].
+const CM_PARALLEL: usize = 64;
+
 pub(crate) fn run(args: &BenchArgs) -> Result<bool, Error> {
+    if args.cm_only {
+        return Ok(report::print_cm(args, measure_cm(args)));
+    }
     let raw = measure_raw(args)?;
     let figures = measure_ferroce(args)?;
-    Ok(report::print(args, &raw, figures))
+    let cm = measure_cm(args);
+    let ok = report::print(args, &raw, figures);
+    Ok(report::print_cm(args, cm) && ok)
+}
+
+/// rdma_cm's setup rates and TCP's, each run `args.repeat` times, the TCP
+/// run beside each rdma_cm run.
+fn measure_cm(args: &BenchArgs) -> CmFigures {
+    let rows = [1, CM_PARALLEL]
+        .into_iter()
+        .map(|parallel| {
+            eprintln!("rdma_cm and TCP setups, {parallel} in flight ...");
+            let (mut ours, mut tcp) = (Vec::new(), Vec::new());
+            for _ in 0..args.repeat.max(1) {
+                ours.push(cm::rdma_cm_rate(
+                    args.server,
+                    args.client,
+                    parallel,
+                    args.cm_secs,
+                ));
+                tcp.push(cm::tcp_rate(args.server, parallel, args.cm_secs));
+            }
+            (parallel, median_of(ours), median_of(tcp))
+        })
+        .collect();
+    CmFigures { rows }
+}
+
+/// The median of runs; any failed run fails the measure.
+fn median_of(runs: Vec<Result<f64, Error>>) -> Figure {
+    let mut v = runs.into_iter().collect::<Result<Vec<_>, _>>()?;
+    Ok(median_p99(&mut v).0)
 }
 
 /// The raw UDP streams: the limit for goodput and for message rate.

@@ -2,7 +2,9 @@
 //! with the ratio and the goal. A measure that failed leaves its row empty
 //! and its reason under the table.
 
-use super::{BenchArgs, FULL_DATAGRAM, Figure, Figures, RATE_WRITE, Raw, SMALL_WRITE};
+use super::{
+    BenchArgs, CM_PARALLEL, CmFigures, FULL_DATAGRAM, Figure, Figures, RATE_WRITE, Raw, SMALL_WRITE,
+};
 
 /// The table: one row per measure.
 struct Table;
@@ -141,6 +143,54 @@ pub(super) fn print(args: &BenchArgs, raw: &Raw, f: Figures) -> bool {
          echoed, half the round trip. Bandwidth runs keep 128 messages in flight in all \
          (-t 128/QPs, at least 2 per QP).",
         FULL_DATAGRAM + 16
+    );
+    for f in &failures {
+        println!("failed: {f}");
+    }
+    failures.is_empty()
+}
+
+/// The rdma_cm setup-rate rows (a table of their own, so that `--cm-only`
+/// prints just these); true if nothing failed.
+pub(super) fn print_cm(args: &BenchArgs, f: CmFigures) -> bool {
+    let mut failures = Vec::new();
+    let mut ok = |r: Figure| {
+        r.unwrap_or_else(|e| {
+            failures.push(e.to_string());
+            f64::NAN
+        })
+    };
+    println!(
+        "rdma_cm setups: {} -> {}, one process, a device and a thread each side; \
+         median of {} runs of {} s",
+        args.client,
+        args.server,
+        args.repeat.max(1),
+        args.cm_secs
+    );
+    Table::header();
+    for (parallel, ours, tcp) in f.rows {
+        let (ours, tcp) = (ok(ours), ok(tcp));
+        let how = if parallel == 1 {
+            "one at a time".to_string()
+        } else {
+            format!("{parallel} in parallel")
+        };
+        Table::row(
+            &format!("rdma_cm setups, {how}"),
+            &format!("{ours:.0}/s"),
+            &format!("{tcp:.0}/s (TCP)"),
+            ours / tcp,
+            if parallel == CM_PARALLEL {
+                ">= 10000/s"
+            } else {
+                ""
+            },
+        );
+    }
+    println!(
+        "a setup: resolve, QP, connect, accept, ESTABLISHED both sides, disconnect, \
+         DISCONNECTED both sides; TCP: connect, accept, close both sides (server first)."
     );
     for f in &failures {
         println!("failed: {f}");

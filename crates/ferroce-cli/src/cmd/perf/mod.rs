@@ -11,7 +11,7 @@
 //! for the same test, `--lat`, `-s` and `-q`, or both exit non-zero. With `--perftest` the exchange is perftest's own instead, to
 //! run against ib_write_bw / ib_send_bw / ib_read_bw / ib_atomic_bw and
 //! ib_write_lat / ib_send_lat / ib_read_lat / ib_atomic_lat (see
-//! perftest/).
+//! perftest/), and with `-R` perftest's rdma_cm mode.
 
 mod bw;
 mod exchange;
@@ -113,6 +113,12 @@ pub(crate) struct PerfArgs {
     /// latency the same -n).
     #[arg(long)]
     perftest: bool,
+    /// With --perftest: perftest's -R (--rdma_cm): the exchange over an
+    /// rdma_cm connection to port -p and the test's QPs connected by
+    /// rdma_cm (run against `ib_write_bw -R`, `ib_send_bw -R`, `ib_read_bw
+    /// -R`, `ib_atomic_bw -R`, and with --lat the `ib_*_lat -R` tools).
+    #[arg(short = 'R', long = "rdma-cm", requires = "perftest")]
+    rdma_cm: bool,
 }
 
 pub(crate) fn run(args: &PerfArgs) -> Result<bool, Error> {

@@ -6,8 +6,8 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use ferroce::{
-    Access, CompletionQueue, ConnectOptions, Context, MemoryRegion, Mtu, QpEndpoint, QpInitAttr,
-    QpType, QueuePair, RecvWr, RemoteRegion, WorkCompletion,
+    Access, CompletionQueue, ConnectOptions, Context, MemoryRegion, Mtu, ProtectionDomain,
+    QpEndpoint, QpInitAttr, QpType, QueuePair, RecvWr, RemoteRegion, WorkCompletion,
 };
 
 use super::{AtomicType, PerfArgs, Test};
@@ -128,21 +128,31 @@ pub(super) struct Peer {
 impl Side {
     pub(super) fn open(local: IpAddr, p: &Params) -> Result<Self, Error> {
         let ctx = open_device(ferroce::DeviceConfig::new(local))?;
+        Self::open_on(ctx, p, |pd, attr, _| pd.create_qp(attr))
+    }
+
+    /// The resources on an open device, QP `i` made by `make_qp(pd, attr,
+    /// i)` (rdma_cm creates them on its IDs).
+    pub(super) fn open_on(
+        ctx: Context,
+        p: &Params,
+        mut make_qp: impl FnMut(&ProtectionDomain, &QpInitAttr<'_>, usize) -> ferroce::Result<QueuePair>,
+    ) -> Result<Self, Error> {
         let pd = ctx.alloc_pd();
         let depth = p.tx_depth.max(p.rx_depth) + 1;
         let cq = ctx.create_cq((p.qps * depth * 2).min(1 << 20))?;
         let mr = pd.reg_mr(p.region_len().max(64), access(p.test))?;
         let mut qps = Vec::new();
-        for _ in 0..p.qps {
+        for i in 0..p.qps as usize {
             let mut attr = QpInitAttr::new(QpType::Rc, &cq, &cq);
             attr.max_send_wr = depth;
             attr.max_recv_wr = depth;
-            qps.push(pd.create_qp(&attr)?);
+            qps.push(make_qp(&pd, &attr, i)?);
         }
         drop(pd);
         let index = qps.iter().enumerate().map(|(i, q)| (q.qpn(), i)).collect();
         Ok(Self {
-            local,
+            local: ctx.local(),
             cq,
             mr,
             qps,

@@ -316,7 +316,7 @@ pub(crate) fn cm_failure(event: &CmEvent) -> Error {
     );
     let why = match &event.kind {
         CmEventKind::Rejected { message, .. } => message.clone(),
-        CmEventKind::Unreachable { reason } | CmEventKind::ConnectError { reason } => {
+        CmEventKind::Unreachable { reason, .. } | CmEventKind::ConnectError { reason } => {
             reason.clone()
         }
         other => other.name().to_owned(),

@@ -8,12 +8,15 @@ use std::time::Duration;
 
 use ferroce::Mtu;
 
+use super::rdma_cm::Comm;
 use crate::cmd::{limits, tcp};
 use crate::error::Error;
 
 pub(super) const VERSION: &str = "6.06";
 pub(super) const VERSION_LEN: usize = 16;
 pub(super) const KEY_LEN: usize = 108;
+/// The binary record of the rdma_cm exchange (`struct pingpong_dest`).
+pub(super) const KEY_BIN_LEN: usize = 56;
 /// perftest's defaults, sent in step 2.
 pub(super) const CYCLE_BUFFER: u32 = 4096;
 pub(super) const CACHE_LINE: u32 = 64;
@@ -25,7 +28,7 @@ const MAX_CACHE_LINE: u32 = 4096;
 pub(super) const OUT_READS: u32 = 16;
 
 /// One side's key record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct Key {
     pub(super) lid: u32,
     pub(super) out_reads: u32,
@@ -80,35 +83,95 @@ impl Key {
     }
 }
 
-/// The TCP side of the exchange.
+impl Key {
+    /// The record as perftest's `-R` exchange sends it: its `struct
+    /// pingpong_dest` with each integer big-endian: lid, out_reads, qpn,
+    /// psn, rkey (4 bytes each), 4 bytes of padding, vaddr (8), the GID
+    /// (16), srqn, gid_index (4 each; we send 0).
+    pub(super) fn encode_bin(&self) -> [u8; KEY_BIN_LEN] {
+        let mut m = [0u8; KEY_BIN_LEN];
+        for (i, v) in [self.lid, self.out_reads, self.qpn, self.psn, self.rkey]
+            .into_iter()
+            .enumerate()
+        {
+            m[4 * i..4 * i + 4].copy_from_slice(&v.to_be_bytes());
+        }
+        m[24..32].copy_from_slice(&self.vaddr.to_be_bytes());
+        m[32..48].copy_from_slice(&self.gid);
+        m[48..52].copy_from_slice(&self.srqn.to_be_bytes());
+        m
+    }
+
+    /// Parses [`encode_bin`](Self::encode_bin)'s layout (any 56 bytes are a
+    /// record; perftest reads neither srqn nor gid_index back).
+    pub(super) fn decode_bin(m: &[u8]) -> Result<Self, String> {
+        let m: &[u8; KEY_BIN_LEN] = m.try_into().map_err(|_| {
+            format!(
+                "perftest -R exchange: a key record has {} bytes, not {KEY_BIN_LEN}",
+                m.len()
+            )
+        })?;
+        let word = |i: usize| u32::from_be_bytes(m[4 * i..4 * i + 4].try_into().unwrap());
+        Ok(Self {
+            lid: word(0),
+            out_reads: word(1),
+            qpn: word(2),
+            psn: word(3),
+            rkey: word(4),
+            vaddr: u64::from_be_bytes(m[24..32].try_into().unwrap()),
+            gid: m[32..48].try_into().unwrap(),
+            srqn: word(12),
+        })
+    }
+}
+
+/// What carries the exchange: TCP, or with `-R` the rdma_cm connection
+/// of [`super::rdma_cm`].
+pub(super) enum Link {
+    Tcp(TcpStream),
+    Rdma(Box<Comm>),
+}
+
+/// The exchange's side of one run.
 pub(super) struct Wire {
-    pub(super) s: TcpStream,
+    pub(super) link: Link,
     pub(super) client: bool,
 }
 
 impl Wire {
     pub(super) fn send(&mut self, m: &[u8]) -> Result<(), Error> {
-        self.s.write_all(m).map_err(|e| Error::Exchange {
+        let r = match &mut self.link {
+            Link::Tcp(s) => s.write_all(m).map_err(|e| e.to_string()),
+            Link::Rdma(c) => c.send(m),
+        };
+        r.map_err(|e| Error::Exchange {
             peer: self.peer(),
             what: format!("perftest exchange: {e}"),
         })
     }
 
     pub(super) fn recv(&mut self, n: usize) -> Result<Vec<u8>, Error> {
-        let mut b = vec![0u8; n];
-        self.s.read_exact(&mut b).map_err(|e| Error::Exchange {
+        let r = match &mut self.link {
+            Link::Tcp(s) => {
+                let mut b = vec![0u8; n];
+                s.read_exact(&mut b).map(|()| b).map_err(|e| {
+                    format!(
+                        "reading {n} bytes: {} (do both sides run the same test and -s, and is \
+                         the peer a perftest tool or `ferroce perf --perftest`?)",
+                        if tcp::is_timeout(&e) {
+                            "nothing arrived in time".to_string()
+                        } else {
+                            e.to_string()
+                        }
+                    )
+                })
+            }
+            Link::Rdma(c) => c.recv(n),
+        };
+        r.map_err(|e| Error::Exchange {
             peer: self.peer(),
-            what: format!(
-                "perftest exchange: reading {n} bytes: {} (do both sides run the same test \
-                 and -s, and is the peer a perftest tool or `ferroce perf --perftest`?)",
-                if tcp::is_timeout(&e) {
-                    "nothing arrived in time".to_string()
-                } else {
-                    e.to_string()
-                }
-            ),
-        })?;
-        Ok(b)
+            what: format!("perftest exchange: {e}"),
+        })
     }
 
     /// One symmetric exchange: the client writes first.
@@ -123,17 +186,34 @@ impl Wire {
         }
     }
 
+    /// One key record each way: text over TCP, binary over rdma_cm.
     pub(super) fn hand_shake(&mut self, mine: &Key) -> Result<Key, Error> {
-        Key::decode(&self.xchg(&mine.encode())?).map_err(|what| Error::Exchange {
+        let got = match self.link {
+            Link::Tcp(_) => Key::decode(&self.xchg(&mine.encode())?),
+            Link::Rdma(_) => Key::decode_bin(&self.xchg(&mine.encode_bin())?),
+        };
+        got.map_err(|what| Error::Exchange {
             peer: self.peer(),
             what,
         })
     }
 
-    fn peer(&self) -> String {
-        self.s
-            .peer_addr()
-            .map_or_else(|_| "the peer".into(), |a| a.to_string())
+    /// No time limit from now on: the traffic may take any time.
+    pub(super) fn clear_timeouts(&mut self) -> Result<(), Error> {
+        match &mut self.link {
+            Link::Tcp(s) => tcp::clear_timeouts(s),
+            Link::Rdma(c) => {
+                c.timeout = None;
+                Ok(())
+            }
+        }
+    }
+
+    pub(super) fn peer(&self) -> String {
+        match &self.link {
+            Link::Tcp(s) => tcp::peer_name(s),
+            Link::Rdma(c) => c.peer(),
+        }
     }
 }
 
@@ -189,7 +269,7 @@ pub(super) fn agree(w: &mut Wire, mtu: Mtu) -> Result<Agreed, Error> {
     ] {
         limits::check(&format!("the peer's {what}"), v.into(), max.into()).map_err(|what| {
             Error::Exchange {
-                peer: tcp::peer_name(&w.s),
+                peer: w.peer(),
                 what,
             }
         })?;
@@ -258,13 +338,19 @@ pub(super) fn print_report(r: &Report) {
     super::super::bw::print_table(r.size, r.iters, r.bw_peak, r.bw_avg, r.msg_rate);
 }
 
-/// Closes as perftest does: a key record, then `done`.
+/// Closes as perftest does: a key record, then over TCP `done`.
 pub(super) fn close(w: &mut Wire, key: &Key) -> Result<(), Error> {
     w.hand_shake(key)?;
-    w.send(b"done\0")?;
+    let Link::Tcp(s) = &mut w.link else {
+        return Ok(());
+    };
+    s.write_all(b"done\0").map_err(|e| Error::Exchange {
+        peer: tcp::peer_name(s),
+        what: format!("perftest exchange: {e}"),
+    })?;
     // The peer sends its own `done` and closes; neither side waits on it.
-    let _ = w.s.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
     let mut b = [0u8; 5];
-    let _ = w.s.read_exact(&mut b);
+    let _ = s.read_exact(&mut b);
     Ok(())
 }

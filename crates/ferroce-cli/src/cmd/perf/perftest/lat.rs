@@ -28,7 +28,7 @@ use super::super::setup::STALL;
 use super::super::{AtomicType, Test};
 use super::Ctx;
 use super::bandwidth::AtomicCheck;
-use super::exchange::{Wire, close};
+use super::exchange::{Link, Wire, close};
 use crate::error::Error;
 
 pub(super) fn run(w: &mut Wire, c: &Ctx<'_>) -> Result<bool, Error> {
@@ -75,10 +75,13 @@ fn finish(c: &Ctx<'_>, posts: &[Instant], one_way: bool) {
 /// still be on its way, and the peer may retransmit into us) until the
 /// peer has closed the connection, or for at most a few seconds.
 fn linger(w: &mut Wire) {
-    let _ = w.s.shutdown(Shutdown::Write);
-    let _ = w.s.set_read_timeout(Some(Duration::from_secs(5)));
+    let Link::Tcp(s) = &mut w.link else {
+        return;
+    };
+    let _ = s.shutdown(Shutdown::Write);
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
     let mut b = [0u8; 64];
-    while matches!(w.s.read(&mut b), Ok(n) if n > 0) {}
+    while matches!(s.read(&mut b), Ok(n) if n > 0) {}
 }
 
 fn ferr(e: ferroce::Error) -> String {

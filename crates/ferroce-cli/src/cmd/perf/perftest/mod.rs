@@ -32,6 +32,10 @@
 //! perftest reads each message with a single `read()` of its exact size,
 //! so every message here goes out in a single write.
 //!
+//! With `-R` (perftest's `--rdma_cm`) the same messages are SENDs on an
+//! rdma_cm connection, key records are binary, and rdma_cm connects the
+//! test's QPs between two extra records (see rdma_cm.rs).
+//!
 //! Memory: our key for QP i names `slot i` of the region (one slot is
 //! max(size, cycle buffer) bytes, as perftest's); the slot after the last
 //! QP's is where our own messages come from, and atomic results land
@@ -40,6 +44,7 @@
 mod bandwidth;
 mod exchange;
 mod lat;
+mod rdma_cm;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -50,7 +55,9 @@ use super::{PerfArgs, Test};
 use crate::cmd::tcp;
 use crate::error::Error;
 use bandwidth::{check_atomic_targets, perftest_rx_depth, serve_send, traffic};
-use exchange::{Agreed, Key, OUT_READS, Report, Wire, agree, close, print_report, xchg_reports};
+use exchange::{
+    Agreed, Key, Link, OUT_READS, Report, Wire, agree, close, print_report, xchg_reports,
+};
 
 fn gid_of(a: IpAddr) -> [u8; 16] {
     match a {
@@ -137,21 +144,22 @@ pub(super) fn run(args: &PerfArgs) -> Result<bool, Error> {
     }
     let mut open = p;
     open.min_region = lay.len(u64::from(p.tx_depth)) as usize;
-    let side = Side::open(local, &open)?;
+    let (side, conns) = match &w.link {
+        Link::Rdma(comm) => {
+            let ctx = comm.ctx.clone();
+            let (side, conns) = rdma_cm::connect_test(&mut w, &ctx, &open, args)?;
+            (side, Some(conns))
+        }
+        Link::Tcp(_) => (Side::open(local, &open)?, None),
+    };
     let mine = my_keys(&side, &lay);
-    let (rem, peer) = exchange_keys(&mut w, &side, &p, &mine)?;
-    let peer_gid = peer[0].gid;
+    let (rem, peer) = exchange_keys(&mut w, &side, &p, &mine, conns.is_none())?;
     if !args.quiet {
-        eprintln!(
-            " perftest peer: version {:.2}, MTU {}, {} QP(s), remote QPN 0x{:06x} at {}",
-            agreed.rem_version,
-            p.mtu.bytes(),
-            rem.len(),
-            rem[0].qpn,
-            peer_gid
-        );
+        // With rdma_cm the QPs' MTU is the route's, not the agreed one.
+        let mtu = conns.is_none().then_some(p.mtu);
+        say_peer(&agreed, mtu, &rem, peer[0].gid);
     }
-    tcp::clear_timeouts(&w.s)?;
+    w.clear_timeouts()?;
     let ctx = Ctx {
         side: &side,
         rem: &rem,
@@ -160,17 +168,41 @@ pub(super) fn run(args: &PerfArgs) -> Result<bool, Error> {
         key: mine[0],
         server: args.listen,
     };
-    if p.lat {
-        return lat::run(&mut w, &ctx);
+    let result = if p.lat {
+        lat::run(&mut w, &ctx)
+    } else if p.test == Test::Send && args.listen {
+        serve_send(&mut w, &side, &p, &mine[0])
+    } else {
+        bandwidth(&mut w, &ctx, agreed.rem_version)
+    };
+    // rdma_cm: the test's connections, then the exchange's, end with a
+    // DREQ (their QPs are dropped after).
+    if let Some(conns) = conns {
+        conns.close(args.listen);
     }
-    if p.test == Test::Send && args.listen {
-        return serve_send(&mut w, &side, &p, &mine[0]);
+    if let Link::Rdma(comm) = w.link {
+        comm.close(args.listen);
     }
-    bandwidth(&mut w, &ctx, agreed.rem_version)
+    result
+}
+
+/// One line on stderr about the peer.
+fn say_peer(agreed: &Agreed, mtu: Option<Mtu>, rem: &[Key], gid: IpAddr) {
+    let mtu = mtu.map_or_else(
+        || "from the rdma_cm route".into(),
+        |m| m.bytes().to_string(),
+    );
+    eprintln!(
+        " perftest peer: version {:.2}, MTU {mtu}, {} QP(s), remote QPN 0x{:06x} at {gid}",
+        agreed.rem_version,
+        rem.len(),
+        rem[0].qpn,
+    );
 }
 
 /// The TCP connection (the server serves the first client that opens with
-/// a version) and steps 1-3; returns this side's RoCE address too.
+/// a version), or with `-R` the rdma_cm one, and steps 1-3; returns this
+/// side's RoCE address too.
 fn open_exchange(args: &PerfArgs, mtu: Mtu) -> Result<(Wire, Agreed, IpAddr), Error> {
     if !args.listen {
         let server = args
@@ -178,14 +210,25 @@ fn open_exchange(args: &PerfArgs, mtu: Mtu) -> Result<(Wire, Agreed, IpAddr), Er
             .as_deref()
             .ok_or_else(|| Error::Usage("--perftest needs a server address or --listen".into()))?;
         let local = args.local.unwrap_or(Ipv4Addr::new(127, 0, 0, 2).into());
-        let mut w = Wire {
-            s: tcp::connect_retry(server, args.port)?,
-            client: true,
+        let link = if args.rdma_cm {
+            Link::Rdma(Box::new(rdma_cm::Comm::connect(local, server, args.port)?))
+        } else {
+            Link::Tcp(tcp::connect_retry(server, args.port)?)
         };
+        let mut w = Wire { link, client: true };
         let agreed = agree(&mut w, mtu)?;
         return Ok((w, agreed, local));
     }
     let local = args.local.unwrap_or(Ipv4Addr::new(127, 0, 0, 1).into());
+    if args.rdma_cm {
+        let comm = rdma_cm::Comm::accept(local, args.port)?;
+        let mut w = Wire {
+            link: Link::Rdma(Box::new(comm)),
+            client: false,
+        };
+        let agreed = agree(&mut w, mtu)?;
+        return Ok((w, agreed, local));
+    }
     // As perftest: on every address. The exchange may come over IPv4
     // while RoCE runs over IPv6 (perftest 4.5's client cannot reach an
     // IPv6 server address); `::` takes both on Linux.
@@ -193,22 +236,28 @@ fn open_exchange(args: &PerfArgs, mtu: Mtu) -> Result<(Wire, Agreed, IpAddr), Er
         .or_else(|_| tcp::listen((Ipv4Addr::UNSPECIFIED, args.port).into()))?;
     let (s, agreed) = tcp::serve_first(&l, |s| {
         let mut w = Wire {
-            s: s.try_clone()?,
+            link: Link::Tcp(s.try_clone()?),
             client: false,
         };
         // A client that does not open with a version is none of ours.
         agree(&mut w, mtu).map_err(|e| Error::Refused(e.to_string()))
     })?;
-    Ok((Wire { s, client: false }, agreed, local))
+    let w = Wire {
+        link: Link::Tcp(s),
+        client: false,
+    };
+    Ok((w, agreed, local))
 }
 
-/// Step 4: the key records, the QPs connected between them; returns the
-/// peer's records and its QPs' endpoints.
+/// Step 4: the key records, the QPs connected between them (unless
+/// rdma_cm has connected them: `connect` false); returns the peer's
+/// records and its QPs' endpoints.
 fn exchange_keys(
     w: &mut Wire,
     side: &Side,
     p: &Params,
     mine: &[Key],
+    connect: bool,
 ) -> Result<(Vec<Key>, Vec<QpEndpoint>), Error> {
     if p.lat && p.test != Test::Send {
         w.hand_shake(&mine[0])?;
@@ -227,7 +276,9 @@ fn exchange_keys(
             psn: Psn::new(k.psn),
         })
         .collect();
-    side.connect(&peer, p)?;
+    if connect {
+        side.connect(&peer, p)?;
+    }
     if p.test == Test::Send {
         w.hand_shake(&mine[0])?;
     }
@@ -318,6 +369,36 @@ mod tests {
         assert_eq!(k.gid[10..], [0xff, 0xff, 0xc6, 0x12, 0x00, 0x0c]);
         assert_eq!(k.encode(), m);
         assert_eq!(wire.len() + 1, KEY_LEN);
+    }
+
+    #[test]
+    fn binary_key_record_is_perftests_struct() {
+        // struct pingpong_dest on x86-64, each integer big-endian (perftest
+        // built with HAVE_ENDIAN): lid, out_reads, qpn, psn, rkey, 4 bytes
+        // of padding, vaddr, gid[16], srqn, gid_index.
+        let k = Key {
+            lid: 0x0102,
+            out_reads: 16,
+            qpn: 0x18,
+            psn: 0x3c_c0c2,
+            rkey: 0x91e,
+            vaddr: 0x560f_cf52_f000,
+            gid: Ipv4Addr::new(198, 18, 0, 12).to_ipv6_mapped().octets(),
+            srqn: 7,
+        };
+        let mut want = vec![0, 0, 1, 2, 0, 0, 0, 16, 0, 0, 0, 0x18, 0, 0x3c, 0xc0, 0xc2];
+        want.extend_from_slice(&[0, 0, 0x09, 0x1e, 0, 0, 0, 0]);
+        want.extend_from_slice(&[0, 0, 0x56, 0x0f, 0xcf, 0x52, 0xf0, 0x00]);
+        want.extend_from_slice(&[0; 10]);
+        want.extend_from_slice(&[0xff, 0xff, 198, 18, 0, 12]);
+        want.extend_from_slice(&[0, 0, 0, 7, 0, 0, 0, 0]);
+        assert_eq!(k.encode_bin().to_vec(), want);
+        assert_eq!(Key::decode_bin(&want).unwrap(), k);
+        // A perftest record carries its gid_index and garbage padding.
+        want[20..24].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+        want[55] = 3;
+        assert_eq!(Key::decode_bin(&want).unwrap(), k);
+        assert!(Key::decode_bin(&want[..55]).is_err());
     }
 
     #[test]
