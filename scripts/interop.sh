@@ -117,8 +117,9 @@ run_case() {
                 sleep 0.5
                 rf=0
                 timeout 90 "$rig" hostexec "$fcmd $gaddr" >"$log_f" 2>&1 || rf=$?
-                # rping: REJ reason 8 while the guest's server starts.
-                grep -qE 'Connection refused|REJ reason 8' "$log_f" || break
+                # rdma_cm tools: REJ reason 8 (SIDR: no listener) while the
+                # guest's server starts.
+                grep -qE 'Connection refused|REJ reason 8|no listener' "$log_f" || break
             done
             timeout 110 "$rig" wait A "$id" 80 >"$log_g" 2>&1 || rg=$?
         else
@@ -142,6 +143,7 @@ run_case() {
             res=FAIL
         fi
         if [ "$kind" = rping ] && ! rping_ok "$role" "$log_f" "$log_g"; then res=FAIL; fi
+        if ! tools_ok "$kind" "$log_f" "$log_g"; then res=FAIL; fi
         # Under loss, pingpong (rdma-core's as well as ours) can lose the ACK
         # of the last message after the side that sent it has exited: nothing
         # ends the run on the wire, so the other side's last send fails with
@@ -395,6 +397,79 @@ cm_cycles() {
         "$(((t1 - t0) / n / 1000000)) ms/cycle$extra"
 }
 
+# The other rdma_cm tools against their librdmacm/perftest originals. Each
+# passes when both sides exit 0 and say they finished as the tools do.
+tools_ok() {
+    local kind=$1 log_f=$2 log_g=$3
+    case $kind in
+        cmatose | udaddy) grep -q 'data transfers complete' "$log_f" && grep -q 'data transfers complete' "$log_g" &&
+            grep -q '^test complete' "$log_f" && grep -q '^test complete' "$log_g" ;;
+        rdmaex) grep -q ': end 0$' "$log_f" && grep -q ': end 0$' "$log_g" ;;
+        *) true ;;
+    esac
+}
+
+# addrs IP: sets gaddr/faddr (and gidx) for IPv4 or IPv6.
+addrs() {
+    gaddr=$guest4 faddr=$host4 gidx='$GIDX'
+    [ "$1" = IPv6 ] && gaddr=$guest6 faddr=$host6 gidx='$GIDX6'
+    true
+}
+
+# cmt ROLE IP CONNECTIONS COUNT NETEM: ferroce cmatose <-> ucmatose (RC,
+# -c connections at once, -C messages of 100 bytes each way on each).
+cmt() {
+    local role=$1 ip=$2 c=$3 n=$4 ne=$5 gaddr faddr gidx gcmd fcmd
+    addrs "$ip"
+    if [ "$role" = client ]; then
+        gcmd="ucmatose -b $gaddr -c $c -C $n" fcmd="$ferroce cmatose -c $c -C $n -s"
+    else
+        gcmd="ucmatose -c $c -C $n -s" fcmd="$ferroce cmatose -c $c -C $n"
+    fi
+    run_case "cm-cmatose-$role-c$c-C$n-$ip-$ne" ucmatose "$role" rc "$ip" "$ne" "-c $c -C $n" cmatose \
+        "$gcmd" "$fcmd" "$gaddr" "$faddr" "-b $faddr"
+}
+
+# uda ROLE IP CONNECTIONS COUNT NETEM: ferroce udaddy <-> udaddy (UD
+# through SIDR, -C datagrams each way on each connection).
+uda() {
+    local role=$1 ip=$2 c=$3 n=$4 ne=$5 gaddr faddr gidx gcmd fcmd
+    addrs "$ip"
+    if [ "$role" = client ]; then
+        gcmd="udaddy -b $gaddr -c $c -C $n" fcmd="$ferroce udaddy -c $c -C $n -s"
+    else
+        gcmd="udaddy -c $c -C $n -s" fcmd="$ferroce udaddy -c $c -C $n"
+    fi
+    run_case "cm-udaddy-$role-c$c-C$n-$ip-$ne" udaddy "$role" ud "$ip" "$ne" "-c $c -C $n" udaddy \
+        "$gcmd" "$fcmd" "$gaddr" "$faddr" "-b $faddr"
+}
+
+# ptr ROLE TOOL SIZE IP NETEM: ferroce perf --perftest -R <-> ib_TOOL -R
+# (the exchange and the QPs over rdma_cm, to the address of the family).
+ptr() {
+    local role=$1 tool=$2 size=$3 ip=$4 ne=$5 gaddr faddr gidx
+    addrs "$ip"
+    local verb=${tool%_*} kind=${tool#*_}
+    local fargs="$verb --perftest -R --quiet -n $iters -m 1024 -s $size -L $faddr"
+    [ "$kind" = lat ] && fargs="$fargs --lat"
+    run_case "cm-perfR-$role-$tool-$size-$ip-$ne" "ib_$tool -R" "$role" rc "$ip" "$ne" "-s $size" "$kind" \
+        "ib_$tool -d rxe0 -F -n $iters -s $size -R" "$ferroce perf $fargs" "$gaddr" "$faddr" "--listen"
+}
+
+# rdx ROLE IP: ferroce rdma-server/rdma-client <-> librdmacm's rdma_server
+# and rdma_client (16 bytes each way).
+rdx() {
+    local role=$1 ip=$2 gaddr faddr gidx gcmd fcmd
+    addrs "$ip"
+    if [ "$role" = client ]; then
+        gcmd="rdma_server -s $gaddr" fcmd="$ferroce rdma-client -s"
+    else
+        gcmd="rdma_client -s" fcmd="$ferroce rdma-server"
+    fi
+    run_case "cm-rdmaex-$role-$ip" "rdma_server/rdma_client" "$role" rc "$ip" - "-" rdmaex \
+        "$gcmd" "$fcmd" "$gaddr" "$faddr" "-s $faddr"
+}
+
 # netem_on / netem_off: loss and reordering on the guest's eth0, both ways
 # (egress directly, ingress through ifb0).
 netem_prepare() {
@@ -474,6 +549,16 @@ rp server IPv4 64 - q
 cm_refused
 cm_cycles server 200 -
 cm_cycles client 200 -
+for role in client server; do
+    for ip in IPv4 IPv6; do
+        cmt "$role" "$ip" 10 10 -
+        uda "$role" "$ip" 10 10 -
+        rdx "$role" "$ip"
+        for tool in write_bw send_bw read_bw; do ptr "$role" "$tool" 3000 "$ip" -; done
+    done
+    cmt "$role" IPv4 32 10 -
+    ptr "$role" write_lat 64 IPv4 -
+done
 t_clean=$(date +%s)
 if [ -z "$only" ] || [[ $only == *netem* ]]; then
     step "netem on the guest's NIC, each direction: $netem"
