@@ -18,12 +18,16 @@
 #     -v -V, 64 and 4096 bytes, IPv4 and IPv6, a ferroce server without -a),
 #     a connect to a port nobody listens on (REJ reason 8, both ways), 200
 #     connect/disconnect cycles each way (rping -P on the serving side);
+#     ferroce cmatose, udaddy, rdma-server/rdma-client and perf --perftest
+#     -R against ucmatose (10 and 32 connections at once), udaddy,
+#     rdma_server/rdma_client (IPv4 and IPv6) and ib_{write,send,read}_bw
+#     -R, ib_write_lat -R (IPv4: perftest 4.5's -R has no IPv6);
 #   * loss and reordering: netem on the guest's NIC, both directions (the
 #     host kernel of this machine has no sch_netem; the guest's Debian
 #     kernel has, and the script hands it the modules and tc through the
 #     rig's 9p share): RC SEND (pingpong -c), WRITE, READ and atomics; rping
 #     and 30 rping connect/disconnect cycles (lost REQ, REP, RTU, DREQ, DREP
-#     resent by the CM).
+#     resent by the CM), ucmatose with 10 connections.
 #
 # Data is checked wherever a tool allows: pingpong -c on both sides; ferroce
 # checks ib_write_lat's writes (zeros ending in their number), ib_send_lat's
@@ -554,9 +558,12 @@ for role in client server; do
         cmt "$role" "$ip" 10 10 -
         uda "$role" "$ip" 10 10 -
         rdx "$role" "$ip"
-        for tool in write_bw send_bw read_bw; do ptr "$role" "$tool" 3000 "$ip" -; done
     done
     cmt "$role" IPv4 32 10 -
+    # perftest 4.5 resolves -R addresses as IPv4 only ("Address family for
+    # hostname not supported"; --ipv6-addr came with perftest PR 218, 2023):
+    # no IPv6 case.
+    for tool in write_bw send_bw read_bw; do ptr "$role" "$tool" 3000 IPv4 -; done
     ptr "$role" write_lat 64 IPv4 -
 done
 t_clean=$(date +%s)
@@ -576,6 +583,7 @@ if [ -z "$only" ] || [[ $only == *netem* ]]; then
         rp "$role" IPv4 64 netem
         rp "$role" IPv4 4096 netem
         cm_cycles "$role" 30 netem
+        cmt "$role" IPv4 10 10 netem
     done
     netem_stats | tee "$out/netem-stats.log"
     netem_off
