@@ -560,6 +560,7 @@ for role in client server; do
         rdx "$role" "$ip"
     done
     cmt "$role" IPv4 32 10 -
+    cmt "$role" IPv6 32 10 -
     # perftest 4.5 resolves -R addresses as IPv4 only ("Address family for
     # hostname not supported"; --ipv6-addr came with perftest PR 218, 2023):
     # no IPv6 case.
