@@ -25,8 +25,8 @@
 //!   host (IPv4; `-a ::` IPv6), opening a ferroce device on each: a ferroce
 //!   process has no devices until it opens them, and rping's wildcard
 //!   listen serves every RDMA device of the host.
-//! - The client waits (up to [`DISCONNECT_WAIT`]) for the DREP of its
-//!   DREQ, so a lost DREQ is sent again; rping destroys its ID at once.
+//! - The client waits (up to [`DISCONNECT_WAIT`], 30 s) for the DREP of
+//!   its DREQ, so a lost DREQ is sent again; rping destroys its ID at once.
 //! - A client whose server disconnects before `-C` pings fails (rping
 //!   exits 0); with `-C 0` that is the normal end, as in rping.
 //! - Exit status: 0, or 2 with the cause on stderr (rping: 255, and 22 for
@@ -56,9 +56,14 @@ pub(crate) const DEFAULT_PORT: u16 = 7174;
 pub(crate) const MIN_SIZE: u32 = 26;
 /// rping's largest `-S` (`RPING_BUFSIZE - 1`).
 pub(crate) const MAX_SIZE: u32 = 64 * 1024 - 1;
-/// How long the client waits for the DREP of its DREQ (the CM resends a
-/// lost DREQ after its response timeout, about 4 s).
-pub(crate) const DISCONNECT_WAIT: Duration = Duration::from_secs(10);
+/// How long the client waits for the DREP of its DREQ. The CM resends a
+/// lost DREQ every 6 s or so (2 x packet life time + response timeout);
+/// 30 s covers four resends. Leaving earlier, with the connection still
+/// open on the server, makes the server's kernel take the next client of
+/// this host with the same QPN for a stale connection (REJ reason 10:
+/// seen against rxe under netem when the 10 s this was first lost a DREQ
+/// twice).
+pub(crate) const DISCONNECT_WAIT: Duration = Duration::from_secs(30);
 /// rping's `rdma_resolve_addr`/`rdma_resolve_route` timeout.
 const RESOLVE_TIMEOUT: Duration = Duration::from_millis(2000);
 
