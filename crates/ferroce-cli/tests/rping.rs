@@ -2,7 +2,8 @@
 //! 127.0.2.x, IPv6 on ::1 with two RoCE ports), as rping runs: the ping
 //! data both sides print, checked against rping's pattern computed here;
 //! a port with no listener; a persistent server; a client whose buffer is
-//! larger than the server's; and a peer that sends what rping never does.
+//! larger than the server's; a peer that sends what rping never does; and a
+//! server that disconnects before the pings.
 
 mod common;
 
@@ -304,4 +305,55 @@ fn options_outside_rpings_ranges_are_refused() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn a_client_whose_server_disconnects_early_says_after_how_many_pings() {
+    // A server of our own through ferroce::cm: accepts, then disconnects
+    // before any ping.
+    let ch = EventChannel::new().unwrap();
+    let listen = ch.create_id(PortSpace::Tcp).unwrap();
+    listen
+        .bind_addr("127.0.2.13:7308".parse().unwrap())
+        .unwrap();
+    listen.listen(1).unwrap();
+    let c = spawn(&[
+        "rping",
+        "-c",
+        "-a",
+        "127.0.2.13",
+        "-p",
+        "7308",
+        "-I",
+        "127.0.2.14",
+        "-C",
+        "3",
+    ]);
+    let req = listen.get_request(Duration::from_secs(10)).unwrap();
+    let id = req.id.clone();
+    let ctx = id.verbs().unwrap();
+    let pd = ctx.alloc_pd();
+    let cq = ctx.create_cq(16).unwrap();
+    let _qp = id
+        .create_qp(&pd, &QpInitAttr::new(QpType::Rc, &cq, &cq))
+        .unwrap();
+    id.accept(&ConnParam::default()).unwrap();
+    loop {
+        let e = ch
+            .get_event_timeout(Duration::from_secs(10))
+            .unwrap()
+            .expect("ESTABLISHED");
+        if e.kind.name() == "RDMA_CM_EVENT_ESTABLISHED" {
+            break;
+        }
+    }
+    id.disconnect().unwrap();
+    let c = finish(c, "client");
+    let (_, stderr) = text(&c);
+    assert_eq!(c.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("client DISCONNECT EVENT..."), "{stderr}");
+    assert!(
+        stderr.contains("the server disconnected after 0 of 3 pings"),
+        "{stderr}"
+    );
 }
