@@ -10,9 +10,10 @@
 //! in these objects, are opaque bytes of glibc's size, zeroed (glibc's
 //! static initializer).
 
-#![allow(non_camel_case_types, missing_docs)]
+#![allow(non_camel_case_types, non_snake_case, missing_docs)]
 
 use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::AtomicU32;
 
 /// glibc's `pthread_mutex_t` on LP64: 40 bytes, 8-aligned.
 pub type pthread_mutex_t = [u64; 5];
@@ -344,7 +345,8 @@ pub struct ibv_qp {
     pub srq: *mut ibv_srq,
     pub handle: u32,
     pub qp_num: u32,
-    pub state: u32,
+    /// Written by `ibv_modify_qp` while the application may read it.
+    pub state: AtomicU32,
     pub qp_type: u32,
     pub mutex: pthread_mutex_t,
     pub cond: pthread_cond_t,
