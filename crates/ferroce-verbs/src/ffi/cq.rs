@@ -165,9 +165,11 @@ pub(super) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c
     })
 }
 
-/// `ibv_get_cq_event`: the next event of the channel, blocking unless the
-/// application made its descriptor non-blocking (then -1 with EAGAIN when
-/// there is none, as rdma-core).
+/// `ibv_get_cq_event`: the next event of the channel, blocking. ferroce's
+/// channel descriptor is always non-blocking (its waits poll it), so
+/// unlike rdma-core this call cannot tell that the application asked for
+/// O_NONBLOCK: it blocks even then. Programs that `poll` the descriptor
+/// first (as they must with O_NONBLOCK) see no difference.
 pub(super) unsafe extern "C" fn ibv_get_cq_event(
     channel: *mut ibv_comp_channel,
     cq_out: *mut *mut ibv_cq,
@@ -178,11 +180,7 @@ pub(super) unsafe extern "C" fn ibv_get_cq_event(
         let ch: &Channel = unsafe { obj(channel) }?;
         // SAFETY: module contract.
         let c = unsafe { ctx(ch.ch.context) }?;
-        let handle = match ch.inner.try_get_event() {
-            Some(h) => h,
-            None if nonblocking(ch.ch.fd) => return Err(libc::EAGAIN),
-            None => ch.inner.get_event().map_err(|e| errno(&e))?,
-        };
+        let handle = ch.inner.get_event().map_err(|e| errno(&e))?;
         let cqs = c.cqs.lock().unwrap_or_else(|p| p.into_inner());
         let cq = *cqs.get(&handle).ok_or(libc::EINVAL)? as *mut ibv_cq;
         drop(cqs);
@@ -200,12 +198,6 @@ pub(super) unsafe extern "C" fn ibv_get_cq_event(
         set_errno(r);
         -1
     }
-}
-
-fn nonblocking(fd: c_int) -> bool {
-    // SAFETY: F_GETFL reads the flags of a descriptor the channel owns.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    flags >= 0 && flags & libc::O_NONBLOCK != 0
 }
 
 /// `ibv_ack_cq_events`: ferroce's events hold nothing (destroying a CQ
