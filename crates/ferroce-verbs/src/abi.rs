@@ -93,6 +93,30 @@ pub struct ibv_device_attr {
     pub phys_port_cnt: u8,
 }
 
+/// `struct ibv_odp_caps` (none here: zero).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct ibv_odp_caps {
+    pub general_caps: u64,
+    pub rc_odp_caps: u32,
+    pub uc_odp_caps: u32,
+    pub ud_odp_caps: u32,
+}
+
+/// The start of `struct ibv_device_attr_ex`, up to the last field ferroce
+/// fills (`device_cap_flags_ex`); the rest (TSO, RSS, tag matching, ...)
+/// is zero, since ferroce has none of it.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_device_attr_ex {
+    pub orig_attr: ibv_device_attr,
+    pub comp_mask: u32,
+    pub odp_caps: ibv_odp_caps,
+    pub completion_timestamp_mask: u64,
+    pub hca_core_clock: u64,
+    pub device_cap_flags_ex: u64,
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub struct ibv_port_attr {
@@ -142,6 +166,8 @@ pub type PostSrqRecvFn =
 pub type AllocMwFn = unsafe extern "C" fn(*mut ibv_pd, u32) -> *mut c_void;
 pub type BindMwFn = unsafe extern "C" fn(*mut ibv_qp, *mut c_void, *mut c_void) -> c_int;
 pub type DeallocMwFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+pub type QueryDeviceExFn =
+    unsafe extern "C" fn(*mut ibv_context, *const c_void, *mut ibv_device_attr_ex, usize) -> c_int;
 pub type QueryPortFn =
     unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr, usize) -> c_int;
 
@@ -202,10 +228,9 @@ pub const VERBS_ABI_IS_EXTENDED: usize = usize::MAX;
 
 /// `struct verbs_context`: the extended ops, found by the header's
 /// `verbs_get_ctx_op` at a fixed offset before `context`. Only
-/// `query_port` is set (so `ibv_query_port` fills the whole
-/// `ibv_port_attr`); every other op is NULL, which the header's inline
-/// wrappers turn into `EOPNOTSUPP` (or, for `ibv_query_device_ex`, into a
-/// call of `ibv_query_device`).
+/// `query_port` (so that `ibv_query_port` fills the whole
+/// `ibv_port_attr`) and `query_device_ex` are set; every other op is NULL,
+/// which the header's inline wrappers turn into `EOPNOTSUPP`.
 #[repr(C)]
 pub struct verbs_context {
     pub query_port: Option<QueryPortFn>,
@@ -235,7 +260,7 @@ pub struct verbs_context {
     pub query_rt_values: usize,
     pub create_cq_ex: usize,
     pub priv_: usize,
-    pub query_device_ex: usize,
+    pub query_device_ex: Option<QueryDeviceExFn>,
     pub ibv_destroy_flow: usize,
     pub ABI_placeholder2: usize,
     pub ibv_create_flow: usize,

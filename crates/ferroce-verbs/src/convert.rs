@@ -267,7 +267,12 @@ const QP_MASK_KNOWN: u32 = QP_STATE
 
 /// `ibv_modify_qp`'s attributes, as ferroce's [`QpAttr`]. `dest_qpn` is
 /// the peer's QPN as known so far (for the UDP source port).
-pub(crate) fn qp_attr(a: &ibv_qp_attr, mask: u32, qpn: u32, dest_qpn: u32) -> Result<QpAttr, c_int> {
+pub(crate) fn qp_attr(
+    a: &ibv_qp_attr,
+    mask: u32,
+    qpn: u32,
+    dest_qpn: u32,
+) -> Result<QpAttr, c_int> {
     if mask & !QP_MASK_KNOWN != 0 {
         // Alternate paths, migration, caps and rate limits: not here.
         return Err(libc::EOPNOTSUPP);
@@ -391,7 +396,10 @@ mod tests {
         ah.grh.hop_limit = 1;
         let p = path(&ah, 0x11, 0x12).unwrap();
         assert_eq!(p.remote, "127.0.0.1".parse::<IpAddr>().unwrap());
-        assert_eq!(p.udp_src_port, ferroce::path_to(p.remote, 0x11, 0x12).udp_src_port);
+        assert_eq!(
+            p.udp_src_port,
+            ferroce::path_to(p.remote, 0x11, 0x12).udp_src_port
+        );
     }
 
     #[test]
@@ -407,11 +415,11 @@ mod tests {
         assert_eq!(q.sq_psn, Some(Psn::new(0x123456)));
         assert_eq!(q.timeout, Some(14));
         assert_eq!(q.retry_cnt, None);
-        assert_eq!(qp_attr(&a, QP_STATE | (1 << 14), 1, 2), Err(libc::EOPNOTSUPP));
-        let bad = ibv_qp_attr {
-            qp_state: 42,
-            ..a
-        };
+        assert_eq!(
+            qp_attr(&a, QP_STATE | (1 << 14), 1, 2),
+            Err(libc::EOPNOTSUPP)
+        );
+        let bad = ibv_qp_attr { qp_state: 42, ..a };
         assert_eq!(qp_attr(&bad, QP_STATE, 1, 2), Err(libc::EINVAL));
     }
 }

@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
 
 use ferroce::{
-    CompletionChannel, CompletionQueue, Context, MemoryRegion, ProtectionDomain, QpType,
-    QueuePair, SharedReceiveQueue,
+    CompletionChannel, CompletionQueue, Context, MemoryRegion, ProtectionDomain, QpType, QueuePair,
+    SharedReceiveQueue,
 };
 
 use crate::abi::*;
@@ -152,11 +152,12 @@ impl Ctx {
 }
 
 /// A fresh `verbs_context` whose `ibv_context` names `device`, with the
-/// ops of [`crate::ffi`] and the extended-ABI marker.
+/// ops of `crate::ffi` and the extended-ABI marker.
 pub(crate) fn new_verbs_context(
     device: *mut ibv_device,
     ops: ibv_context_ops,
     query_port: QueryPortFn,
+    query_device_ex: QueryDeviceExFn,
     async_fd: i32,
 ) -> verbs_context {
     verbs_context {
@@ -187,7 +188,7 @@ pub(crate) fn new_verbs_context(
         query_rt_values: 0,
         create_cq_ex: 0,
         priv_: 0,
-        query_device_ex: 0,
+        query_device_ex: Some(query_device_ex),
         ibv_destroy_flow: 0,
         ABI_placeholder2: 0,
         ibv_create_flow: 0,

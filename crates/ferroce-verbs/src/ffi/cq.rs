@@ -55,7 +55,10 @@ pub(super) unsafe extern "C" fn ibv_create_cq(
     guard_ptr(|| {
         // SAFETY: module contract.
         let c = unsafe { ctx(context) }?;
-        let depth = u32::try_from(cqe).ok().filter(|&d| d > 0).ok_or(libc::EINVAL)?;
+        let depth = u32::try_from(cqe)
+            .ok()
+            .filter(|&d| d > 0)
+            .ok_or(libc::EINVAL)?;
         let ch: Option<&Channel> = if channel.is_null() {
             None
         } else {
@@ -161,7 +164,9 @@ pub(super) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c
     guard_errno(|| {
         // SAFETY: module contract.
         let q: &Cq = unsafe { obj(cq) }?;
-        q.inner.req_notify(solicited_only != 0).map_err(|e| errno(&e))
+        q.inner
+            .req_notify(solicited_only != 0)
+            .map_err(|e| errno(&e))
     })
 }
 

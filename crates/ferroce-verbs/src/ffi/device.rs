@@ -85,7 +85,13 @@ pub(super) unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ib
         let async_pipe = pipe().map_err(|e| e.raw_os_error().unwrap_or(libc::EMFILE))?;
         let fd = async_pipe.0.as_raw_fd();
         let boxed = Box::new(Ctx {
-            vctx: new_verbs_context(dev, super::context_ops(), query_port_ex, fd),
+            vctx: new_verbs_context(
+                dev,
+                super::context_ops(),
+                query_port_ex,
+                query_device_ex,
+                fd,
+            ),
             device: d,
             inner,
             spans: Default::default(),
@@ -151,11 +157,48 @@ pub(super) unsafe extern "C" fn ibv_query_device(
     })
 }
 
+/// `verbs_context::query_device_ex`, what the header's inline
+/// `ibv_query_device_ex` calls: the whole `attr_size` bytes zeroed, then
+/// the attributes and `device_cap_flags_ex` (what ferroce has).
+unsafe extern "C" fn query_device_ex(
+    context: *mut ibv_context,
+    _input: *const std::ffi::c_void,
+    attr: *mut ibv_device_attr_ex,
+    attr_size: usize,
+) -> c_int {
+    guard_errno(|| {
+        // SAFETY: module contract.
+        let c = unsafe { ctx(context) }?;
+        let a = c.inner.query_device().map_err(|e| errno(&e))?;
+        if attr.is_null() || attr_size < size_of::<ibv_device_attr>() {
+            return Err(libc::EINVAL);
+        }
+        let ex = ibv_device_attr_ex {
+            orig_attr: device_attr(&a),
+            comp_mask: 0,
+            odp_caps: Default::default(),
+            completion_timestamp_mask: 0,
+            hca_core_clock: 0,
+            device_cap_flags_ex: a.device_cap_flags_ex,
+        };
+        let n = attr_size.min(size_of::<ibv_device_attr_ex>());
+        // SAFETY: `attr` holds `attr_size` bytes (the caller's struct).
+        unsafe {
+            std::ptr::write_bytes(attr.cast::<u8>(), 0, attr_size);
+            std::ptr::copy_nonoverlapping((&raw const ex).cast::<u8>(), attr.cast(), n);
+        }
+        Ok(())
+    })
+}
+
 fn query_port(c: &Ctx, port: u8) -> Result<ibv_port_attr, c_int> {
     if port != 1 {
         return Err(libc::EINVAL);
     }
-    c.inner.query_port().map(|p| port_attr(&p)).map_err(|e| errno(&e))
+    c.inner
+        .query_port()
+        .map(|p| port_attr(&p))
+        .map_err(|e| errno(&e))
 }
 
 /// `ibv_query_port@IBVERBS_1.1`, which binaries built before the extended

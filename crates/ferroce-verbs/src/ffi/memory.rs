@@ -97,7 +97,10 @@ unsafe fn reg(
         let access = access(flags)?;
         // SAFETY: ibv_reg_mr's contract is from_raw's (module contract).
         let backing = unsafe { Backing::from_raw(addr.cast(), length) }.ok_or(libc::EINVAL)?;
-        let inner = p.inner.reg_mr_with(backing, access).map_err(|e| errno(&e))?;
+        let inner = p
+            .inner
+            .reg_mr_with(backing, access)
+            .map_err(|e| errno(&e))?;
         let (lkey, rkey) = (inner.lkey(), inner.rkey());
         let span = Span { base: addr as u64 };
         c.spans

@@ -147,7 +147,10 @@ pub(super) unsafe extern "C" fn ibv_read_sysfs_file(
         let (d, f) = unsafe { (CStr::from_ptr(dir), CStr::from_ptr(file)) };
         let path = format!("{}/{}", d.to_string_lossy(), f.to_string_lossy());
         let mut bytes = Vec::new();
-        if std::fs::File::open(path).and_then(|mut h| h.read_to_end(&mut bytes)).is_err() {
+        if std::fs::File::open(path)
+            .and_then(|mut h| h.read_to_end(&mut bytes))
+            .is_err()
+        {
             return -1;
         }
         let n = bytes.len().min(size - 1);

@@ -87,9 +87,15 @@ pub(super) unsafe extern "C" fn ibv_create_qp(
         if let Some(s) = srq {
             s.users.add();
         }
-        c.qps.lock().unwrap_or_else(|p| p.into_inner()).insert(qpn, qp as usize);
+        c.qps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(qpn, qp as usize);
         if qp_type == QpType::Ud {
-            c.ud_qps.write().unwrap_or_else(|p| p.into_inner()).insert(qpn);
+            c.ud_qps
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(qpn);
         }
         Ok(qp.cast())
     })
@@ -160,8 +166,14 @@ pub(super) unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
         }
         // SAFETY: module contract.
         let c = unsafe { ctx(q.qp.context) }?;
-        c.qps.lock().unwrap_or_else(|p| p.into_inner()).remove(&q.qp.qp_num);
-        c.ud_qps.write().unwrap_or_else(|p| p.into_inner()).remove(&q.qp.qp_num);
+        c.qps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&q.qp.qp_num);
+        c.ud_qps
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&q.qp.qp_num);
         // SAFETY: module contract; not used again.
         drop(unsafe { take::<Qp, _>(qp) });
         Ok(())

@@ -19,7 +19,10 @@ pub(super) unsafe extern "C" fn ibv_create_srq(
         let p: &Pd = unsafe { obj(pd) }?;
         // SAFETY: module contract.
         let a = unsafe { init.as_ref() }.ok_or(libc::EINVAL)?;
-        let inner = p.inner.create_srq(a.attr.max_wr.max(1)).map_err(|e| errno(&e))?;
+        let inner = p
+            .inner
+            .create_srq(a.attr.max_wr.max(1))
+            .map_err(|e| errno(&e))?;
         if a.attr.srq_limit > 0 {
             inner.arm_limit(a.attr.srq_limit).map_err(|e| errno(&e))?;
         }
@@ -92,7 +95,10 @@ pub(super) unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
     })
 }
 
-pub(super) unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
+pub(super) unsafe extern "C" fn ibv_create_ah(
+    pd: *mut ibv_pd,
+    attr: *mut ibv_ah_attr,
+) -> *mut ibv_ah {
     guard_ptr(|| {
         // SAFETY: module contract.
         let p: &Pd = unsafe { obj(pd) }?;
