@@ -3,7 +3,7 @@
 //! `127.0.0.1`, named `ferroce0`, `ferroce1`, ... in that order. An
 //! address that is not one of this host's is left out (it could not be
 //! opened), so the names of the others do not move. Read once, at the
-//! first `ibv_get_device_list`.
+//! first `ibv_get_device_list`, with `FERROCE_LOG` ([`LOG_VAR`]).
 
 use std::net::IpAddr;
 use std::sync::{Mutex, OnceLock};
@@ -24,10 +24,27 @@ pub fn parse_devices(spec: &str) -> Vec<IpAddr> {
         .collect()
 }
 
+/// The environment variable that turns logging on: a
+/// `tracing_subscriber::EnvFilter` (`FERROCE_LOG=debug`), as for the
+/// `ferroce` command. Unset, the library prints nothing.
+pub const LOG_VAR: &str = "FERROCE_LOG";
+
+/// Installs a stderr subscriber if [`LOG_VAR`] is set (and the process has
+/// none yet).
+fn init_logging() {
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env(LOG_VAR) {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+}
+
 /// The process's devices (built on first use, then fixed).
 pub(crate) fn devices() -> &'static [&'static Device] {
     static DEVICES: OnceLock<Vec<&'static Device>> = OnceLock::new();
     DEVICES.get_or_init(|| {
+        init_logging();
         let spec = std::env::var(DEVICES_VAR).unwrap_or_else(|_| DEFAULT_DEVICE.into());
         parse_devices(&spec)
             .into_iter()

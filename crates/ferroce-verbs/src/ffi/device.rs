@@ -69,6 +69,16 @@ pub(super) unsafe extern "C" fn ibv_get_device_name(dev: *mut ibv_device) -> *co
     })
 }
 
+/// `ibv_get_device_index@IBVERBS_1.9`: the device's place in the list.
+pub(super) unsafe extern "C" fn ibv_get_device_index(dev: *mut ibv_device) -> c_int {
+    guard(-1, || {
+        devices()
+            .iter()
+            .position(|d| std::ptr::eq(&d.dev, dev))
+            .map_or(-1, |i| i as c_int)
+    })
+}
+
 pub(super) unsafe extern "C" fn ibv_get_device_guid(dev: *mut ibv_device) -> u64 {
     guard(0, || {
         device(dev)

@@ -6,7 +6,7 @@
 //! `#[no_mangle]`: an assembler stub names each, and the version script
 //! (`libibverbs.map`) defines the nodes.
 
-use super::{cq, device, memory, misc, qp, srq_ah};
+use super::{cq, device, memory, misc, private, qp, srq_ah};
 
 /// The tail jump from the versioned name to the Rust function.
 #[cfg(target_arch = "x86_64")]
@@ -45,6 +45,9 @@ export! {
     ibv_create_comp_channel = cq::ibv_create_comp_channel, "IBVERBS_1.0";
     ibv_destroy_comp_channel = cq::ibv_destroy_comp_channel, "IBVERBS_1.0";
     ibv_read_sysfs_file = misc::ibv_read_sysfs_file, "IBVERBS_1.0";
+    ibv_get_sysfs_path = misc::ibv_get_sysfs_path, "IBVERBS_1.0";
+    ibv_copy_qp_attr_from_kern = misc::ibv_copy_qp_attr_from_kern, "IBVERBS_1.0";
+    ibv_copy_path_rec_from_kern = misc::ibv_copy_path_rec_from_kern, "IBVERBS_1.0";
 
     ibv_get_device_list = device::ibv_get_device_list, "IBVERBS_1.1";
     ibv_free_device_list = device::ibv_free_device_list, "IBVERBS_1.1";
@@ -89,11 +92,80 @@ export! {
     ibv_node_type_str = misc::ibv_node_type_str, "IBVERBS_1.1";
     ibv_port_state_str = misc::ibv_port_state_str, "IBVERBS_1.1";
 
+    ibv_copy_ah_attr_from_kern = misc::ibv_copy_ah_attr_from_kern, "IBVERBS_1.1";
+
+    ibv_get_pkey_index = misc::ibv_get_pkey_index, "IBVERBS_1.5";
     ibv_qp_to_qp_ex = qp::ibv_qp_to_qp_ex, "IBVERBS_1.6";
     ibv_reg_mr_iova = memory::ibv_reg_mr_iova, "IBVERBS_1.7";
     ibv_reg_mr_iova2 = memory::ibv_reg_mr_iova2, "IBVERBS_1.8";
+    ibv_get_device_index = device::ibv_get_device_index, "IBVERBS_1.9";
+    ibv_query_ece = misc::ibv_query_ece, "IBVERBS_1.10";
+    ibv_set_ece = misc::ibv_set_ece, "IBVERBS_1.10";
     _ibv_query_gid_ex = device::_ibv_query_gid_ex, "IBVERBS_1.11";
     ibv_is_fork_initialized = misc::ibv_is_fork_initialized, "IBVERBS_1.13";
 
     ibv_query_gid_type = device::ibv_query_gid_type, "IBVERBS_PRIVATE_34";
+
+    // The provider interface (see private.rs).
+    ibv_cmd_advise_mr = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_alloc_dm = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_alloc_mw = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_alloc_pd = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_attach_mcast = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_close_xrcd = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_create_ah = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_create_counters = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_create_cq_ex = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_create_flow = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_create_flow_action_esp = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_create_qp_ex = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_create_qp_ex2 = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_create_rwq_ind_table = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_create_srq = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_create_srq_ex = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_create_wq = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_dealloc_mw = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_dealloc_pd = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_dereg_mr = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_destroy_ah = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_destroy_counters = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_destroy_cq = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_destroy_flow = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_destroy_flow_action = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_destroy_qp = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_destroy_rwq_ind_table = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_destroy_srq = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_destroy_wq = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_detach_mcast = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_free_dm = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_get_context = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_modify_cq = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_modify_flow_action_esp = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_modify_qp = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_modify_qp_ex = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_modify_srq = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_modify_wq = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_open_qp = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_open_xrcd = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_query_context = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_query_device_any = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_query_mr = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_query_port = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_query_qp = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_query_srq = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_read_counters = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_reg_dm_mr = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_reg_dmabuf_mr = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_reg_mr = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_rereg_mr = private::no_kernel, "IBVERBS_PRIVATE_34";
+    ibv_cmd_resize_cq = private::no_kernel, "IBVERBS_PRIVATE_34";
+    execute_ioctl = private::no_kernel, "IBVERBS_PRIVATE_34";
+    __verbs_log = private::no_provider, "IBVERBS_PRIVATE_34";
+    _verbs_init_and_alloc_context = private::no_provider, "IBVERBS_PRIVATE_34";
+    verbs_init_cq = private::no_provider, "IBVERBS_PRIVATE_34";
+    verbs_open_device = private::no_provider, "IBVERBS_PRIVATE_34";
+    verbs_register_driver_34 = private::no_provider, "IBVERBS_PRIVATE_34";
+    verbs_set_ops = private::no_provider, "IBVERBS_PRIVATE_34";
+    verbs_uninit_context = private::no_provider, "IBVERBS_PRIVATE_34";
+    ibv_resolve_eth_l2_from_gid = private::no_kernel, "IBVERBS_1.1";
 }

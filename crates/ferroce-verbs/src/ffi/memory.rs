@@ -1,7 +1,9 @@
 //! Protection domains and memory regions. `ibv_reg_mr` registers the
 //! application's own buffer in place (`Backing::from_raw`): the engine
 //! sends from it and peers' WRITEs and READ responses land in it, with no
-//! copy through memory of ferroce's.
+//! copy through memory of ferroce's. Its I/O virtual address (what peers
+//! put in RETHs, and what `ibv_sge` addresses are relative to) is the
+//! buffer's address, or the `iova` of `ibv_reg_mr_iova2`.
 
 use std::ffi::{c_int, c_uint, c_void};
 
@@ -50,8 +52,8 @@ pub(super) unsafe extern "C" fn ibv_reg_mr(
 }
 
 /// `ibv_reg_mr_iova2@IBVERBS_1.8` (what the header's `ibv_reg_mr` calls
-/// with optional access flags): the I/O virtual address must be the
-/// buffer's own address here.
+/// with optional access flags): peers and local scatter lists name the
+/// region's first byte by `iova`.
 pub(super) unsafe extern "C" fn ibv_reg_mr_iova2(
     pd: *mut ibv_pd,
     addr: *mut c_void,
@@ -90,19 +92,15 @@ unsafe fn reg(
         let p: &Pd = unsafe { obj(pd) }?;
         // SAFETY: module contract.
         let c = unsafe { ctx(p.pd.context) }?;
-        if iova != addr as u64 {
-            // Peers address a region by its application address here.
-            return Err(libc::EOPNOTSUPP);
-        }
         let access = access(flags)?;
         // SAFETY: ibv_reg_mr's contract is from_raw's (module contract).
         let backing = unsafe { Backing::from_raw(addr.cast(), length) }.ok_or(libc::EINVAL)?;
         let inner = p
             .inner
-            .reg_mr_with(backing, access)
+            .reg_mr_with_iova(backing, access, iova)
             .map_err(|e| errno(&e))?;
         let (lkey, rkey) = (inner.lkey(), inner.rkey());
-        let span = Span { base: addr as u64 };
+        let span = Span { base: iova };
         c.spans
             .write()
             .unwrap_or_else(|p| p.into_inner())

@@ -255,3 +255,50 @@ pub(super) unsafe extern "C" fn ibv_detach_mcast(
 ) -> c_int {
     libc::EOPNOTSUPP
 }
+
+/// `ibv_get_sysfs_path@IBVERBS_1.0`.
+pub(super) unsafe extern "C" fn ibv_get_sysfs_path() -> *const c_char {
+    c"/sys".as_ptr()
+}
+
+/// The `ibv_copy_*_from_kern` helpers translate the kernel's uverbs
+/// structs for librdmacm, which needs them only with the kernel's
+/// rdma_cm device: with ferroce there is no kernel struct to translate,
+/// and librdmacm, finding no such device, never calls them. They exist
+/// because librdmacm.so.1 (linked into perftest) binds every symbol at
+/// load time. They leave `dst` untouched.
+pub(super) unsafe extern "C" fn ibv_copy_qp_attr_from_kern(_dst: *mut c_void, _src: *const c_void) {
+}
+
+pub(super) unsafe extern "C" fn ibv_copy_ah_attr_from_kern(_dst: *mut c_void, _src: *const c_void) {
+}
+
+pub(super) unsafe extern "C" fn ibv_copy_path_rec_from_kern(
+    _dst: *mut c_void,
+    _src: *const c_void,
+) {
+}
+
+/// `ibv_query_ece` / `ibv_set_ece` (enhanced connection establishment):
+/// not in ferroce.
+pub(super) unsafe extern "C" fn ibv_query_ece(_qp: *mut ibv_qp, _ece: *mut c_void) -> c_int {
+    libc::EOPNOTSUPP
+}
+
+pub(super) unsafe extern "C" fn ibv_set_ece(_qp: *mut ibv_qp, _ece: *mut c_void) -> c_int {
+    libc::EOPNOTSUPP
+}
+
+/// `ibv_get_pkey_index@IBVERBS_1.5`: the one P_Key (0xFFFF) is at index 0.
+pub(super) unsafe extern "C" fn ibv_get_pkey_index(
+    _context: *mut ibv_context,
+    port: u8,
+    pkey_be: u16,
+) -> c_int {
+    if port == 1 && u16::from_be(pkey_be) == 0xffff {
+        0
+    } else {
+        set_errno(libc::EINVAL);
+        -1
+    }
+}

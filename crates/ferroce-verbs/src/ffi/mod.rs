@@ -31,6 +31,7 @@ mod export;
 mod memory;
 mod misc;
 mod post;
+mod private;
 mod qp;
 mod srq_ah;
 
