@@ -482,7 +482,7 @@ pub union ibv_send_wr_wr {
 #[repr(C)]
 pub struct ibv_send_wr {
     pub wr_id: u64,
-    pub next: *mut ibv_send_wr,
+    pub next: *mut Self,
     pub sg_list: *mut ibv_sge,
     pub num_sge: c_int,
     pub opcode: u32,
@@ -499,7 +499,7 @@ pub struct ibv_send_wr {
 #[repr(C)]
 pub struct ibv_recv_wr {
     pub wr_id: u64,
-    pub next: *mut ibv_recv_wr,
+    pub next: *mut Self,
     pub sg_list: *mut ibv_sge,
     pub num_sge: c_int,
 }
