@@ -60,6 +60,8 @@ pub(crate) struct Ctx {
     pub(crate) cqs: Mutex<HashMap<u32, usize>>,
     /// QPN -> its `ibv_qp` (as an address), for async events.
     pub(crate) qps: Mutex<HashMap<u32, usize>>,
+    /// SRQ handle -> its `ibv_srq` (as an address), for async events.
+    pub(crate) srqs: Mutex<HashMap<u32, usize>>,
     /// The UD QPs: their receive completions carry a GRH.
     pub(crate) ud_qps: RwLock<HashSet<u32>>,
     /// `async_fd` is this pipe's read end; see `ffi::misc`.

@@ -10,47 +10,21 @@
 //! with that advice. Each test binds UDP 4791 on 127.0.0.1 and 127.0.0.2,
 //! so they take turns (one lock), and run the tools under a timeout.
 
+mod common;
+
 use std::io::Read;
 use std::net::{IpAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use common::{finish, lib_dir};
 
 /// One test at a time: they all bind UDP 4791 on the same addresses.
 fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The directory holding `libibverbs.so.1` (this crate's cdylib).
-fn lib_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        // target/<profile>/deps/tools-<hash> -> target/<profile>/libibverbs.so
-        let exe = std::env::current_exe().expect("the test's own path");
-        let built = exe
-            .parent()
-            .and_then(Path::parent)
-            .map(|d| d.join("libibverbs.so"))
-            .expect("target/<profile>");
-        assert!(
-            built.exists(),
-            "{} is missing: cargo builds it with this test",
-            built.display()
-        );
-        let dir = std::env::temp_dir().join(format!("ferroce-verbs-lib-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::copy(&built, dir.join("libibverbs.so.1")).unwrap();
-        set_mode(&dir, 0o755);
-        set_mode(&dir.join("libibverbs.so.1"), 0o755);
-        dir
-    })
-}
-
-fn set_mode(p: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 /// The tool's path, or a failure naming the package to install.
@@ -110,26 +84,6 @@ fn command(who: As, devices: &str, prog: &Path, args: &[&str]) -> Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     c
-}
-
-/// Waits for `child` up to `limit`, killing it past that.
-fn finish(mut child: Child, limit: Duration, what: &str) -> Output {
-    let deadline = Instant::now() + limit;
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{what} still running after {limit:?}; stdout:\n{}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn run(who: As, devices: &str, prog: &Path, args: &[&str]) -> String {

@@ -107,6 +107,7 @@ pub(super) unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ib
             spans: Default::default(),
             cqs: Default::default(),
             qps: Default::default(),
+            srqs: Default::default(),
             ud_qps: Default::default(),
             async_pipe,
         });

@@ -196,8 +196,9 @@ pub(super) unsafe extern "C" fn ibv_get_async_event(
                     (lookup(&c.qps, qpn), EVENT_QP_LAST_WQE_REACHED)
                 }
                 AsyncEvent::CqOverflow { cq } => (lookup(&c.cqs, cq), EVENT_CQ_ERR),
-                // SRQs are not tracked by handle: reported without one.
-                AsyncEvent::SrqLimitReached { .. } => (Some(0), EVENT_SRQ_LIMIT_REACHED),
+                AsyncEvent::SrqLimitReached { srq } => {
+                    (lookup(&c.srqs, srq), EVENT_SRQ_LIMIT_REACHED)
+                }
             };
             let Some(element) = element else {
                 // Its object is already destroyed: nothing to report.

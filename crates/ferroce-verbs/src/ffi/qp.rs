@@ -166,6 +166,10 @@ pub(super) unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
         }
         // SAFETY: module contract.
         let c = unsafe { ctx(q.qp.context) }?;
+        // The ACK of the last request this QP received leaves before the
+        // QP goes (a program destroys its QP right after its last
+        // completion; the peer would otherwise retry that request and fail).
+        c.inner.flush_now();
         c.qps
             .lock()
             .unwrap_or_else(|p| p.into_inner())

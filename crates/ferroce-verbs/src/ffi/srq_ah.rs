@@ -41,7 +41,15 @@ pub(super) unsafe extern "C" fn ibv_create_srq(
             users: Default::default(),
         });
         p.users.add();
-        Ok(Box::into_raw(srq).cast())
+        // SAFETY: module contract.
+        let c = unsafe { ctx(p.pd.context) }?;
+        let handle = srq.srq.handle;
+        let raw = Box::into_raw(srq);
+        c.srqs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(handle, raw as usize);
+        Ok(raw.cast())
     })
 }
 
@@ -89,6 +97,12 @@ pub(super) unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
         }
         // SAFETY: module contract.
         unsafe { obj::<Pd, _>(s.srq.pd) }?.users.remove();
+        // SAFETY: module contract.
+        let c = unsafe { ctx(s.srq.context) }?;
+        c.srqs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&s.srq.handle);
         // SAFETY: module contract; not used again.
         drop(unsafe { take::<Srq, _>(srq) });
         Ok(())

@@ -1,0 +1,58 @@
+//! What the tests of the C library share: the library as
+//! `libibverbs.so.1` in a directory for `LD_LIBRARY_PATH`, and waiting for
+//! a child under a time limit.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The directory holding `libibverbs.so.1` (this crate's cdylib).
+pub(crate) fn lib_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        // target/<profile>/deps/tools-<hash> -> target/<profile>/libibverbs.so
+        let exe = std::env::current_exe().expect("the test's own path");
+        let built = exe
+            .parent()
+            .and_then(Path::parent)
+            .map(|d| d.join("libibverbs.so"))
+            .expect("target/<profile>");
+        assert!(
+            built.exists(),
+            "{} is missing: cargo builds it with this test",
+            built.display()
+        );
+        let dir = std::env::temp_dir().join(format!("ferroce-verbs-lib-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(&built, dir.join("libibverbs.so.1")).unwrap();
+        set_mode(&dir, 0o755);
+        set_mode(&dir.join("libibverbs.so.1"), 0o755);
+        dir
+    })
+}
+
+fn set_mode(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Waits for `child` up to `limit`, killing it past that.
+pub(crate) fn finish(mut child: Child, limit: Duration, what: &str) -> Output {
+    let deadline = Instant::now() + limit;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{what} still running after {limit:?}; stdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
