@@ -3,6 +3,7 @@
 use std::ffi::c_int;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 use ferroce::{QpInitAttr, QpType};
 
@@ -166,10 +167,7 @@ pub(super) unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
         }
         // SAFETY: module contract.
         let c = unsafe { ctx(q.qp.context) }?;
-        // The ACK of the last request this QP received leaves before the
-        // QP goes (a program destroys its QP right after its last
-        // completion; the peer would otherwise retry that request and fail).
-        c.inner.flush_now();
+        settle(&c.inner);
         c.qps
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -182,6 +180,33 @@ pub(super) unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
         drop(unsafe { take::<Qp, _>(qp) });
         Ok(())
     })
+}
+
+/// How long `ibv_destroy_qp` lets the device send what it owes: until
+/// nothing has left for [`QUIET`], at most [`SETTLE_MAX`].
+const QUIET: Duration = Duration::from_millis(1);
+const SETTLE_MAX: Duration = Duration::from_millis(20);
+
+/// Lets the ACK of the last request a QP received leave before the QP
+/// goes: programs destroy their QP right after their last completion, and
+/// a peer whose last request is never acknowledged retries it and fails
+/// (ibv_rc_pingpong's server did, with `-e`). Flushing once is not enough
+/// on a loaded machine: the ACK is sometimes made a moment later (seen in
+/// the engine's counters, cause not found yet), so this flushes until the
+/// device has sent nothing for a millisecond, within 20 ms.
+fn settle(ctx: &ferroce::Context) {
+    let start = Instant::now();
+    let mut sent = ctx.stats().tx_packets;
+    loop {
+        ctx.flush_now();
+        std::thread::sleep(QUIET);
+        ctx.flush_now();
+        let now = ctx.stats().tx_packets;
+        if now == sent || start.elapsed() > SETTLE_MAX {
+            return;
+        }
+        sent = now;
+    }
 }
 
 /// `ibv_qp_to_qp_ex@IBVERBS_1.6`: the `ibv_wr_*` send API is not here

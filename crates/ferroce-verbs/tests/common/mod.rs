@@ -26,9 +26,12 @@ pub(crate) fn lib_dir() -> &'static Path {
         // One directory per build tree (reruns reuse it rather than leave
         // one per run), under the temporary directory so that `nobody` can
         // reach it wherever the tree lives.
-        let key = built.to_string_lossy().bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        });
+        let key = built
+            .to_string_lossy()
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            });
         let dir = std::env::temp_dir().join(format!("ferroce-verbs-lib-{key:016x}"));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::copy(&built, dir.join("libibverbs.so.1")).unwrap();
