@@ -302,6 +302,55 @@ fn ib_write_bw_moves_data() {
     }
 }
 
+/// The result row of a perftest tool: the line that starts with the
+/// message size.
+fn result_row<'a>(out: &'a str, size: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.split_whitespace().next() == Some(size))
+        .unwrap_or_else(|| panic!("no result row for {size}:\n{out}"))
+}
+
+#[test]
+fn perftest_bandwidth_tools_over_rc_uc_ud() {
+    let _g = serial();
+    let cases: [(&str, &[&str], &str); 6] = [
+        ("ib_send_bw", &["-s", "65536"], "65536"),
+        ("ib_read_bw", &["-s", "65536"], "65536"),
+        ("ib_atomic_bw", &[], "8"),
+        ("ib_send_bw", &["-c", "UC", "-s", "65536"], "65536"),
+        ("ib_write_bw", &["-c", "UC", "-s", "65536"], "65536"),
+        ("ib_send_bw", &["-c", "UD", "-s", "1024"], "1024"),
+    ];
+    for (name, extra, size) in cases {
+        let prog = tool(name, "perftest");
+        let mut args = vec!["-x", "0", "-n", "200"];
+        args.extend_from_slice(extra);
+        let (_, c) = pair(As::Me, &prog, &args);
+        let row = result_row(&c, size);
+        let average: f64 = row.split_whitespace().nth(3).unwrap().parse().unwrap();
+        assert!(average > 0.0, "{name} {extra:?}: {row}");
+    }
+}
+
+#[test]
+fn perftest_latency_tools() {
+    let _g = serial();
+    for name in [
+        "ib_write_lat",
+        "ib_send_lat",
+        "ib_read_lat",
+        "ib_atomic_lat",
+    ] {
+        let prog = tool(name, "perftest");
+        let size = if name == "ib_atomic_lat" { "8" } else { "2" };
+        let (_, c) = pair(As::Me, &prog, &["-x", "0", "-n", "200"]);
+        // #bytes, #iterations, t_min, t_max, t_typical, ...
+        let row = result_row(&c, size);
+        let typical: f64 = row.split_whitespace().nth(4).unwrap().parse().unwrap();
+        assert!(typical > 0.0, "{name}: {row}");
+    }
+}
+
 #[test]
 fn no_output_unless_asked() {
     let _g = serial();
