@@ -14,7 +14,8 @@
 //!   rdma-core's errno, and no thread of ferroce's outlives the last
 //!   `ibv_close_device`.
 //!
-//! Both use UDP 4791 on 127.0.0.1: they take turns.
+//! `loopback.c` runs on 127.0.0.1 and on `::1`. They bind UDP 4791: they
+//! take turns.
 
 mod common;
 
@@ -26,9 +27,9 @@ use common::{finish, lib_dir};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Builds `tests/c/<name>.c` and runs it on device 127.0.0.1; returns its
-/// output, failing on a failed check.
-fn build_and_run(name: &str) -> String {
+/// Builds `tests/c/<name>.c` and runs it on the device at `address`;
+/// returns its output, failing on a failed check.
+fn build_and_run(name: &str, address: &str) -> String {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let src = format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
     let exe = lib_dir().join(name);
@@ -47,7 +48,7 @@ fn build_and_run(name: &str) -> String {
     );
     let child = Command::new(&exe)
         .env("LD_LIBRARY_PATH", lib_dir())
-        .env("FERROCE_DEVICES", "127.0.0.1")
+        .env("FERROCE_DEVICES", address)
         .env_remove("FERROCE_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -67,14 +68,20 @@ fn build_and_run(name: &str) -> String {
 
 #[test]
 fn loopback_data_lands_in_application_memory() {
-    let out = build_and_run("loopback");
+    let out = build_and_run("loopback", "127.0.0.1");
     assert!(out.contains("ok   WRITE landed in B's buffer"), "{out}");
     assert!(out.contains("ok   poll: channel readable"), "{out}");
 }
 
 #[test]
+fn loopback_over_ipv6() {
+    let out = build_and_run("loopback", "::1");
+    assert!(out.contains("ok   READ landed in A's buffer"), "{out}");
+}
+
+#[test]
 fn misuse_gets_errnos_not_crashes() {
-    let out = build_and_run("bad_use");
+    let out = build_and_run("bad_use", "127.0.0.1");
     assert!(
         out.contains("ok   no thread of ferroce's after the last close"),
         "{out}"
