@@ -4,8 +4,9 @@
 //! that does the work sits behind it. `src/ffi` turns the pointers back
 //! into these; nothing here is `unsafe`.
 //!
-//! Objects that others depend on count their users (a PD its MRs, QPs,
-//! SRQs and AHs; a CQ its QPs; a channel its CQs; an SRQ its QPs), so that
+//! Objects that others depend on count their users (a context its PDs,
+//! CQs and channels; a PD its MRs, QPs, SRQs and AHs; a CQ its QPs; a
+//! channel its CQs; an SRQ its QPs), so that
 //! destroying one still in use returns `EBUSY`, as rdma-core's kernel
 //! objects do, instead of leaving a dangling pointer in the application.
 
@@ -66,6 +67,9 @@ pub(crate) struct Ctx {
     pub(crate) ud_qps: RwLock<HashSet<u32>>,
     /// `async_fd` is this pipe's read end; see `ffi::misc`.
     pub(crate) async_pipe: (PipeReader, PipeWriter),
+    /// Its PDs, CQs and completion channels: while any lives,
+    /// `ibv_close_device` keeps the context's memory (they point at it).
+    pub(crate) users: Users,
 }
 
 #[repr(C)]

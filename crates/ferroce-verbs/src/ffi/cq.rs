@@ -19,6 +19,7 @@ pub(super) unsafe extern "C" fn ibv_create_comp_channel(
         // SAFETY: module contract.
         let c = unsafe { ctx(context) }?;
         let inner = c.inner.create_comp_channel().map_err(|e| errno(&e))?;
+        c.users.add();
         let ch = Box::new(Channel {
             ch: ibv_comp_channel {
                 context,
@@ -39,6 +40,8 @@ pub(super) unsafe extern "C" fn ibv_destroy_comp_channel(ch: *mut ibv_comp_chann
         if c.users.any() {
             return Err(libc::EBUSY);
         }
+        // SAFETY: module contract.
+        unsafe { ctx(c.ch.context) }?.users.remove();
         // SAFETY: module contract; not used again.
         drop(unsafe { take::<Channel, _>(ch) });
         Ok(())
@@ -89,6 +92,7 @@ pub(super) unsafe extern "C" fn ibv_create_cq(
         if let Some(ch) = ch {
             ch.users.add();
         }
+        c.users.add();
         let mut cqs = c.cqs.lock().unwrap_or_else(|p| p.into_inner());
         cqs.insert(handle, cq as usize);
         Ok(cq.cast())
@@ -112,6 +116,7 @@ pub(super) unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
         let mut cqs = c.cqs.lock().unwrap_or_else(|p| p.into_inner());
         cqs.remove(&q.cq.handle);
         drop(cqs);
+        c.users.remove();
         // SAFETY: module contract; not used again.
         drop(unsafe { take::<Cq, _>(cq) });
         Ok(())

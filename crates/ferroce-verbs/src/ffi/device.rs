@@ -108,6 +108,7 @@ pub(super) unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ib
             cqs: Default::default(),
             qps: Default::default(),
             srqs: Default::default(),
+            users: Default::default(),
             ud_qps: Default::default(),
             async_pipe,
         });
@@ -147,6 +148,13 @@ pub(super) unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c
         // SAFETY: module contract.
         let c = unsafe { ctx(context) }?;
         let device = c.device;
+        if c.users.any() {
+            // Objects left alive (perftest leaves some, and rdma-core closes
+            // anyway) point at the context: its memory is kept so that they
+            // stay usable until destroyed; the device's share is released.
+            close_shared(&device.open);
+            return Ok(());
+        }
         let off = std::mem::offset_of!(verbs_context, context);
         // SAFETY: the context's Box starts `off` bytes before it.
         drop(unsafe { take::<Ctx, u8>(context.cast::<u8>().sub(off)) });

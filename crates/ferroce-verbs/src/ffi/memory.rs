@@ -19,6 +19,7 @@ pub(super) unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut 
         // SAFETY: module contract.
         let c = unsafe { ctx(context) }?;
         let inner = c.inner.alloc_pd();
+        c.users.add();
         let pd = Box::new(Pd {
             pd: ibv_pd { context, handle: 0 },
             inner,
@@ -35,6 +36,8 @@ pub(super) unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
         if p.users.any() {
             return Err(libc::EBUSY);
         }
+        // SAFETY: module contract.
+        unsafe { ctx(p.pd.context) }?.users.remove();
         // SAFETY: module contract; not used again.
         drop(unsafe { take::<Pd, _>(pd) });
         Ok(())

@@ -11,13 +11,15 @@ use std::time::{Duration, Instant};
 pub(crate) fn lib_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        // target/<profile>/deps/tools-<hash> -> target/<profile>/libibverbs.so
+        // The test runs from target/<profile>/deps, where cargo leaves the
+        // cdylib it built for this test run (target/<profile>/libibverbs.so
+        // is refreshed only by a build of the library itself, so it may be
+        // stale or missing).
         let exe = std::env::current_exe().expect("the test's own path");
         let built = exe
             .parent()
-            .and_then(Path::parent)
             .map(|d| d.join("libibverbs.so"))
-            .expect("target/<profile>");
+            .expect("target/<profile>/deps");
         assert!(
             built.exists(),
             "{} is missing: cargo builds it with this test",
