@@ -106,6 +106,29 @@ fn free_port() -> String {
     l.local_addr().unwrap().port().to_string()
 }
 
+/// Waits until something listens on TCP `port` (from /proc/net/tcp and
+/// tcp6, so that no probe connection takes the server's one accept).
+fn wait_listening(port: &str, limit: Duration) {
+    let hex = format!(":{:04X}", port.parse::<u16>().unwrap());
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        let listening = ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+            std::fs::read_to_string(f).is_ok_and(|t| {
+                t.lines().any(|l| {
+                    let mut w = l.split_whitespace();
+                    let local = w.nth(1).unwrap_or("");
+                    local.ends_with(&hex) && w.nth(1) == Some("0A")
+                })
+            })
+        });
+        if listening {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("nothing listens on TCP port {port} after {limit:?}");
+}
+
 /// Runs a server (device 127.0.0.1) and a client (device 127.0.0.2,
 /// connecting to 127.0.0.1) of `prog` with `args`; both must exit 0.
 /// Returns their outputs.
@@ -116,9 +139,9 @@ fn pair(who: As, prog: &Path, args: &[&str]) -> (String, String) {
     let server = command(who, "127.0.0.1", prog, &server_args)
         .spawn()
         .unwrap();
-    // The server listens on TCP before it does anything else; the client
-    // retries its connection for a while (the tools do).
-    std::thread::sleep(Duration::from_millis(500));
+    // The tools' clients connect once, without retrying: wait until the
+    // server listens.
+    wait_listening(&port, Duration::from_secs(20));
     let mut client_args = server_args.clone();
     client_args.push("127.0.0.1");
     let client = command(who, "127.0.0.2", prog, &client_args)
