@@ -111,6 +111,20 @@ impl Context {
         self.shared.local
     }
 
+    /// Puts on the wire what the device owes its peers now (the ACK of a
+    /// request just received, say), waiting for a round the driver thread
+    /// is running instead of leaving the work to it. For a caller about to
+    /// destroy a QP right after its last completion (the C ABI's
+    /// `ibv_destroy_qp`): the driver makes a received request's ACK in the
+    /// round after the one that completed it, and a QP destroyed in
+    /// between takes the ACK with it, so the peer's last request fails
+    /// after its retries. Not for the driver thread itself.
+    pub fn flush_now(&self) {
+        for _ in 0..3 {
+            self.shared.progress_now();
+        }
+    }
+
     /// The engine's traffic and drop counters.
     pub fn stats(&self) -> Stats {
         self.shared.engine().stats()

@@ -53,6 +53,23 @@ impl ProtectionDomain {
         Ok(self.region(info, region))
     }
 
+    /// [`Self::reg_mr_with`] at the address `iova`: peers name the
+    /// region's first byte by it ([`MemoryRegion::addr`]) rather than by an
+    /// address ferroce picks. What a C ABI needs, where `ibv_reg_mr`
+    /// registers a buffer at its own address.
+    pub fn reg_mr_with_iova(
+        &self,
+        buf: impl Into<Backing>,
+        access: Access,
+        iova: u64,
+    ) -> Result<MemoryRegion> {
+        let (info, region) =
+            self.shared
+                .engine()
+                .reg_mr_with_iova(self.handle, buf.into(), access, iova)?;
+        Ok(self.region(info, region))
+    }
+
     fn region(&self, info: MrInfo, region: Arc<Region>) -> MemoryRegion {
         MemoryRegion {
             shared: self.shared.clone(),

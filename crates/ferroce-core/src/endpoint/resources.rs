@@ -66,15 +66,52 @@ impl Endpoint {
         access: Access,
     ) -> Result<(MrInfo, Arc<Region>), VerbsError> {
         self.check_reg(pd, access)?;
-        let (lkey, rkey) = loop {
+        let (lkey, rkey) = self.new_keys();
+        // A page-aligned address unique to the region, as a real one would be.
+        let addr = (u64::from(self.rng.next_u32()) << 16) & !0xfff;
+        self.reg_mr_at(pd, backing, access, addr, (lkey, rkey))
+    }
+
+    /// [`Self::reg_mr_with`] at the I/O virtual address `iova` that peers
+    /// (and, in ibverbs, local scatter lists) name the region's first byte
+    /// by: `ibv_reg_mr` registers a buffer at its own address, which its
+    /// peers then put in their RETHs.
+    pub fn reg_mr_with_iova(
+        &mut self,
+        pd: u32,
+        backing: Backing,
+        access: Access,
+        iova: u64,
+    ) -> Result<(MrInfo, Arc<Region>), VerbsError> {
+        self.check_reg(pd, access)?;
+        if iova.checked_add(backing.len() as u64).is_none() {
+            return Err(VerbsError::BadValue {
+                what: "MR iova (the region would end past 2^64)",
+                value: iova,
+            });
+        }
+        let keys = self.new_keys();
+        self.reg_mr_at(pd, backing, access, iova, keys)
+    }
+
+    fn new_keys(&mut self) -> (u32, u32) {
+        loop {
             let l = self.rng.next_u32();
             let r = self.rng.next_u32();
             if l != r && !self.mrs.contains_key(l) && !self.mrs.contains_key(r) {
-                break (l, r);
+                return (l, r);
             }
-        };
-        // A page-aligned address unique to the region, as a real one would be.
-        let addr = (u64::from(self.rng.next_u32()) << 16) & !0xfff;
+        }
+    }
+
+    fn reg_mr_at(
+        &mut self,
+        pd: u32,
+        backing: Backing,
+        access: Access,
+        addr: u64,
+        (lkey, rkey): (u32, u32),
+    ) -> Result<(MrInfo, Arc<Region>), VerbsError> {
         let region = Arc::new(Region::new(backing));
         let info = self.mrs.insert(Mr {
             pd,

@@ -1,0 +1,109 @@
+//! Which devices exist: one per address in `FERROCE_DEVICES` (a comma- or
+//! space-separated list, e.g. `127.0.0.1` or `127.0.0.2,::1`), default
+//! `127.0.0.1`, named `ferroce0`, `ferroce1`, ... in that order. An
+//! address that is not one of this host's is left out (it could not be
+//! opened), so the names of the others do not move. Read once, at the
+//! first `ibv_get_device_list`, with `FERROCE_LOG` ([`LOG_VAR`]).
+
+use std::net::IpAddr;
+use std::sync::{Mutex, OnceLock};
+
+use crate::abi::*;
+use crate::objects::{Device, OpenDevice};
+
+/// The environment variable naming the devices' addresses.
+pub const DEVICES_VAR: &str = "FERROCE_DEVICES";
+/// The address used when [`DEVICES_VAR`] is not set.
+pub const DEFAULT_DEVICE: &str = "127.0.0.1";
+
+/// The addresses in `spec`; words that are not addresses are skipped.
+pub fn parse_devices(spec: &str) -> Vec<IpAddr> {
+    spec.split([',', ' ', '\t'])
+        .filter(|w| !w.is_empty())
+        .filter_map(|w| w.parse().ok())
+        .collect()
+}
+
+/// The environment variable that turns logging on: a
+/// `tracing_subscriber::EnvFilter` (`FERROCE_LOG=debug`), as for the
+/// `ferroce` command. Unset, the library prints nothing.
+pub const LOG_VAR: &str = "FERROCE_LOG";
+
+/// Installs a stderr subscriber if [`LOG_VAR`] is set (and the process has
+/// none yet).
+fn init_logging() {
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env(LOG_VAR) {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+}
+
+/// The process's devices (built on first use, then fixed).
+pub(crate) fn devices() -> &'static [&'static Device] {
+    static DEVICES: OnceLock<Vec<&'static Device>> = OnceLock::new();
+    DEVICES.get_or_init(|| {
+        init_logging();
+        let spec = std::env::var(DEVICES_VAR).unwrap_or_else(|_| DEFAULT_DEVICE.into());
+        parse_devices(&spec)
+            .into_iter()
+            .filter(|&addr| ferroce::query_device(addr).is_ok())
+            .enumerate()
+            .map(|(i, addr)| &*Box::leak(Box::new(device(i, addr))))
+            .collect()
+    })
+}
+
+fn device(index: usize, addr: IpAddr) -> Device {
+    let name = format!("ferroce{index}");
+    Device {
+        dev: ibv_device {
+            _ops: _ibv_device_ops {
+                _dummy1: 0,
+                _dummy2: 0,
+            },
+            node_type: NODE_CA,
+            transport_type: TRANSPORT_IB,
+            name: c_chars(&name),
+            dev_name: c_chars(&name),
+            // No uverbs device: no sysfs paths to read (rxe's are
+            // /sys/class/infiniband_verbs/uverbsN and /sys/class/infiniband/rxeN).
+            dev_path: [0; SYSFS_PATH_MAX],
+            ibdev_path: c_chars(&format!("/sys/class/infiniband/{name}")),
+        },
+        addr,
+        open: Mutex::new(OpenDevice::default()),
+    }
+}
+
+/// `s` as a NUL-terminated C string in a fixed array (cut to fit).
+pub(crate) fn c_chars<const N: usize>(s: &str) -> [std::ffi::c_char; N] {
+    let mut out = [0; N];
+    for (o, b) in out.iter_mut().zip(s.bytes().take(N - 1)) {
+        *o = b as std::ffi::c_char;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_lists_and_skips_junk() {
+        let v = parse_devices("127.0.0.1, ::1 nonsense,,127.0.0.2");
+        let want: Vec<IpAddr> = ["127.0.0.1", "::1", "127.0.0.2"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(v, want);
+        assert!(parse_devices("").is_empty());
+    }
+
+    #[test]
+    fn names_are_cut_and_terminated() {
+        let a: [std::ffi::c_char; 4] = c_chars("ferroce0");
+        assert_eq!(a, [b'f' as _, b'e' as _, b'r' as _, 0]);
+    }
+}

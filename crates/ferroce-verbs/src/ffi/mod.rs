@@ -1,0 +1,150 @@
+//! The C entry points. Every `unsafe` of the crate is in this module and
+//! its files, and rests on one contract, the one every libibverbs provider
+//! relies on:
+//!
+//! * A pointer the application passes is NULL (refused with `EINVAL`) or
+//!   points to a valid, initialized object of the C type the header
+//!   declares, for the duration of the call. Object pointers (`ibv_pd *`,
+//!   `ibv_qp *`, ...) are ones this library returned and has not yet
+//!   destroyed: each is the first field of a Box'd object of
+//!   [`crate::objects`], so casting back to that object is sound.
+//! * Memory given to `ibv_reg_mr` stays valid until `ibv_dereg_mr`, and
+//!   the application touches it only as ibverbs allows (not while a posted
+//!   request or a peer may be using it); that is `Backing::from_raw`'s
+//!   contract, said in C. Inline send data is read during `ibv_post_send`.
+//! * No panic crosses into C: every entry point runs its body in
+//!   [`guard`], which turns a panic into an error return.
+//!
+//! `export.rs` gives each exported function its symbol version.
+
+#![allow(unsafe_code)]
+
+use std::ffi::c_int;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use crate::abi::*;
+use crate::objects::Ctx;
+
+mod cq;
+mod device;
+mod export;
+mod memory;
+mod misc;
+mod post;
+mod private;
+mod qp;
+mod srq_ah;
+
+/// The context ops: what the header's inline verbs call.
+fn context_ops() -> ibv_context_ops {
+    ibv_context_ops {
+        _compat_query_device: 0,
+        _compat_query_port: 0,
+        _compat_alloc_pd: 0,
+        _compat_dealloc_pd: 0,
+        _compat_reg_mr: 0,
+        _compat_rereg_mr: 0,
+        _compat_dereg_mr: 0,
+        alloc_mw: Some(misc::alloc_mw),
+        bind_mw: Some(misc::bind_mw),
+        dealloc_mw: Some(misc::dealloc_mw),
+        _compat_create_cq: 0,
+        poll_cq: Some(cq::poll_cq),
+        req_notify_cq: Some(cq::req_notify_cq),
+        _compat_cq_event: 0,
+        _compat_resize_cq: 0,
+        _compat_destroy_cq: 0,
+        _compat_create_srq: 0,
+        _compat_modify_srq: 0,
+        _compat_query_srq: 0,
+        _compat_destroy_srq: 0,
+        post_srq_recv: Some(post::post_srq_recv),
+        _compat_create_qp: 0,
+        _compat_query_qp: 0,
+        _compat_modify_qp: 0,
+        _compat_destroy_qp: 0,
+        post_send: Some(post::post_send),
+        post_recv: Some(post::post_recv),
+        _compat_create_ah: 0,
+        _compat_destroy_ah: 0,
+        _compat_attach_mcast: 0,
+        _compat_detach_mcast: 0,
+        _compat_async_event: 0,
+    }
+}
+
+/// Runs `f`, turning a panic into `on_panic`.
+pub(crate) fn guard<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(on_panic)
+}
+
+/// For calls that return an errno (0 on success).
+fn guard_errno(f: impl FnOnce() -> Result<(), c_int>) -> c_int {
+    guard(libc::EIO, || match f() {
+        Ok(()) => 0,
+        Err(e) => e,
+    })
+}
+
+/// For calls that return an object (NULL and `errno` on failure).
+fn guard_ptr<T>(f: impl FnOnce() -> Result<*mut T, c_int>) -> *mut T {
+    match guard(Err(libc::EIO), f) {
+        Ok(p) => p,
+        Err(e) => {
+            set_errno(e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// Sets the calling thread's `errno`.
+fn set_errno(e: c_int) {
+    // SAFETY: glibc's errno location is the calling thread's, always valid.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// The object behind a C pointer this library handed out (its first field).
+///
+/// # Safety
+/// `p` is NULL or was returned by this library as the first field of a
+/// live `T` (the module contract).
+unsafe fn obj<'a, T, C>(p: *mut C) -> Result<&'a T, c_int> {
+    // SAFETY: by the contract, `p` is the address of a live `T`.
+    unsafe { p.cast::<T>().as_ref() }.ok_or(libc::EINVAL)
+}
+
+/// The [`Ctx`] whose `vctx.context` is `p`.
+///
+/// # Safety
+/// As [`obj`], for an `ibv_context` from `ibv_open_device`.
+unsafe fn ctx<'a>(p: *mut ibv_context) -> Result<&'a Ctx, c_int> {
+    if p.is_null() {
+        return Err(libc::EINVAL);
+    }
+    let off = std::mem::offset_of!(Ctx, vctx) + std::mem::offset_of!(verbs_context, context);
+    // SAFETY: `p` is the `context` field of the `verbs_context` at the
+    // start of a live, Box'd `Ctx`.
+    unsafe { obj(p.cast::<u8>().sub(off)) }
+}
+
+/// Takes back ownership of a Box'd object (for the destroy calls).
+///
+/// # Safety
+/// As [`obj`]; the application does not use `p` again.
+unsafe fn take<T, C>(p: *mut C) -> Box<T> {
+    // SAFETY: `p` came from `Box::into_raw` of a `T`.
+    unsafe { Box::from_raw(p.cast::<T>()) }
+}
+
+/// `*out = v`, refusing a NULL `out`.
+///
+/// # Safety
+/// `out` is NULL or valid for a write of `T`.
+unsafe fn put<T>(out: *mut T, v: T) -> Result<(), c_int> {
+    if out.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: non-NULL and valid by the contract.
+    unsafe { out.write(v) };
+    Ok(())
+}

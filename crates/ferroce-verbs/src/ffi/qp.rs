@@ -1,0 +1,217 @@
+//! Queue pairs: create, modify, query, destroy. Posting is in `post.rs`.
+
+use std::ffi::c_int;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use ferroce::{QpInitAttr, QpType};
+
+use super::{ctx, guard_errno, guard_ptr, obj, put, take};
+use crate::abi::*;
+use crate::convert::{errno, qp_attr, qp_state_code, remember};
+use crate::objects::{Cq, Pd, Qp, Srq};
+
+/// The most inline data a send may carry (`ibv_qp_cap::max_inline_data`);
+/// the engine copies it at post, as rxe does.
+pub(crate) const MAX_INLINE_DATA: u32 = 1024;
+
+pub(super) unsafe extern "C" fn ibv_create_qp(
+    pd: *mut ibv_pd,
+    init: *mut ibv_qp_init_attr,
+) -> *mut ibv_qp {
+    guard_ptr(|| {
+        // SAFETY: module contract.
+        let p: &Pd = unsafe { obj(pd) }?;
+        // SAFETY: module contract.
+        let c = unsafe { ctx(p.pd.context) }?;
+        // SAFETY: module contract.
+        let mut a = *unsafe { init.as_ref() }.ok_or(libc::EINVAL)?;
+        let qp_type = match a.qp_type {
+            QPT_RC => QpType::Rc,
+            QPT_UC => QpType::Uc,
+            QPT_UD => QpType::Ud,
+            _ => return Err(libc::EOPNOTSUPP),
+        };
+        // SAFETY: module contract.
+        let send: &Cq = unsafe { obj(a.send_cq) }?;
+        // SAFETY: module contract.
+        let recv: &Cq = unsafe { obj(a.recv_cq) }?;
+        let srq: Option<&Srq> = if a.srq.is_null() {
+            None
+        } else {
+            // SAFETY: module contract.
+            Some(unsafe { obj(a.srq) }?)
+        };
+        if a.cap.max_inline_data > MAX_INLINE_DATA {
+            return Err(libc::EINVAL);
+        }
+        let attr = QpInitAttr {
+            max_send_wr: a.cap.max_send_wr.max(1),
+            max_recv_wr: a.cap.max_recv_wr.max(1),
+            sq_sig_all: a.sq_sig_all != 0,
+            srq: srq.map(|s| &s.inner),
+            ..QpInitAttr::new(qp_type, &send.inner, &recv.inner)
+        };
+        let inner = p.inner.create_qp(&attr).map_err(|e| errno(&e))?;
+        let qpn = inner.qpn();
+        // The caps granted are the caps asked for (the engine has no
+        // per-WR SGE limit), as the caller's struct then reports.
+        a.cap.max_send_wr = attr.max_send_wr;
+        a.cap.max_recv_wr = if srq.is_some() { 0 } else { attr.max_recv_wr };
+        // SAFETY: module contract (`init` is the caller's, writable).
+        unsafe { (*init).cap = a.cap };
+        let qp = Box::into_raw(Box::new(Qp {
+            qp: ibv_qp {
+                context: p.pd.context,
+                qp_context: a.qp_context,
+                pd,
+                send_cq: a.send_cq,
+                recv_cq: a.recv_cq,
+                srq: a.srq,
+                handle: qpn,
+                qp_num: qpn,
+                state: AtomicU32::new(QPS_RESET),
+                qp_type: a.qp_type,
+                mutex: [0; 5],
+                cond: [0; 6],
+                events_completed: 0,
+            },
+            inner,
+            qp_type,
+            init: a,
+            attr: Mutex::new(ibv_qp_attr::default()),
+        }));
+        p.users.add();
+        send.users.add();
+        recv.users.add();
+        if let Some(s) = srq {
+            s.users.add();
+        }
+        c.qps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(qpn, qp as usize);
+        if qp_type == QpType::Ud {
+            c.ud_qps
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(qpn);
+        }
+        Ok(qp.cast())
+    })
+}
+
+pub(super) unsafe extern "C" fn ibv_modify_qp(
+    qp: *mut ibv_qp,
+    attr: *mut ibv_qp_attr,
+    mask: c_int,
+) -> c_int {
+    guard_errno(|| {
+        // SAFETY: module contract.
+        let q: &Qp = unsafe { obj(qp) }?;
+        // SAFETY: module contract.
+        let a = unsafe { attr.as_ref() }.ok_or(libc::EINVAL)?;
+        let mask = mask as u32;
+        let mut saved = q.attr.lock().unwrap_or_else(|p| p.into_inner());
+        let dest = if mask & QP_DEST_QPN != 0 {
+            a.dest_qp_num
+        } else {
+            saved.dest_qp_num
+        };
+        let wanted = qp_attr(a, mask, q.qp.qp_num, dest)?;
+        q.inner.modify(&wanted).map_err(|e| errno(&e))?;
+        remember(&mut saved, a, mask);
+        if let Some(s) = wanted.state {
+            q.qp.state.store(qp_state_code(s), Ordering::Release);
+        }
+        Ok(())
+    })
+}
+
+pub(super) unsafe extern "C" fn ibv_query_qp(
+    qp: *mut ibv_qp,
+    attr: *mut ibv_qp_attr,
+    _mask: c_int,
+    init: *mut ibv_qp_init_attr,
+) -> c_int {
+    guard_errno(|| {
+        // SAFETY: module contract.
+        let q: &Qp = unsafe { obj(qp) }?;
+        let mut a = *q.attr.lock().unwrap_or_else(|p| p.into_inner());
+        let state = q.inner.state().map_err(|e| errno(&e))?;
+        a.qp_state = qp_state_code(state);
+        a.cur_qp_state = a.qp_state;
+        a.cap = q.init.cap;
+        q.qp.state.store(a.qp_state, Ordering::Release);
+        // SAFETY: module contract.
+        unsafe {
+            put(attr, a)?;
+            put(init, q.init)
+        }
+    })
+}
+
+pub(super) unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
+    guard_errno(|| {
+        // SAFETY: module contract.
+        let q: &Qp = unsafe { obj(qp) }?;
+        // SAFETY: module contract: the objects a QP uses outlive it (EBUSY).
+        unsafe {
+            obj::<Pd, _>(q.qp.pd)?.users.remove();
+            obj::<Cq, _>(q.qp.send_cq)?.users.remove();
+            obj::<Cq, _>(q.qp.recv_cq)?.users.remove();
+            if !q.qp.srq.is_null() {
+                obj::<Srq, _>(q.qp.srq)?.users.remove();
+            }
+        }
+        // SAFETY: module contract.
+        let c = unsafe { ctx(q.qp.context) }?;
+        settle(&c.inner);
+        c.qps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&q.qp.qp_num);
+        c.ud_qps
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&q.qp.qp_num);
+        // SAFETY: module contract; not used again.
+        drop(unsafe { take::<Qp, _>(qp) });
+        Ok(())
+    })
+}
+
+/// How long `ibv_destroy_qp` lets the device send what it owes: until
+/// nothing has left for [`QUIET`], at most [`SETTLE_MAX`].
+const QUIET: Duration = Duration::from_millis(1);
+const SETTLE_MAX: Duration = Duration::from_millis(20);
+
+/// Lets the ACK of the last request a QP received leave before the QP
+/// goes: programs destroy their QP right after their last completion, and
+/// a peer whose last request is never acknowledged retries it and fails
+/// (ibv_rc_pingpong's server did, with `-e`). Flushing once is not enough
+/// on a loaded machine: the ACK is sometimes made a moment later (seen in
+/// the engine's counters, cause not found yet), so this flushes until the
+/// device has sent nothing for a millisecond, within 20 ms.
+fn settle(ctx: &ferroce::Context) {
+    let start = Instant::now();
+    let mut sent = ctx.stats().tx_packets;
+    loop {
+        ctx.flush_now();
+        std::thread::sleep(QUIET);
+        ctx.flush_now();
+        let now = ctx.stats().tx_packets;
+        if now == sent || start.elapsed() > SETTLE_MAX {
+            return;
+        }
+        sent = now;
+    }
+}
+
+/// `ibv_qp_to_qp_ex@IBVERBS_1.6`: the `ibv_wr_*` send API is not here
+/// (NULL, errno EOPNOTSUPP); `ibv_post_send` is.
+pub(super) unsafe extern "C" fn ibv_qp_to_qp_ex(_qp: *mut ibv_qp) -> *mut std::ffi::c_void {
+    super::set_errno(libc::EOPNOTSUPP);
+    std::ptr::null_mut()
+}

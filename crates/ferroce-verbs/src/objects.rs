@@ -1,0 +1,220 @@
+//! The objects handed to C: each is a Rust struct whose first field is
+//! the public C struct (`#[repr(C)]`), so the pointer the application
+//! holds is also the pointer to the whole object, and the ferroce object
+//! that does the work sits behind it. `src/ffi` turns the pointers back
+//! into these; nothing here is `unsafe`.
+//!
+//! Objects that others depend on count their users (a context its PDs,
+//! CQs and channels; a PD its MRs, QPs, SRQs and AHs; a CQ its QPs; a
+//! channel its CQs; an SRQ its QPs), so that
+//! destroying one still in use returns `EBUSY`, as rdma-core's kernel
+//! objects do, instead of leaving a dangling pointer in the application.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{PipeReader, PipeWriter};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, RwLock};
+
+use ferroce::{
+    CompletionChannel, CompletionQueue, Context, MemoryRegion, ProtectionDomain, QpType, QueuePair,
+    SharedReceiveQueue,
+};
+
+use crate::abi::*;
+
+/// A device: one configured address ([`crate::config`]). Lives for the
+/// process; the ferroce [`Context`] behind it is opened by the first
+/// `ibv_open_device` and closed by the last `ibv_close_device`.
+#[repr(C)]
+pub(crate) struct Device {
+    pub(crate) dev: ibv_device,
+    pub(crate) addr: IpAddr,
+    pub(crate) open: Mutex<OpenDevice>,
+}
+
+/// The device's open ferroce context and how many `ibv_context`s share it
+/// (one UDP port 4791 per address, so one engine per device and process).
+#[derive(Default)]
+pub(crate) struct OpenDevice {
+    pub(crate) ctx: Option<Context>,
+    pub(crate) users: usize,
+}
+
+/// Where a registered region starts in the application's memory, so that
+/// an `ibv_sge` address becomes an offset into the region.
+#[derive(Clone, Copy)]
+pub(crate) struct Span {
+    pub(crate) base: u64,
+}
+
+/// An open device (`ibv_open_device`); `vctx.context` is the
+/// `ibv_context` the application holds.
+#[repr(C)]
+pub(crate) struct Ctx {
+    pub(crate) vctx: verbs_context,
+    pub(crate) device: &'static Device,
+    pub(crate) inner: Context,
+    /// lkey -> the region's place in application memory.
+    pub(crate) spans: RwLock<HashMap<u32, Span>>,
+    /// CQ handle -> its `ibv_cq` (as an address), for `ibv_get_cq_event`.
+    pub(crate) cqs: Mutex<HashMap<u32, usize>>,
+    /// QPN -> its `ibv_qp` (as an address), for async events.
+    pub(crate) qps: Mutex<HashMap<u32, usize>>,
+    /// SRQ handle -> its `ibv_srq` (as an address), for async events.
+    pub(crate) srqs: Mutex<HashMap<u32, usize>>,
+    /// The UD QPs: their receive completions carry a GRH.
+    pub(crate) ud_qps: RwLock<HashSet<u32>>,
+    /// `async_fd` is this pipe's read end; see `ffi::misc`.
+    pub(crate) async_pipe: (PipeReader, PipeWriter),
+    /// Its PDs, CQs and completion channels: while any lives,
+    /// `ibv_close_device` keeps the context's memory (they point at it).
+    pub(crate) users: Users,
+}
+
+#[repr(C)]
+pub(crate) struct Pd {
+    pub(crate) pd: ibv_pd,
+    pub(crate) inner: ProtectionDomain,
+    pub(crate) users: Users,
+}
+
+#[repr(C)]
+pub(crate) struct Mr {
+    pub(crate) mr: ibv_mr,
+    pub(crate) inner: MemoryRegion,
+}
+
+#[repr(C)]
+pub(crate) struct Channel {
+    pub(crate) ch: ibv_comp_channel,
+    pub(crate) inner: CompletionChannel,
+    pub(crate) users: Users,
+}
+
+#[repr(C)]
+pub(crate) struct Cq {
+    pub(crate) cq: ibv_cq,
+    pub(crate) inner: CompletionQueue,
+    pub(crate) users: Users,
+}
+
+#[repr(C)]
+pub(crate) struct Srq {
+    pub(crate) srq: ibv_srq,
+    pub(crate) inner: SharedReceiveQueue,
+    pub(crate) attr: Mutex<ibv_srq_attr>,
+    pub(crate) users: Users,
+}
+
+#[repr(C)]
+pub(crate) struct Qp {
+    pub(crate) qp: ibv_qp,
+    pub(crate) inner: QueuePair,
+    pub(crate) qp_type: QpType,
+    /// What `ibv_create_qp` was given (with the caps granted), for
+    /// `ibv_query_qp`.
+    pub(crate) init: ibv_qp_init_attr,
+    /// Every attribute `ibv_modify_qp` set so far, for `ibv_query_qp`.
+    pub(crate) attr: Mutex<ibv_qp_attr>,
+}
+
+#[repr(C)]
+pub(crate) struct Ah {
+    pub(crate) ah: ibv_ah,
+    pub(crate) remote: IpAddr,
+    pub(crate) grh: ibv_global_route,
+}
+
+/// A count of the objects that depend on this one.
+#[derive(Default)]
+pub(crate) struct Users(AtomicUsize);
+
+impl Users {
+    pub(crate) fn add(&self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn remove(&self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn any(&self) -> bool {
+        self.0.load(Ordering::Acquire) != 0
+    }
+}
+
+impl Ctx {
+    /// The region an `ibv_sge` names, and the offset of its address in it.
+    /// An unknown lkey (or an address below the region) gives an offset
+    /// the engine refuses with a message naming the lkey.
+    pub(crate) fn offset(&self, lkey: u32, addr: u64) -> u64 {
+        let spans = self.spans.read().unwrap_or_else(|p| p.into_inner());
+        match spans.get(&lkey) {
+            Some(s) if addr >= s.base => addr - s.base,
+            _ => u64::MAX,
+        }
+    }
+}
+
+/// A fresh `verbs_context` whose `ibv_context` names `device`, with the
+/// ops of `crate::ffi` and the extended-ABI marker.
+pub(crate) fn new_verbs_context(
+    device: *mut ibv_device,
+    ops: ibv_context_ops,
+    query_port: QueryPortFn,
+    query_device_ex: QueryDeviceExFn,
+    async_fd: i32,
+) -> verbs_context {
+    verbs_context {
+        query_port: Some(query_port),
+        advise_mr: 0,
+        alloc_null_mr: 0,
+        read_counters: 0,
+        attach_counters_point_flow: 0,
+        create_counters: 0,
+        destroy_counters: 0,
+        reg_dm_mr: 0,
+        alloc_dm: 0,
+        free_dm: 0,
+        modify_flow_action_esp: 0,
+        destroy_flow_action: 0,
+        create_flow_action_esp: 0,
+        modify_qp_rate_limit: 0,
+        alloc_parent_domain: 0,
+        dealloc_td: 0,
+        alloc_td: 0,
+        modify_cq: 0,
+        post_srq_ops: 0,
+        destroy_rwq_ind_table: 0,
+        create_rwq_ind_table: 0,
+        destroy_wq: 0,
+        modify_wq: 0,
+        create_wq: 0,
+        query_rt_values: 0,
+        create_cq_ex: 0,
+        priv_: 0,
+        query_device_ex: Some(query_device_ex),
+        ibv_destroy_flow: 0,
+        ABI_placeholder2: 0,
+        ibv_create_flow: 0,
+        ABI_placeholder1: 0,
+        open_qp: 0,
+        create_qp_ex: 0,
+        get_srq_num: 0,
+        create_srq_ex: 0,
+        open_xrcd: 0,
+        close_xrcd: 0,
+        _ABI_placeholder3: 0,
+        sz: size_of::<verbs_context>(),
+        context: ibv_context {
+            device,
+            ops,
+            cmd_fd: -1,
+            async_fd,
+            num_comp_vectors: 1,
+            mutex: [0; 5],
+            abi_compat: VERBS_ABI_IS_EXTENDED as *mut _,
+        },
+    }
+}
