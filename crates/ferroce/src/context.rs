@@ -83,6 +83,11 @@ impl Context {
             t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32
         });
         let mut engine = Endpoint::new(EndpointConfig { seed });
+        // QPNs from a point of this process's own (0x11 to 0xFFFF), so
+        // that a kernel peer still holding a connection of an earlier
+        // process on this address (same node GUID, same QPN) does not
+        // reject this one's as stale (REJ 10).
+        engine.start_qpns_at(0x11 + ((seed >> 17) % 0xffee) as u32);
         // UD messages are as large as the port's active MTU, as rxe's.
         if let Ok(port) = crate::device::query_port(cfg.local) {
             engine.set_port_mtu(port.active_mtu);
@@ -120,9 +125,7 @@ impl Context {
     /// between takes the ACK with it, so the peer's last request fails
     /// after its retries. Not for the driver thread itself.
     pub fn flush_now(&self) {
-        for _ in 0..3 {
-            self.shared.progress_now();
-        }
+        self.shared.flush_now();
     }
 
     /// The engine's traffic and drop counters.

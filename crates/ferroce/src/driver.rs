@@ -274,6 +274,17 @@ impl Shared {
         }
     }
 
+    /// [`flush`](Self::flush) that waits for a round the driver thread is
+    /// running rather than leave the work to it: a QP about to be destroyed
+    /// must not take its last ACK along (the C ABI's `ibv_destroy_qp` saw
+    /// a peer's last SEND fail after its retries without it). Not for the
+    /// driver thread itself (it would wait for its own round).
+    pub(crate) fn flush_now(&self) {
+        for _ in 0..3 {
+            self.progress_now();
+        }
+    }
+
     /// How recent the application's last poll must be for it to count as
     /// still polling.
     fn window(&self) -> Duration {

@@ -221,7 +221,7 @@ impl Drop for QueuePair {
     fn drop(&mut self) {
         // What the QP owes its peer (the ACK of the last request received)
         // goes out before it is destroyed.
-        self.shared.flush();
+        self.shared.flush_now();
         let _ = self.shared.engine().destroy_qp(self.qpn);
         // Then the SRQ, if this QP was the last thing holding it.
         self.srq.take();

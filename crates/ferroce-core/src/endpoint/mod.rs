@@ -147,6 +147,20 @@ impl Endpoint {
         self.port_mtu = mtu;
     }
 
+    /// The QPN the next `create_qp` hands out (then counting up, wrapping
+    /// past 0xFFFFFF to 0x11): 0x11 until set, as rxe's first. A process
+    /// that opens a device anew can start elsewhere, so that a peer's CM
+    /// still holding a connection of an earlier process (same node GUID,
+    /// same QPN) does not take the new one for it and reject it as stale.
+    /// Values below 0x11 or above 24 bits are raised to 0x11.
+    pub fn start_qpns_at(&mut self, qpn: u32) {
+        self.next_qpn = if (FIRST_USER_QPN..=0xff_ffff).contains(&qpn) {
+            qpn
+        } else {
+            FIRST_USER_QPN
+        };
+    }
+
     fn ud_mtu(&self, qp: &mut Qp) {
         if qp.init.qp_type == QpType::Ud {
             qp.cfg.mtu = self.port_mtu;

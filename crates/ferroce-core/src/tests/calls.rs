@@ -514,3 +514,31 @@ fn impossible_region_size_is_refused_not_aborted() {
     }
     assert!(e.reg_mr(pd, 4096, Access::LOCAL_WRITE).is_ok());
 }
+
+#[test]
+fn qpns_start_where_asked_and_never_below_0x11() {
+    let (mut e, first, _) = fresh(QpType::Rc);
+    assert_eq!(first, 0x11, "rxe's first QPN until told otherwise");
+    let init = |e: &mut Endpoint| {
+        let pd = e.alloc_pd();
+        let cq = e.create_cq(4).unwrap();
+        e.create_qp(QpInit {
+            pd,
+            qp_type: QpType::Rc,
+            send_cq: cq,
+            recv_cq: cq,
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            sq_sig_all: false,
+            srq: None,
+        })
+        .unwrap()
+    };
+    e.start_qpns_at(0x1234);
+    assert_eq!((init(&mut e), init(&mut e)), (0x1234, 0x1235));
+    for outside in [0, 1, 0x10, 0x100_0000] {
+        e.start_qpns_at(outside);
+        let qpn = init(&mut e);
+        assert!(qpn >= 0x11 && qpn < 0x20, "{outside:#x} gave {qpn:#x}");
+    }
+}
