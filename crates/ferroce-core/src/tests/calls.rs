@@ -539,6 +539,6 @@ fn qpns_start_where_asked_and_never_below_0x11() {
     for outside in [0, 1, 0x10, 0x100_0000] {
         e.start_qpns_at(outside);
         let qpn = init(&mut e);
-        assert!(qpn >= 0x11 && qpn < 0x20, "{outside:#x} gave {qpn:#x}");
+        assert!((0x11..0x20).contains(&qpn), "{outside:#x} gave {qpn:#x}");
     }
 }
