@@ -216,7 +216,7 @@ pub(crate) fn on_sidr_rep(
     dcm.ids.remove(&comm.0);
     let mut st = inner.state();
     st.comm = None;
-    let (Some(remote), Some(local)) = (st.remote, st.local) else {
+    let Some(remote) = st.remote else {
         return;
     };
     if status != SIDR_STATUS_OK {
@@ -242,7 +242,6 @@ pub(crate) fn on_sidr_rep(
     let mut path = crate::path_to(remote.ip(), local_qpn, qpn);
     path.udp_src_port = ferroce_wire::udp::ud_source_port(local_qpn);
     path.traffic_class = st.tos();
-    let _ = local;
     let param = ConnInfo {
         private_data: private_data.clone(),
         qp_num: qpn,

@@ -134,7 +134,7 @@ impl DeviceCm {
     fn handle(&mut self, shared: &Shared, now: Instant, event: IbEvent) {
         match event {
             IbEvent::ReqReceived { id, peer, req } => {
-                super::passive::on_req(self, shared, now, id, peer, *req)
+                super::passive::on_req(self, now, id, peer, *req)
             }
             IbEvent::SidrRequest {
                 id,
@@ -142,7 +142,7 @@ impl DeviceCm {
                 service_id,
                 private_data,
                 ..
-            } => super::passive::on_sidr_req(self, now, id, peer, service_id, &private_data),
+            } => super::passive::on_sidr_req(self, id, peer, service_id, &private_data),
             IbEvent::RepReceived { id, rep } => super::active::on_rep(self, shared, now, id, &rep),
             IbEvent::SidrReply {
                 id,

@@ -12,7 +12,6 @@ use ferroce_wire::mad::{CmRep, CmReq, SIDR_STATUS_OK, SIDR_STATUS_REJECT, TRANSP
 use super::device::DeviceCm;
 use super::id::{CmId, ConnParam, IdInner, IdState, Phase, Route, wrong_state};
 use super::{CmEventKind, ConnInfo, registry, transitions};
-use crate::driver::Shared;
 use crate::{Context, Mtu, Result};
 
 /// `rdma_listen`.
@@ -44,15 +43,7 @@ pub(crate) fn listen(inner: &Arc<IdInner>) -> Result<()> {
 
 /// A REQ for a service: a new ID on the listener's channel and
 /// CONNECT_REQUEST; or a REJ with the reason the kernel gives.
-pub(crate) fn on_req(
-    dcm: &mut DeviceCm,
-    shared: &Shared,
-    now: Instant,
-    comm: CommId,
-    peer: PeerAddr,
-    req: CmReq,
-) {
-    let _ = shared;
+pub(crate) fn on_req(dcm: &mut DeviceCm, now: Instant, comm: CommId, peer: PeerAddr, req: CmReq) {
     let refuse = |dcm: &mut DeviceCm, why: u16| {
         let _ = dcm.cm.reject(now, comm, why, &[]);
     };
@@ -151,13 +142,11 @@ fn child_state(
 /// A SIDR_REQ for a UDP-space service: CONNECT_REQUEST on a new ID.
 pub(crate) fn on_sidr_req(
     dcm: &mut DeviceCm,
-    now: Instant,
     comm: CommId,
     peer: PeerAddr,
     service_id: u64,
     private_data: &[u8],
 ) {
-    let _ = now;
     let refuse = |dcm: &mut DeviceCm, status: u8| {
         let reply = SidrReplyParams {
             status,
