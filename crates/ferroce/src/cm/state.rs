@@ -27,7 +27,7 @@ pub struct ConnParam {
     /// RNR retries (3 bits, 7: forever).
     pub rnr_retry_count: u8,
     /// The QP number to announce when the ID has no QP of its own
-    /// ([`CmId::create_qp`]); ignored otherwise.
+    /// ([`CmId::create_qp`](super::CmId::create_qp)); ignored otherwise.
     pub qp_num: Option<u32>,
     /// The QP takes receives from an SRQ (announced in the REQ/REP).
     pub srq: bool,
