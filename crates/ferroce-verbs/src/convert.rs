@@ -211,14 +211,7 @@ pub(crate) fn qp_state_code(s: QpState) -> u32 {
 }
 
 fn mtu(code: u32) -> Option<Mtu> {
-    Some(match code {
-        1 => Mtu::Mtu256,
-        2 => Mtu::Mtu512,
-        3 => Mtu::Mtu1024,
-        4 => Mtu::Mtu2048,
-        5 => Mtu::Mtu4096,
-        _ => return None,
-    })
+    Mtu::from_code(u8::try_from(code).ok()?)
 }
 
 /// The path an address vector describes, for a QP numbered `qpn` talking

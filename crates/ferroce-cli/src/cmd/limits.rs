@@ -15,14 +15,7 @@ pub(crate) const MAX_SIZE: u64 = ferroce::MAX_MSG_SIZE;
 
 /// The MTUs IB defines, by their byte counts.
 pub(crate) fn mtu_of(bytes: usize) -> Option<Mtu> {
-    Some(match bytes {
-        256 => Mtu::Mtu256,
-        512 => Mtu::Mtu512,
-        1024 => Mtu::Mtu1024,
-        2048 => Mtu::Mtu2048,
-        4096 => Mtu::Mtu4096,
-        _ => return None,
-    })
+    Mtu::from_bytes(bytes)
 }
 
 /// clap's parser for `-m`: one of the IB MTUs, nothing rounded.

@@ -240,14 +240,8 @@ pub fn active_init(port: u8, pkey_index: u16, rep: &CmRep) -> QpAttr {
 }
 
 fn mtu(req: &CmReq) -> Result<Mtu, RdmaCmError> {
-    match req.path_packet_mtu {
-        1 => Ok(Mtu::Mtu256),
-        2 => Ok(Mtu::Mtu512),
-        3 => Ok(Mtu::Mtu1024),
-        4 => Ok(Mtu::Mtu2048),
-        5 => Ok(Mtu::Mtu4096),
-        code => Err(RdmaCmError::BadPathMtu { code }),
-    }
+    let code = req.path_packet_mtu;
+    Mtu::from_code(code).ok_or(RdmaCmError::BadPathMtu { code })
 }
 
 fn rtr(

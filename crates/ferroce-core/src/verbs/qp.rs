@@ -64,8 +64,27 @@ pub enum Mtu {
 }
 
 impl Mtu {
+    /// Every MTU IBA defines, smallest first.
+    pub const ALL: [Self; 5] = [
+        Self::Mtu256,
+        Self::Mtu512,
+        Self::Mtu1024,
+        Self::Mtu2048,
+        Self::Mtu4096,
+    ];
+
     pub const fn bytes(self) -> usize {
         128 << self as usize
+    }
+
+    /// The MTU of an IBA (and `IBV_MTU_*`) code: 1 = 256 ... 5 = 4096.
+    pub fn from_code(code: u8) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| *m as u8 == code)
+    }
+
+    /// The MTU of exactly `bytes` bytes, if IBA has one.
+    pub fn from_bytes(bytes: usize) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.bytes() == bytes)
     }
 }
 

@@ -60,7 +60,7 @@ pub(crate) fn on_req(dcm: &mut DeviceCm, now: Instant, comm: CommId, peer: PeerA
     if req.transport_service_type != TRANSPORT_RC || !service.port_space.connects() {
         return refuse(dcm, reason::CONSUMER_DEFINED);
     }
-    let Some(mtu) = mtu_of(req.path_packet_mtu) else {
+    let Some(mtu) = Mtu::from_code(req.path_packet_mtu) else {
         return refuse(dcm, reason::CONSUMER_DEFINED);
     };
     // A REQ without rdma_cm's header is not an rdma_cm peer's.
@@ -98,19 +98,6 @@ pub(crate) fn on_req(dcm: &mut DeviceCm, now: Instant, comm: CommId, peer: PeerA
         CmEventKind::ConnectRequest { param, ud: None },
         Some(listen_id),
     );
-}
-
-/// The MTU of an IBA MTU code (1 = 256 ... 5 = 4096).
-fn mtu_of(code: u8) -> Option<Mtu> {
-    [
-        Mtu::Mtu256,
-        Mtu::Mtu512,
-        Mtu::Mtu1024,
-        Mtu::Mtu2048,
-        Mtu::Mtu4096,
-    ]
-    .into_iter()
-    .find(|m| *m as u8 == code)
 }
 
 /// The state of a new passive ID: the listener's device and options, the

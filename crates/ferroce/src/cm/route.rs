@@ -72,17 +72,11 @@ fn with_scope(a: SocketAddr) -> SocketAddr {
 /// The path a connection over `route` takes: rdma_cm's IB MTU for the
 /// path (interface MTU less the RoCE headers), and the route's hop limit.
 pub(crate) fn path_of(route: &HostRoute) -> Route {
-    let mtu = [
-        Mtu::Mtu256,
-        Mtu::Mtu512,
-        Mtu::Mtu1024,
-        Mtu::Mtu2048,
-        Mtu::Mtu4096,
-    ]
-    .into_iter()
-    .rev()
-    .find(|m| m.bytes() as u32 <= route.ib_mtu)
-    .unwrap_or(Mtu::Mtu256);
+    let mtu = Mtu::ALL
+        .into_iter()
+        .rev()
+        .find(|m| m.bytes() as u32 <= route.ib_mtu)
+        .unwrap_or(Mtu::Mtu256);
     Route {
         mtu,
         hop_limit: route.hop_limit,

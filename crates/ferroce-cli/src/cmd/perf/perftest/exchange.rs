@@ -230,14 +230,7 @@ pub(super) fn mtu_enum(m: Mtu) -> u32 {
 }
 
 pub(super) fn mtu_from_enum(v: u32) -> Option<Mtu> {
-    Some(match v {
-        1 => Mtu::Mtu256,
-        2 => Mtu::Mtu512,
-        3 => Mtu::Mtu1024,
-        4 => Mtu::Mtu2048,
-        5 => Mtu::Mtu4096,
-        _ => return None,
-    })
+    Mtu::from_code(u8::try_from(v).ok()?)
 }
 
 /// atof() of the leading number in a NUL-padded version string.
