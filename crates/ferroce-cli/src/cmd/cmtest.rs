@@ -138,15 +138,24 @@ pub(crate) fn listen(
     })
 }
 
+/// The addresses a wildcard server opens devices on: those of the family
+/// (`v6`) of every interface that is up; with `loopback` false, not those of
+/// loopback interfaces nor IPv6 link-local ones (which need a scope) or ::1.
+/// What `cmatose`, `udaddy`, `rdma-server` and `rping` share.
+pub(crate) fn wildcard_addresses(v6: bool, loopback: bool) -> std::io::Result<Vec<IpAddr>> {
+    let local_only = |a: &IpAddr| matches!(a, IpAddr::V6(a) if (a.segments()[0] & 0xffc0) == 0xfe80 || a.is_loopback());
+    Ok(ferroce::netif::interfaces()?
+        .iter()
+        .filter(|i| i.up && (loopback || !i.loopback))
+        .flat_map(|i| i.addrs.iter().copied())
+        .filter(|a| a.is_ipv6() == v6 && (loopback || !local_only(a)))
+        .collect())
+}
+
 /// A device on every address of the family on every interface that is up.
 fn open_every_device(tool: &str, v6: bool) -> Result<Vec<Context>, Failed> {
-    let ifs = ferroce::netif::interfaces()
+    let addrs = wildcard_addresses(v6, true)
         .map_err(|e| call_failed(tool, "listing the network interfaces", e))?;
-    let addrs = ifs
-        .iter()
-        .filter(|i| i.up)
-        .flat_map(|i| i.addrs.iter().copied())
-        .filter(|a| a.is_ipv6() == v6);
     let mut devices = Vec::new();
     for addr in addrs {
         match open_device(DeviceConfig::new(addr)) {

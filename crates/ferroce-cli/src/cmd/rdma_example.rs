@@ -207,12 +207,10 @@ fn open_devices(args: &ServerArgs, server: IpAddr) -> Result<Vec<Context>, Error
     let v6 = server.is_ipv6();
     let mut opened = Vec::new();
     let mut skipped = Vec::new();
-    for ifc in ferroce::netif::interfaces()?.into_iter().filter(|i| i.up) {
-        for a in ifc.addrs.into_iter().filter(|a| a.is_ipv6() == v6) {
-            match open_device(ferroce::DeviceConfig::new(a)) {
-                Ok(ctx) => opened.push(ctx),
-                Err(e) => skipped.push(format!("{a} ({e})")),
-            }
+    for a in super::cmtest::wildcard_addresses(v6, true)? {
+        match open_device(ferroce::DeviceConfig::new(a)) {
+            Ok(ctx) => opened.push(ctx),
+            Err(e) => skipped.push(format!("{a} ({e})")),
         }
     }
     if opened.is_empty() {

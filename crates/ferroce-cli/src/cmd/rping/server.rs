@@ -3,7 +3,7 @@
 //! until the client disconnects. One client and exit, or with `-P` every
 //! client on a thread of its own.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -63,18 +63,13 @@ pub(super) fn run(args: &RpingArgs, print: Print) -> Result<bool, Error> {
 /// with a warning.
 fn open_every(args: &RpingArgs, v6: bool, print: Print) -> Result<Vec<Context>, Error> {
     let family = if v6 { "IPv6" } else { "IPv4" };
-    let interfaces = ferroce_io::netif::interfaces().map_err(|e| {
+    let addrs = crate::cmd::cmtest::wildcard_addresses(v6, false).map_err(|e| {
         Error::Run(format!(
             "listing the host's addresses: {e}; give one with -a"
         ))
     })?;
     let mut devices = Vec::new();
-    for addr in interfaces
-        .iter()
-        .filter(|i| i.up && !i.loopback)
-        .flat_map(|i| i.addrs.iter().copied())
-        .filter(|a| a.is_ipv6() == v6 && !is_link_local(*a))
-    {
+    for addr in addrs {
         match open(args, addr) {
             Ok(ctx) => {
                 print.debug(format_args!("listening on {addr}"));
@@ -90,10 +85,6 @@ fn open_every(args: &RpingArgs, v6: bool, print: Print) -> Result<Vec<Context>, 
         )));
     }
     Ok(devices)
-}
-
-fn is_link_local(addr: IpAddr) -> bool {
-    matches!(addr, IpAddr::V6(a) if (a.segments()[0] & 0xffc0) == 0xfe80 || a == Ipv6Addr::LOCALHOST)
 }
 
 /// One connection: QP and buffers, accept, the ping loop until the client
