@@ -11,7 +11,7 @@ mod common;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ferroce, spawn, text};
+use common::{ferroce, spawn, text, tshark};
 
 fn ok(who: &str, out: &Output) -> String {
     let (stdout, stderr) = text(out);
@@ -103,32 +103,6 @@ fn rdma_cm_mode_needs_perftest_mode() {
     let (_, err) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--perftest"), "{err}");
-}
-
-/// Starts tshark on `lo` for `filter`, once it says it is capturing.
-fn tshark(filter: &str, pcap: &std::path::Path) -> std::process::Child {
-    let mut t = Command::new("tshark")
-        .args(["-i", "lo", "-f", filter, "-w"])
-        .arg(pcap)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("tshark is not installed: run scripts/setup-test-deps.sh");
-    let mut err = t.stderr.take().unwrap();
-    let (start, mut seen) = (Instant::now(), Vec::new());
-    while !String::from_utf8_lossy(&seen).contains("Capturing on") {
-        let mut b = [0u8; 256];
-        let n = std::io::Read::read(&mut err, &mut b).unwrap_or(0);
-        seen.extend_from_slice(&b[..n]);
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "tshark did not start (root needed): {}",
-            String::from_utf8_lossy(&seen)
-        );
-    }
-    // It says so a little before the first packets are taken.
-    std::thread::sleep(Duration::from_secs(2));
-    t
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-use common::{ferroce, text};
+use common::{ferroce, text, tshark};
 
 /// `ferroce ARGS` with GSO off: loopback never cuts a GSO train, so a
 /// capture would show a train of packets as one datagram (the examples'
@@ -112,32 +112,6 @@ fn a_client_without_a_listener_fails_and_says_why() {
     let c = client(&["-s", "127.0.3.5", "-p", "7483", "-L", "127.0.3.6"]);
     assert!(c.status.success(), "{:?}", text(&c));
     assert!(finish(s).status.success());
-}
-
-/// Starts tshark on `lo` for `filter`, once it says it is capturing (and a
-/// little more: it says so before the first packets are taken).
-fn tshark(filter: &str, pcap: &std::path::Path) -> Child {
-    let mut t = std::process::Command::new("tshark")
-        .args(["-i", "lo", "-f", filter, "-w"])
-        .arg(pcap)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("tshark is not installed: run scripts/setup-test-deps.sh");
-    let mut err = t.stderr.take().unwrap();
-    let (start, mut seen) = (Instant::now(), Vec::new());
-    while !String::from_utf8_lossy(&seen).contains("Capturing on") {
-        let mut b = [0u8; 256];
-        let n = std::io::Read::read(&mut err, &mut b).unwrap_or(0);
-        seen.extend_from_slice(&b[..n]);
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "tshark did not start (root needed): {}",
-            String::from_utf8_lossy(&seen)
-        );
-    }
-    std::thread::sleep(Duration::from_secs(2));
-    t
 }
 
 #[test]

@@ -92,3 +92,30 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Starts tshark on `lo` for `filter`, writing `pcap`, once it says it is
+/// capturing (and 2 s more: it says so a little before the first packets
+/// are taken). Needs root.
+pub(crate) fn tshark(filter: &str, pcap: &Path) -> Child {
+    let mut t = Command::new("tshark")
+        .args(["-i", "lo", "-f", filter, "-w"])
+        .arg(pcap)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tshark is not installed: run scripts/setup-test-deps.sh");
+    let mut err = t.stderr.take().unwrap();
+    let (start, mut seen) = (Instant::now(), Vec::new());
+    while !String::from_utf8_lossy(&seen).contains("Capturing on") {
+        let mut b = [0u8; 256];
+        let n = std::io::Read::read(&mut err, &mut b).unwrap_or(0);
+        seen.extend_from_slice(&b[..n]);
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "tshark did not start (root needed): {}",
+            String::from_utf8_lossy(&seen)
+        );
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    t
+}
