@@ -490,7 +490,142 @@ fn checks() -> Vec<Check> {
         "struct ibv_grh",
         [version_tclass_flow, paylen, next_hdr, hop_limit, sgid, dgid]
     );
+    ext_checks(&mut v);
     v
+}
+
+/// The extended verbs' structs (`src/abi/ext.rs`).
+fn ext_checks(v: &mut Vec<Check>) {
+    layout!(v, ibv_poll_cq_attr, "struct ibv_poll_cq_attr", [comp_mask]);
+    layout!(
+        v,
+        ibv_cq_ex,
+        "struct ibv_cq_ex",
+        [
+            context,
+            channel,
+            cq_context,
+            handle,
+            cqe,
+            mutex,
+            cond,
+            comp_events_completed,
+            async_events_completed,
+            comp_mask,
+            status,
+            wr_id,
+            start_poll,
+            next_poll,
+            end_poll,
+            read_opcode,
+            read_vendor_err,
+            read_byte_len,
+            read_imm_data,
+            read_qp_num,
+            read_src_qp,
+            read_wc_flags,
+            read_slid,
+            read_sl,
+            read_dlid_path_bits,
+            read_completion_ts,
+            read_cvlan,
+            read_flow_tag,
+            read_tm_info,
+            read_completion_wallclock_ns
+        ]
+    );
+    layout!(
+        v,
+        ibv_cq_init_attr_ex,
+        "struct ibv_cq_init_attr_ex",
+        [
+            cqe,
+            cq_context,
+            channel,
+            comp_vector,
+            wc_flags,
+            comp_mask,
+            flags,
+            parent_domain
+        ]
+    );
+    layout!(
+        v,
+        ibv_rx_hash_conf,
+        "struct ibv_rx_hash_conf",
+        [
+            rx_hash_function,
+            rx_hash_key_len,
+            rx_hash_key,
+            rx_hash_fields_mask
+        ]
+    );
+    layout!(
+        v,
+        ibv_qp_init_attr_ex,
+        "struct ibv_qp_init_attr_ex",
+        [
+            qp_context,
+            send_cq,
+            recv_cq,
+            srq,
+            cap,
+            qp_type,
+            sq_sig_all,
+            comp_mask,
+            pd,
+            xrcd,
+            create_flags,
+            max_tso_header,
+            rwq_ind_tbl,
+            rx_hash_conf,
+            source_qpn,
+            send_ops_flags
+        ]
+    );
+    layout!(v, ibv_data_buf, "struct ibv_data_buf", [addr, length]);
+    layout!(
+        v,
+        ibv_qp_ex,
+        "struct ibv_qp_ex",
+        [
+            qp_base,
+            comp_mask,
+            wr_id,
+            wr_flags,
+            wr_atomic_cmp_swp,
+            wr_atomic_fetch_add,
+            wr_bind_mw,
+            wr_local_inv,
+            wr_rdma_read,
+            wr_rdma_write,
+            wr_rdma_write_imm,
+            wr_send,
+            wr_send_imm,
+            wr_send_inv,
+            wr_send_tso,
+            wr_set_ud_addr,
+            wr_set_xrc_srqn,
+            wr_set_inline_data,
+            wr_set_inline_data_list,
+            wr_set_sge,
+            wr_set_sge_list,
+            wr_start,
+            wr_complete,
+            wr_abort,
+            wr_atomic_write
+        ]
+    );
+    v.extend([
+        (
+            "offsetof(struct verbs_context, create_cq_ex)".into(),
+            offset_of!(verbs_context, create_cq_ex),
+        ),
+        (
+            "offsetof(struct verbs_context, create_qp_ex)".into(),
+            offset_of!(verbs_context, create_qp_ex),
+        ),
+    ]);
 }
 
 /// The enum values the library uses, against the header's.
@@ -529,6 +664,50 @@ fn constants() -> Vec<Check> {
         ),
         c("IBV_GID_TYPE_ROCE_V2", GID_TYPE_ROCE_V2.into()),
         c("IBV_SRQ_LIMIT", SRQ_LIMIT.into()),
+        // The extended verbs.
+        c("IBV_WC_STANDARD_FLAGS", WC_STANDARD_FLAGS as i64),
+        c("IBV_WC_EX_WITH_BYTE_LEN", WC_EX_WITH_BYTE_LEN as i64),
+        c(
+            "IBV_WC_EX_WITH_COMPLETION_TIMESTAMP",
+            WC_EX_WITH_COMPLETION_TIMESTAMP as i64,
+        ),
+        c(
+            "IBV_CQ_INIT_ATTR_MASK_FLAGS",
+            CQ_INIT_ATTR_MASK_FLAGS.into(),
+        ),
+        c("IBV_CQ_INIT_ATTR_MASK_PD", CQ_INIT_ATTR_MASK_PD.into()),
+        c(
+            "IBV_CREATE_CQ_ATTR_SINGLE_THREADED",
+            CREATE_CQ_ATTR_SINGLE_THREADED.into(),
+        ),
+        c("IBV_QP_INIT_ATTR_PD", QP_INIT_ATTR_PD.into()),
+        c(
+            "IBV_QP_INIT_ATTR_CREATE_FLAGS",
+            QP_INIT_ATTR_CREATE_FLAGS.into(),
+        ),
+        c(
+            "IBV_QP_INIT_ATTR_SEND_OPS_FLAGS",
+            QP_INIT_ATTR_SEND_OPS_FLAGS.into(),
+        ),
+        c("IBV_QP_EX_WITH_RDMA_WRITE", QP_EX_WITH_RDMA_WRITE as i64),
+        c(
+            "IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM",
+            QP_EX_WITH_RDMA_WRITE_WITH_IMM as i64,
+        ),
+        c("IBV_QP_EX_WITH_SEND", QP_EX_WITH_SEND as i64),
+        c(
+            "IBV_QP_EX_WITH_SEND_WITH_IMM",
+            QP_EX_WITH_SEND_WITH_IMM as i64,
+        ),
+        c("IBV_QP_EX_WITH_RDMA_READ", QP_EX_WITH_RDMA_READ as i64),
+        c(
+            "IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP",
+            QP_EX_WITH_ATOMIC_CMP_AND_SWP as i64,
+        ),
+        c(
+            "IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD",
+            QP_EX_WITH_ATOMIC_FETCH_AND_ADD as i64,
+        ),
     ]
     .into_iter()
     .chain([(

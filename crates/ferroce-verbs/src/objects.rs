@@ -92,11 +92,16 @@ pub(crate) struct Channel {
     pub(crate) users: Users,
 }
 
+/// Every CQ is an `ibv_cq_ex` (an `ibv_cq` is its prefix), so that
+/// `ibv_create_cq` and `ibv_create_cq_ex` make the same object.
 #[repr(C)]
 pub(crate) struct Cq {
-    pub(crate) cq: ibv_cq,
+    pub(crate) cq: ibv_cq_ex,
     pub(crate) inner: CompletionQueue,
     pub(crate) users: Users,
+    /// The completion `ibv_start_poll` / `ibv_next_poll` took last, which
+    /// the `ibv_wc_read_*` callbacks read.
+    pub(crate) current: Mutex<ibv_wc>,
 }
 
 #[repr(C)]
@@ -107,9 +112,12 @@ pub(crate) struct Srq {
     pub(crate) users: Users,
 }
 
+/// Every QP is an `ibv_qp_ex` (an `ibv_qp` is its prefix); only those
+/// created with send operations (`ibv_create_qp_ex`) hand it out through
+/// `ibv_qp_to_qp_ex`, as rdma-core's providers do.
 #[repr(C)]
 pub(crate) struct Qp {
-    pub(crate) qp: ibv_qp,
+    pub(crate) qp: ibv_qp_ex,
     pub(crate) inner: QueuePair,
     pub(crate) qp_type: QpType,
     /// What `ibv_create_qp` was given (with the caps granted), for
@@ -117,6 +125,41 @@ pub(crate) struct Qp {
     pub(crate) init: ibv_qp_init_attr,
     /// Every attribute `ibv_modify_qp` set so far, for `ibv_query_qp`.
     pub(crate) attr: Mutex<ibv_qp_attr>,
+    /// The `send_ops_flags` of `ibv_create_qp_ex` (`None`: not created
+    /// for the `ibv_wr_*` interface).
+    pub(crate) send_ops: Option<u64>,
+    /// The requests built since `ibv_wr_start`.
+    pub(crate) batch: Mutex<WrBatch>,
+}
+
+/// What the `ibv_wr_*` builders collected since `ibv_wr_start`: posted by
+/// `ibv_wr_complete`, dropped by `ibv_wr_abort`.
+#[derive(Default)]
+pub(crate) struct WrBatch {
+    pub(crate) wrs: Vec<BuiltWr>,
+    /// The first error a builder met (an operation this QP was not created
+    /// for, inline data too long): `ibv_wr_complete` returns it and posts
+    /// nothing.
+    pub(crate) error: Option<i32>,
+}
+
+/// One request of a batch, as an `ibv_send_wr` would carry it.
+#[derive(Clone, Default)]
+pub(crate) struct BuiltWr {
+    pub(crate) wr_id: u64,
+    pub(crate) flags: u32,
+    pub(crate) opcode: u32,
+    /// Big-endian, as `ibv_send_wr::imm_data`.
+    pub(crate) imm: u32,
+    pub(crate) rkey: u32,
+    pub(crate) remote_addr: u64,
+    pub(crate) compare_add: u64,
+    pub(crate) swap: u64,
+    /// UD: the AH (as an address), remote QPN and Q_Key.
+    pub(crate) ud: Option<(usize, u32, u32)>,
+    pub(crate) sges: Vec<ibv_sge>,
+    /// Inline data, copied when the builder was called.
+    pub(crate) inline: Option<Vec<u8>>,
 }
 
 #[repr(C)]
@@ -192,7 +235,7 @@ pub(crate) fn new_verbs_context(
         modify_wq: 0,
         create_wq: 0,
         query_rt_values: 0,
-        create_cq_ex: 0,
+        create_cq_ex: None,
         priv_: 0,
         query_device_ex: Some(query_device_ex),
         ibv_destroy_flow: 0,
@@ -200,7 +243,7 @@ pub(crate) fn new_verbs_context(
         ibv_create_flow: 0,
         ABI_placeholder1: 0,
         open_qp: 0,
-        create_qp_ex: 0,
+        create_qp_ex: None,
         get_srq_num: 0,
         create_srq_ex: 0,
         open_xrcd: 0,

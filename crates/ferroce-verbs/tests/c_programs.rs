@@ -14,6 +14,11 @@
 //!   rdma-core's errno, and no thread of ferroce's outlives the last
 //!   `ibv_close_device`.
 //!
+//! * `ext_verbs.c`: the extended verbs: `ibv_create_cq_ex` and its
+//!   polling callbacks, `ibv_create_qp_ex`, `ibv_qp_to_qp_ex` and the
+//!   `ibv_wr_*` builders for every operation ferroce has, and what each
+//!   create refuses.
+//!
 //! `loopback.c` runs on 127.0.0.1 and on `::1`. They bind UDP 4791: they
 //! take turns.
 
@@ -84,6 +89,16 @@ fn misuse_gets_errnos_not_crashes() {
     let out = build_and_run("bad_use", "127.0.0.1");
     assert!(
         out.contains("ok   no thread of ferroce's after the last close"),
+        "{out}"
+    );
+}
+
+#[test]
+fn extended_cqs_and_the_wr_api() {
+    let out = build_and_run("ext_verbs", "127.0.0.1");
+    assert!(out.contains("ok   READ landed in A's buffer"), "{out}");
+    assert!(
+        out.contains("ok   the aborted and failed batches posted nothing"),
         "{out}"
     );
 }

@@ -14,8 +14,10 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
+mod ext;
 mod queues;
 
+pub use ext::*;
 pub use queues::*;
 
 /// glibc's `pthread_mutex_t` on LP64: 40 bytes, 8-aligned.
@@ -261,7 +263,7 @@ pub struct verbs_context {
     pub modify_wq: usize,
     pub create_wq: usize,
     pub query_rt_values: usize,
-    pub create_cq_ex: usize,
+    pub create_cq_ex: Option<CreateCqExFn>,
     pub priv_: usize,
     pub query_device_ex: Option<QueryDeviceExFn>,
     pub ibv_destroy_flow: usize,
@@ -269,7 +271,7 @@ pub struct verbs_context {
     pub ibv_create_flow: usize,
     pub ABI_placeholder1: usize,
     pub open_qp: usize,
-    pub create_qp_ex: usize,
+    pub create_qp_ex: Option<CreateQpExFn>,
     pub get_srq_num: usize,
     pub create_srq_ex: usize,
     pub open_xrcd: usize,

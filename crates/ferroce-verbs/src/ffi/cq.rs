@@ -56,47 +56,55 @@ pub(super) unsafe extern "C" fn ibv_create_cq(
     _comp_vector: c_int,
 ) -> *mut ibv_cq {
     guard_ptr(|| {
+        let depth = u32::try_from(cqe).map_err(|_| libc::EINVAL)?;
         // SAFETY: module contract.
-        let c = unsafe { ctx(context) }?;
-        let depth = u32::try_from(cqe)
-            .ok()
-            .filter(|&d| d > 0)
-            .ok_or(libc::EINVAL)?;
-        let ch: Option<&Channel> = if channel.is_null() {
-            None
-        } else {
-            // SAFETY: module contract.
-            Some(unsafe { obj(channel) }?)
-        };
-        let inner = match ch {
-            Some(ch) => c.inner.create_cq_with_channel(depth, &ch.inner),
-            None => c.inner.create_cq(depth),
-        }
-        .map_err(|e| errno(&e))?;
-        let handle = inner.handle();
-        let cq = Box::into_raw(Box::new(Cq {
-            cq: ibv_cq {
-                context,
-                channel,
-                cq_context,
-                handle,
-                cqe: depth as c_int,
-                mutex: [0; 5],
-                cond: [0; 6],
-                comp_events_completed: 0,
-                async_events_completed: 0,
-            },
-            inner,
-            users: Default::default(),
-        }));
-        if let Some(ch) = ch {
-            ch.users.add();
-        }
-        c.users.add();
-        let mut cqs = c.cqs.lock().unwrap_or_else(|p| p.into_inner());
-        cqs.insert(handle, cq as usize);
-        Ok(cq.cast())
+        unsafe { new_cq(context, depth, cq_context, channel) }.map(|q| q.cast())
     })
+}
+
+/// A CQ of `depth` entries (refused if 0 or past the device's
+/// `max_cqe`), with the `ibv_cq_ex` polling callbacks set: what both
+/// `ibv_create_cq` and `ibv_create_cq_ex` make.
+///
+/// # Safety
+/// Module contract: `context` and `channel` (NULL or not) are this
+/// library's.
+pub(super) unsafe fn new_cq(
+    context: *mut ibv_context,
+    depth: u32,
+    cq_context: *mut c_void,
+    channel: *mut ibv_comp_channel,
+) -> Result<*mut Cq, c_int> {
+    // SAFETY: module contract.
+    let c = unsafe { ctx(context) }?;
+    if depth == 0 {
+        return Err(libc::EINVAL);
+    }
+    let ch: Option<&Channel> = if channel.is_null() {
+        None
+    } else {
+        // SAFETY: module contract.
+        Some(unsafe { obj(channel) }?)
+    };
+    let inner = match ch {
+        Some(ch) => c.inner.create_cq_with_channel(depth, &ch.inner),
+        None => c.inner.create_cq(depth),
+    }
+    .map_err(|e| errno(&e))?;
+    let handle = inner.handle();
+    let cq = Box::into_raw(Box::new(Cq {
+        cq: super::cq_ex::cq_ex(context, channel, cq_context, handle, depth),
+        inner,
+        users: Default::default(),
+        current: Default::default(),
+    }));
+    if let Some(ch) = ch {
+        ch.users.add();
+    }
+    c.users.add();
+    let mut cqs = c.cqs.lock().unwrap_or_else(|p| p.into_inner());
+    cqs.insert(handle, cq as usize);
+    Ok(cq)
 }
 
 pub(super) unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {

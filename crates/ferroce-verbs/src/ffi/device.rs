@@ -94,14 +94,17 @@ pub(super) unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ib
         let inner = open_shared(d)?;
         let async_pipe = pipe().map_err(|e| e.raw_os_error().unwrap_or(libc::EMFILE))?;
         let fd = async_pipe.0.as_raw_fd();
+        let mut vctx = new_verbs_context(
+            dev,
+            super::context_ops(),
+            query_port_ex,
+            query_device_ex,
+            fd,
+        );
+        vctx.create_cq_ex = Some(super::cq_ex::create_cq_ex);
+        vctx.create_qp_ex = Some(super::qp_ex::create_qp_ex);
         let boxed = Box::new(Ctx {
-            vctx: new_verbs_context(
-                dev,
-                super::context_ops(),
-                query_port_ex,
-                query_device_ex,
-                fd,
-            ),
+            vctx,
             device: d,
             inner,
             spans: Default::default(),

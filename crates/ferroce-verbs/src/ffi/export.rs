@@ -6,7 +6,7 @@
 //! `#[no_mangle]`: an assembler stub names each, and the version script
 //! (`libibverbs.map`) defines the nodes.
 
-use super::{cq, device, memory, misc, private, qp, srq_ah};
+use super::{cq, device, memory, misc, private, qp, qp_ex, srq_ah};
 
 /// The tail jump from the versioned name to the Rust function.
 #[cfg(target_arch = "x86_64")]
@@ -95,7 +95,7 @@ export! {
     ibv_copy_ah_attr_from_kern = misc::ibv_copy_ah_attr_from_kern, "IBVERBS_1.1";
 
     ibv_get_pkey_index = misc::ibv_get_pkey_index, "IBVERBS_1.5";
-    ibv_qp_to_qp_ex = qp::ibv_qp_to_qp_ex, "IBVERBS_1.6";
+    ibv_qp_to_qp_ex = qp_ex::ibv_qp_to_qp_ex, "IBVERBS_1.6";
     ibv_reg_mr_iova = memory::ibv_reg_mr_iova, "IBVERBS_1.7";
     ibv_reg_mr_iova2 = memory::ibv_reg_mr_iova2, "IBVERBS_1.8";
     ibv_get_device_index = device::ibv_get_device_index, "IBVERBS_1.9";

@@ -35,6 +35,10 @@ mod private;
 mod qp;
 mod srq_ah;
 
+// The extended verbs (`ibv_create_cq_ex`, `ibv_create_qp_ex`, `ibv_wr_*`).
+mod cq_ex;
+mod qp_ex;
+
 /// The context ops: what the header's inline verbs call.
 fn context_ops() -> ibv_context_ops {
     ibv_context_ops {

@@ -97,13 +97,17 @@ unsafe fn send_op(wr: &ibv_send_wr, len: u64) -> Result<SendOp, c_int> {
 ///
 /// # Safety
 /// `wr` is a valid request (module contract).
-unsafe fn post_one_send(c: &Ctx, q: &Qp, wr: &ibv_send_wr) -> Result<(), c_int> {
+pub(super) unsafe fn post_one_send(c: &Ctx, q: &Qp, wr: &ibv_send_wr) -> Result<(), c_int> {
     // SAFETY: module contract.
     let (sg, len) = unsafe { sges(c, wr.sg_list, wr.num_sge) }?;
     // SAFETY: module contract.
     let op = unsafe { send_op(wr, len) }?;
     let flags = wr.send_flags;
     let inline = if flags & SEND_INLINE != 0 {
+        if len > u64::from(q.init.cap.max_inline_data) {
+            // More than the QP was created for: rxe's EINVAL.
+            return Err(libc::EINVAL);
+        }
         // SAFETY: module contract.
         Some(unsafe { inline_bytes(wr.sg_list, wr.num_sge) })
     } else {
@@ -114,8 +118,8 @@ unsafe fn post_one_send(c: &Ctx, q: &Qp, wr: &ibv_send_wr) -> Result<(), c_int> 
         let u = unsafe { wr.wr.ud };
         // SAFETY: module contract.
         let ah: &Ah = unsafe { obj(u.ah) }?;
-        let mut path = ferroce::path_to(ah.remote, q.qp.qp_num, u.remote_qpn);
-        path.udp_src_port = ferroce_wire::udp::ud_source_port(q.qp.qp_num);
+        let mut path = ferroce::path_to(ah.remote, q.qp.qp_base.qp_num, u.remote_qpn);
+        path.udp_src_port = ferroce_wire::udp::ud_source_port(q.qp.qp_base.qp_num);
         path.traffic_class = ah.grh.traffic_class;
         path.hop_limit = ah.grh.hop_limit;
         Some(UdDest {
@@ -173,7 +177,7 @@ pub(super) unsafe extern "C" fn post_send(
             return libc::EINVAL;
         };
         // SAFETY: module contract.
-        let Ok(c) = (unsafe { ctx(q.qp.context) }) else {
+        let Ok(c) = (unsafe { ctx(q.qp.qp_base.context) }) else {
             return libc::EINVAL;
         };
         // SAFETY: module contract.
@@ -192,7 +196,7 @@ pub(super) unsafe extern "C" fn post_recv(
             return libc::EINVAL;
         };
         // SAFETY: module contract.
-        let Ok(c) = (unsafe { ctx(q.qp.context) }) else {
+        let Ok(c) = (unsafe { ctx(q.qp.qp_base.context) }) else {
             return libc::EINVAL;
         };
         let post = |w: &ibv_recv_wr| {

@@ -22,84 +22,100 @@ pub(super) unsafe extern "C" fn ibv_create_qp(
 ) -> *mut ibv_qp {
     guard_ptr(|| {
         // SAFETY: module contract.
-        let p: &Pd = unsafe { obj(pd) }?;
+        let a = unsafe { init.as_mut() }.ok_or(libc::EINVAL)?;
         // SAFETY: module contract.
-        let c = unsafe { ctx(p.pd.context) }?;
-        // SAFETY: module contract.
-        let mut a = *unsafe { init.as_ref() }.ok_or(libc::EINVAL)?;
-        let qp_type = match a.qp_type {
-            QPT_RC => QpType::Rc,
-            QPT_UC => QpType::Uc,
-            QPT_UD => QpType::Ud,
-            _ => return Err(libc::EOPNOTSUPP),
-        };
-        // SAFETY: module contract.
-        let send: &Cq = unsafe { obj(a.send_cq) }?;
-        // SAFETY: module contract.
-        let recv: &Cq = unsafe { obj(a.recv_cq) }?;
-        let srq: Option<&Srq> = if a.srq.is_null() {
-            None
-        } else {
-            // SAFETY: module contract.
-            Some(unsafe { obj(a.srq) }?)
-        };
-        if a.cap.max_inline_data > MAX_INLINE_DATA {
-            return Err(libc::EINVAL);
-        }
-        let attr = QpInitAttr {
-            max_send_wr: a.cap.max_send_wr.max(1),
-            max_recv_wr: a.cap.max_recv_wr.max(1),
-            sq_sig_all: a.sq_sig_all != 0,
-            srq: srq.map(|s| &s.inner),
-            ..QpInitAttr::new(qp_type, &send.inner, &recv.inner)
-        };
-        let inner = p.inner.create_qp(&attr).map_err(|e| errno(&e))?;
-        let qpn = inner.qpn();
-        // The caps granted are the caps asked for (the engine has no
-        // per-WR SGE limit), as the caller's struct then reports.
-        a.cap.max_send_wr = attr.max_send_wr;
-        a.cap.max_recv_wr = if srq.is_some() { 0 } else { attr.max_recv_wr };
-        // SAFETY: module contract (`init` is the caller's, writable).
-        unsafe { (*init).cap = a.cap };
-        let qp = Box::into_raw(Box::new(Qp {
-            qp: ibv_qp {
-                context: p.pd.context,
-                qp_context: a.qp_context,
-                pd,
-                send_cq: a.send_cq,
-                recv_cq: a.recv_cq,
-                srq: a.srq,
-                handle: qpn,
-                qp_num: qpn,
-                state: AtomicU32::new(QPS_RESET),
-                qp_type: a.qp_type,
-                mutex: [0; 5],
-                cond: [0; 6],
-                events_completed: 0,
-            },
-            inner,
-            qp_type,
-            init: a,
-            attr: Mutex::new(ibv_qp_attr::default()),
-        }));
-        p.users.add();
-        send.users.add();
-        recv.users.add();
-        if let Some(s) = srq {
-            s.users.add();
-        }
-        c.qps
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(qpn, qp as usize);
-        if qp_type == QpType::Ud {
-            c.ud_qps
-                .write()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(qpn);
-        }
-        Ok(qp.cast())
+        unsafe { new_qp(pd, a, None) }.map(|q| q.cast())
     })
+}
+
+/// A QP as `init` asks (its `cap` updated to what was granted), for
+/// `ibv_create_qp` and, with its `send_ops_flags`, `ibv_create_qp_ex`.
+///
+/// # Safety
+/// Module contract: `pd` and the objects `init` names are this library's.
+pub(super) unsafe fn new_qp(
+    pd: *mut ibv_pd,
+    init: &mut ibv_qp_init_attr,
+    send_ops: Option<u64>,
+) -> Result<*mut Qp, c_int> {
+    // SAFETY: module contract.
+    let p: &Pd = unsafe { obj(pd) }?;
+    // SAFETY: module contract.
+    let c = unsafe { ctx(p.pd.context) }?;
+    let mut a = *init;
+    let qp_type = match a.qp_type {
+        QPT_RC => QpType::Rc,
+        QPT_UC => QpType::Uc,
+        QPT_UD => QpType::Ud,
+        _ => return Err(libc::EOPNOTSUPP),
+    };
+    // SAFETY: module contract.
+    let send: &Cq = unsafe { obj(a.send_cq) }?;
+    // SAFETY: module contract.
+    let recv: &Cq = unsafe { obj(a.recv_cq) }?;
+    let srq: Option<&Srq> = if a.srq.is_null() {
+        None
+    } else {
+        // SAFETY: module contract.
+        Some(unsafe { obj(a.srq) }?)
+    };
+    if a.cap.max_inline_data > MAX_INLINE_DATA {
+        return Err(libc::EINVAL);
+    }
+    let attr = QpInitAttr {
+        max_send_wr: a.cap.max_send_wr.max(1),
+        max_recv_wr: a.cap.max_recv_wr.max(1),
+        sq_sig_all: a.sq_sig_all != 0,
+        srq: srq.map(|s| &s.inner),
+        ..QpInitAttr::new(qp_type, &send.inner, &recv.inner)
+    };
+    let inner = p.inner.create_qp(&attr).map_err(|e| errno(&e))?;
+    let qpn = inner.qpn();
+    // The caps granted are the caps asked for (the engine has no
+    // per-WR SGE limit), as the caller's struct then reports.
+    a.cap.max_send_wr = attr.max_send_wr;
+    a.cap.max_recv_wr = if srq.is_some() { 0 } else { attr.max_recv_wr };
+    init.cap = a.cap;
+    let qp = Box::into_raw(Box::new(Qp {
+        qp: super::qp_ex::qp_ex(ibv_qp {
+            context: p.pd.context,
+            qp_context: a.qp_context,
+            pd,
+            send_cq: a.send_cq,
+            recv_cq: a.recv_cq,
+            srq: a.srq,
+            handle: qpn,
+            qp_num: qpn,
+            state: AtomicU32::new(QPS_RESET),
+            qp_type: a.qp_type,
+            mutex: [0; 5],
+            cond: [0; 6],
+            events_completed: 0,
+        }),
+        inner,
+        qp_type,
+        init: a,
+        attr: Mutex::new(ibv_qp_attr::default()),
+        send_ops,
+        batch: Default::default(),
+    }));
+    p.users.add();
+    send.users.add();
+    recv.users.add();
+    if let Some(s) = srq {
+        s.users.add();
+    }
+    c.qps
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(qpn, qp as usize);
+    if qp_type == QpType::Ud {
+        c.ud_qps
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(qpn);
+    }
+    Ok(qp)
 }
 
 pub(super) unsafe extern "C" fn ibv_modify_qp(
@@ -119,11 +135,13 @@ pub(super) unsafe extern "C" fn ibv_modify_qp(
         } else {
             saved.dest_qp_num
         };
-        let wanted = qp_attr(a, mask, q.qp.qp_num, dest)?;
+        let wanted = qp_attr(a, mask, q.qp.qp_base.qp_num, dest)?;
         q.inner.modify(&wanted).map_err(|e| errno(&e))?;
         remember(&mut saved, a, mask);
         if let Some(s) = wanted.state {
-            q.qp.state.store(qp_state_code(s), Ordering::Release);
+            q.qp.qp_base
+                .state
+                .store(qp_state_code(s), Ordering::Release);
         }
         Ok(())
     })
@@ -143,7 +161,7 @@ pub(super) unsafe extern "C" fn ibv_query_qp(
         a.qp_state = qp_state_code(state);
         a.cur_qp_state = a.qp_state;
         a.cap = q.init.cap;
-        q.qp.state.store(a.qp_state, Ordering::Release);
+        q.qp.qp_base.state.store(a.qp_state, Ordering::Release);
         // SAFETY: module contract.
         unsafe {
             put(attr, a)?;
@@ -158,24 +176,24 @@ pub(super) unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
         let q: &Qp = unsafe { obj(qp) }?;
         // SAFETY: module contract: the objects a QP uses outlive it (EBUSY).
         unsafe {
-            obj::<Pd, _>(q.qp.pd)?.users.remove();
-            obj::<Cq, _>(q.qp.send_cq)?.users.remove();
-            obj::<Cq, _>(q.qp.recv_cq)?.users.remove();
-            if !q.qp.srq.is_null() {
-                obj::<Srq, _>(q.qp.srq)?.users.remove();
+            obj::<Pd, _>(q.qp.qp_base.pd)?.users.remove();
+            obj::<Cq, _>(q.qp.qp_base.send_cq)?.users.remove();
+            obj::<Cq, _>(q.qp.qp_base.recv_cq)?.users.remove();
+            if !q.qp.qp_base.srq.is_null() {
+                obj::<Srq, _>(q.qp.qp_base.srq)?.users.remove();
             }
         }
         // SAFETY: module contract.
-        let c = unsafe { ctx(q.qp.context) }?;
+        let c = unsafe { ctx(q.qp.qp_base.context) }?;
         settle(&c.inner);
         c.qps
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&q.qp.qp_num);
+            .remove(&q.qp.qp_base.qp_num);
         c.ud_qps
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&q.qp.qp_num);
+            .remove(&q.qp.qp_base.qp_num);
         // SAFETY: module contract; not used again.
         drop(unsafe { take::<Qp, _>(qp) });
         Ok(())
@@ -207,11 +225,4 @@ fn settle(ctx: &ferroce::Context) {
         }
         sent = now;
     }
-}
-
-/// `ibv_qp_to_qp_ex@IBVERBS_1.6`: the `ibv_wr_*` send API is not here
-/// (NULL, errno EOPNOTSUPP); `ibv_post_send` is.
-pub(super) unsafe extern "C" fn ibv_qp_to_qp_ex(_qp: *mut ibv_qp) -> *mut std::ffi::c_void {
-    super::set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
 }

@@ -114,9 +114,9 @@ int main(void)
 
 	errno = 0;
 	CHECK(ibv_alloc_mw(pd, IBV_MW_TYPE_1) == NULL && errno == EOPNOTSUPP, "alloc_mw: EOPNOTSUPP");
-	struct ibv_cq_init_attr_ex cq_ex = { .cqe = 4 };
+	struct ibv_td_init_attr td = { 0 };
 	errno = 0;
-	CHECK(ibv_create_cq_ex(ctx, &cq_ex) == NULL && errno == EOPNOTSUPP, "create_cq_ex: EOPNOTSUPP");
+	CHECK(ibv_alloc_td(ctx, &td) == NULL && errno == EOPNOTSUPP, "alloc_td: EOPNOTSUPP");
 	CHECK(strcmp(ibv_wc_status_str(IBV_WC_WR_FLUSH_ERR), "Work Request Flushed Error") == 0,
 	      "wc_status_str");
 	CHECK(strcmp(ibv_wc_status_str(1000), "unknown") == 0, "wc_status_str out of range");

@@ -1,0 +1,426 @@
+//! Extended QPs: `ibv_create_qp_ex` (the `verbs_context` op the header's
+//! inline wrapper calls when `comp_mask` asks for more than a PD),
+//! `ibv_qp_to_qp_ex`, and the `ibv_wr_*` send interface.
+//!
+//! Between `ibv_wr_start` and `ibv_wr_complete` each operation builder
+//! (`ibv_wr_send`, `ibv_wr_rdma_write`, ...) starts a request with the
+//! `wr_id` and `wr_flags` the application set in the `ibv_qp_ex`, and the
+//! setters (`ibv_wr_set_sge`, `ibv_wr_set_inline_data`,
+//! `ibv_wr_set_ud_addr`, ...) complete the last one started; inline data is
+//! copied when its setter is called. `ibv_wr_complete` posts the batch in
+//! order, as `ibv_post_send` would: if a builder met an error (an
+//! operation ferroce lacks, inline data past the QP's `max_inline_data`, a
+//! setter with no request started) it posts nothing and returns that
+//! errno, as rxe's provider does. Unlike rxe, which reserves each
+//! request's queue slot in its builder, a full send queue shows only when
+//! posting: the requests before the one refused are posted, and
+//! `ibv_wr_complete` returns ENOMEM. `ibv_wr_abort` drops the batch.
+//!
+//! Operations ferroce has: SEND (+imm), RDMA WRITE (+imm), RDMA READ,
+//! CMP_SWAP, FETCH_ADD. Their `send_ops_flags` bits are accepted; any other
+//! (memory windows, local invalidate, SEND with invalidate, TSO, FLUSH,
+//! ATOMIC WRITE) fails the create with EOPNOTSUPP, and its builder, if
+//! called anyway, fails the batch.
+
+use std::ffi::{c_int, c_void};
+use std::sync::MutexGuard;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use super::{ctx, guard, guard_ptr, obj};
+use crate::abi::*;
+use crate::objects::{BuiltWr, Pd, Qp, WrBatch};
+
+/// The `ibv_qp_ex` of a new QP around its `ibv_qp`.
+pub(super) fn qp_ex(base: ibv_qp) -> ibv_qp_ex {
+    ibv_qp_ex {
+        qp_base: base,
+        comp_mask: 0,
+        wr_id: AtomicU64::new(0),
+        wr_flags: AtomicU32::new(0),
+        wr_atomic_cmp_swp: Some(atomic_cmp_swp),
+        wr_atomic_fetch_add: Some(atomic_fetch_add),
+        wr_bind_mw: Some(lacking_bind_mw),
+        wr_local_inv: Some(lacking_u32),
+        wr_rdma_read: Some(rdma_read),
+        wr_rdma_write: Some(rdma_write),
+        wr_rdma_write_imm: Some(rdma_write_imm),
+        wr_send: Some(send),
+        wr_send_imm: Some(send_imm),
+        wr_send_inv: Some(lacking_u32),
+        wr_send_tso: Some(lacking_tso),
+        wr_set_ud_addr: Some(set_ud_addr),
+        wr_set_xrc_srqn: Some(lacking_u32),
+        wr_set_inline_data: Some(set_inline_data),
+        wr_set_inline_data_list: Some(set_inline_data_list),
+        wr_set_sge: Some(set_sge),
+        wr_set_sge_list: Some(set_sge_list),
+        wr_start: Some(wr_start),
+        wr_complete: Some(wr_complete),
+        wr_abort: Some(wr_abort),
+        wr_atomic_write: Some(lacking_atomic_write),
+    }
+}
+
+/// `verbs_context::create_qp_ex`.
+pub(super) unsafe extern "C" fn create_qp_ex(
+    context: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
+    guard_ptr(|| {
+        // SAFETY: module contract.
+        let a = unsafe { attr.as_mut() }.ok_or(libc::EINVAL)?;
+        let known = QP_INIT_ATTR_PD | QP_INIT_ATTR_CREATE_FLAGS | QP_INIT_ATTR_SEND_OPS_FLAGS;
+        if a.comp_mask & QP_INIT_ATTR_PD == 0 || a.pd.is_null() {
+            return Err(libc::EINVAL);
+        }
+        if a.comp_mask & !known != 0 {
+            // XRC domains, TSO, RSS indirection and hashing: not here.
+            return Err(libc::EOPNOTSUPP);
+        }
+        if a.comp_mask & QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0 {
+            // rxe refuses every create flag the same way.
+            return Err(libc::EOPNOTSUPP);
+        }
+        let send_ops = (a.comp_mask & QP_INIT_ATTR_SEND_OPS_FLAGS != 0).then_some(a.send_ops_flags);
+        if send_ops.is_some_and(|f| f & !QP_EX_SUPPORTED != 0) {
+            return Err(libc::EOPNOTSUPP);
+        }
+        // SAFETY: module contract.
+        let p: &Pd = unsafe { obj(a.pd) }?;
+        if p.pd.context != context {
+            return Err(libc::EINVAL);
+        }
+        let mut init = ibv_qp_init_attr {
+            qp_context: a.qp_context,
+            send_cq: a.send_cq,
+            recv_cq: a.recv_cq,
+            srq: a.srq,
+            cap: a.cap,
+            qp_type: a.qp_type,
+            sq_sig_all: a.sq_sig_all,
+        };
+        // SAFETY: module contract.
+        let qp = unsafe { super::qp::new_qp(a.pd, &mut init, send_ops) }?;
+        a.cap = init.cap;
+        Ok(qp.cast())
+    })
+}
+
+/// `ibv_qp_to_qp_ex@IBVERBS_1.6`: the `ibv_qp_ex` of a QP created with
+/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`; NULL (errno EOPNOTSUPP) for others,
+/// as rdma-core.
+pub(super) unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
+    guard_ptr(|| {
+        // SAFETY: module contract.
+        let q: &Qp = unsafe { obj(qp) }?;
+        match q.send_ops {
+            Some(_) => Ok(qp.cast()),
+            None => Err(libc::EOPNOTSUPP),
+        }
+    })
+}
+
+/// Runs `f` on the QP's batch; nothing for a bad pointer (the builders
+/// return nothing: a bad QP pointer is the application's bug).
+fn with_batch(qx: *mut ibv_qp_ex, f: impl FnOnce(&Qp, &mut WrBatch)) {
+    guard((), || {
+        // SAFETY: module contract.
+        if let Ok(q) = unsafe { obj::<Qp, _>(qx) } {
+            f(q, &mut batch(q));
+        }
+    });
+}
+
+fn batch(q: &Qp) -> MutexGuard<'_, WrBatch> {
+    q.batch.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Starts a request of `opcode` with the QP's current `wr_id`/`wr_flags`.
+fn start(qx: *mut ibv_qp_ex, wr: BuiltWr) {
+    with_batch(qx, |q, b| {
+        b.wrs.push(BuiltWr {
+            wr_id: q.qp.wr_id.load(Ordering::Relaxed),
+            flags: q.qp.wr_flags.load(Ordering::Relaxed),
+            ..wr
+        });
+    });
+}
+
+/// Completes the last request started; an error if there is none.
+fn set_last(qx: *mut ibv_qp_ex, f: impl FnOnce(&Qp, &mut BuiltWr) -> Result<(), c_int>) {
+    with_batch(qx, |q, b| {
+        let r = match b.wrs.last_mut() {
+            Some(w) => f(q, w),
+            None => Err(libc::EINVAL),
+        };
+        if let Err(e) = r {
+            b.error.get_or_insert(e);
+        }
+    });
+}
+
+/// Marks the batch failed with EOPNOTSUPP (an operation ferroce lacks).
+fn lacking(qx: *mut ibv_qp_ex) {
+    with_batch(qx, |_, b| {
+        b.error.get_or_insert(libc::EOPNOTSUPP);
+    });
+}
+
+unsafe extern "C" fn wr_start(qx: *mut ibv_qp_ex) {
+    with_batch(qx, |_, b| *b = WrBatch::default());
+}
+
+unsafe extern "C" fn wr_abort(qx: *mut ibv_qp_ex) {
+    with_batch(qx, |_, b| *b = WrBatch::default());
+}
+
+unsafe extern "C" fn wr_complete(qx: *mut ibv_qp_ex) -> c_int {
+    guard(libc::EIO, || {
+        // SAFETY: module contract.
+        let Ok(q) = (unsafe { obj::<Qp, _>(qx) }) else {
+            return libc::EINVAL;
+        };
+        // SAFETY: module contract.
+        let Ok(c) = (unsafe { ctx(q.qp.qp_base.context) }) else {
+            return libc::EINVAL;
+        };
+        let WrBatch { wrs, error } = std::mem::take(&mut *batch(q));
+        if let Some(e) = error {
+            return e;
+        }
+        for w in &wrs {
+            let mut sges = w.sges.clone();
+            if let Some(data) = &w.inline {
+                sges = vec![ibv_sge {
+                    addr: data.as_ptr() as u64,
+                    length: data.len() as u32,
+                    lkey: 0,
+                }];
+            }
+            let wr = send_wr(w, &mut sges);
+            // SAFETY: `wr` and the buffers it points at live until the
+            // call returns (the engine copies inline data at post).
+            if let Err(e) = unsafe { super::post::post_one_send(c, q, &wr) } {
+                return e;
+            }
+        }
+        0
+    })
+}
+
+/// The `ibv_send_wr` that `ibv_post_send` would take for `w`.
+fn send_wr(w: &BuiltWr, sges: &mut [ibv_sge]) -> ibv_send_wr {
+    let wr = match (w.ud, w.opcode) {
+        (Some((ah, remote_qpn, remote_qkey)), _) => ibv_send_wr_wr {
+            ud: wr_ud {
+                ah: ah as *mut ibv_ah,
+                remote_qpn,
+                remote_qkey,
+            },
+        },
+        (None, WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD) => ibv_send_wr_wr {
+            atomic: wr_atomic {
+                remote_addr: w.remote_addr,
+                compare_add: w.compare_add,
+                swap: w.swap,
+                rkey: w.rkey,
+            },
+        },
+        (None, _) => ibv_send_wr_wr {
+            rdma: wr_rdma {
+                remote_addr: w.remote_addr,
+                rkey: w.rkey,
+            },
+        },
+    };
+    let inline = if w.inline.is_some() { SEND_INLINE } else { 0 };
+    ibv_send_wr {
+        wr_id: w.wr_id,
+        next: std::ptr::null_mut(),
+        sg_list: sges.as_mut_ptr(),
+        num_sge: sges.len() as c_int,
+        opcode: w.opcode,
+        send_flags: (w.flags & !SEND_INLINE) | inline,
+        imm_data: w.imm,
+        wr,
+        qp_type: 0,
+        bind_mw: [0; 6],
+    }
+}
+
+fn op(opcode: u32) -> BuiltWr {
+    BuiltWr {
+        opcode,
+        ..BuiltWr::default()
+    }
+}
+
+fn remote(opcode: u32, rkey: u32, remote_addr: u64) -> BuiltWr {
+    BuiltWr {
+        rkey,
+        remote_addr,
+        ..op(opcode)
+    }
+}
+
+unsafe extern "C" fn send(qx: *mut ibv_qp_ex) {
+    start(qx, op(WR_SEND));
+}
+
+unsafe extern "C" fn send_imm(qx: *mut ibv_qp_ex, imm: u32) {
+    start(
+        qx,
+        BuiltWr {
+            imm,
+            ..op(WR_SEND_WITH_IMM)
+        },
+    );
+}
+
+unsafe extern "C" fn rdma_write(qx: *mut ibv_qp_ex, rkey: u32, addr: u64) {
+    start(qx, remote(WR_RDMA_WRITE, rkey, addr));
+}
+
+unsafe extern "C" fn rdma_write_imm(qx: *mut ibv_qp_ex, rkey: u32, addr: u64, imm: u32) {
+    start(
+        qx,
+        BuiltWr {
+            imm,
+            ..remote(WR_RDMA_WRITE_WITH_IMM, rkey, addr)
+        },
+    );
+}
+
+unsafe extern "C" fn rdma_read(qx: *mut ibv_qp_ex, rkey: u32, addr: u64) {
+    start(qx, remote(WR_RDMA_READ, rkey, addr));
+}
+
+unsafe extern "C" fn atomic_cmp_swp(qx: *mut ibv_qp_ex, rkey: u32, addr: u64, cmp: u64, swap: u64) {
+    let wr = BuiltWr {
+        compare_add: cmp,
+        swap,
+        ..remote(WR_ATOMIC_CMP_AND_SWP, rkey, addr)
+    };
+    start(qx, wr);
+}
+
+unsafe extern "C" fn atomic_fetch_add(qx: *mut ibv_qp_ex, rkey: u32, addr: u64, add: u64) {
+    let wr = BuiltWr {
+        compare_add: add,
+        ..remote(WR_ATOMIC_FETCH_AND_ADD, rkey, addr)
+    };
+    start(qx, wr);
+}
+
+unsafe extern "C" fn set_ud_addr(qx: *mut ibv_qp_ex, ah: *mut ibv_ah, qpn: u32, qkey: u32) {
+    set_last(qx, |_, w| {
+        if ah.is_null() {
+            return Err(libc::EINVAL);
+        }
+        w.ud = Some((ah as usize, qpn, qkey));
+        Ok(())
+    });
+}
+
+unsafe extern "C" fn set_sge(qx: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
+    set_last(qx, |_, w| {
+        w.sges = vec![ibv_sge { addr, length, lkey }];
+        w.inline = None;
+        Ok(())
+    });
+}
+
+unsafe extern "C" fn set_sge_list(qx: *mut ibv_qp_ex, n: usize, list: *const ibv_sge) {
+    set_last(qx, |_, w| {
+        w.sges = if n == 0 {
+            Vec::new()
+        } else if list.is_null() {
+            return Err(libc::EINVAL);
+        } else {
+            // SAFETY: `n` entries at `list` (module contract).
+            unsafe { std::slice::from_raw_parts(list, n) }.to_vec()
+        };
+        w.inline = None;
+        Ok(())
+    });
+}
+
+/// Appends `len` bytes at `addr` to the last request's inline data,
+/// refusing more than the QP's `max_inline_data` (EINVAL, as rxe).
+///
+/// # Safety
+/// `len` readable bytes at `addr` (module contract).
+unsafe fn add_inline(
+    q: &Qp,
+    w: &mut BuiltWr,
+    addr: *const c_void,
+    len: usize,
+) -> Result<(), c_int> {
+    let data = w.inline.get_or_insert_with(Vec::new);
+    if data.len() + len > q.init.cap.max_inline_data as usize {
+        return Err(libc::EINVAL);
+    }
+    if len > 0 {
+        if addr.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: the caller's contract.
+        data.extend_from_slice(unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), len) });
+    }
+    Ok(())
+}
+
+unsafe extern "C" fn set_inline_data(qx: *mut ibv_qp_ex, addr: *mut c_void, len: usize) {
+    set_last(qx, |q, w| {
+        w.inline = None;
+        w.sges.clear();
+        // SAFETY: module contract.
+        unsafe { add_inline(q, w, addr, len) }
+    });
+}
+
+unsafe extern "C" fn set_inline_data_list(qx: *mut ibv_qp_ex, n: usize, list: *const ibv_data_buf) {
+    set_last(qx, |q, w| {
+        w.inline = None;
+        w.sges.clear();
+        w.inline = Some(Vec::new());
+        if n == 0 {
+            return Ok(());
+        }
+        if list.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: `n` entries at `list` (module contract).
+        for b in unsafe { std::slice::from_raw_parts(list, n) } {
+            // SAFETY: module contract.
+            unsafe { add_inline(q, w, b.addr, b.length) }?;
+        }
+        Ok(())
+    });
+}
+
+unsafe extern "C" fn lacking_u32(qx: *mut ibv_qp_ex, _v: u32) {
+    lacking(qx);
+}
+
+unsafe extern "C" fn lacking_bind_mw(
+    qx: *mut ibv_qp_ex,
+    _mw: *mut c_void,
+    _rkey: u32,
+    _b: *const c_void,
+) {
+    lacking(qx);
+}
+
+unsafe extern "C" fn lacking_tso(qx: *mut ibv_qp_ex, _hdr: *mut c_void, _sz: u16, _mss: u16) {
+    lacking(qx);
+}
+
+unsafe extern "C" fn lacking_atomic_write(
+    qx: *mut ibv_qp_ex,
+    _rkey: u32,
+    _addr: u64,
+    _wr: *const c_void,
+) {
+    lacking(qx);
+}
