@@ -11,8 +11,8 @@
 //! objects do, instead of leaving a dangling pointer in the application.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{PipeReader, PipeWriter};
 use std::net::IpAddr;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
 
@@ -65,8 +65,9 @@ pub(crate) struct Ctx {
     pub(crate) srqs: Mutex<HashMap<u32, usize>>,
     /// The UD QPs: their receive completions carry a GRH.
     pub(crate) ud_qps: RwLock<HashSet<u32>>,
-    /// `async_fd` is this pipe's read end; see `ffi::misc`.
-    pub(crate) async_pipe: (PipeReader, PipeWriter),
+    /// `async_fd`: a duplicate of the device's asynchronous-event
+    /// descriptor, readable while events wait (see `ffi::misc`).
+    pub(crate) async_fd: OwnedFd,
     /// Its PDs, CQs and completion channels: while any lives,
     /// `ibv_close_device` keeps the context's memory (they point at it).
     pub(crate) users: Users,

@@ -18,6 +18,12 @@
 //!   polling callbacks, `ibv_create_qp_ex`, `ibv_qp_to_qp_ex` and the
 //!   `ibv_wr_*` builders for every operation ferroce has, and what each
 //!   create refuses.
+//! * `errors.c`: O_NONBLOCK on a completion channel and on `async_fd`
+//!   (EAGAIN), `async_fd` readable exactly while an event waits, a blocked
+//!   `ibv_get_async_event` that does not spin, posts to a QP in ERR
+//!   (flushed), bad lkeys (EINVAL at post), a peer's WRITE into freed heap
+//!   memory, and a peer process SIGKILLed mid-connection (RETRY_EXC_ERR).
+//!   The peer is a child process on 127.0.0.2.
 //!
 //! `loopback.c` runs on 127.0.0.1 and on `::1`. They bind UDP 4791: they
 //! take turns.
@@ -99,6 +105,19 @@ fn extended_cqs_and_the_wr_api() {
     assert!(out.contains("ok   READ landed in A's buffer"), "{out}");
     assert!(
         out.contains("ok   the aborted and failed batches posted nothing"),
+        "{out}"
+    );
+}
+
+#[test]
+fn errors_and_event_descriptors() {
+    let out = build_and_run("errors", "127.0.0.1");
+    assert!(
+        out.contains("ok   WRITE to the dead peer: RETRY_EXC_ERR, not a hang"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ok   get_async_event with O_NONBLOCK and no event: EAGAIN"),
         "{out}"
     );
 }

@@ -9,7 +9,10 @@
 //! oldest event, blocking; [`try_get_event`](CompletionChannel::try_get_event)
 //! does not. The descriptor ([`AsFd`]) stays readable while events wait,
 //! so epoll, mio or tokio can watch it; read the events with
-//! `try_get_event`, never with read(2).
+//! `try_get_event`, never with read(2). The channel reads its descriptor
+//! only right after taking the last waiting event, when it is known to be
+//! signalled, so the descriptor may be made blocking (the C library does,
+//! so that an O_NONBLOCK set by the application is the application's).
 //!
 //! Unlike ibverbs, events need no acknowledgement: ibverbs counts them so
 //! that `ibv_destroy_cq` can wait for every event the application holds;

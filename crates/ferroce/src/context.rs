@@ -194,7 +194,19 @@ impl Context {
     /// [`crate::SharedReceiveQueue::handle`]. Also moves the engine forward.
     pub fn poll_async_event(&self) -> Option<AsyncEvent> {
         self.shared.app_progress();
-        self.shared.engine().poll_async_event()
+        self.shared.async_events.collect(&mut self.shared.engine());
+        self.shared.async_events.pop()
+    }
+
+    /// A descriptor that is readable exactly while an asynchronous event
+    /// waits for [`poll_async_event`](Self::poll_async_event) (for
+    /// `poll`/epoll; never read it). The driver thread moves events out of
+    /// the engine at the end of each round, so it turns readable without
+    /// any call from the application. It is the same descriptor for every
+    /// clone of this context, and lives as long as the device.
+    pub fn async_event_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.shared.async_events.as_fd()
     }
 }
 

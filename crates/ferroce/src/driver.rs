@@ -104,6 +104,8 @@ pub(crate) struct Shared {
     cq_waiters: Condvar,
     /// The device's rdma_cm layer.
     pub(crate) cm: crate::cm::hub::CmHub,
+    /// Asynchronous events taken from the engine after each round.
+    pub(crate) async_events: crate::async_events::AsyncQueue,
     /// The device's span: what the engine logs during a round is inside it.
     pub(crate) span: Span,
     pub(crate) local: IpAddr,
@@ -145,6 +147,7 @@ impl Shared {
             cq_wakes: Mutex::new(0),
             cq_waiters: Condvar::new(),
             cm,
+            async_events: crate::async_events::AsyncQueue::new()?,
             span: info_span!("device", %local),
             local,
             port,
@@ -414,6 +417,7 @@ impl Shared {
         }
         let mads: Vec<_> = std::iter::from_fn(|| ep.poll_mad()).collect();
         let wake = self.deliver_cq_events(&mut ep);
+        self.async_events.collect(&mut ep);
         let engine_timer = ep.poll_timeout();
         drop(ep);
         if wake {

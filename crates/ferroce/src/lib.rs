@@ -13,6 +13,7 @@
 
 #[cfg(feature = "tokio")]
 mod async_cq;
+mod async_events;
 mod channel;
 pub mod cm;
 mod context;

@@ -223,6 +223,10 @@ impl Drop for QueuePair {
         // goes out before it is destroyed.
         self.shared.flush_now();
         let _ = self.shared.engine().destroy_qp(self.qpn);
+        let qpn = self.qpn;
+        self.shared.async_events.forget(|e| {
+            matches!(*e, crate::AsyncEvent::QpFatal { qpn: n } | crate::AsyncEvent::QpLastWqeReached { qpn: n } if n == qpn)
+        });
         // Then the SRQ, if this QP was the last thing holding it.
         self.srq.take();
     }

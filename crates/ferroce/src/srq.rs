@@ -26,6 +26,10 @@ pub(crate) struct SrqHandle {
 impl Drop for SrqHandle {
     fn drop(&mut self) {
         let _ = self.shared.engine().destroy_srq(self.handle);
+        let srq = self.handle;
+        self.shared
+            .async_events
+            .forget(|e| *e == crate::AsyncEvent::SrqLimitReached { srq });
     }
 }
 

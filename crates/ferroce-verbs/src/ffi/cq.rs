@@ -3,7 +3,7 @@
 //! call), `ibv_get_cq_event` / `ibv_ack_cq_events`.
 
 use std::ffi::{c_int, c_uint, c_void};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 use ferroce::WorkCompletion;
 
@@ -19,6 +19,11 @@ pub(super) unsafe extern "C" fn ibv_create_comp_channel(
         // SAFETY: module contract.
         let c = unsafe { ctx(context) }?;
         let inner = c.inner.create_comp_channel().map_err(|e| errno(&e))?;
+        // Blocking, as rdma-core's channel descriptor starts: an O_NONBLOCK
+        // the application sets is then its own, and `ibv_get_cq_event`
+        // honours it. (ferroce's channel only polls its descriptor and
+        // reads it only when signalled, so it works either way.)
+        super::misc::set_blocking(inner.as_fd())?;
         c.users.add();
         let ch = Box::new(Channel {
             ch: ibv_comp_channel {
@@ -188,11 +193,10 @@ pub(super) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c
     })
 }
 
-/// `ibv_get_cq_event`: the next event of the channel, blocking. ferroce's
-/// channel descriptor is always non-blocking (its waits poll it), so
-/// unlike rdma-core this call cannot tell that the application asked for
-/// O_NONBLOCK: it blocks even then. Programs that `poll` the descriptor
-/// first (as they must with O_NONBLOCK) see no difference.
+/// `ibv_get_cq_event`: the next event of the channel, blocking in poll(2)
+/// on the channel's descriptor until one comes, or, if the application set
+/// O_NONBLOCK on `channel->fd`, failing with EAGAIN when none waits (as
+/// rdma-core's read(2) of its descriptor does).
 pub(super) unsafe extern "C" fn ibv_get_cq_event(
     channel: *mut ibv_comp_channel,
     cq_out: *mut *mut ibv_cq,
@@ -203,7 +207,11 @@ pub(super) unsafe extern "C" fn ibv_get_cq_event(
         let ch: &Channel = unsafe { obj(channel) }?;
         // SAFETY: module contract.
         let c = unsafe { ctx(ch.ch.context) }?;
-        let handle = ch.inner.get_event().map_err(|e| errno(&e))?;
+        let handle = if super::misc::nonblocking(ch.inner.as_fd()) {
+            ch.inner.try_get_event().ok_or(libc::EAGAIN)?
+        } else {
+            ch.inner.get_event().map_err(|e| errno(&e))?
+        };
         let cqs = c.cqs.lock().unwrap_or_else(|p| p.into_inner());
         let cq = *cqs.get(&handle).ok_or(libc::EINVAL)? as *mut ibv_cq;
         drop(cqs);

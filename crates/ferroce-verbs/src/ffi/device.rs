@@ -7,7 +7,6 @@
 //! are addresses the device does not send from.
 
 use std::ffi::{c_char, c_int, c_uint};
-use std::io::pipe;
 use std::os::fd::AsRawFd;
 use std::sync::Mutex;
 
@@ -92,8 +91,8 @@ pub(super) unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ib
     guard_ptr(|| {
         let d = device(dev)?;
         let inner = open_shared(d)?;
-        let async_pipe = pipe().map_err(|e| e.raw_os_error().unwrap_or(libc::EMFILE))?;
-        let fd = async_pipe.0.as_raw_fd();
+        let async_fd = super::misc::async_fd(&inner)?;
+        let fd = async_fd.as_raw_fd();
         let mut vctx = new_verbs_context(
             dev,
             super::context_ops(),
@@ -113,7 +112,7 @@ pub(super) unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ib
             srqs: Default::default(),
             users: Default::default(),
             ud_qps: Default::default(),
-            async_pipe,
+            async_fd,
         });
         let raw = Box::into_raw(boxed);
         // SAFETY: `raw` is the live Box just made.

@@ -1,5 +1,8 @@
 /* What a C program gets from ferroce's libibverbs.so.1 when it misuses the
- * verbs: an errno (or NULL / -1 with errno), never a crash or a hang.
+ * verbs: an errno (or NULL / -1 with errno), never a crash or a hang:
+ * NULL and out-of-range arguments, sizes past the device's limits, posts
+ * to a QP in RESET, INIT and RTR, modify_qp with transitions, masks and
+ * values the kernel's table refuses, destroying objects still in use.
  * Built against rdma-core's <infiniband/verbs.h> and run by bad_use.rs;
  * prints one line per check and exits 1 at the first that fails. */
 #include <errno.h>
@@ -76,6 +79,24 @@ int main(void)
 		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
 		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
 	};
+	struct ibv_device_attr dev;
+	CHECK(ibv_query_device(ctx, &dev) == 0 && dev.max_qp_wr > 0, "query_device");
+	init.cap.max_send_wr = dev.max_qp_wr + 1;
+	errno = 0;
+	CHECK(ibv_create_qp(pd, &init) == NULL && errno == EINVAL, "create_qp, max_send_wr past max_qp_wr: EINVAL");
+	init.cap.max_send_wr = 4;
+	init.cap.max_recv_wr = dev.max_qp_wr + 1;
+	errno = 0;
+	CHECK(ibv_create_qp(pd, &init) == NULL && errno == EINVAL, "create_qp, max_recv_wr past max_qp_wr: EINVAL");
+	init.cap.max_recv_wr = 4;
+	init.cap.max_inline_data = 1 << 20;
+	errno = 0;
+	CHECK(ibv_create_qp(pd, &init) == NULL && errno == EINVAL, "create_qp, max_inline_data 1 MiB: EINVAL");
+	init.cap.max_inline_data = 0;
+	init.qp_type = IBV_QPT_XRC_SEND;
+	errno = 0;
+	CHECK(ibv_create_qp(pd, &init) == NULL && errno == EOPNOTSUPP, "create_qp, XRC: EOPNOTSUPP");
+	init.qp_type = IBV_QPT_RC;
 	struct ibv_qp *qp = ibv_create_qp(pd, &init);
 	CHECK(qp && qp->state == IBV_QPS_RESET, "create_qp: RESET");
 	CHECK(ibv_destroy_cq(cq) == EBUSY, "destroy_cq with a QP: EBUSY");
@@ -89,8 +110,33 @@ int main(void)
 	bad = NULL;
 	CHECK(ibv_post_send(qp, &wr, &bad) == EINVAL && bad == &wr, "post_send, unknown opcode: EINVAL");
 
+	struct ibv_sge rsge = { .addr = (uintptr_t)buf, .length = 64, .lkey = mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 8, .sg_list = &rsge, .num_sge = 1 }, *rbad = NULL;
+	CHECK(ibv_post_recv(qp, &rwr, &rbad) == EINVAL && rbad == &rwr,
+	      "post_recv in RESET: EINVAL, bad_wr (IBA; rxe's provider queues it)");
+	wr.opcode = IBV_WR_SEND;
+
 	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_RTS };
-	CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE) != 0, "modify_qp RESET -> RTS refused");
+	CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE) == EINVAL, "modify_qp RESET -> RTS: EINVAL");
+	attr.qp_state = IBV_QPS_ERR;
+	CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE) == EINVAL, "modify_qp RESET -> ERR: EINVAL");
+	attr.qp_state = 99;
+	CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE) == EINVAL, "modify_qp to state 99: EINVAL");
+	attr = (struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1, .sq_psn = 5 };
+	CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				       IBV_QP_ACCESS_FLAGS | IBV_QP_SQ_PSN) == EINVAL,
+	      "modify_qp RESET -> INIT with SQ_PSN (not allowed there): EINVAL");
+	attr.port_num = 2;
+	CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				       IBV_QP_ACCESS_FLAGS) == EINVAL,
+	      "modify_qp RESET -> INIT on port 2: EINVAL");
+	attr.port_num = 1;
+	attr.pkey_index = 3;
+	CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				       IBV_QP_ACCESS_FLAGS) == EINVAL,
+	      "modify_qp RESET -> INIT with P_Key index 3: EINVAL");
+	CHECK(qp->state == IBV_QPS_RESET, "still in RESET after the refusals");
+	attr = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS };
 	attr.qp_state = IBV_QPS_INIT;
 	attr.port_num = 1;
 	attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
@@ -103,6 +149,25 @@ int main(void)
 	CHECK(ibv_query_qp(qp, &got, IBV_QP_STATE, &got_init) == 0 && got.qp_state == IBV_QPS_INIT &&
 	      got.qp_access_flags == IBV_ACCESS_REMOTE_WRITE && got_init.cap.max_send_wr == 4,
 	      "query_qp");
+	bad = NULL;
+	CHECK(ibv_post_send(qp, &wr, &bad) == EINVAL && bad == &wr, "post_send in INIT: EINVAL, bad_wr");
+	attr = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024 };
+	CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PATH_MTU) == EINVAL,
+	      "modify_qp INIT -> RTR without AV, DEST_QPN, RQ_PSN: EINVAL");
+	union ibv_gid own;
+	ibv_query_gid(ctx, 1, 0, &own);
+	attr = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR, .path_mtu = 9, .dest_qp_num = 0x99,
+				     .rq_psn = 1, .max_dest_rd_atomic = 1, .min_rnr_timer = 1 };
+	attr.ah_attr.is_global = 1;
+	attr.ah_attr.grh.dgid = own;
+	attr.ah_attr.port_num = 1;
+	int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+		  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	CHECK(ibv_modify_qp(qp, &attr, rtr) == EINVAL, "modify_qp INIT -> RTR with path MTU 9: EINVAL");
+	attr.path_mtu = IBV_MTU_1024;
+	CHECK(ibv_modify_qp(qp, &attr, rtr) == 0 && qp->state == IBV_QPS_RTR, "modify_qp INIT -> RTR");
+	bad = NULL;
+	CHECK(ibv_post_send(qp, &wr, &bad) == EINVAL && bad == &wr, "post_send in RTR: EINVAL, bad_wr");
 
 	union ibv_gid gid;
 	CHECK(ibv_query_gid(ctx, 1, 1, &gid) == 0 && gid.global.interface_id == 0, "gid 1: empty");

@@ -1,0 +1,313 @@
+/* Errors on the data path and the descriptors that report them, through
+ * rdma-core's header: ibv_get_cq_event and ibv_get_async_event honour an
+ * O_NONBLOCK the application sets (EAGAIN), async_fd becomes readable
+ * exactly while an event waits and ibv_get_async_event blocks without
+ * spinning; a post to a QP in ERR completes with WR_FLUSH_ERR; an lkey of
+ * another PD or of a deregistered MR is refused at post (EINVAL); a peer's
+ * WRITE into a registered heap buffer the application freed lands there
+ * (the application's bug, not a crash); and a peer process SIGKILLed with
+ * its QP connected makes the next request complete with RETRY_EXC_ERR.
+ * The peer is a child process on its own device (127.0.0.2); run by
+ * c_programs.rs; prints one line per check, exits 1 if one failed. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+
+static int failed;
+
+#define CHECK(cond, what)                                                   \
+	do {                                                                \
+		if (cond) {                                                 \
+			printf("ok   %s\n", what);                          \
+		} else {                                                    \
+			printf("FAIL %s (errno %d)\n", what, errno);        \
+			failed = 1;                                         \
+		}                                                           \
+		fflush(stdout);                                             \
+	} while (0)
+
+enum { LEN = 4096 };
+
+/* What each side tells the other. */
+struct peer {
+	uint32_t qpn, rkey;
+	uint64_t addr;
+	union ibv_gid gid;
+};
+
+static int wait_one(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
+{
+	for (int i = 0; i < ms * 10; i++) {
+		int n = ibv_poll_cq(cq, 1, wc);
+		if (n != 0)
+			return n;
+		struct timespec ts = { 0, 100000 };
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+static int to_init(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+						    IBV_ACCESS_REMOTE_READ };
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					 IBV_QP_ACCESS_FLAGS);
+}
+
+/* INIT -> RTR -> RTS against `p`; a short timeout (8: about 1 ms) and
+ * three retries, so that a dead peer shows within a second. */
+static int connect_qp(struct ibv_qp *qp, struct peer *p)
+{
+	struct ibv_qp_attr a = { 0 };
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = p->qpn;
+	a.rq_psn = 0x100;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = p->gid;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				      IBV_QP_MIN_RNR_TIMER))
+		return 1;
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0x100;
+	a.timeout = 8;
+	a.retry_cnt = 3;
+	a.rnr_retry = 3;
+	a.max_rd_atomic = 1;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+					 IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+					 IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* The child: a QP on 127.0.0.2 with a 4 KiB heap buffer it registers and
+ * then frees (small enough that free() keeps it in the heap), connected to
+ * the parent's; it then waits to be killed. */
+static void child(int rd, int wr)
+{
+	setenv("FERROCE_DEVICES", "127.0.0.2", 1);
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+	if (!ctx)
+		_exit(2);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	struct ibv_qp_init_attr init = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp *qp = ibv_create_qp(pd, &init);
+	char *heap = malloc(LEN);
+	struct ibv_mr *mr = ibv_reg_mr(pd, heap, LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!qp || !mr || to_init(qp))
+		_exit(3);
+	struct peer me = { qp->qp_num, mr->rkey, (uintptr_t)heap }, them;
+	free(heap); /* still registered: the bug this shows */
+	ibv_query_gid(ctx, 1, 0, &me.gid);
+	if (write(wr, &me, sizeof me) != sizeof me || read(rd, &them, sizeof them) != sizeof them ||
+	    connect_qp(qp, &them))
+		_exit(4);
+	char ready = 1;
+	if (write(wr, &ready, 1) != 1)
+		_exit(5);
+	for (;;)
+		pause();
+}
+
+/* Blocks in ibv_get_async_event; records the thread's CPU time meanwhile. */
+struct waiter {
+	struct ibv_context *ctx;
+	struct ibv_async_event ev;
+	int rc;
+	double cpu_ms;
+};
+
+static void *wait_async(void *arg)
+{
+	struct waiter *w = arg;
+	struct timespec a, b;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+	w->rc = ibv_get_async_event(w->ctx, &w->ev);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+	w->cpu_ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+	return NULL;
+}
+
+static int post_write(struct ibv_qp *qp, struct ibv_mr *mr, char *buf, struct peer *p,
+		      uint32_t lkey, uint64_t id)
+{
+	struct ibv_sge s = { (uintptr_t)buf, 64, lkey };
+	struct ibv_send_wr w = { .wr_id = id, .sg_list = &s, .num_sge = 1,
+				 .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+	(void)mr;
+	w.wr.rdma.remote_addr = p->addr;
+	w.wr.rdma.rkey = p->rkey;
+	return ibv_post_send(qp, &w, &bad);
+}
+
+int main(void)
+{
+	int up[2], down[2];
+	if (pipe(up) || pipe(down))
+		return 1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		child(down[0], up[1]);
+		_exit(0);
+	}
+
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+	CHECK(ctx != NULL, "open");
+	if (!ctx)
+		return 1;
+	struct ibv_pd *pd = ibv_alloc_pd(ctx), *pd2 = ibv_alloc_pd(ctx);
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, ch, 0);
+	struct ibv_qp_init_attr init = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp *qp = ibv_create_qp(pd, &init), *lone = ibv_create_qp(pd, &init);
+	char *buf = aligned_alloc(4096, LEN), *other = aligned_alloc(4096, LEN);
+	memset(buf, 0x5a, LEN);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, LEN, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *mr2 = ibv_reg_mr(pd2, other, LEN, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *gone = ibv_reg_mr(pd, other, LEN, IBV_ACCESS_LOCAL_WRITE);
+	uint32_t gone_lkey = gone ? gone->lkey : 0;
+	CHECK(qp && lone && mr && mr2 && gone && ibv_dereg_mr(gone) == 0, "objects");
+
+	/* Completion channel: O_NONBLOCK is the application's to set. */
+	int fl = fcntl(ch->fd, F_GETFL);
+	CHECK(fl >= 0 && !(fl & O_NONBLOCK), "the channel's fd starts blocking, as rdma-core's");
+	fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK);
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+	errno = 0;
+	CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == -1 && errno == EAGAIN,
+	      "get_cq_event with O_NONBLOCK and no event: EAGAIN");
+
+	/* Async events: nothing yet, and O_NONBLOCK gives EAGAIN. */
+	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+	CHECK(poll(&pfd, 1, 0) == 0, "async_fd not readable without an event");
+	fl = fcntl(ctx->async_fd, F_GETFL);
+	fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+	struct ibv_async_event ev;
+	errno = 0;
+	CHECK(ibv_get_async_event(ctx, &ev) == -1 && errno == EAGAIN,
+	      "get_async_event with O_NONBLOCK and no event: EAGAIN");
+
+	/* A QP in ERR flushes what is posted to it. */
+	struct ibv_qp_attr err = { .qp_state = IBV_QPS_ERR };
+	CHECK(to_init(lone) == 0 && ibv_modify_qp(lone, &err, IBV_QP_STATE) == 0,
+	      "modify_qp INIT -> ERR");
+	struct peer nobody = { 0 };
+	CHECK(post_write(lone, mr, buf, &nobody, mr->lkey, 11) == 0, "post_send in ERR: accepted");
+	struct ibv_wc wc;
+	CHECK(wait_one(cq, &wc, 2000) == 1 && wc.wr_id == 11 && wc.status == IBV_WC_WR_FLUSH_ERR,
+	      "post_send in ERR: completes with WR_FLUSH_ERR");
+	struct ibv_sge rs = { (uintptr_t)buf, 64, mr->lkey };
+	struct ibv_recv_wr rw = { .wr_id = 12, .sg_list = &rs, .num_sge = 1 }, *rbad;
+	CHECK(ibv_post_recv(lone, &rw, &rbad) == 0 && wait_one(cq, &wc, 2000) == 1 &&
+	      wc.wr_id == 12 && wc.status == IBV_WC_WR_FLUSH_ERR,
+	      "post_recv in ERR: completes with WR_FLUSH_ERR");
+
+	/* Connect to the child's QP. */
+	struct peer me = { qp->qp_num }, them;
+	ibv_query_gid(ctx, 1, 0, &me.gid);
+	char ready = 0;
+	CHECK(to_init(qp) == 0 && read(up[0], &them, sizeof them) == sizeof them &&
+	      write(down[1], &me, sizeof me) == sizeof me && connect_qp(qp, &them) == 0 &&
+	      read(up[0], &ready, 1) == 1 && ready == 1, "connected to the child's QP");
+
+	CHECK(post_write(qp, mr, buf, &them, mr->lkey, 1) == 0 && wait_one(cq, &wc, 2000) == 1 &&
+	      wc.wr_id == 1 && wc.status == IBV_WC_SUCCESS,
+	      "WRITE into the child's freed heap buffer: lands, no crash (the application's bug)");
+
+	/* Bad lkeys, on two probe QPs aimed at a QP the child's device does not
+	 * have. ferroce checks lkeys when the request is posted: EINVAL and
+	 * *bad_wr, the QP unharmed (rxe completes it with LOC_PROT_ERR and
+	 * the QP goes to ERR; see the README). */
+	struct peer nowhere = them;
+	nowhere.qpn = them.qpn ^ 0x5555;
+	struct ibv_qp *probe = ibv_create_qp(pd, &init), *probe2 = ibv_create_qp(pd, &init);
+	CHECK(probe && probe2 && to_init(probe) == 0 && connect_qp(probe, &nowhere) == 0 &&
+	      to_init(probe2) == 0 && connect_qp(probe2, &nowhere) == 0, "two probe QPs");
+	CHECK(post_write(probe, mr, other, &nowhere, mr2->lkey, 2) == EINVAL,
+	      "lkey of another PD: EINVAL at post");
+	CHECK(post_write(probe, mr, other, &nowhere, gone_lkey, 3) == EINVAL,
+	      "lkey of a deregistered MR: EINVAL at post");
+	CHECK(wait_one(cq, &wc, 20) == 0, "no completion for either");
+	CHECK(post_write(probe, mr, buf, &nowhere, mr->lkey, 5) == 0 &&
+	      post_write(probe2, mr, buf, &nowhere, mr->lkey, 6) == 0 &&
+	      wait_one(cq, &wc, 3000) == 1 && wc.status == IBV_WC_RETRY_EXC_ERR &&
+	      wait_one(cq, &wc, 3000) == 1 && wc.status == IBV_WC_RETRY_EXC_ERR,
+	      "the probes still work: WRITEs to a missing QP end in RETRY_EXC_ERR");
+
+	/* Each probe's failure raised QP_FATAL: async_fd readable, the
+	 * events, then EAGAIN and not readable. */
+	CHECK(poll(&pfd, 1, 2000) == 1 && (pfd.revents & POLLIN), "async_fd readable with an event");
+	CHECK(ibv_get_async_event(ctx, &ev) == 0 && ev.event_type == IBV_EVENT_QP_FATAL &&
+	      ev.element.qp == probe, "get_async_event: QP_FATAL naming the first probe");
+	ibv_ack_async_event(&ev);
+	int more = 0;
+	while (ibv_get_async_event(ctx, &ev) == 0) {
+		more += ev.event_type == IBV_EVENT_QP_FATAL && ev.element.qp == probe2;
+		ibv_ack_async_event(&ev);
+	}
+	CHECK(more == 1 && errno == EAGAIN && poll(&pfd, 1, 0) == 0,
+	      "then the second's; drained: EAGAIN, async_fd not readable");
+
+	/* The peer dies without cleanup: the next request fails, not hangs, and
+	 * a get_async_event blocked meanwhile wakes with the QP's error. */
+	fcntl(ctx->async_fd, F_SETFL, fl & ~O_NONBLOCK);
+	struct waiter w = { .ctx = ctx };
+	pthread_t t;
+	pthread_create(&t, NULL, wait_async, &w);
+	kill(pid, SIGKILL);
+	int status;
+	CHECK(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status), "the child is killed");
+	struct timespec pause = { 0, 200 * 1000 * 1000 };
+	nanosleep(&pause, NULL);
+	CHECK(post_write(qp, mr, buf, &them, mr->lkey, 4) == 0, "WRITE to the dead peer posted");
+	CHECK(wait_one(cq, &wc, 5000) == 1 && wc.wr_id == 4 && wc.status == IBV_WC_RETRY_EXC_ERR,
+	      "WRITE to the dead peer: RETRY_EXC_ERR, not a hang");
+	pthread_join(t, NULL);
+	CHECK(w.rc == 0 && w.ev.event_type == IBV_EVENT_QP_FATAL && w.ev.element.qp == qp,
+	      "a blocked get_async_event woke with QP_FATAL");
+	printf("info blocked get_async_event used %.1f ms of CPU\n", w.cpu_ms);
+	CHECK(w.cpu_ms < 50, "the blocked get_async_event did not spin");
+	ibv_ack_async_event(&w.ev);
+
+	ibv_destroy_qp(probe);
+	ibv_destroy_qp(probe2);
+	ibv_destroy_qp(qp);
+	ibv_destroy_qp(lone);
+	ibv_dereg_mr(mr);
+	ibv_dereg_mr(mr2);
+	ibv_destroy_cq(cq);
+	ibv_destroy_comp_channel(ch);
+	ibv_dealloc_pd(pd);
+	ibv_dealloc_pd(pd2);
+	CHECK(ibv_close_device(ctx) == 0, "close");
+	ibv_free_device_list(list);
+	return failed;
+}
