@@ -6,6 +6,8 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use ferroce_io::wait::readable;
+
 use ferroce::{
     Access, AsyncEvent, CompletionQueue, ConnectOptions, Context, Error, Psn, QpInitAttr, QpType,
     RecvWr, SendWr, VerbsError, WcOpcode, WcStatus, WorkCompletion,
@@ -143,11 +145,16 @@ fn two_rc_qps_share_an_srq_over_udp() {
         "{sent:?}"
     );
     assert_eq!(srq.query().unwrap().wqes, 0);
-    // Below 3 left: reported once, and the limit disarmed.
+    // Below 3 left: reported once, and the limit disarmed. The driver
+    // moved the event out of the engine: its descriptor says so before any
+    // call asks, and stops saying so once it is taken.
+    let fd = server.async_event_fd();
+    assert!(readable(fd, Duration::from_secs(2)).unwrap(), "async fd");
     assert_eq!(
         server.poll_async_event(),
         Some(AsyncEvent::SrqLimitReached { srq: srq.handle() })
     );
+    assert!(!readable(server.async_event_fd(), Duration::ZERO).unwrap());
     assert_eq!(server.poll_async_event(), None);
     assert_eq!(srq.query().unwrap().srq_limit, 0);
     assert_eq!(client.poll_async_event(), None);
