@@ -9,9 +9,9 @@
 //! `ibv_wr_set_ud_addr`, ...) complete the last one started; inline data is
 //! copied when its setter is called. `ibv_wr_complete` posts the batch in
 //! order, as `ibv_post_send` would: if a builder met an error (an
-//! operation ferroce lacks, inline data past the QP's `max_inline_data`, a
-//! setter with no request started) it posts nothing and returns that
-//! errno, as rxe's provider does. Unlike rxe, which reserves each
+//! operation ferroce lacks: EOPNOTSUPP; inline data past the QP's
+//! `max_inline_data`: ENOSPC, as rxe's; a setter with no request started:
+//! EINVAL) it posts nothing and returns that errno, as rxe's provider does. Unlike rxe, which reserves each
 //! request's queue slot in its builder, a full send queue shows only when
 //! posting: the requests before the one refused are posted, and
 //! `ibv_wr_complete` returns ENOMEM. `ibv_wr_abort` drops the batch.
@@ -82,7 +82,7 @@ pub(super) unsafe extern "C" fn create_qp_ex(
             return Err(libc::EOPNOTSUPP);
         }
         let send_ops = (a.comp_mask & QP_INIT_ATTR_SEND_OPS_FLAGS != 0).then_some(a.send_ops_flags);
-        if send_ops.is_some_and(|f| f & !QP_EX_SUPPORTED != 0) {
+        if send_ops.is_some_and(|f| f & !ops_for(a.qp_type) != 0) {
             return Err(libc::EOPNOTSUPP);
         }
         // SAFETY: module contract.
@@ -104,6 +104,19 @@ pub(super) unsafe extern "C" fn create_qp_ex(
         a.cap = init.cap;
         Ok(qp.cast())
     })
+}
+
+/// The `send_ops_flags` a QP type may ask for, as rxe's provider allows
+/// them less what ferroce lacks: RC all seven, UC no READ or atomics, UD
+/// SENDs only.
+fn ops_for(qp_type: u32) -> u64 {
+    let sends = QP_EX_WITH_SEND | QP_EX_WITH_SEND_WITH_IMM;
+    match qp_type {
+        QPT_RC => QP_EX_SUPPORTED,
+        QPT_UC => sends | QP_EX_WITH_RDMA_WRITE | QP_EX_WITH_RDMA_WRITE_WITH_IMM,
+        QPT_UD => sends,
+        _ => 0,
+    }
 }
 
 /// `ibv_qp_to_qp_ex@IBVERBS_1.6`: the `ibv_qp_ex` of a QP created with
@@ -346,7 +359,8 @@ unsafe extern "C" fn set_sge_list(qx: *mut ibv_qp_ex, n: usize, list: *const ibv
 }
 
 /// Appends `len` bytes at `addr` to the last request's inline data,
-/// refusing more than the QP's `max_inline_data` (EINVAL, as rxe).
+/// refusing more than the QP's `max_inline_data` (ENOSPC, as rxe's
+/// builders).
 ///
 /// # Safety
 /// `len` readable bytes at `addr` (module contract).
@@ -358,7 +372,7 @@ unsafe fn add_inline(
 ) -> Result<(), c_int> {
     let data = w.inline.get_or_insert_with(Vec::new);
     if data.len() + len > q.init.cap.max_inline_data as usize {
-        return Err(libc::EINVAL);
+        return Err(libc::ENOSPC);
     }
     if len > 0 {
         if addr.is_null() {

@@ -3,8 +3,9 @@
  * interface (also through ibv_cq_ex_to_cq, ibv_poll_cq and a completion
  * channel), ibv_create_qp_ex with send_ops_flags, ibv_qp_to_qp_ex and the
  * ibv_wr_* builders (SEND, SEND with immediate, RDMA WRITE (+imm), READ,
- * both atomics, scatter lists, inline data and inline lists), wr_abort, a
- * batch a builder failed, and what each create refuses.
+ * both atomics, scatter lists, inline data and inline lists, a UD SEND
+ * through wr_set_ud_addr), wr_abort, batches a builder failed, and what
+ * each create refuses.
  * Two RC QPs of one device connected to each other; run by
  * c_programs.rs; prints one line per check, exits 1 if one failed. */
 #include <arpa/inet.h>
@@ -99,6 +100,22 @@ static int connect_qp(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid)
 					 IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
+enum { UD_QKEY = 0x1111 };
+
+/* A UD QP through INIT and RTR to RTS. */
+static int ud_ready(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = UD_QKEY };
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+		return 1;
+	a.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		return 1;
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 1;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+}
+
 static const uint64_t OPS = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
 			    IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
 			    IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
@@ -182,6 +199,18 @@ int main(void)
 	CHECK(create_qp_ex(ctx, pd, cq_a, IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_MAX_TSO_HEADER, 0, 0) ==
 		      NULL && errno == EOPNOTSUPP,
 	      "create_qp_ex with a TSO header: EOPNOTSUPP");
+	struct ibv_qp_init_attr_ex ud = {
+		.send_cq = ibv_cq_ex_to_cq(cq_a), .recv_cq = ibv_cq_ex_to_cq(cq_a),
+		.qp_type = IBV_QPT_UD, .cap = { .max_send_wr = 4, .max_recv_wr = 4 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, .pd = pd,
+		.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE,
+	};
+	errno = 0;
+	CHECK(ibv_create_qp_ex(ctx, &ud) == NULL && errno == EOPNOTSUPP,
+	      "create_qp_ex, UD with RDMA WRITE: EOPNOTSUPP, as rxe");
+	ud.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+	struct ibv_qp *ud_a = ibv_create_qp_ex(ctx, &ud), *ud_b = ibv_create_qp_ex(ctx, &ud);
+	CHECK(ud_a && ud_b && ibv_qp_to_qp_ex(ud_a) != NULL, "create_qp_ex, UD with SENDs");
 	errno = 0;
 	CHECK(create_qp_ex(ctx, NULL, cq_a, IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, OPS,
 			   0) == NULL && errno == EINVAL,
@@ -291,6 +320,32 @@ int main(void)
 	      poll_ex(cq_b, &g) == 0 && g.opcode == IBV_WC_RECV_RDMA_WITH_IMM && g.imm == 77 &&
 	      strcmp(b + 3000, "imm write") == 0, "inline WRITE with immediate");
 
+	/* UD: a SEND through ibv_wr_set_ud_addr, from one UD QP to another. */
+	CHECK(ud_a && ud_b && ud_ready(ud_a) == 0 && ud_ready(ud_b) == 0, "UD QPs to RTS");
+	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
+	aa.grh.dgid = gid;
+	aa.grh.hop_limit = 64;
+	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+	struct ibv_sge us = { (uintptr_t)b + 3072, 40 + 64, mr_b->lkey };
+	struct ibv_recv_wr ur = { .wr_id = 50, .sg_list = &us, .num_sge = 1 }, *ubad;
+	CHECK(ah && ibv_post_recv(ud_b, &ur, &ubad) == 0, "AH, UD receive posted");
+	struct ibv_qp_ex *xu = ibv_qp_to_qp_ex(ud_a);
+	strcpy(a + 512, "datagram");
+	ibv_wr_start(xu);
+	xu->wr_id = 51;
+	xu->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(xu);
+	ibv_wr_set_ud_addr(xu, ah, ud_b->qp_num, UD_QKEY);
+	ibv_wr_set_sge(xu, mr_a->lkey, (uintptr_t)a + 512, 9);
+	CHECK(ibv_wr_complete(xu) == 0 && poll_ex(cq_a, &g) == 0 && g.wr_id == 51 &&
+	      g.status == IBV_WC_SUCCESS, "UD SEND completes");
+	CHECK(poll_ex(cq_a, &g) == 0 && g.wr_id == 50 && g.opcode == IBV_WC_RECV &&
+	      g.byte_len == 40 + 9 && (g.flags & IBV_WC_GRH) && g.qp_num == ud_b->qp_num &&
+	      strcmp(b + 3072 + 40, "datagram") == 0, "UD receive: GRH, then the bytes");
+	ibv_destroy_qp(ud_a);
+	ibv_destroy_qp(ud_b);
+	ibv_destroy_ah(ah);
+
 	/* Batches that post nothing. */
 	ibv_wr_start(xa);
 	xa->wr_id = 8;
@@ -303,7 +358,13 @@ int main(void)
 	ibv_wr_set_sge(xa, mr_a->lkey, (uintptr_t)a, 8);
 	ibv_wr_send(xa);
 	ibv_wr_set_inline_data(xa, a, INLINE + 1);
-	CHECK(ibv_wr_complete(xa) == EINVAL, "inline data past max_inline_data: wr_complete EINVAL");
+	CHECK(ibv_wr_complete(xa) == ENOSPC, "inline data past max_inline_data: wr_complete ENOSPC, as rxe");
+	struct ibv_sge big = { (uintptr_t)a, INLINE + 1, 0 };
+	struct ibv_send_wr iw = { .wr_id = 10, .sg_list = &big, .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED },
+			   *ibad = NULL;
+	CHECK(ibv_post_send(qa, &iw, &ibad) == EINVAL && ibad == &iw,
+	      "post_send, inline past max_inline_data: EINVAL, as rxe");
 	ibv_wr_start(xa);
 	ibv_wr_set_sge(xa, mr_a->lkey, (uintptr_t)a, 8);
 	CHECK(ibv_wr_complete(xa) == EINVAL, "a setter before any operation: EINVAL");
