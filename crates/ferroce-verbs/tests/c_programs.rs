@@ -22,8 +22,10 @@
 //!   (EAGAIN), `async_fd` readable exactly while an event waits, a blocked
 //!   `ibv_get_async_event` that does not spin, posts to a QP in ERR
 //!   (flushed), bad lkeys (EINVAL at post), a peer's WRITE into freed heap
-//!   memory, and a peer process SIGKILLed mid-connection (RETRY_EXC_ERR).
-//!   The peer is a child process on 127.0.0.2.
+//!   memory, a peer process SIGKILLed mid-connection (RETRY_EXC_ERR), and
+//!   one that calls exit(0) with WRITEs to it in flight (it exits at once;
+//!   the requests after end in errors). The peers are child processes on
+//!   127.0.0.2 and 127.0.0.3.
 //!
 //! `loopback.c` runs on 127.0.0.1 and on `::1`. They bind UDP 4791: they
 //! take turns.

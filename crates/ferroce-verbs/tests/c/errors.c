@@ -7,7 +7,9 @@
  * WRITE into a registered heap buffer the application freed lands there
  * (the application's bug, not a crash); and a peer process SIGKILLed with
  * its QP connected makes the next request complete with RETRY_EXC_ERR.
- * The peer is a child process on its own device (127.0.0.2); run by
+ * A process that exits (exit(0), no cleanup) with traffic in flight exits
+ * at once, and its peer's requests end in errors. The peers are child
+ * processes on their own devices (127.0.0.2, 127.0.0.3); run by
  * c_programs.rs; prints one line per check, exits 1 if one failed. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -97,12 +99,13 @@ static int connect_qp(struct ibv_qp *qp, struct peer *p)
 					 IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
-/* The child: a QP on 127.0.0.2 with a 4 KiB heap buffer it registers and
- * then frees (small enough that free() keeps it in the heap), connected to
- * the parent's; it then waits to be killed. */
-static void child(int rd, int wr)
+/* A child: a QP on `addr` with a 4 KiB heap buffer it registers and then
+ * frees (small enough that free() keeps it in the heap), connected to the
+ * parent's; it then waits to be killed, or, told 'x', exits at once
+ * without cleaning up. */
+static void child(int rd, int wr, const char *addr)
 {
-	setenv("FERROCE_DEVICES", "127.0.0.2", 1);
+	setenv("FERROCE_DEVICES", addr, 1);
 	struct ibv_device **list = ibv_get_device_list(NULL);
 	struct ibv_context *ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
 	if (!ctx)
@@ -127,8 +130,40 @@ static void child(int rd, int wr)
 	char ready = 1;
 	if (write(wr, &ready, 1) != 1)
 		_exit(5);
+	char cmd;
+	if (read(rd, &cmd, 1) == 1 && cmd == 'x')
+		exit(0);
 	for (;;)
 		pause();
+}
+
+/* Forks a child on `addr` before this process's first verbs call (a child
+ * forked later would inherit the parent's open device); `to` and `from`
+ * get the pipes to and from it. */
+static pid_t spawn(const char *addr, int *to, int *from)
+{
+	int up[2], down[2];
+	if (pipe(up) || pipe(down))
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		child(down[0], up[1], addr);
+		_exit(0);
+	}
+	*to = down[1];
+	*from = up[0];
+	return pid;
+}
+
+/* Connects `qp` (in RESET) to the child at the other end of the pipes. */
+static int meet(struct ibv_context *ctx, struct ibv_qp *qp, int to, int from, struct peer *them)
+{
+	struct peer me = { qp->qp_num };
+	ibv_query_gid(ctx, 1, 0, &me.gid);
+	char ready = 0;
+	return to_init(qp) || read(from, them, sizeof *them) != sizeof *them ||
+	       write(to, &me, sizeof me) != sizeof me || connect_qp(qp, them) ||
+	       read(from, &ready, 1) != 1 || ready != 1;
 }
 
 /* Blocks in ibv_get_async_event; records the thread's CPU time meanwhile. */
@@ -165,14 +200,10 @@ static int post_write(struct ibv_qp *qp, struct ibv_mr *mr, char *buf, struct pe
 
 int main(void)
 {
-	int up[2], down[2];
-	if (pipe(up) || pipe(down))
+	int to1, from1, to2, from2;
+	pid_t pid = spawn("127.0.0.2", &to1, &from1), pid2 = spawn("127.0.0.3", &to2, &from2);
+	if (pid < 0 || pid2 < 0)
 		return 1;
-	pid_t pid = fork();
-	if (pid == 0) {
-		child(down[0], up[1]);
-		_exit(0);
-	}
 
 	struct ibv_device **list = ibv_get_device_list(NULL);
 	struct ibv_context *ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
@@ -230,13 +261,9 @@ int main(void)
 	      wc.wr_id == 12 && wc.status == IBV_WC_WR_FLUSH_ERR,
 	      "post_recv in ERR: completes with WR_FLUSH_ERR");
 
-	/* Connect to the child's QP. */
-	struct peer me = { qp->qp_num }, them;
-	ibv_query_gid(ctx, 1, 0, &me.gid);
-	char ready = 0;
-	CHECK(to_init(qp) == 0 && read(up[0], &them, sizeof them) == sizeof them &&
-	      write(down[1], &me, sizeof me) == sizeof me && connect_qp(qp, &them) == 0 &&
-	      read(up[0], &ready, 1) == 1 && ready == 1, "connected to the child's QP");
+	/* Connect to the first child's QP. */
+	struct peer them;
+	CHECK(meet(ctx, qp, to1, from1, &them) == 0, "connected to the child's QP");
 
 	CHECK(post_write(qp, mr, buf, &them, mr->lkey, 1) == 0 && wait_one(cq, &wc, 2000) == 1 &&
 	      wc.wr_id == 1 && wc.status == IBV_WC_SUCCESS,
@@ -297,6 +324,38 @@ int main(void)
 	CHECK(w.cpu_ms < 50, "the blocked get_async_event did not spin");
 	ibv_ack_async_event(&w.ev);
 
+	/* The second child exits (exit(0), no cleanup) with WRITEs to it in
+	 * flight: it exits at once, and the requests after end in errors. */
+	struct ibv_qp *q2 = ibv_create_qp(pd, &init);
+	struct peer them2;
+	CHECK(q2 && meet(ctx, q2, to2, from2, &them2) == 0, "connected to the second child");
+	int posted = 0;
+	for (int i = 0; i < 8; i++)
+		posted += post_write(q2, mr, buf, &them2, mr->lkey, 20 + i) == 0;
+	char x = 'x';
+	CHECK(posted == 8 && write(to2, &x, 1) == 1, "8 WRITEs posted, the child told to exit");
+	int exited = 0;
+	for (int i = 0; i < 300 && !exited; i++) {
+		exited = waitpid(pid2, &status, WNOHANG) == pid2;
+		if (!exited)
+			nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
+	}
+	CHECK(exited && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "the child's exit(0) with its device open and traffic in flight returns within 3 s");
+	int done = 0;
+	while (done < 8 && wait_one(cq, &wc, 5000) == 1)
+		done++;
+	CHECK(done == 8, "the 8 WRITEs completed (successfully or not): no hang");
+	nanosleep(&pause, NULL);
+	CHECK(post_write(q2, mr, buf, &them2, mr->lkey, 30) != 0 ||
+	      (wait_one(cq, &wc, 5000) == 1 && wc.wr_id == 30 &&
+	       (wc.status == IBV_WC_RETRY_EXC_ERR || wc.status == IBV_WC_WR_FLUSH_ERR)),
+	      "a WRITE after the exit: RETRY_EXC_ERR (or flushed behind it), not a hang");
+	fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+	while (ibv_get_async_event(ctx, &ev) == 0)
+		ibv_ack_async_event(&ev);
+
+	ibv_destroy_qp(q2);
 	ibv_destroy_qp(probe);
 	ibv_destroy_qp(probe2);
 	ibv_destroy_qp(qp);
