@@ -66,7 +66,7 @@ pub(crate) struct Ctx {
     /// The UD QPs: their receive completions carry a GRH.
     pub(crate) ud_qps: RwLock<HashSet<u32>>,
     /// `async_fd`: a duplicate of the device's asynchronous-event
-    /// descriptor, readable while events wait (see `ffi::misc`).
+    /// descriptor, readable while events wait (see `ffi::events`).
     pub(crate) async_fd: OwnedFd,
     /// Its PDs, CQs and completion channels: while any lives,
     /// `ibv_close_device` keeps the context's memory (they point at it).

@@ -23,7 +23,7 @@ pub(super) unsafe extern "C" fn ibv_create_comp_channel(
         // the application sets is then its own, and `ibv_get_cq_event`
         // honours it. (ferroce's channel only polls its descriptor and
         // reads it only when signalled, so it works either way.)
-        super::misc::set_blocking(inner.as_fd())?;
+        super::events::set_blocking(inner.as_fd())?;
         c.users.add();
         let ch = Box::new(Channel {
             ch: ibv_comp_channel {
@@ -207,7 +207,7 @@ pub(super) unsafe extern "C" fn ibv_get_cq_event(
         let ch: &Channel = unsafe { obj(channel) }?;
         // SAFETY: module contract.
         let c = unsafe { ctx(ch.ch.context) }?;
-        let handle = if super::misc::nonblocking(ch.inner.as_fd()) {
+        let handle = if super::events::nonblocking(ch.inner.as_fd()) {
             ch.inner.try_get_event().ok_or(libc::EAGAIN)?
         } else {
             ch.inner.get_event().map_err(|e| errno(&e))?

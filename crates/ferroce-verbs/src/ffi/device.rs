@@ -91,7 +91,7 @@ pub(super) unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ib
     guard_ptr(|| {
         let d = device(dev)?;
         let inner = open_shared(d)?;
-        let async_fd = super::misc::async_fd(&inner)?;
+        let async_fd = super::events::async_fd(&inner)?;
         let fd = async_fd.as_raw_fd();
         let mut vctx = new_verbs_context(
             dev,

@@ -6,7 +6,7 @@
 //! `#[no_mangle]`: an assembler stub names each, and the version script
 //! (`libibverbs.map`) defines the nodes.
 
-use super::{cq, device, memory, misc, private, qp, qp_ex, srq_ah};
+use super::{cq, device, events, memory, misc, private, qp, qp_ex, srq_ah};
 
 /// The tail jump from the versioned name to the Rust function.
 #[cfg(target_arch = "x86_64")]
@@ -82,8 +82,8 @@ export! {
     ibv_create_ah_from_wc = srq_ah::ibv_create_ah_from_wc, "IBVERBS_1.1";
     ibv_attach_mcast = misc::ibv_attach_mcast, "IBVERBS_1.1";
     ibv_detach_mcast = misc::ibv_detach_mcast, "IBVERBS_1.1";
-    ibv_get_async_event = misc::ibv_get_async_event, "IBVERBS_1.1";
-    ibv_ack_async_event = misc::ibv_ack_async_event, "IBVERBS_1.1";
+    ibv_get_async_event = events::ibv_get_async_event, "IBVERBS_1.1";
+    ibv_ack_async_event = events::ibv_ack_async_event, "IBVERBS_1.1";
     ibv_fork_init = misc::ibv_fork_init, "IBVERBS_1.1";
     ibv_dontfork_range = misc::ibv_dontfork_range, "IBVERBS_1.1";
     ibv_dofork_range = misc::ibv_dofork_range, "IBVERBS_1.1";

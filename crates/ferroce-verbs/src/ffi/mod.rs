@@ -35,8 +35,10 @@ mod private;
 mod qp;
 mod srq_ah;
 
-// The extended verbs (`ibv_create_cq_ex`, `ibv_create_qp_ex`, `ibv_wr_*`).
+// The extended verbs (`ibv_create_cq_ex`, `ibv_create_qp_ex`, `ibv_wr_*`)
+// and the event descriptors.
 mod cq_ex;
+mod events;
 mod qp_ex;
 
 /// The context ops: what the header's inline verbs call.

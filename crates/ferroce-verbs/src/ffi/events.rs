@@ -1,0 +1,135 @@
+//! Asynchronous events and the descriptors of events: `ibv_get_async_event`
+//! / `ibv_ack_async_event` on the context's `async_fd`, and the helpers
+//! completion channels share with them. Both descriptors start blocking, as
+//! rdma-core's do, so that an O_NONBLOCK the application sets is the only
+//! one the library sees: without an event, the calls then fail with EAGAIN
+//! (rdma-core's read(2) would), and otherwise block in poll(2).
+
+use std::ffi::{c_int, c_void};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+use ferroce::AsyncEvent;
+
+use super::{ctx, guard_errno, put, set_errno};
+use crate::abi::*;
+
+/// The `async_fd` of a new `ibv_context`: a duplicate (close-on-exec) of
+/// the device's asynchronous-event descriptor, made blocking as
+/// rdma-core's is, so that the application's O_NONBLOCK is the only one
+/// `ibv_get_async_event` sees. (Duplicates share their flags: the
+/// device's own use of the descriptor never reads it empty, so it works
+/// either way; see `ferroce::Context::async_event_fd`.)
+pub(super) fn async_fd(dev: &ferroce::Context) -> Result<OwnedFd, c_int> {
+    let fd = dev
+        .async_event_fd()
+        .try_clone_to_owned()
+        .map_err(|e| e.raw_os_error().unwrap_or(libc::EMFILE))?;
+    set_blocking(fd.as_fd())?;
+    Ok(fd)
+}
+
+/// Clears O_NONBLOCK on `fd`.
+pub(super) fn set_blocking(fd: BorrowedFd<'_>) -> Result<(), c_int> {
+    // SAFETY: fcntl on a descriptor we hold, with integer arguments.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0
+        || unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0
+    {
+        return Err(last_errno());
+    }
+    Ok(())
+}
+
+/// Whether the application set O_NONBLOCK on `fd`.
+pub(super) fn nonblocking(fd: BorrowedFd<'_>) -> bool {
+    // SAFETY: fcntl on a descriptor we hold.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    flags >= 0 && flags & libc::O_NONBLOCK != 0
+}
+
+/// Blocks (without spinning) until `fd` is readable; EINTR is retried.
+pub(super) fn wait_readable(fd: BorrowedFd<'_>) -> Result<(), c_int> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut p, 1, -1) };
+        if n >= 0 {
+            return Ok(());
+        }
+        let e = last_errno();
+        if e != libc::EINTR {
+            return Err(e);
+        }
+    }
+}
+
+fn last_errno() -> c_int {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// `ibv_get_async_event`: the device's next asynchronous event (QP fatal,
+/// last WQE reached, SRQ limit, CQ overflow). Without one it blocks in
+/// poll(2) on `async_fd` until the device's driver thread queues one, or,
+/// if the application set O_NONBLOCK on `async_fd`, fails with EAGAIN, as
+/// rdma-core's read(2) of its descriptor does.
+pub(super) unsafe extern "C" fn ibv_get_async_event(
+    context: *mut ibv_context,
+    event: *mut ibv_async_event,
+) -> c_int {
+    let r = guard_errno(|| {
+        // SAFETY: module contract.
+        let c = unsafe { ctx(context) }?;
+        if event.is_null() {
+            return Err(libc::EINVAL);
+        }
+        loop {
+            let Some(e) = c.inner.poll_async_event() else {
+                if nonblocking(c.async_fd.as_fd()) {
+                    return Err(libc::EAGAIN);
+                }
+                wait_readable(c.async_fd.as_fd())?;
+                continue;
+            };
+            let lookup = |map: &std::sync::Mutex<std::collections::HashMap<u32, usize>>, k| {
+                let m = map.lock().unwrap_or_else(|p| p.into_inner());
+                m.get(&k).copied()
+            };
+            let (element, kind) = match e {
+                AsyncEvent::QpFatal { qpn } => (lookup(&c.qps, qpn), EVENT_QP_FATAL),
+                AsyncEvent::QpLastWqeReached { qpn } => {
+                    (lookup(&c.qps, qpn), EVENT_QP_LAST_WQE_REACHED)
+                }
+                AsyncEvent::CqOverflow { cq } => (lookup(&c.cqs, cq), EVENT_CQ_ERR),
+                AsyncEvent::SrqLimitReached { srq } => {
+                    (lookup(&c.srqs, srq), EVENT_SRQ_LIMIT_REACHED)
+                }
+            };
+            let Some(element) = element else {
+                // Its object is already destroyed: nothing to report.
+                continue;
+            };
+            let ev = ibv_async_event {
+                element: element as *mut c_void,
+                event_type: kind,
+            };
+            // SAFETY: module contract.
+            return unsafe { put(event, ev) };
+        }
+    });
+    if r == 0 {
+        0
+    } else {
+        set_errno(r);
+        -1
+    }
+}
+
+/// `ibv_ack_async_event`: ferroce's events hold nothing to release.
+pub(super) unsafe extern "C" fn ibv_ack_async_event(_event: *mut ibv_async_event) {}
