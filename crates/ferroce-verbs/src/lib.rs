@@ -11,8 +11,13 @@
 //!   field is the C struct ([`objects`]); the context carries rdma-core's
 //!   `struct verbs_context` in front of `struct ibv_context`, with the ops
 //!   the header's inline `ibv_post_send`, `ibv_post_recv`,
-//!   `ibv_post_srq_recv`, `ibv_poll_cq`, `ibv_req_notify_cq` and
-//!   `ibv_query_port` call.
+//!   `ibv_post_srq_recv`, `ibv_poll_cq`, `ibv_req_notify_cq`,
+//!   `ibv_query_port`, `ibv_query_device_ex`, `ibv_create_cq_ex` and
+//!   `ibv_create_qp_ex` call. Every CQ is an `ibv_cq_ex` and every QP an
+//!   `ibv_qp_ex`, for the extended polling and `ibv_wr_*` interfaces.
+//! * Events: the context's `async_fd` and each completion channel's `fd`
+//!   are readable while events wait, and honour the application's
+//!   O_NONBLOCK.
 //! * Memory: `ibv_reg_mr` registers the application's buffer in place.
 //! * Errors: calls return rdma-core's conventions (an errno, or NULL / -1
 //!   with `errno` set); verbs ferroce lacks return `EOPNOTSUPP`. No panic

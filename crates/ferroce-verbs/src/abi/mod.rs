@@ -234,8 +234,9 @@ pub const VERBS_ABI_IS_EXTENDED: usize = usize::MAX;
 /// `struct verbs_context`: the extended ops, found by the header's
 /// `verbs_get_ctx_op` at a fixed offset before `context`. Only
 /// `query_port` (so that `ibv_query_port` fills the whole
-/// `ibv_port_attr`) and `query_device_ex` are set; every other op is NULL,
-/// which the header's inline wrappers turn into `EOPNOTSUPP`.
+/// `ibv_port_attr`), `query_device_ex`, `create_cq_ex` and `create_qp_ex`
+/// are set; every other op is NULL, which the header's inline wrappers
+/// turn into `EOPNOTSUPP`.
 #[repr(C)]
 pub struct verbs_context {
     pub query_port: Option<QueryPortFn>,
