@@ -351,10 +351,43 @@ int main(void)
 	      (wait_one(cq, &wc, 5000) == 1 && wc.wr_id == 30 &&
 	       (wc.status == IBV_WC_RETRY_EXC_ERR || wc.status == IBV_WC_WR_FLUSH_ERR)),
 	      "a WRITE after the exit: RETRY_EXC_ERR (or flushed behind it), not a hang");
+	/* ibv_wr_complete with more requests than the send queue holds (4,
+	 * aimed at a missing QP so that none completes meanwhile): the first
+	 * four are posted, ENOMEM for the rest (see the README: rxe's builders
+	 * would have refused the batch whole). */
+	struct ibv_qp_init_attr_ex xi = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, .pd = pd,
+		.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE,
+	};
+	struct ibv_qp *small = ibv_create_qp_ex(ctx, &xi);
+	struct ibv_qp_ex *sx = small ? ibv_qp_to_qp_ex(small) : NULL;
+	CHECK(sx && to_init(small) == 0 && connect_qp(small, &nowhere) == 0, "a QP of 4 send WRs");
+	if (sx) {
+		ibv_wr_start(sx);
+		for (int i = 0; i < 6; i++) {
+			sx->wr_id = 40 + i;
+			sx->wr_flags = IBV_SEND_SIGNALED;
+			ibv_wr_rdma_write(sx, them.rkey, them.addr);
+			ibv_wr_set_sge(sx, mr->lkey, (uintptr_t)buf, 64);
+		}
+		CHECK(ibv_wr_complete(sx) == ENOMEM, "wr_complete, 6 requests for 4 slots: ENOMEM");
+		int n = 0, last = -1;
+		while (wait_one(cq, &wc, 3000) == 1) {
+			last = (int)wc.wr_id;
+			if (++n == 4)
+				break;
+		}
+		CHECK(n == 4 && last == 43 && wait_one(cq, &wc, 100) == 0,
+		      "the first 4 were posted (and end in errors), the last 2 not");
+	}
+
 	fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
 	while (ibv_get_async_event(ctx, &ev) == 0)
 		ibv_ack_async_event(&ev);
 
+	ibv_destroy_qp(small);
 	ibv_destroy_qp(q2);
 	ibv_destroy_qp(probe);
 	ibv_destroy_qp(probe2);
