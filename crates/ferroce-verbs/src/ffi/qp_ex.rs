@@ -148,7 +148,7 @@ fn batch(q: &Qp) -> MutexGuard<'_, WrBatch> {
     q.batch.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Starts a request of `opcode` with the QP's current `wr_id`/`wr_flags`.
+/// Starts the request `wr` with the QP's current `wr_id` and `wr_flags`.
 fn start(qx: *mut ibv_qp_ex, wr: BuiltWr) {
     with_batch(qx, |q, b| {
         b.wrs.push(BuiltWr {
@@ -202,15 +202,14 @@ unsafe extern "C" fn wr_complete(qx: *mut ibv_qp_ex) -> c_int {
             return e;
         }
         for w in &wrs {
-            let mut sges = w.sges.clone();
-            if let Some(data) = &w.inline {
-                sges = vec![ibv_sge {
-                    addr: data.as_ptr() as u64,
-                    length: data.len() as u32,
-                    lkey: 0,
-                }];
-            }
-            let wr = send_wr(w, &mut sges);
+            // Inline data goes as one element pointing at its copy.
+            let inline = w.inline.as_ref().map(|data| ibv_sge {
+                addr: data.as_ptr() as u64,
+                length: data.len() as u32,
+                lkey: 0,
+            });
+            let sges = inline.as_slice();
+            let wr = send_wr(w, if w.inline.is_some() { sges } else { &w.sges });
             // SAFETY: `wr` and the buffers it points at live until the
             // call returns (the engine copies inline data at post).
             if let Err(e) = unsafe { super::post::post_one_send(c, q, &wr) } {
@@ -221,8 +220,9 @@ unsafe extern "C" fn wr_complete(qx: *mut ibv_qp_ex) -> c_int {
     })
 }
 
-/// The `ibv_send_wr` that `ibv_post_send` would take for `w`.
-fn send_wr(w: &BuiltWr, sges: &mut [ibv_sge]) -> ibv_send_wr {
+/// The `ibv_send_wr` that `ibv_post_send` would take for `w`, its scatter
+/// list `sges` (which the post only reads).
+fn send_wr(w: &BuiltWr, sges: &[ibv_sge]) -> ibv_send_wr {
     let wr = match (w.ud, w.opcode) {
         (Some((ah, remote_qpn, remote_qkey)), _) => ibv_send_wr_wr {
             ud: wr_ud {
@@ -250,7 +250,7 @@ fn send_wr(w: &BuiltWr, sges: &mut [ibv_sge]) -> ibv_send_wr {
     ibv_send_wr {
         wr_id: w.wr_id,
         next: std::ptr::null_mut(),
-        sg_list: sges.as_mut_ptr(),
+        sg_list: sges.as_ptr().cast_mut(),
         num_sge: sges.len() as c_int,
         opcode: w.opcode,
         send_flags: (w.flags & !SEND_INLINE) | inline,
