@@ -21,7 +21,7 @@ use ferroce::WorkCompletion;
 use super::{ctx, guard, guard_ptr, obj};
 use crate::abi::*;
 use crate::convert::wc;
-use crate::objects::Cq;
+use crate::objects::{Cq, Pd};
 
 /// The `ibv_cq_ex` of a new CQ: its `ibv_cq` fields and the callbacks.
 pub(super) fn cq_ex(
@@ -66,9 +66,10 @@ pub(super) fn cq_ex(
 }
 
 /// `verbs_context::create_cq_ex`: the attributes checked as rxe's
-/// provider checks them (wc_flags beyond the standard ones, a parent
-/// domain, or create flags other than SINGLE_THREADED: EOPNOTSUPP; unknown
-/// `comp_mask` bits: EINVAL), then the CQ `ibv_create_cq` would make.
+/// provider checks them (wc_flags beyond the standard ones, or create flags
+/// other than SINGLE_THREADED: EOPNOTSUPP; unknown `comp_mask` bits or a
+/// NULL `parent_domain` under `IBV_CQ_INIT_ATTR_MASK_PD`: EINVAL), then the
+/// CQ `ibv_create_cq` would make.
 pub(super) unsafe extern "C" fn create_cq_ex(
     context: *mut ibv_context,
     attr: *mut ibv_cq_init_attr_ex,
@@ -83,8 +84,10 @@ pub(super) unsafe extern "C" fn create_cq_ex(
             return Err(libc::EOPNOTSUPP);
         }
         if a.comp_mask & CQ_INIT_ATTR_MASK_PD != 0 {
-            // Parent domains (`ibv_alloc_parent_domain`) are not here.
-            return Err(libc::EOPNOTSUPP);
+            // Only a hint for a provider's allocators: there are no parent
+            // domains here, so it is one of our PDs, and changes nothing.
+            // SAFETY: module contract.
+            let _: &Pd = unsafe { obj(a.parent_domain) }?;
         }
         if a.comp_mask & CQ_INIT_ATTR_MASK_FLAGS != 0
             && a.flags & !CREATE_CQ_ATTR_SINGLE_THREADED != 0

@@ -175,10 +175,16 @@ int main(void)
 	struct ibv_cq_ex *cq_a = ibv_create_cq_ex(ctx, &ca);
 	ca.channel = ch;
 	ca.cq_context = &cookie;
-	ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+	ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD;
+	ca.flags = IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+	ca.parent_domain = pd;
+	errno = 0;
+	CHECK(ibv_create_cq_ex(ctx, &ca) == NULL && errno == EOPNOTSUPP,
+	      "create_cq_ex with IGNORE_OVERRUN: EOPNOTSUPP");
 	ca.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
 	struct ibv_cq_ex *cq_b = ibv_create_cq_ex(ctx, &ca);
-	CHECK(cq_a && cq_b && ibv_cq_ex_to_cq(cq_b)->cq_context == &cookie, "create_cq_ex");
+	CHECK(cq_a && cq_b && ibv_cq_ex_to_cq(cq_b)->cq_context == &cookie,
+	      "create_cq_ex (B: SINGLE_THREADED, a PD as parent_domain, a channel)");
 	struct ibv_poll_cq_attr pa = { 0 };
 	CHECK(ibv_start_poll(cq_a, &pa) == ENOENT, "start_poll on an empty CQ: ENOENT");
 
