@@ -8,12 +8,13 @@
 //! setters (`ibv_wr_set_sge`, `ibv_wr_set_inline_data`,
 //! `ibv_wr_set_ud_addr`, ...) complete the last one started; inline data is
 //! copied when its setter is called. `ibv_wr_complete` posts the batch in
-//! order, as `ibv_post_send` would: if a builder met an error (an
-//! operation ferroce lacks: EOPNOTSUPP; inline data past the QP's
-//! `max_inline_data`: ENOSPC, as rxe's; a setter with no request started:
-//! EINVAL) it posts nothing and returns that errno, as rxe's provider does. Unlike rxe, which reserves each
-//! request's queue slot in its builder, a full send queue shows only when
-//! posting: the requests before the one refused are posted, and
+//! order, as `ibv_post_send` would. If a builder met an error it posts
+//! nothing and returns that errno, as rxe's provider does: an operation
+//! ferroce lacks (EOPNOTSUPP), inline data past the QP's `max_inline_data`
+//! (ENOSPC, rxe's), a setter with no request started (EINVAL), a batch
+//! longer than the send queue (ENOMEM). Unlike rxe, which reserves each
+//! request's queue slot in its builder, requests still queued from before
+//! show only when posting: those before the one refused are posted, and
 //! `ibv_wr_complete` returns ENOMEM. `ibv_wr_abort` drops the batch.
 //!
 //! Operations ferroce has: SEND (+imm), RDMA WRITE (+imm), RDMA READ,
@@ -149,8 +150,14 @@ fn batch(q: &Qp) -> MutexGuard<'_, WrBatch> {
 }
 
 /// Starts the request `wr` with the QP's current `wr_id` and `wr_flags`.
+/// A batch longer than the send queue fails whole with ENOMEM, as rxe's
+/// builders fail when the queue is full.
 fn start(qx: *mut ibv_qp_ex, wr: BuiltWr) {
     with_batch(qx, |q, b| {
+        if b.wrs.len() >= q.init.cap.max_send_wr as usize {
+            b.error.get_or_insert(libc::ENOMEM);
+            return;
+        }
         b.wrs.push(BuiltWr {
             wr_id: q.qp.wr_id.load(Ordering::Relaxed),
             flags: q.qp.wr_flags.load(Ordering::Relaxed),

@@ -198,6 +198,21 @@ static int post_write(struct ibv_qp *qp, struct ibv_mr *mr, char *buf, struct pe
 	return ibv_post_send(qp, &w, &bad);
 }
 
+/* One ibv_wr_* batch of `n` signaled 64-byte WRITEs to `p`, wr_ids from
+ * `id`; returns ibv_wr_complete's result. */
+static int write_batch(struct ibv_qp_ex *qx, struct ibv_mr *mr, char *buf, struct peer *p,
+		       uint64_t id, int n)
+{
+	ibv_wr_start(qx);
+	for (int i = 0; i < n; i++) {
+		qx->wr_id = id + i;
+		qx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_rdma_write(qx, p->rkey, p->addr);
+		ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf, 64);
+	}
+	return ibv_wr_complete(qx);
+}
+
 int main(void)
 {
 	int to1, from1, to2, from2;
@@ -351,10 +366,11 @@ int main(void)
 	      (wait_one(cq, &wc, 5000) == 1 && wc.wr_id == 30 &&
 	       (wc.status == IBV_WC_RETRY_EXC_ERR || wc.status == IBV_WC_WR_FLUSH_ERR)),
 	      "a WRITE after the exit: RETRY_EXC_ERR (or flushed behind it), not a hang");
-	/* ibv_wr_complete with more requests than the send queue holds (4,
-	 * aimed at a missing QP so that none completes meanwhile): the first
-	 * four are posted, ENOMEM for the rest (see the README: rxe's builders
-	 * would have refused the batch whole). */
+	/* The send queue (4 WRs) and ibv_wr_complete, the QP aimed at a
+	 * missing QP so that nothing completes meanwhile: a batch of 6 fails
+	 * whole (ENOMEM, as rxe); 3 then fit; of a batch of 3 more, the first
+	 * is posted and ENOMEM returned (rxe's builders would have refused the
+	 * batch whole: see the README). */
 	struct ibv_qp_init_attr_ex xi = {
 		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
 		.cap = { .max_send_wr = 4, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
@@ -365,22 +381,19 @@ int main(void)
 	struct ibv_qp_ex *sx = small ? ibv_qp_to_qp_ex(small) : NULL;
 	CHECK(sx && to_init(small) == 0 && connect_qp(small, &nowhere) == 0, "a QP of 4 send WRs");
 	if (sx) {
-		ibv_wr_start(sx);
-		for (int i = 0; i < 6; i++) {
-			sx->wr_id = 40 + i;
-			sx->wr_flags = IBV_SEND_SIGNALED;
-			ibv_wr_rdma_write(sx, them.rkey, them.addr);
-			ibv_wr_set_sge(sx, mr->lkey, (uintptr_t)buf, 64);
-		}
-		CHECK(ibv_wr_complete(sx) == ENOMEM, "wr_complete, 6 requests for 4 slots: ENOMEM");
+		CHECK(write_batch(sx, mr, buf, &them, 40, 6) == ENOMEM && wait_one(cq, &wc, 50) == 0,
+		      "wr_complete, a batch of 6 for 4 slots: ENOMEM, none posted");
+		CHECK(write_batch(sx, mr, buf, &them, 50, 3) == 0, "a batch of 3: posted");
+		CHECK(write_batch(sx, mr, buf, &them, 60, 3) == ENOMEM,
+		      "a batch of 3 more: ENOMEM");
 		int n = 0, last = -1;
 		while (wait_one(cq, &wc, 3000) == 1) {
 			last = (int)wc.wr_id;
 			if (++n == 4)
 				break;
 		}
-		CHECK(n == 4 && last == 43 && wait_one(cq, &wc, 100) == 0,
-		      "the first 4 were posted (and end in errors), the last 2 not");
+		CHECK(n == 4 && last == 60 && wait_one(cq, &wc, 100) == 0,
+		      "the 3 and the first of the 3 more were posted (and end in errors), no more");
 	}
 
 	fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
