@@ -10,8 +10,8 @@ use crate::context::DeviceHandle;
 use crate::driver::Shared;
 use crate::srq::SrqHandle;
 use crate::{
-    CompletionQueue, ConnectOptions, Error, Path, Psn, QpAttr, QpEndpoint, QpState, QpType, RecvWr,
-    Result, SendWr, SharedReceiveQueue,
+    AsyncEvent, CompletionQueue, ConnectOptions, Error, Path, Psn, QpAttr, QpEndpoint, QpState,
+    QpType, RecvWr, Result, SendWr, SharedReceiveQueue,
 };
 
 /// What `create_qp` takes (`ibv_qp_init_attr`).
@@ -223,9 +223,11 @@ impl Drop for QueuePair {
         // goes out before it is destroyed.
         self.shared.flush_now();
         let _ = self.shared.engine().destroy_qp(self.qpn);
+        // Its events the driver already took out of the engine go too.
         let qpn = self.qpn;
-        self.shared.async_events.forget(|e| {
-            matches!(*e, crate::AsyncEvent::QpFatal { qpn: n } | crate::AsyncEvent::QpLastWqeReached { qpn: n } if n == qpn)
+        self.shared.async_events.forget(|e| match *e {
+            AsyncEvent::QpFatal { qpn: n } | AsyncEvent::QpLastWqeReached { qpn: n } => n == qpn,
+            _ => false,
         });
         // Then the SRQ, if this QP was the last thing holding it.
         self.srq.take();

@@ -26,6 +26,7 @@ pub(crate) struct SrqHandle {
 impl Drop for SrqHandle {
     fn drop(&mut self) {
         let _ = self.shared.engine().destroy_srq(self.handle);
+        // Its events the driver already took out of the engine go too.
         let srq = self.handle;
         self.shared
             .async_events
