@@ -6,7 +6,7 @@
 //! `#[no_mangle]`: an assembler stub names each, and the version script
 //! (`libibverbs.map`) defines the nodes.
 
-use super::{cq, device, memory, misc, private, qp, srq_ah};
+use super::{cq, device, memory, misc, private, qp, rdmacm, rdmacm_conn, rdmacm_qp, rdmacm_stubs, srq_ah};
 
 /// The tail jump from the versioned name to the Rust function.
 #[cfg(target_arch = "x86_64")]
@@ -169,3 +169,5 @@ export! {
     verbs_uninit_context = private::no_provider, "IBVERBS_PRIVATE_34";
     ibv_resolve_eth_l2_from_gid = private::no_kernel, "IBVERBS_1.1";
 }
+
+include!("rdmacm_export.rs");

@@ -33,6 +33,10 @@ mod misc;
 mod post;
 mod private;
 mod qp;
+mod rdmacm;
+mod rdmacm_conn;
+mod rdmacm_qp;
+mod rdmacm_stubs;
 mod srq_ah;
 
 /// The context ops: what the header's inline verbs call.

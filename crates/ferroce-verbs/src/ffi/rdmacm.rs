@@ -1,0 +1,539 @@
+//! rdma_cm's entry points, part one: the devices rdma_cm uses, event
+//! channels, IDs and events (`rdma_get_cm_event` / `rdma_ack_cm_event`).
+//! Exported from this library under private names (`export.rs`) that
+//! `librdmacm.so.1` (crate `ferroce-rdmacm`) forwards to. Same contract as
+//! the rest of this module; rdma_cm pointers are ones this library
+//! returned: `rdma_event_channel *` from [`ferroce_rdma_create_event_channel`]
+//! (an `Arc<ChannelObj>`), `rdma_cm_id *` the first field of a live Box'd
+//! [`IdObj`], `rdma_cm_event *` of a Box'd [`EventObj`] not yet acked.
+//!
+//! librdmacm's conventions: 0, or -1 with `errno` set.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use ferroce::Context;
+use ferroce::cm::{CmEvent, CmEventKind, CmId, EventChannel};
+
+use super::{guard, guard_ptr, obj, put, set_errno, take};
+use crate::abi::{ibv_context, ibv_pd};
+use crate::config::devices;
+use crate::convert::ip_gid;
+use crate::rdmacm::abi::*;
+use crate::rdmacm::convert::*;
+use crate::rdmacm::objects::{ChannelObj, EventObj, IdObj, Unacked, find, ids};
+
+/// librdmacm's error convention around `f`: 0, or -1 with `errno`.
+pub(super) fn guard_cm(f: impl FnOnce() -> Result<(), c_int>) -> c_int {
+    match guard(Err(libc::EIO), f) {
+        Ok(()) => 0,
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
+}
+
+/// A device as rdma_cm uses it: its `ibv_context` (from this library's
+/// `ibv_open_device`) and the PD `rdma_create_qp` uses when given none.
+struct CmDevice {
+    addr: IpAddr,
+    verbs: usize,
+    pd: Mutex<usize>,
+}
+
+/// Every configured device (`FERROCE_DEVICES`), opened at the first
+/// rdma_cm call as librdmacm opens every device at its start: so that
+/// `ferroce::cm` finds the process's devices already open (one engine per
+/// address), and `id->verbs` is a context of this library.
+fn cm_devices() -> &'static [CmDevice] {
+    static DEVICES: OnceLock<Vec<CmDevice>> = OnceLock::new();
+    DEVICES.get_or_init(|| {
+        devices()
+            .iter()
+            .filter_map(|d| {
+                let dev = (&raw const d.dev).cast_mut();
+                // SAFETY: `dev` is one of this library's devices.
+                let verbs = unsafe { super::device::ibv_open_device(dev) };
+                (!verbs.is_null()).then(|| CmDevice {
+                    addr: d.addr,
+                    verbs: verbs as usize,
+                    pd: Mutex::new(0),
+                })
+            })
+            .collect()
+    })
+}
+
+/// Whether `ip` is one of the process's devices (or the wildcard).
+pub(super) fn is_device(ip: IpAddr) -> bool {
+    ip.is_unspecified() || cm_devices().iter().any(|d| d.addr == ip.to_canonical())
+}
+
+/// The process's only device of `ip`'s family, if it has exactly one: the
+/// source address of a connection that names none (the routing table
+/// would pick the loopback destination itself on `lo`).
+pub(super) fn sole_device_of(ip: IpAddr) -> Option<IpAddr> {
+    let mut same = cm_devices()
+        .iter()
+        .filter(|d| d.addr.is_ipv6() == ip.to_canonical().is_ipv6());
+    match (same.next(), same.next()) {
+        (Some(d), None) => Some(d.addr),
+        _ => None,
+    }
+}
+
+/// The `ibv_context` of a ferroce device, if it is one of ours.
+fn verbs_of(ctx: &Context) -> Option<&'static CmDevice> {
+    cm_devices().iter().find(|d| d.addr == ctx.local())
+}
+
+/// The device's PD for `rdma_create_qp` without one (allocated once).
+pub(super) fn default_pd(verbs: *mut ibv_context) -> Result<*mut ibv_pd, c_int> {
+    let d = cm_devices()
+        .iter()
+        .find(|d| d.verbs == verbs as usize)
+        .ok_or(libc::EINVAL)?;
+    let mut pd = d.pd.lock().unwrap_or_else(|p| p.into_inner());
+    if *pd == 0 {
+        // SAFETY: `verbs` is a context of this library.
+        let p = unsafe { super::memory::ibv_alloc_pd(verbs) };
+        if p.is_null() {
+            return Err(libc::ENOMEM);
+        }
+        *pd = p as usize;
+    }
+    Ok(*pd as *mut ibv_pd)
+}
+
+/// The address a C `struct sockaddr *` holds; NULL or `AF_UNSPEC` is none.
+///
+/// # Safety
+/// `p` is NULL or points to a `sockaddr` of the size its family has.
+pub(super) unsafe fn read_sockaddr(p: *const c_void) -> Result<Option<SocketAddr>, c_int> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: every sockaddr starts with its 2-byte family.
+    let family = unsafe { p.cast::<u16>().read_unaligned() };
+    if family == libc::AF_UNSPEC as u16 {
+        return Ok(None);
+    }
+    let len = family_len(family).ok_or(libc::EAFNOSUPPORT)?;
+    // SAFETY: a sockaddr of this family has `len` bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) };
+    from_sockaddr(bytes).map(Some).ok_or(libc::EAFNOSUPPORT)
+}
+
+/// The [`IdObj`] of a C ID.
+///
+/// # Safety
+/// Module contract.
+pub(super) unsafe fn id_obj<'a>(p: *mut rdma_cm_id) -> Result<&'a IdObj, c_int> {
+    // SAFETY: the ID is the first field of a live IdObj.
+    unsafe { obj(p) }
+}
+
+/// Writes what the ID now knows into the C struct: its addresses and
+/// GIDs, its device (`verbs`, `port_num`) and, once routed, its path.
+///
+/// # Safety
+/// `p` is a live ID of this library.
+pub(super) unsafe fn refresh(p: *mut rdma_cm_id, o: &IdObj) {
+    let local = o.inner.local_addr();
+    let peer = o.inner.peer_addr();
+    let verbs = o.inner.verbs().as_ref().and_then(verbs_of);
+    // SAFETY: `p` is live; C reads these fields, Rust holds no reference
+    // to them.
+    unsafe {
+        let route = &raw mut (*p).route;
+        if let Some(l) = local {
+            (&raw mut (*route).addr.src_storage).write(to_storage(l));
+            (&raw mut (*route).addr.ibaddr.sgid).write(ip_gid(l.ip()));
+        }
+        if let Some(r) = peer {
+            (&raw mut (*route).addr.dst_storage).write(to_storage(r));
+            (&raw mut (*route).addr.ibaddr.dgid).write(ip_gid(r.ip()));
+        }
+        (&raw mut (*route).addr.ibaddr.pkey).write(0xffff_u16.to_be());
+        if let Some(d) = verbs {
+            (&raw mut (*p).verbs).write(d.verbs as *mut ibv_context);
+            (&raw mut (*p).port_num).write(1);
+        }
+        if let (Some(l), Some(r), true) = (local, peer, verbs.is_some()) {
+            let path = &raw const o.path;
+            path.cast_mut().write(ibv_sa_path_rec {
+                dgid: ip_gid(r.ip()),
+                sgid: ip_gid(l.ip()),
+                reversible: 1,
+                numb_path: 1,
+                pkey: 0xffff_u16.to_be(),
+                ..Default::default()
+            });
+            (&raw mut (*route).path_rec).write(path.cast_mut());
+            (&raw mut (*route).num_paths).write(1);
+        }
+    }
+}
+
+fn new_channel() -> Result<ChannelObj, c_int> {
+    let inner = EventChannel::new().map_err(|e| cm_errno(&e))?;
+    Ok(ChannelObj {
+        ch: rdma_event_channel {
+            fd: inner.as_raw_fd(),
+        },
+        inner,
+    })
+}
+
+/// The shared channel behind a C channel pointer (another reference).
+///
+/// # Safety
+/// `p` is NULL or a channel of this library not yet destroyed.
+unsafe fn channel_arc(p: *mut rdma_event_channel) -> Result<Arc<ChannelObj>, c_int> {
+    if p.is_null() {
+        return Err(libc::EINVAL);
+    }
+    let p = p.cast::<ChannelObj>().cast_const();
+    // SAFETY: `p` came from Arc::into_raw and is still counted.
+    unsafe {
+        Arc::increment_strong_count(p);
+        Ok(Arc::from_raw(p))
+    }
+}
+
+pub(super) unsafe extern "C" fn ferroce_rdma_create_event_channel() -> *mut rdma_event_channel {
+    guard_ptr(|| {
+        cm_devices();
+        Ok(Arc::into_raw(Arc::new(new_channel()?)).cast_mut().cast())
+    })
+}
+
+/// Drops the application's reference; IDs still on the channel keep it
+/// (librdmacm frees it at once and leaves them dangling).
+pub(super) unsafe extern "C" fn ferroce_rdma_destroy_event_channel(ch: *mut rdma_event_channel) {
+    guard((), || {
+        if !ch.is_null() {
+            // SAFETY: the application's reference, given back.
+            drop(unsafe { Arc::from_raw(ch.cast::<ChannelObj>().cast_const()) });
+        }
+    });
+}
+
+/// A new C ID over `inner`, on `chan` (`sync`: created without a channel).
+pub(super) fn new_id(
+    inner: CmId,
+    chan: Arc<ChannelObj>,
+    sync: bool,
+    context: *mut c_void,
+    ps: u32,
+) -> *mut rdma_cm_id {
+    let channel = Arc::as_ptr(&chan).cast_mut().cast::<rdma_event_channel>();
+    let raw = Box::into_raw(Box::new(IdObj {
+        id: rdma_cm_id {
+            verbs: std::ptr::null_mut(),
+            channel,
+            context,
+            qp: std::ptr::null_mut(),
+            route: rdma_route {
+                addr: rdma_addr::default(),
+                path_rec: std::ptr::null_mut(),
+                num_paths: 0,
+            },
+            ps,
+            port_num: 0,
+            event: std::ptr::null_mut(),
+            send_cq_channel: std::ptr::null_mut(),
+            send_cq: std::ptr::null_mut(),
+            recv_cq_channel: std::ptr::null_mut(),
+            recv_cq: std::ptr::null_mut(),
+            srq: std::ptr::null_mut(),
+            pd: std::ptr::null_mut(),
+            qp_type: qp_type_of(ps),
+        },
+        inner: inner.clone(),
+        chan,
+        sync,
+        path: ibv_sa_path_rec::default(),
+        unacked: Unacked::default(),
+        ep_qp: Mutex::new(None),
+        own_cqs: AtomicBool::new(false),
+    }));
+    ids().push((inner, raw as usize));
+    raw.cast()
+}
+
+/// `rdma_create_id`; a NULL channel makes a synchronous ID (its calls
+/// wait for their outcome), as librdmacm's.
+pub(super) unsafe extern "C" fn ferroce_rdma_create_id(
+    channel: *mut rdma_event_channel,
+    id: *mut *mut rdma_cm_id,
+    context: *mut c_void,
+    ps: u32,
+) -> c_int {
+    guard_cm(|| {
+        if id.is_null() {
+            return Err(libc::EINVAL);
+        }
+        let space = port_space(ps)?;
+        cm_devices();
+        let (chan, sync) = if channel.is_null() {
+            (Arc::new(new_channel()?), true)
+        } else {
+            // SAFETY: module contract.
+            (unsafe { channel_arc(channel) }?, false)
+        };
+        let inner = chan.inner.create_id(space).map_err(|e| cm_errno(&e))?;
+        let raw = new_id(inner, chan, sync, context, ps);
+        // SAFETY: module contract.
+        unsafe { put(id, raw) }
+    })
+}
+
+/// `rdma_destroy_id`: waits until the ID's events are acknowledged, as
+/// librdmacm's, then lets the ID go (the CM sends what it owes the peer).
+pub(super) unsafe extern "C" fn ferroce_rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
+    guard_cm(|| {
+        // SAFETY: module contract.
+        let o = unsafe { id_obj(id) }?;
+        // SAFETY: module contract.
+        unsafe { ack_held(id) };
+        o.unacked.wait_zero();
+        ids().retain(|&(_, p)| p != id as usize);
+        // SAFETY: module contract; not used again.
+        drop(unsafe { take::<IdObj, _>(id) });
+        Ok(())
+    })
+}
+
+/// Acks the event a synchronous call left in `id->event`.
+///
+/// # Safety
+/// `id` is a live ID of this library.
+pub(super) unsafe fn ack_held(id: *mut rdma_cm_id) {
+    // SAFETY: `id` is live; `event` is NULL or an unacked event of ours.
+    unsafe {
+        let ev = (&raw mut (*id).event).replace(std::ptr::null_mut());
+        if !ev.is_null() {
+            ack(ev);
+        }
+    }
+}
+
+/// The C event for `ev`: for a CONNECT_REQUEST, on a new C ID that
+/// inherits the listener's channel and context. `None` for an event about
+/// an ID the application destroyed (the kernel drops those too).
+pub(super) fn deliver(ev: CmEvent) -> Option<*mut rdma_cm_event> {
+    let (id, listen, owner) = match &ev.kind {
+        CmEventKind::ConnectRequest { .. } => {
+            let listen = find(ev.listen_id.as_ref()?)? as *mut rdma_cm_id;
+            // SAFETY: a live ID (in `ids`).
+            let l = unsafe { id_obj(listen) }.ok()?;
+            // SAFETY: as above.
+            let (context, ps) = unsafe { ((*listen).context, (*listen).ps) };
+            let id = new_id(ev.id.clone(), l.chan.clone(), l.sync, context, ps);
+            (id, listen, listen)
+        }
+        _ => {
+            let id = find(&ev.id)? as *mut rdma_cm_id;
+            (id, std::ptr::null_mut(), id)
+        }
+    };
+    // SAFETY: live IDs (in `ids`, or just made).
+    let (o, own) = unsafe { (id_obj(id).ok()?, id_obj(owner).ok()?) };
+    // SAFETY: `id` is live.
+    unsafe { refresh(id, o) };
+    own.unacked.add();
+    Some(event_obj(ev, id, listen, owner))
+}
+
+fn event_obj(
+    ev: CmEvent,
+    id: *mut rdma_cm_id,
+    listen: *mut rdma_cm_id,
+    owner: *mut rdma_cm_id,
+) -> *mut rdma_cm_event {
+    let mut param = rdma_cm_event_param {
+        conn: conn_info(&Default::default()),
+    };
+    let private_data = match event_param(&ev.kind) {
+        EventParam::Conn(c) => {
+            param.conn = conn_info(c);
+            c.private_data.clone()
+        }
+        EventParam::Ud(u) => {
+            param.ud = ud_info(u);
+            u.private_data.clone()
+        }
+        EventParam::Data(d) => {
+            param.conn.private_data_len = len_u8(d.len());
+            d.to_vec()
+        }
+        EventParam::None => {
+            param.conn.private_data_len = 0;
+            Vec::new()
+        }
+    };
+    let raw = Box::into_raw(Box::new(EventObj {
+        ev: rdma_cm_event {
+            id,
+            listen_id: listen,
+            event: event_code(&ev.kind),
+            status: ev.kind.status(),
+            param,
+        },
+        private_data,
+        owner: owner as usize,
+        _held: ev,
+    }));
+    // SAFETY: `raw` is the Box just made; the data pointer names its own
+    // Vec, which moves no more (both `conn` and `ud` start with it).
+    unsafe {
+        let data = &(*raw).private_data;
+        if !data.is_empty() {
+            (*raw).ev.param.conn.private_data = data.as_ptr().cast();
+        }
+    }
+    raw.cast()
+}
+
+/// Frees an event and counts it acknowledged.
+///
+/// # Safety
+/// `ev` is an unacked event of this library.
+unsafe fn ack(ev: *mut rdma_cm_event) {
+    // SAFETY: module contract.
+    let e = unsafe { take::<EventObj, _>(ev) };
+    // SAFETY: the owner lives until its events are acked (destroy waits).
+    if let Ok(o) = unsafe { id_obj(e.owner as *mut rdma_cm_id) } {
+        o.unacked.done();
+    }
+    drop(e);
+}
+
+/// How long one wait of a blocking call lasts before it looks again.
+const WAIT_STEP: Duration = Duration::from_secs(3600);
+
+/// `rdma_get_cm_event`: blocks for the next event, or with `O_NONBLOCK`
+/// set on the channel's descriptor fails with `EAGAIN`, as a `read` of
+/// librdmacm's descriptor would.
+pub(super) unsafe extern "C" fn ferroce_rdma_get_cm_event(
+    channel: *mut rdma_event_channel,
+    event: *mut *mut rdma_cm_event,
+) -> c_int {
+    guard_cm(|| {
+        // SAFETY: module contract.
+        let ch = unsafe { channel_arc(channel) }?;
+        if event.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: fcntl on the channel's own descriptor.
+        let flags = unsafe { libc::fcntl(ch.ch.fd, libc::F_GETFL) };
+        let nonblocking = flags >= 0 && flags & libc::O_NONBLOCK != 0;
+        loop {
+            let ev = if nonblocking {
+                ch.inner.try_get_event().ok_or(libc::EAGAIN)?
+            } else {
+                match ch.inner.get_event_timeout(WAIT_STEP) {
+                    Ok(Some(ev)) => ev,
+                    Ok(None) => continue,
+                    Err(e) => return Err(cm_errno(&e)),
+                }
+            };
+            if let Some(p) = deliver(ev) {
+                // SAFETY: module contract.
+                return unsafe { put(event, p) };
+            }
+        }
+    })
+}
+
+pub(super) unsafe extern "C" fn ferroce_rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
+    guard_cm(|| {
+        if event.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: module contract.
+        unsafe { ack(event) };
+        Ok(())
+    })
+}
+
+/// librdmacm's `ucma_complete`: a synchronous ID's call waits for the ID's
+/// next event, which it keeps in `id->event` (acked by the next such call
+/// or at destroy); a failure becomes the errno librdmacm gives
+/// (ECONNREFUSED for REJECTED, else the status).
+///
+/// # Safety
+/// `id` is a live ID of this library.
+pub(super) unsafe fn complete(id: *mut rdma_cm_id, o: &IdObj) -> Result<(), c_int> {
+    if !o.sync {
+        return Ok(());
+    }
+    // SAFETY: module contract.
+    unsafe { ack_held(id) };
+    let me = o.inner.clone();
+    let ev = loop {
+        let got = o
+            .chan
+            .inner
+            .get_event_matching(WAIT_STEP, &|e| e.id == me)
+            .map_err(|e| cm_errno(&e))?;
+        if let Some(ev) = got {
+            break ev;
+        }
+    };
+    let p = deliver(ev).ok_or(libc::EINVAL)?;
+    // SAFETY: `id` is live; `p` a new event.
+    let (code, status) = unsafe {
+        (&raw mut (*id).event).write(p);
+        ((*p).event, (*p).status)
+    };
+    match (code, status) {
+        (_, 0) => Ok(()),
+        (RDMA_CM_EVENT_REJECTED, _) => Err(libc::ECONNREFUSED),
+        (_, s) if s < 0 => Err(-s),
+        (_, s) => Err(s),
+    }
+}
+
+/// `rdma_event_str`.
+pub(super) unsafe extern "C" fn ferroce_rdma_event_str(event: u32) -> *const c_char {
+    event_name(event).as_ptr()
+}
+
+/// `rdma_get_devices`: the `ibv_context` of every configured device
+/// (rdma_cm's own, opened once), NULL-terminated.
+pub(super) unsafe extern "C" fn ferroce_rdma_get_devices(num: *mut c_int) -> *mut *mut ibv_context {
+    guard_ptr(|| {
+        let mut list: Vec<*mut ibv_context> = cm_devices()
+            .iter()
+            .map(|d| d.verbs as *mut ibv_context)
+            .collect();
+        if !num.is_null() {
+            // SAFETY: non-NULL, an `int *` by the contract.
+            unsafe { num.write(list.len() as c_int) };
+        }
+        list.push(std::ptr::null_mut());
+        Ok(Box::into_raw(list.into_boxed_slice()).cast())
+    })
+}
+
+pub(super) unsafe extern "C" fn ferroce_rdma_free_devices(list: *mut *mut ibv_context) {
+    guard((), || {
+        if list.is_null() {
+            return;
+        }
+        let mut n = 0;
+        // SAFETY: a NULL-terminated array from ferroce_rdma_get_devices.
+        while !unsafe { *list.add(n) }.is_null() {
+            n += 1;
+        }
+        // SAFETY: it was a boxed slice of n + 1 pointers.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(list, n + 1)) });
+    });
+}
