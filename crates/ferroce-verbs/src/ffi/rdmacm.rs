@@ -11,7 +11,7 @@
 
 use std::ffi::{c_char, c_int, c_void};
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -180,14 +180,48 @@ pub(super) unsafe fn refresh(p: *mut rdma_cm_id, o: &IdObj) {
     }
 }
 
+/// A channel: the ferroce one, and an epoll descriptor watching its
+/// eventfd for the application (see [`ChannelObj`]).
 fn new_channel() -> Result<ChannelObj, c_int> {
     let inner = EventChannel::new().map_err(|e| cm_errno(&e))?;
+    // SAFETY: plain syscalls; the descriptor is owned at once.
+    let watch = unsafe {
+        let fd = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+        if fd < 0 {
+            return Err(last_errno());
+        }
+        OwnedFd::from_raw_fd(fd)
+    };
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: 0,
+    };
+    // SAFETY: both descriptors are live; `ev` is a valid epoll_event.
+    let rc = unsafe {
+        libc::epoll_ctl(
+            watch.as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            inner.as_raw_fd(),
+            &mut ev,
+        )
+    };
+    if rc != 0 {
+        return Err(last_errno());
+    }
     Ok(ChannelObj {
         ch: rdma_event_channel {
-            fd: inner.as_raw_fd(),
+            fd: watch.as_raw_fd(),
         },
         inner,
+        watch,
     })
+}
+
+/// The calling thread's `errno`.
+fn last_errno() -> c_int {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }
 
 /// The shared channel behind a C channel pointer (another reference).

@@ -1,8 +1,8 @@
 //! The rdma_cm objects handed to C, each a Rust struct whose first field
 //! is the C struct (as `crate::objects` does for the verbs):
 //!
-//! * [`ChannelObj`]: `rdma_event_channel`, whose `fd` is the ferroce
-//!   channel's descriptor (readable while events wait). Shared (`Arc`)
+//! * [`ChannelObj`]: `rdma_event_channel`, whose `fd` is readable while
+//!   events wait. Shared (`Arc`)
 //!   by the IDs on it, so that an ID never points at a freed channel.
 //! * [`IdObj`]: `rdma_cm_id` over a [`CmId`]. A synchronous ID (created
 //!   without a channel, as `rdma_create_ep` does) has a private channel
@@ -15,6 +15,7 @@
 //! through raw pointers in `src/ffi` (C may read them from another
 //! thread, as with librdmacm); the Rust fields are shared or locked.
 
+use std::os::fd::OwnedFd;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -24,10 +25,15 @@ use ferroce::cm::{CmEvent, CmId, EventChannel};
 use super::abi::*;
 use crate::abi::{ibv_pd, ibv_qp_init_attr};
 
+/// `ch.fd` is `watch`, an epoll descriptor over the ferroce channel's
+/// (always non-blocking) eventfd: readable exactly when that is, and with
+/// file flags of its own, so that an application's `O_NONBLOCK` on it
+/// (librdmacm's descriptor is blocking until set so) can be seen.
 #[repr(C)]
 pub(crate) struct ChannelObj {
     pub(crate) ch: rdma_event_channel,
     pub(crate) inner: EventChannel,
+    pub(crate) watch: OwnedFd,
 }
 
 /// What a passive endpoint (`rdma_create_ep` with `RAI_PASSIVE`) keeps for
