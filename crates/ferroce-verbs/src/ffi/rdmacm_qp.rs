@@ -24,7 +24,7 @@ use super::{cq, obj, put, qp, take};
 use crate::abi::{QPS_INIT, QPS_RTS, QPT_UD, ibv_comp_channel, ibv_cq, ibv_pd, ibv_qp_init_attr};
 use crate::objects::Qp;
 use crate::rdmacm::abi::{
-    IBV_QP_INIT_ATTR_PD, RAI_PASSIVE, RDMA_PS_TCP, RDMA_PS_UDP, ibv_qp_init_attr_ex,
+    IBV_QP_INIT_ATTR_PD, RAI_PASSIVE, RDMA_PS_TCP, RDMA_PS_UDP, RDMA_UDP_QKEY, ibv_qp_init_attr_ex,
     rdma_addrinfo, rdma_cm_id,
 };
 use crate::rdmacm::convert::{cm_errno, qp_type_of, sockaddr_len, to_storage};
@@ -152,6 +152,16 @@ unsafe fn create_qp_on(
     }
     let state = if attr.qp_type == QPT_UD { QPS_RTS } else { QPS_INIT };
     qobj.qp.state.store(state, Ordering::Release);
+    {
+        // What the CM set, for `ibv_query_qp` (udaddy reads the Q_Key).
+        let mut saved = qobj.attr.lock().unwrap_or_else(|p| p.into_inner());
+        saved.qp_state = state;
+        saved.port_num = 1;
+        saved.pkey_index = 0;
+        if attr.qp_type == QPT_UD {
+            saved.qkey = RDMA_UDP_QKEY;
+        }
+    }
     // SAFETY: module contract.
     unsafe {
         (&raw mut (*id).qp).write(q);
