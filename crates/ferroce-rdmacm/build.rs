@@ -28,7 +28,10 @@ fn symbols(text: &str) -> Vec<(&str, &str, &str)> {
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
-            assert!(w.len() == 3, "symbols.txt: `{l}` is not `name VERSION target`");
+            assert!(
+                w.len() == 3,
+                "symbols.txt: `{l}` is not `name VERSION target`"
+            );
             (w[0], w[1], w[2])
         })
         .collect()
@@ -54,7 +57,11 @@ fn main() {
         let stub = format!("{name}_ferroce");
         writeln!(exports, ".pushsection .text.{name},\"ax\",@progbits").unwrap();
         writeln!(exports, ".globl {stub}\n.type {stub},@function\n{stub}:").unwrap();
-        writeln!(exports, "{jump} {target}{plt}\n.size {stub}, .-{stub}\n.popsection").unwrap();
+        writeln!(
+            exports,
+            "{jump} {target}{plt}\n.size {stub}, .-{stub}\n.popsection"
+        )
+        .unwrap();
         writeln!(exports, ".symver {stub}, {name}@@{ver}").unwrap();
     }
     std::fs::write(out.join("exports.s"), exports).unwrap();
@@ -81,10 +88,16 @@ fn main() {
         .arg(stub_dir.join("libibverbs.so.1"))
         .arg(out.join("stand-in.s"))
         .arg("-Wl,-soname,libibverbs.so.1")
-        .arg(format!("-Wl,--version-script={}", out.join("stand-in.map").display()))
+        .arg(format!(
+            "-Wl,--version-script={}",
+            out.join("stand-in.map").display()
+        ))
         .status()
         .unwrap_or_else(|e| panic!("running {cc} for the libibverbs.so.1 stand-in: {e}"));
-    assert!(status.success(), "{cc} failed to make the libibverbs.so.1 stand-in");
+    assert!(
+        status.success(),
+        "{cc} failed to make the libibverbs.so.1 stand-in"
+    );
 
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,librdmacm.so.1");
     println!(

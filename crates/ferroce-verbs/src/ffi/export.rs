@@ -6,7 +6,9 @@
 //! `#[no_mangle]`: an assembler stub names each, and the version script
 //! (`libibverbs.map`) defines the nodes.
 
-use super::{cq, device, memory, misc, private, qp, rdmacm, rdmacm_conn, rdmacm_qp, rdmacm_stubs, srq_ah};
+use super::{
+    cq, device, memory, misc, private, qp, rdmacm, rdmacm_conn, rdmacm_qp, rdmacm_stubs, srq_ah,
+};
 
 /// The tail jump from the versioned name to the Rust function.
 #[cfg(target_arch = "x86_64")]

@@ -6,12 +6,14 @@
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
 
+use super::put;
 use super::rdmacm::{
     complete, deliver, guard_cm, id_obj, is_device, read_sockaddr, refresh, sole_device_of,
 };
 use super::rdmacm_qp::create_ep_qp;
-use super::put;
-use crate::abi::{QP_ACCESS_FLAGS, QP_PKEY_INDEX, QP_PORT, QP_QKEY, QP_STATE, QPS_INIT, ibv_qp_attr};
+use crate::abi::{
+    QP_ACCESS_FLAGS, QP_PKEY_INDEX, QP_PORT, QP_QKEY, QP_STATE, QPS_INIT, ibv_qp_attr,
+};
 use crate::rdmacm::abi::*;
 use crate::rdmacm::convert::{cm_errno, conn_param};
 
@@ -327,7 +329,11 @@ pub(super) unsafe extern "C" fn ferroce_rdma_init_qp_attr(
 /// (0 for an ID without the address).
 pub(super) unsafe extern "C" fn ferroce_rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
     // SAFETY: module contract.
-    port_of(unsafe { id_obj(id) }.ok().and_then(|o| o.inner.local_addr()))
+    port_of(
+        unsafe { id_obj(id) }
+            .ok()
+            .and_then(|o| o.inner.local_addr()),
+    )
 }
 
 pub(super) unsafe extern "C" fn ferroce_rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {

@@ -42,7 +42,10 @@ fn last_errno() -> c_int {
 ///
 /// # Safety
 /// `id` is live and has a device.
-unsafe fn make_cq(id: *mut rdma_cm_id, cqe: u32) -> Result<(*mut ibv_comp_channel, *mut ibv_cq), c_int> {
+unsafe fn make_cq(
+    id: *mut rdma_cm_id,
+    cqe: u32,
+) -> Result<(*mut ibv_comp_channel, *mut ibv_cq), c_int> {
     // SAFETY: module contract.
     let verbs = unsafe { (*id).verbs };
     // SAFETY: `verbs` is a context of ours.
@@ -150,7 +153,11 @@ unsafe fn create_qp_on(
         }
         return Err(cm_errno(&e));
     }
-    let state = if attr.qp_type == QPT_UD { QPS_RTS } else { QPS_INIT };
+    let state = if attr.qp_type == QPT_UD {
+        QPS_RTS
+    } else {
+        QPS_INIT
+    };
     qobj.qp.state.store(state, Ordering::Release);
     {
         // What the CM set, for `ibv_query_qp` (udaddy reads the Q_Key).
@@ -279,7 +286,10 @@ pub(super) unsafe extern "C" fn ferroce_rdma_create_ep(
         };
         let mut new = std::ptr::null_mut();
         // SAFETY: our own entry point.
-        if unsafe { ferroce_rdma_create_id(std::ptr::null_mut(), &mut new, std::ptr::null_mut(), ps) } != 0 {
+        if unsafe {
+            ferroce_rdma_create_id(std::ptr::null_mut(), &mut new, std::ptr::null_mut(), ps)
+        } != 0
+        {
             return Err(last_errno());
         }
         // SAFETY: `new` is live; on failure destroyed, never handed out.
@@ -312,7 +322,11 @@ unsafe fn set_up_ep(
     let mut a = unsafe { attr.as_ref() }.copied();
     if let Some(a) = a.as_mut() {
         // SAFETY: as above.
-        a.qp_type = if r.ai_qp_type != 0 { r.ai_qp_type as u32 } else { unsafe { qp_type_of((*id).ps) } };
+        a.qp_type = if r.ai_qp_type != 0 {
+            r.ai_qp_type as u32
+        } else {
+            unsafe { qp_type_of((*id).ps) }
+        };
     }
     if r.ai_flags & RAI_PASSIVE != 0 {
         // SAFETY: our own entry point.
@@ -324,7 +338,12 @@ unsafe fn set_up_ep(
     }
     // SAFETY: our own entry points.
     unsafe {
-        ok(ferroce_rdma_resolve_addr(id, r.ai_src_addr, r.ai_dst_addr, 2000))?;
+        ok(ferroce_rdma_resolve_addr(
+            id,
+            r.ai_src_addr,
+            r.ai_dst_addr,
+            2000,
+        ))?;
         ok(ferroce_rdma_resolve_route(id, 2000))?;
     }
     if let Some(mut a) = a {
@@ -391,11 +410,19 @@ pub(super) unsafe extern "C" fn ferroce_rdma_getaddrinfo(
             0 => RDMA_PS_TCP,
             ps => ps,
         };
-        let qp_type = if qp_hint != 0 { qp_hint } else { qp_type_of(ps) };
+        let qp_type = if qp_hint != 0 {
+            qp_hint
+        } else {
+            qp_type_of(ps)
+        };
         let raw = Box::into_raw(Box::new(AddrInfoObj {
             ai: rdma_addrinfo {
                 ai_flags: flags,
-                ai_family: if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 },
+                ai_family: if addr.is_ipv4() {
+                    libc::AF_INET
+                } else {
+                    libc::AF_INET6
+                },
                 ai_qp_type: qp_type as c_int,
                 ai_port_space: ps as c_int,
                 ai_src_len: 0,
@@ -462,7 +489,11 @@ fn resolve(
     };
     if let Ok(ip) = node.parse::<IpAddr>() {
         let a = SocketAddr::new(ip, port);
-        return if fits(&a) { Ok(a) } else { Err(libc::EAFNOSUPPORT) };
+        return if fits(&a) {
+            Ok(a)
+        } else {
+            Err(libc::EAFNOSUPPORT)
+        };
     }
     if flags & crate::rdmacm::abi::RAI_NUMERICHOST != 0 {
         return Err(libc::EINVAL);

@@ -35,7 +35,11 @@ pub(super) unsafe extern "C" fn no_rsocket() -> isize {
 }
 
 /// `rpoll`: `poll(2)` (no descriptor is an rsocket).
-pub(super) unsafe extern "C" fn rpoll(fds: *mut libc::pollfd, nfds: libc::nfds_t, timeout: c_int) -> c_int {
+pub(super) unsafe extern "C" fn rpoll(
+    fds: *mut libc::pollfd,
+    nfds: libc::nfds_t,
+    timeout: c_int,
+) -> c_int {
     // SAFETY: the caller's arguments, as poll(2) takes them.
     unsafe { libc::poll(fds, nfds, timeout) }
 }
@@ -51,4 +55,3 @@ pub(super) unsafe extern "C" fn rselect(
     // SAFETY: the caller's arguments, as select(2) takes them.
     unsafe { libc::select(nfds, read, write, except, timeout) }
 }
-

@@ -5,8 +5,8 @@
 use std::ffi::c_int;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 
-use ferroce::cm::{CmEventKind, CmIdError, ConnInfo, Depth, PortSpace, UdInfo};
 use ferroce::Error;
+use ferroce::cm::{CmEventKind, CmIdError, ConnInfo, Depth, PortSpace, UdInfo};
 
 use super::abi::*;
 use crate::abi::{QPT_RC, QPT_UD, ibv_ah_attr, ibv_global_route};
@@ -243,7 +243,12 @@ mod tests {
 
     #[test]
     fn socket_addresses_round_trip() {
-        for a in ["127.0.0.1:7471", "[::1]:20000", "[fe80::1%3]:1", "0.0.0.0:0"] {
+        for a in [
+            "127.0.0.1:7471",
+            "[::1]:20000",
+            "[fe80::1%3]:1",
+            "0.0.0.0:0",
+        ] {
             let a: SocketAddr = a.parse().unwrap();
             let s = to_storage(a);
             assert_eq!(from_sockaddr(&s.bytes), Some(a), "{a}");

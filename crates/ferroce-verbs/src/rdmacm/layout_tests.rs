@@ -60,7 +60,12 @@ fn checks() -> Vec<Check> {
             preference
         ]
     );
-    layout!(v, rdma_route, "struct rdma_route", [addr, path_rec, num_paths]);
+    layout!(
+        v,
+        rdma_route,
+        "struct rdma_route",
+        [addr, path_rec, num_paths]
+    );
     layout!(v, rdma_event_channel, "struct rdma_event_channel", [fd]);
     layout!(
         v,
@@ -163,22 +168,64 @@ fn checks() -> Vec<Check> {
 fn constants() -> Vec<Check> {
     let c = |name: &str, v: i64| (name.to_owned(), v as usize);
     vec![
-        c("RDMA_CM_EVENT_ADDR_RESOLVED", RDMA_CM_EVENT_ADDR_RESOLVED.into()),
+        c(
+            "RDMA_CM_EVENT_ADDR_RESOLVED",
+            RDMA_CM_EVENT_ADDR_RESOLVED.into(),
+        ),
         c("RDMA_CM_EVENT_ADDR_ERROR", RDMA_CM_EVENT_ADDR_ERROR.into()),
-        c("RDMA_CM_EVENT_ROUTE_RESOLVED", RDMA_CM_EVENT_ROUTE_RESOLVED.into()),
-        c("RDMA_CM_EVENT_ROUTE_ERROR", RDMA_CM_EVENT_ROUTE_ERROR.into()),
-        c("RDMA_CM_EVENT_CONNECT_REQUEST", RDMA_CM_EVENT_CONNECT_REQUEST.into()),
-        c("RDMA_CM_EVENT_CONNECT_RESPONSE", RDMA_CM_EVENT_CONNECT_RESPONSE.into()),
-        c("RDMA_CM_EVENT_CONNECT_ERROR", RDMA_CM_EVENT_CONNECT_ERROR.into()),
-        c("RDMA_CM_EVENT_UNREACHABLE", RDMA_CM_EVENT_UNREACHABLE.into()),
+        c(
+            "RDMA_CM_EVENT_ROUTE_RESOLVED",
+            RDMA_CM_EVENT_ROUTE_RESOLVED.into(),
+        ),
+        c(
+            "RDMA_CM_EVENT_ROUTE_ERROR",
+            RDMA_CM_EVENT_ROUTE_ERROR.into(),
+        ),
+        c(
+            "RDMA_CM_EVENT_CONNECT_REQUEST",
+            RDMA_CM_EVENT_CONNECT_REQUEST.into(),
+        ),
+        c(
+            "RDMA_CM_EVENT_CONNECT_RESPONSE",
+            RDMA_CM_EVENT_CONNECT_RESPONSE.into(),
+        ),
+        c(
+            "RDMA_CM_EVENT_CONNECT_ERROR",
+            RDMA_CM_EVENT_CONNECT_ERROR.into(),
+        ),
+        c(
+            "RDMA_CM_EVENT_UNREACHABLE",
+            RDMA_CM_EVENT_UNREACHABLE.into(),
+        ),
         c("RDMA_CM_EVENT_REJECTED", RDMA_CM_EVENT_REJECTED.into()),
-        c("RDMA_CM_EVENT_ESTABLISHED", RDMA_CM_EVENT_ESTABLISHED.into()),
-        c("RDMA_CM_EVENT_DISCONNECTED", RDMA_CM_EVENT_DISCONNECTED.into()),
-        c("RDMA_CM_EVENT_DEVICE_REMOVAL", RDMA_CM_EVENT_DEVICE_REMOVAL.into()),
-        c("RDMA_CM_EVENT_MULTICAST_JOIN", RDMA_CM_EVENT_MULTICAST_JOIN.into()),
-        c("RDMA_CM_EVENT_MULTICAST_ERROR", RDMA_CM_EVENT_MULTICAST_ERROR.into()),
-        c("RDMA_CM_EVENT_ADDR_CHANGE", RDMA_CM_EVENT_ADDR_CHANGE.into()),
-        c("RDMA_CM_EVENT_TIMEWAIT_EXIT", RDMA_CM_EVENT_TIMEWAIT_EXIT.into()),
+        c(
+            "RDMA_CM_EVENT_ESTABLISHED",
+            RDMA_CM_EVENT_ESTABLISHED.into(),
+        ),
+        c(
+            "RDMA_CM_EVENT_DISCONNECTED",
+            RDMA_CM_EVENT_DISCONNECTED.into(),
+        ),
+        c(
+            "RDMA_CM_EVENT_DEVICE_REMOVAL",
+            RDMA_CM_EVENT_DEVICE_REMOVAL.into(),
+        ),
+        c(
+            "RDMA_CM_EVENT_MULTICAST_JOIN",
+            RDMA_CM_EVENT_MULTICAST_JOIN.into(),
+        ),
+        c(
+            "RDMA_CM_EVENT_MULTICAST_ERROR",
+            RDMA_CM_EVENT_MULTICAST_ERROR.into(),
+        ),
+        c(
+            "RDMA_CM_EVENT_ADDR_CHANGE",
+            RDMA_CM_EVENT_ADDR_CHANGE.into(),
+        ),
+        c(
+            "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+            RDMA_CM_EVENT_TIMEWAIT_EXIT.into(),
+        ),
         c("RDMA_PS_IPOIB", RDMA_PS_IPOIB.into()),
         c("RDMA_PS_TCP", RDMA_PS_TCP.into()),
         c("RDMA_PS_UDP", RDMA_PS_UDP.into()),
@@ -193,7 +240,10 @@ fn constants() -> Vec<Check> {
         c("RDMA_OPTION_ID_TOS", RDMA_OPTION_ID_TOS.into()),
         c("RDMA_OPTION_ID_REUSEADDR", RDMA_OPTION_ID_REUSEADDR.into()),
         c("RDMA_OPTION_ID_AFONLY", RDMA_OPTION_ID_AFONLY.into()),
-        c("RDMA_OPTION_ID_ACK_TIMEOUT", RDMA_OPTION_ID_ACK_TIMEOUT.into()),
+        c(
+            "RDMA_OPTION_ID_ACK_TIMEOUT",
+            RDMA_OPTION_ID_ACK_TIMEOUT.into(),
+        ),
         c("RDMA_OPTION_IB_PATH", RDMA_OPTION_IB_PATH.into()),
         c("RDMA_MAX_RESP_RES", RDMA_MAX_RESP_RES.into()),
         c("RDMA_MAX_INIT_DEPTH", RDMA_MAX_INIT_DEPTH.into()),
@@ -237,7 +287,9 @@ fn layout_matches_rdma_cma_h() {
         "{cc} failed on the layout program:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let run = Command::new(&exe).output().expect("running the layout program");
+    let run = Command::new(&exe)
+        .output()
+        .expect("running the layout program");
     let c_values: Vec<usize> = String::from_utf8_lossy(&run.stdout)
         .lines()
         .map(|l| l.parse().expect("a number per line"))

@@ -133,7 +133,8 @@ pub(crate) fn listen_wildcard(ps: PortSpace, port: u16, v6: bool, id: &Arc<IdInn
 /// listener's on the same port (perftest -R listens twice on one port).
 pub(crate) fn unlisten_wildcard(ps: PortSpace, port: u16, v6: bool) {
     if let Some(l) = lock(&WILDCARD).as_mut()
-        && l.get(&(ps, port, v6)).is_some_and(|w| w.strong_count() == 0)
+        && l.get(&(ps, port, v6))
+            .is_some_and(|w| w.strong_count() == 0)
     {
         l.remove(&(ps, port, v6));
     }
