@@ -313,11 +313,11 @@ static void *ep_server(void *arg)
 static void endpoints(void)
 {
 	struct sockaddr_in src = addr("127.0.0.2", 0);
-	struct ibv_qp_init_attr attr = ep_attr();
+	struct ibv_qp_init_attr attr;
 	struct rdma_addrinfo hints, *res;
 	char out[16] = "ping", in[16] = "";
 	struct ibv_mr *smr, *rmr;
-	struct rdma_cm_id *id;
+	struct rdma_cm_id *id = NULL;
 	struct ibv_wc wc;
 	pthread_t t;
 	int i;
@@ -331,8 +331,11 @@ static void endpoints(void)
 	      res->ai_dst_addr && res->ai_src_addr, "client: getaddrinfo");
 	/* The server thread listens within a moment; connect until it does. */
 	for (i = 0; i < 50; i++) {
+		/* create_ep writes the CQs it made into attr: start afresh. */
+		attr = ep_attr();
 		if (rdma_create_ep(&id, res, NULL, &attr)) {
 			CHECK(0, "client: create_ep");
+			id = NULL;
 			break;
 		}
 		rmr = rdma_reg_msgs(id, in, sizeof in);

@@ -9,6 +9,7 @@
 //!
 //! librdmacm's conventions: 0, or -1 with `errno` set.
 
+use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_void};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -165,8 +166,8 @@ pub(super) unsafe fn refresh(p: *mut rdma_cm_id, o: &IdObj) {
             (&raw mut (*p).port_num).write(1);
         }
         if let (Some(l), Some(r), true) = (local, peer, verbs.is_some()) {
-            let path = &raw const o.path;
-            path.cast_mut().write(ibv_sa_path_rec {
+            let path = o.path.get();
+            path.write(ibv_sa_path_rec {
                 dgid: ip_gid(r.ip()),
                 sgid: ip_gid(l.ip()),
                 reversible: 1,
@@ -174,7 +175,7 @@ pub(super) unsafe fn refresh(p: *mut rdma_cm_id, o: &IdObj) {
                 pkey: 0xffff_u16.to_be(),
                 ..Default::default()
             });
-            (&raw mut (*route).path_rec).write(path.cast_mut());
+            (&raw mut (*route).path_rec).write(path);
             (&raw mut (*route).num_paths).write(1);
         }
     }
@@ -268,7 +269,7 @@ pub(super) fn new_id(
 ) -> *mut rdma_cm_id {
     let channel = Arc::as_ptr(&chan).cast_mut().cast::<rdma_event_channel>();
     let raw = Box::into_raw(Box::new(IdObj {
-        id: rdma_cm_id {
+        id: UnsafeCell::new(rdma_cm_id {
             verbs: std::ptr::null_mut(),
             channel,
             context,
@@ -288,11 +289,11 @@ pub(super) fn new_id(
             srq: std::ptr::null_mut(),
             pd: std::ptr::null_mut(),
             qp_type: qp_type_of(ps),
-        },
+        }),
         inner: inner.clone(),
         chan,
         sync,
-        path: ibv_sa_path_rec::default(),
+        path: UnsafeCell::new(ibv_sa_path_rec::default()),
         unacked: Unacked::default(),
         ep_qp: Mutex::new(None),
         own_cqs: AtomicBool::new(false),

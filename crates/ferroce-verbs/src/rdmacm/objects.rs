@@ -15,6 +15,7 @@
 //! through raw pointers in `src/ffi` (C may read them from another
 //! thread, as with librdmacm); the Rust fields are shared or locked.
 
+use std::cell::UnsafeCell;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -44,15 +45,18 @@ pub(crate) struct EpQp {
     pub(crate) attr: ibv_qp_init_attr,
 }
 
+/// `id` and `path` are C's to read and write at any time (and this
+/// library's through raw pointers), hence the `UnsafeCell`s, which keep
+/// the layout: the `rdma_cm_id` is still the first byte of the object.
 #[repr(C)]
 pub(crate) struct IdObj {
-    pub(crate) id: rdma_cm_id,
+    pub(crate) id: UnsafeCell<rdma_cm_id>,
     pub(crate) inner: CmId,
     pub(crate) chan: Arc<ChannelObj>,
     /// Created without a channel: calls wait for their outcome.
     pub(crate) sync: bool,
     /// `id.route.path_rec` points here once the route is resolved.
-    pub(crate) path: ibv_sa_path_rec,
+    pub(crate) path: UnsafeCell<ibv_sa_path_rec>,
     /// Events delivered and not yet acknowledged (destroy waits for 0).
     pub(crate) unacked: Unacked,
     /// For a passive endpoint: the QP of each request's ID.
