@@ -7,7 +7,8 @@
 //! (`libibverbs.map`) defines the nodes.
 
 use super::{
-    cq, device, memory, misc, private, qp, rdmacm, rdmacm_conn, rdmacm_qp, rdmacm_stubs, srq_ah,
+    cq, device, memory, misc, private, qp, rdmacm, rdmacm_addr, rdmacm_conn, rdmacm_event,
+    rdmacm_qp, rdmacm_stubs, srq_ah,
 };
 
 /// The tail jump from the versioned name to the Rust function.

@@ -1,32 +1,34 @@
 //! rdma_cm's entry points, part one: the devices rdma_cm uses, event
-//! channels, IDs and events (`rdma_get_cm_event` / `rdma_ack_cm_event`).
+//! channels and IDs (events are in `rdmacm_event.rs`, addresses in
+//! `rdmacm_addr.rs`, connections in `rdmacm_conn.rs`, QPs and endpoints in
+//! `rdmacm_qp.rs`).
 //! Exported from this library under private names (`export.rs`) that
 //! `librdmacm.so.1` (crate `ferroce-rdmacm`) forwards to. Same contract as
 //! the rest of this module; rdma_cm pointers are ones this library
 //! returned: `rdma_event_channel *` from [`ferroce_rdma_create_event_channel`]
 //! (an `Arc<ChannelObj>`), `rdma_cm_id *` the first field of a live Box'd
-//! [`IdObj`], `rdma_cm_event *` of a Box'd [`EventObj`] not yet acked.
+//! [`IdObj`], `rdma_cm_event *` of a Box'd `EventObj` not yet acked.
 //!
 //! librdmacm's conventions: 0, or -1 with `errno` set.
 
 use std::cell::UnsafeCell;
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_int, c_void};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 use ferroce::Context;
-use ferroce::cm::{CmEvent, CmEventKind, CmId, EventChannel};
+use ferroce::cm::{CmId, EventChannel};
 
+use super::rdmacm_event::ack_held;
 use super::{guard, guard_ptr, obj, put, set_errno, take};
 use crate::abi::{ibv_context, ibv_pd};
 use crate::config::devices;
 use crate::convert::ip_gid;
 use crate::rdmacm::abi::*;
 use crate::rdmacm::convert::*;
-use crate::rdmacm::objects::{ChannelObj, EventObj, IdObj, Unacked, find, ids};
+use crate::rdmacm::objects::{ChannelObj, IdObj, Unacked, ids};
 
 /// librdmacm's error convention around `f`: 0, or -1 with `errno`.
 pub(super) fn guard_cm(f: impl FnOnce() -> Result<(), c_int>) -> c_int {
@@ -229,7 +231,7 @@ fn last_errno() -> c_int {
 ///
 /// # Safety
 /// `p` is NULL or a channel of this library not yet destroyed.
-unsafe fn channel_arc(p: *mut rdma_event_channel) -> Result<Arc<ChannelObj>, c_int> {
+pub(super) unsafe fn channel_arc(p: *mut rdma_event_channel) -> Result<Arc<ChannelObj>, c_int> {
     if p.is_null() {
         return Err(libc::EINVAL);
     }
@@ -343,202 +345,6 @@ pub(super) unsafe extern "C" fn ferroce_rdma_destroy_id(id: *mut rdma_cm_id) -> 
         drop(unsafe { take::<IdObj, _>(id) });
         Ok(())
     })
-}
-
-/// Acks the event a synchronous call left in `id->event`.
-///
-/// # Safety
-/// `id` is a live ID of this library.
-pub(super) unsafe fn ack_held(id: *mut rdma_cm_id) {
-    // SAFETY: `id` is live; `event` is NULL or an unacked event of ours.
-    unsafe {
-        let ev = (&raw mut (*id).event).replace(std::ptr::null_mut());
-        if !ev.is_null() {
-            ack(ev);
-        }
-    }
-}
-
-/// The C event for `ev`: for a CONNECT_REQUEST, on a new C ID that
-/// inherits the listener's channel and context. `None` for an event about
-/// an ID the application destroyed (the kernel drops those too).
-pub(super) fn deliver(ev: CmEvent) -> Option<*mut rdma_cm_event> {
-    let (id, listen, owner) = match &ev.kind {
-        CmEventKind::ConnectRequest { .. } => {
-            let listen = find(ev.listen_id.as_ref()?)? as *mut rdma_cm_id;
-            // SAFETY: a live ID (in `ids`).
-            let l = unsafe { id_obj(listen) }.ok()?;
-            // SAFETY: as above.
-            let (context, ps) = unsafe { ((*listen).context, (*listen).ps) };
-            let id = new_id(ev.id.clone(), l.chan.clone(), l.sync, context, ps);
-            (id, listen, listen)
-        }
-        _ => {
-            let id = find(&ev.id)? as *mut rdma_cm_id;
-            (id, std::ptr::null_mut(), id)
-        }
-    };
-    // SAFETY: live IDs (in `ids`, or just made).
-    let (o, own) = unsafe { (id_obj(id).ok()?, id_obj(owner).ok()?) };
-    // SAFETY: `id` is live.
-    unsafe { refresh(id, o) };
-    own.unacked.add();
-    Some(event_obj(ev, id, listen, owner))
-}
-
-fn event_obj(
-    ev: CmEvent,
-    id: *mut rdma_cm_id,
-    listen: *mut rdma_cm_id,
-    owner: *mut rdma_cm_id,
-) -> *mut rdma_cm_event {
-    let mut param = rdma_cm_event_param {
-        conn: conn_info(&Default::default()),
-    };
-    let private_data = match event_param(&ev.kind) {
-        EventParam::Conn(c) => {
-            param.conn = conn_info(c);
-            c.private_data.clone()
-        }
-        EventParam::Ud(u) => {
-            param.ud = ud_info(u);
-            u.private_data.clone()
-        }
-        EventParam::Data(d) => {
-            param.conn.private_data_len = len_u8(d.len());
-            d.to_vec()
-        }
-        EventParam::None => {
-            param.conn.private_data_len = 0;
-            Vec::new()
-        }
-    };
-    let raw = Box::into_raw(Box::new(EventObj {
-        ev: rdma_cm_event {
-            id,
-            listen_id: listen,
-            event: event_code(&ev.kind),
-            status: ev.kind.status(),
-            param,
-        },
-        private_data,
-        owner: owner as usize,
-        _held: ev,
-    }));
-    // SAFETY: `raw` is the Box just made; the data pointer names its own
-    // Vec, which moves no more (both `conn` and `ud` start with it).
-    unsafe {
-        let data = &(*raw).private_data;
-        if !data.is_empty() {
-            (*raw).ev.param.conn.private_data = data.as_ptr().cast();
-        }
-    }
-    raw.cast()
-}
-
-/// Frees an event and counts it acknowledged.
-///
-/// # Safety
-/// `ev` is an unacked event of this library.
-unsafe fn ack(ev: *mut rdma_cm_event) {
-    // SAFETY: module contract.
-    let e = unsafe { take::<EventObj, _>(ev) };
-    // SAFETY: the owner lives until its events are acked (destroy waits).
-    if let Ok(o) = unsafe { id_obj(e.owner as *mut rdma_cm_id) } {
-        o.unacked.done();
-    }
-    drop(e);
-}
-
-/// How long one wait of a blocking call lasts before it looks again.
-const WAIT_STEP: Duration = Duration::from_secs(3600);
-
-/// `rdma_get_cm_event`: blocks for the next event, or with `O_NONBLOCK`
-/// set on the channel's descriptor fails with `EAGAIN`, as a `read` of
-/// librdmacm's descriptor would.
-pub(super) unsafe extern "C" fn ferroce_rdma_get_cm_event(
-    channel: *mut rdma_event_channel,
-    event: *mut *mut rdma_cm_event,
-) -> c_int {
-    guard_cm(|| {
-        // SAFETY: module contract.
-        let ch = unsafe { channel_arc(channel) }?;
-        if event.is_null() {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: fcntl on the channel's own descriptor.
-        let flags = unsafe { libc::fcntl(ch.ch.fd, libc::F_GETFL) };
-        let nonblocking = flags >= 0 && flags & libc::O_NONBLOCK != 0;
-        loop {
-            let ev = if nonblocking {
-                ch.inner.try_get_event().ok_or(libc::EAGAIN)?
-            } else {
-                match ch.inner.get_event_timeout(WAIT_STEP) {
-                    Ok(Some(ev)) => ev,
-                    Ok(None) => continue,
-                    Err(e) => return Err(cm_errno(&e)),
-                }
-            };
-            if let Some(p) = deliver(ev) {
-                // SAFETY: module contract.
-                return unsafe { put(event, p) };
-            }
-        }
-    })
-}
-
-pub(super) unsafe extern "C" fn ferroce_rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
-    guard_cm(|| {
-        if event.is_null() {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: module contract.
-        unsafe { ack(event) };
-        Ok(())
-    })
-}
-
-/// librdmacm's `ucma_complete`: a synchronous ID's call waits for the ID's
-/// next event, which it keeps in `id->event` (acked by the next such call
-/// or at destroy); a failure becomes the errno librdmacm gives
-/// (ECONNREFUSED for REJECTED, else the status).
-///
-/// # Safety
-/// `id` is a live ID of this library.
-pub(super) unsafe fn complete(id: *mut rdma_cm_id, o: &IdObj) -> Result<(), c_int> {
-    if !o.sync {
-        return Ok(());
-    }
-    // SAFETY: module contract.
-    unsafe { ack_held(id) };
-    let me = o.inner.clone();
-    let ev = loop {
-        let got = o
-            .chan
-            .inner
-            .get_event_matching(WAIT_STEP, &|e| e.id == me)
-            .map_err(|e| cm_errno(&e))?;
-        if let Some(ev) = got {
-            break ev;
-        }
-    };
-    let p = deliver(ev).ok_or(libc::EINVAL)?;
-    // SAFETY: `id` is live; `p` a new event.
-    let (code, status) = unsafe {
-        (&raw mut (*id).event).write(p);
-        ((*p).event, (*p).status)
-    };
-    match (code, status) {
-        (_, 0) => Ok(()),
-        (RDMA_CM_EVENT_REJECTED, _) => Err(libc::ECONNREFUSED),
-        (_, s) if s < 0 => Err(-s),
-        (_, s) => Err(s),
-    }
-}
-
-/// `rdma_event_str`.
-pub(super) unsafe extern "C" fn ferroce_rdma_event_str(event: u32) -> *const c_char {
-    event_name(event).as_ptr()
 }
 
 /// `rdma_get_devices`: the `ibv_context` of every configured device

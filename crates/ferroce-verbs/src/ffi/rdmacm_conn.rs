@@ -1,4 +1,4 @@
-//! rdma_cm's entry points, part two: binding, resolving, connecting,
+//! rdma_cm's entry points: binding, resolving, connecting,
 //! listening, accepting, rejecting, disconnecting, options. Each maps to
 //! the `ferroce::cm::CmId` call of the same name; a synchronous ID (no
 //! channel) then waits for the call's outcome, as librdmacm's.
@@ -7,9 +7,8 @@ use std::ffi::{c_int, c_void};
 use std::time::Duration;
 
 use super::put;
-use super::rdmacm::{
-    complete, deliver, guard_cm, id_obj, is_device, read_sockaddr, refresh, sole_device_of,
-};
+use super::rdmacm::{guard_cm, id_obj, is_device, read_sockaddr, refresh, sole_device_of};
+use super::rdmacm_event::{complete, deliver};
 use super::rdmacm_qp::create_ep_qp;
 use crate::abi::{
     QP_ACCESS_FLAGS, QP_PKEY_INDEX, QP_PORT, QP_QKEY, QP_STATE, QPS_INIT, ibv_qp_attr,

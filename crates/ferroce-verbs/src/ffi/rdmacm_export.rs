@@ -8,9 +8,9 @@ export! {
     ferroce_rdma_destroy_event_channel = rdmacm::ferroce_rdma_destroy_event_channel, "FERROCE_RDMACM_PRIVATE";
     ferroce_rdma_create_id = rdmacm::ferroce_rdma_create_id, "FERROCE_RDMACM_PRIVATE";
     ferroce_rdma_destroy_id = rdmacm::ferroce_rdma_destroy_id, "FERROCE_RDMACM_PRIVATE";
-    ferroce_rdma_get_cm_event = rdmacm::ferroce_rdma_get_cm_event, "FERROCE_RDMACM_PRIVATE";
-    ferroce_rdma_ack_cm_event = rdmacm::ferroce_rdma_ack_cm_event, "FERROCE_RDMACM_PRIVATE";
-    ferroce_rdma_event_str = rdmacm::ferroce_rdma_event_str, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_get_cm_event = rdmacm_event::ferroce_rdma_get_cm_event, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_ack_cm_event = rdmacm_event::ferroce_rdma_ack_cm_event, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_event_str = rdmacm_event::ferroce_rdma_event_str, "FERROCE_RDMACM_PRIVATE";
     ferroce_rdma_get_devices = rdmacm::ferroce_rdma_get_devices, "FERROCE_RDMACM_PRIVATE";
     ferroce_rdma_free_devices = rdmacm::ferroce_rdma_free_devices, "FERROCE_RDMACM_PRIVATE";
     ferroce_rdma_bind_addr = rdmacm_conn::ferroce_rdma_bind_addr, "FERROCE_RDMACM_PRIVATE";
@@ -34,8 +34,8 @@ export! {
     ferroce_rdma_destroy_qp = rdmacm_qp::ferroce_rdma_destroy_qp, "FERROCE_RDMACM_PRIVATE";
     ferroce_rdma_create_ep = rdmacm_qp::ferroce_rdma_create_ep, "FERROCE_RDMACM_PRIVATE";
     ferroce_rdma_destroy_ep = rdmacm_qp::ferroce_rdma_destroy_ep, "FERROCE_RDMACM_PRIVATE";
-    ferroce_rdma_getaddrinfo = rdmacm_qp::ferroce_rdma_getaddrinfo, "FERROCE_RDMACM_PRIVATE";
-    ferroce_rdma_freeaddrinfo = rdmacm_qp::ferroce_rdma_freeaddrinfo, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_getaddrinfo = rdmacm_addr::ferroce_rdma_getaddrinfo, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_freeaddrinfo = rdmacm_addr::ferroce_rdma_freeaddrinfo, "FERROCE_RDMACM_PRIVATE";
     ferroce_rdma_no_multicast = rdmacm_stubs::no_multicast, "FERROCE_RDMACM_PRIVATE";
     ferroce_rdma_not_supported = rdmacm_stubs::not_supported, "FERROCE_RDMACM_PRIVATE";
     ferroce_rdma_no_rsocket = rdmacm_stubs::no_rsocket, "FERROCE_RDMACM_PRIVATE";

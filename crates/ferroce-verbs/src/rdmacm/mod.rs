@@ -7,8 +7,8 @@
 //! the same devices, PDs, CQs and QPs as the application's `ibv_*` calls.
 //!
 //! This module holds the safe part: the layouts ([`abi`]), the objects
-//! handed to C ([`objects`]), and the conversions between C and ferroce
-//! ([`convert`]).
+//! handed to C (`objects`), and the conversions between C and ferroce
+//! (`convert`).
 
 pub mod abi;
 pub(crate) mod convert;
