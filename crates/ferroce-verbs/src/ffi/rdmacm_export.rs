@@ -1,8 +1,8 @@
 // rdma_cm's entry points under private names, for `librdmacm.so.1`
 // (crate `ferroce-rdmacm`), whose public names (`rdma_create_id@@RDMACM_1.0`,
 // ...) jump here. Included by `export.rs`; the node is defined in
-// `libibverbs.map`. The list is the one in
-// `crates/ferroce-rdmacm/symbols.txt`, which a test compares with this.
+// `libibverbs.map`. `crates/ferroce-rdmacm/tests/symbols.rs` checks that
+// every target of its `symbols.txt` is exported here.
 export! {
     ferroce_rdma_create_event_channel = rdmacm::ferroce_rdma_create_event_channel, "FERROCE_RDMACM_PRIVATE";
     ferroce_rdma_destroy_event_channel = rdmacm::ferroce_rdma_destroy_event_channel, "FERROCE_RDMACM_PRIVATE";
