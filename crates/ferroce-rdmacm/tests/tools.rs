@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{As, command, finish, finish_or_kill, serial, text, tool, users, wait_device};
+use common::{As, Reap, command, finish, finish_or_kill, serial, text, tool, users, wait_device};
 
 /// Runs `prog server_args` on 127.0.0.1 and, once its device is open and
 /// `settle` has passed (its listen follows the device's opening),
@@ -26,6 +26,7 @@ fn pair(
     let server = command(who, "127.0.0.1", prog, server_args)
         .spawn()
         .unwrap();
+    let mut reap = Reap(Some(server.id()));
     wait_device([127, 0, 0, 1], Duration::from_secs(20));
     std::thread::sleep(settle);
     let client = command(who, "127.0.0.2", prog, client_args)
@@ -36,6 +37,7 @@ fn pair(
     // A failed client leaves the server waiting: stop it at once.
     let limit = Duration::from_secs(if c.status.success() { 60 } else { 2 });
     let s = finish_or_kill(server, limit);
+    reap.0 = None;
     assert!(
         c.status.success() && s.status.success(),
         "{name} as {who:?}: client {}, server {}\nclient:\n{}\nserver:\n{}",
@@ -131,6 +133,7 @@ fn rdma_server_and_client_use_the_rdma_verbs_helpers() {
         let s = command(who, "127.0.0.1", &server, &["-p", "7473"])
             .spawn()
             .unwrap();
+        let mut reap = Reap(Some(s.id()));
         wait_device([127, 0, 0, 1], Duration::from_secs(20));
         std::thread::sleep(SETTLE);
         let c = command(
@@ -143,6 +146,7 @@ fn rdma_server_and_client_use_the_rdma_verbs_helpers() {
         .unwrap();
         let c = finish(c, Duration::from_secs(60), "rdma_client");
         let s = finish(s, Duration::from_secs(60), "rdma_server");
+        reap.0 = None;
         assert!(text(&c).contains("rdma_client: end 0"), "{}", text(&c));
         assert!(text(&s).contains("rdma_server: end 0"), "{}", text(&s));
         assert!(c.status.success() && s.status.success());
@@ -168,12 +172,14 @@ fn perftest_pair(who: As, prog: &Path, args: &[&str]) -> (String, String) {
     client.push("127.0.0.1");
     for _ in 1..PERFTEST_TRIES {
         let server = command(who, "127.0.0.1", prog, args).spawn().unwrap();
+        let mut reap = Reap(Some(server.id()));
         wait_device([127, 0, 0, 1], Duration::from_secs(20));
         std::thread::sleep(PERFTEST_SETTLE);
         let c = command(who, "127.0.0.2", prog, &client).spawn().unwrap();
         let c = finish(c, Duration::from_secs(60), "perftest client");
         let raced = !c.status.success() && text(&c).contains("RDMA_CM_EVENT_REJECTED; error: 8");
         let s = finish_or_kill(server, Duration::from_secs(if raced { 2 } else { 60 }));
+        reap.0 = None;
         if raced {
             continue;
         }

@@ -177,3 +177,18 @@ pub(crate) fn finish_or_kill(mut child: Child, limit: Duration) -> Output {
     let _ = child.kill();
     child.wait_with_output().unwrap()
 }
+
+/// Kills process `pid` when dropped unless disarmed: a server whose client
+/// failed (a panic) is not left running.
+pub(crate) struct Reap(pub(crate) Option<u32>);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            let _ = Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
