@@ -111,6 +111,21 @@ fn ucmatose_eight_connections() {
     }
 }
 
+/// `-m`: after the transfers both sides move their IDs to a new event
+/// channel (`rdma_migrate_id`) and take the disconnect events there.
+#[test]
+fn ucmatose_migrates_its_ids_to_a_new_channel() {
+    let _g = serial();
+    let prog = tool("ucmatose", "rdmacm-utils");
+    let server = ["-m", "-c", "4"];
+    let client = ["-m", "-c", "4", "-s", "127.0.0.1"];
+    let (s, c) = pair(As::Me, &prog, &server, &client, SETTLE);
+    assert!(c.contains("migrating to new event channel"), "{c}");
+    for out in [&s, &c] {
+        assert!(out.contains("return status 0"), "{out}");
+    }
+}
+
 #[test]
 fn udaddy_resolves_and_exchanges_datagrams() {
     let _g = serial();

@@ -217,6 +217,7 @@ fn new_channel() -> Result<ChannelObj, c_int> {
         },
         inner,
         watch,
+        sources: Mutex::new(Vec::new()),
     })
 }
 
@@ -261,15 +262,16 @@ pub(super) unsafe extern "C" fn ferroce_rdma_destroy_event_channel(ch: *mut rdma
     });
 }
 
-/// A new C ID over `inner`, on `chan` (`sync`: created without a channel).
+/// A new C ID over `inner`, whose events arrive on `chan` and are
+/// delivered by `owner` (`sync`: created without a channel).
 pub(super) fn new_id(
     inner: CmId,
-    chan: Arc<ChannelObj>,
+    (chan, owner): (Arc<ChannelObj>, Arc<ChannelObj>),
     sync: bool,
     context: *mut c_void,
     ps: u32,
 ) -> *mut rdma_cm_id {
-    let channel = Arc::as_ptr(&chan).cast_mut().cast::<rdma_event_channel>();
+    let channel = Arc::as_ptr(&owner).cast_mut().cast::<rdma_event_channel>();
     let raw = Box::into_raw(Box::new(IdObj {
         id: UnsafeCell::new(rdma_cm_id {
             verbs: std::ptr::null_mut(),
@@ -294,6 +296,7 @@ pub(super) fn new_id(
         }),
         inner: inner.clone(),
         chan,
+        owner: Mutex::new(owner),
         sync,
         path: UnsafeCell::new(ibv_sa_path_rec::default()),
         unacked: Unacked::default(),
@@ -325,7 +328,7 @@ pub(super) unsafe extern "C" fn ferroce_rdma_create_id(
             (unsafe { channel_arc(channel) }?, false)
         };
         let inner = chan.inner.create_id(space).map_err(|e| cm_errno(&e))?;
-        let raw = new_id(inner, chan, sync, context, ps);
+        let raw = new_id(inner, (chan.clone(), chan), sync, context, ps);
         // SAFETY: module contract.
         unsafe { put(id, raw) }
     })

@@ -4,10 +4,14 @@
 //! channel) then waits for the call's outcome, as librdmacm's.
 
 use std::ffi::{c_int, c_void};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::put;
-use super::rdmacm::{guard_cm, id_obj, is_device, read_sockaddr, refresh, sole_device_of};
+use super::rdmacm::{
+    channel_arc, guard_cm, id_obj, is_device, read_sockaddr, refresh, sole_device_of,
+};
 use super::rdmacm_event::{complete, deliver};
 use super::rdmacm_qp::create_ep_qp;
 use crate::abi::{
@@ -15,6 +19,7 @@ use crate::abi::{
 };
 use crate::rdmacm::abi::*;
 use crate::rdmacm::convert::{cm_errno, conn_param};
+use crate::rdmacm::objects::ChannelObj;
 
 /// `rdma_bind_addr`. An address that is not one of the process's devices
 /// (`FERROCE_DEVICES`) is refused with ENODEV, as the kernel refuses an
@@ -272,10 +277,11 @@ pub(super) unsafe extern "C" fn ferroce_rdma_set_option(
     })
 }
 
-/// `rdma_migrate_id`: ferroce's IDs deliver their events on the channel
-/// they were created on, so only a move to that same channel (or of a
-/// synchronous ID to a private one, which it has) succeeds; others fail
-/// with ENOSYS.
+/// `rdma_migrate_id`: the ID's events are delivered by `channel` from
+/// now (those not yet read included). Its events still arrive on the
+/// ferroce channel it was made on, which `channel` reads from then too.
+/// A synchronous ID stays synchronous (a NULL channel is a no-op for it);
+/// making an asynchronous ID synchronous (NULL) is ENOSYS.
 pub(super) unsafe extern "C" fn ferroce_rdma_migrate_id(
     id: *mut rdma_cm_id,
     channel: *mut rdma_event_channel,
@@ -283,13 +289,50 @@ pub(super) unsafe extern "C" fn ferroce_rdma_migrate_id(
     guard_cm(|| {
         // SAFETY: module contract.
         let o = unsafe { id_obj(id) }?;
-        let same = std::ptr::eq(std::sync::Arc::as_ptr(&o.chan).cast(), channel);
-        if same || (channel.is_null() && o.sync) {
-            Ok(())
-        } else {
-            Err(libc::ENOSYS)
+        if channel.is_null() {
+            return if o.sync { Ok(()) } else { Err(libc::ENOSYS) };
         }
+        // SAFETY: module contract.
+        let to = unsafe { channel_arc(channel) }?;
+        if !Arc::ptr_eq(&o.chan, &to) {
+            watch_home(&to, &o.chan)?;
+        }
+        *o.owner.lock().unwrap_or_else(|p| p.into_inner()) = to;
+        // SAFETY: module contract; C reads `channel` from now.
+        unsafe { (&raw mut (*id).channel).write(channel) };
+        Ok(())
     })
+}
+
+/// Makes `to` read `home` too: a source, and its eventfd in `to`'s epoll.
+fn watch_home(to: &ChannelObj, home: &Arc<ChannelObj>) -> Result<(), c_int> {
+    let mut sources = to.sources.lock().unwrap_or_else(|p| p.into_inner());
+    if sources
+        .iter()
+        .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(home)))
+    {
+        return Ok(());
+    }
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: 0,
+    };
+    // SAFETY: both descriptors are live; `ev` is a valid epoll_event.
+    let rc = unsafe {
+        libc::epoll_ctl(
+            to.watch.as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            home.inner.as_raw_fd(),
+            &mut ev,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO));
+    }
+    sources.push(Arc::downgrade(home));
+    Ok(())
 }
 
 /// `rdma_init_qp_attr` for INIT (what `rdma_create_qp` applies): the port,

@@ -5,6 +5,7 @@
 //! contract as `rdmacm.rs`.
 
 use std::ffi::{c_char, c_int};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use ferroce::cm::{CmEvent, CmEventKind};
@@ -13,7 +14,7 @@ use super::rdmacm::{channel_arc, guard_cm, id_obj, new_id, refresh};
 use super::{put, take};
 use crate::rdmacm::abi::*;
 use crate::rdmacm::convert::*;
-use crate::rdmacm::objects::{EventObj, IdObj, find};
+use crate::rdmacm::objects::{ChannelObj, EventObj, IdObj, find};
 
 /// Acks the event a synchronous call left in `id->event`.
 ///
@@ -40,7 +41,8 @@ pub(super) fn deliver(ev: CmEvent) -> Option<*mut rdma_cm_event> {
             let l = unsafe { id_obj(listen) }.ok()?;
             // SAFETY: as above.
             let (context, ps) = unsafe { ((*listen).context, (*listen).ps) };
-            let id = new_id(ev.id.clone(), l.chan.clone(), l.sync, context, ps);
+            let owner = l.owner.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let id = new_id(ev.id.clone(), (l.chan.clone(), owner), l.sync, context, ps);
             (id, listen, listen)
         }
         _ => {
@@ -139,15 +141,32 @@ pub(super) unsafe extern "C" fn ferroce_rdma_get_cm_event(
         // SAFETY: fcntl on the channel's own descriptor.
         let flags = unsafe { libc::fcntl(ch.ch.fd, libc::F_GETFL) };
         let nonblocking = flags >= 0 && flags & libc::O_NONBLOCK != 0;
+        let me = Arc::as_ptr(&ch) as usize;
+        let mine = |e: &CmEvent| owner_of(e).is_none_or(|o| o == me);
         loop {
-            let ev = if nonblocking {
-                ch.inner.try_get_event().ok_or(libc::EAGAIN)?
-            } else {
-                match ch.inner.get_event_timeout(WAIT_STEP) {
+            let sources = live_sources(&ch);
+            let ev = if let Some(ev) = take_now(&ch, &sources, &mine)? {
+                ev
+            } else if nonblocking {
+                return Err(libc::EAGAIN);
+            } else if sources.is_empty() {
+                match ch.inner.get_event_matching(WAIT_STEP, &mine) {
                     Ok(Some(ev)) => ev,
                     Ok(None) => continue,
                     Err(e) => return Err(cm_errno(&e)),
                 }
+            } else {
+                // Events of migrated IDs come from other channels too:
+                // wait on the epoll descriptor that watches them all.
+                let mut p = libc::pollfd {
+                    fd: ch.ch.fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd; a short timeout, since events
+                // of other channels' IDs keep the descriptor readable.
+                unsafe { libc::poll(&mut p, 1, 10) };
+                continue;
             };
             if let Some(p) = deliver(ev) {
                 // SAFETY: module contract.
@@ -155,6 +174,43 @@ pub(super) unsafe extern "C" fn ferroce_rdma_get_cm_event(
             }
         }
     })
+}
+
+/// The channel (address) that delivers `e`: its ID's owner, or for a
+/// CONNECT_REQUEST its listener's; `None` for an ID no longer live.
+fn owner_of(e: &CmEvent) -> Option<usize> {
+    let id = match e.kind {
+        CmEventKind::ConnectRequest { .. } => e.listen_id.as_ref()?,
+        _ => &e.id,
+    };
+    let p = find(id)? as *mut rdma_cm_id;
+    // SAFETY: a live ID (in `ids`).
+    unsafe { id_obj(p) }.ok().map(IdObj::owner_addr)
+}
+
+/// The home channels of IDs migrated to `ch` that still exist.
+fn live_sources(ch: &ChannelObj) -> Vec<Arc<ChannelObj>> {
+    let mut s = ch.sources.lock().unwrap_or_else(|p| p.into_inner());
+    s.retain(|w| w.strong_count() > 0);
+    s.iter().filter_map(Weak::upgrade).collect()
+}
+
+/// An event for `ch` already waiting on it or on one of `sources`.
+fn take_now(
+    ch: &ChannelObj,
+    sources: &[Arc<ChannelObj>],
+    mine: &dyn Fn(&CmEvent) -> bool,
+) -> Result<Option<CmEvent>, c_int> {
+    for q in std::iter::once(ch).chain(sources.iter().map(|s| &**s)) {
+        let got = q
+            .inner
+            .get_event_matching(Duration::ZERO, mine)
+            .map_err(|e| cm_errno(&e))?;
+        if got.is_some() {
+            return Ok(got);
+        }
+    }
+    Ok(None)
 }
 
 pub(super) unsafe extern "C" fn ferroce_rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {

@@ -18,7 +18,7 @@
 use std::cell::UnsafeCell;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use ferroce::cm::{CmEvent, CmId, EventChannel};
@@ -30,11 +30,19 @@ use crate::abi::{ibv_pd, ibv_qp_init_attr};
 /// (always non-blocking) eventfd: readable exactly when that is, and with
 /// file flags of its own, so that an application's `O_NONBLOCK` on it
 /// (librdmacm's descriptor is blocking until set so) can be seen.
+///
+/// `rdma_migrate_id` moves an ID to another channel, but its events still
+/// arrive on the ferroce channel it was made on (its `home`): the new
+/// channel then also reads that one (`sources`, watched by its epoll
+/// descriptor too), and every channel takes only the events of the IDs it
+/// owns.
 #[repr(C)]
 pub(crate) struct ChannelObj {
     pub(crate) ch: rdma_event_channel,
     pub(crate) inner: EventChannel,
     pub(crate) watch: OwnedFd,
+    /// Home channels of IDs migrated here.
+    pub(crate) sources: Mutex<Vec<Weak<Self>>>,
 }
 
 /// What a passive endpoint (`rdma_create_ep` with `RAI_PASSIVE`) keeps for
@@ -52,7 +60,12 @@ pub(crate) struct EpQp {
 pub(crate) struct IdObj {
     pub(crate) id: UnsafeCell<rdma_cm_id>,
     pub(crate) inner: CmId,
+    /// Where the ID's events arrive (the channel it was made on, or for a
+    /// request's ID its listener's).
     pub(crate) chan: Arc<ChannelObj>,
+    /// The channel that delivers them (`id->channel`; `chan` until
+    /// `rdma_migrate_id`).
+    pub(crate) owner: Mutex<Arc<ChannelObj>>,
     /// Created without a channel: calls wait for their outcome.
     pub(crate) sync: bool,
     /// `id.route.path_rec` points here once the route is resolved.
@@ -125,6 +138,13 @@ pub(crate) fn ids() -> MutexGuard<'static, Vec<(CmId, usize)>> {
 /// The C object of `id`, if it is live.
 pub(crate) fn find(id: &CmId) -> Option<usize> {
     ids().iter().find(|(i, _)| i == id).map(|&(_, p)| p)
+}
+
+impl IdObj {
+    /// The channel that delivers this ID's events, as an address.
+    pub(crate) fn owner_addr(&self) -> usize {
+        Arc::as_ptr(&self.owner.lock().unwrap_or_else(|p| p.into_inner())) as usize
+    }
 }
 
 /// One `rdma_addrinfo` of `rdma_getaddrinfo`, with the addresses its
