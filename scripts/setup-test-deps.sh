@@ -7,6 +7,9 @@
 #                              of ferroce-cli cross-check against Wireshark
 #   python3 with venv          Debian python3-venv: peercheck's virtualenv
 #   peercheck's .venv (Scapy)  "$FERROCE_SHARED/peercheck/setup.sh"
+#   librdmacm-dev              <rdma/rdma_cma.h>: librdmacm.so.1's C layout test and C program
+#   rdmacm-utils               rping, ucmatose, udaddy, rdma_server/rdma_client: the tools that
+#                              crates/ferroce-rdmacm/tests run on ferroce's librdmacm.so.1
 #
 # Not here: cargo-fuzz (the fuzzing script installs its own tools).
 #
@@ -33,6 +36,8 @@ command -v python3 >/dev/null 2>&1 || missing+=(python3)
 if ! command -v python3 >/dev/null 2>&1 || ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
     missing+=(python3-venv)
 fi
+[ -f /usr/include/rdma/rdma_cma.h ] || missing+=(librdmacm-dev)
+command -v rping >/dev/null 2>&1 || missing+=(rdmacm-utils)
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "setup-test-deps: missing Debian packages: ${missing[*]}; run this script as root" >&2

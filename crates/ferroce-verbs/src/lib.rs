@@ -34,3 +34,4 @@ mod ffi;
 #[cfg(test)]
 mod layout_tests;
 mod objects;
+pub mod rdmacm;

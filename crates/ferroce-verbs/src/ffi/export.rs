@@ -6,7 +6,10 @@
 //! `#[no_mangle]`: an assembler stub names each, and the version script
 //! (`libibverbs.map`) defines the nodes.
 
-use super::{cq, device, events, memory, misc, private, qp, qp_ex, srq_ah};
+use super::{
+    cq, device, events, memory, misc, private, qp, qp_ex, rdmacm, rdmacm_addr, rdmacm_conn,
+    rdmacm_event, rdmacm_qp, rdmacm_stubs, srq_ah,
+};
 
 /// The tail jump from the versioned name to the Rust function.
 #[cfg(target_arch = "x86_64")]
@@ -169,3 +172,5 @@ export! {
     verbs_uninit_context = private::no_provider, "IBVERBS_PRIVATE_34";
     ibv_resolve_eth_l2_from_gid = private::no_kernel, "IBVERBS_1.1";
 }
+
+include!("rdmacm_export.rs");

@@ -33,6 +33,12 @@ mod misc;
 mod post;
 mod private;
 mod qp;
+mod rdmacm;
+mod rdmacm_addr;
+mod rdmacm_conn;
+mod rdmacm_event;
+mod rdmacm_qp;
+mod rdmacm_stubs;
 mod srq_ah;
 
 // The extended verbs (`ibv_create_cq_ex`, `ibv_create_qp_ex`, `ibv_wr_*`)

@@ -7,7 +7,7 @@ use ferroce::SrqAttr;
 
 use super::{ctx, guard_errno, guard_ptr, obj, put, take};
 use crate::abi::*;
-use crate::convert::{errno, gid_ip};
+use crate::convert::{errno, gid_ip, ip_gid};
 use crate::objects::{Ah, Pd, Srq};
 
 pub(super) unsafe extern "C" fn ibv_create_srq(
@@ -169,13 +169,23 @@ pub(super) unsafe extern "C" fn ibv_init_ah_from_wc(
         // not necessarily aligned.
         let g = unsafe { grh.read_unaligned() };
         let flow = u32::from_be(g.version_tclass_flow);
+        // RoCE v2 over IPv4: the GRH's last 20 bytes are the IPv4 header
+        // (as rxe writes it); the sender is its source address.
+        // SAFETY: the same 40 bytes, as bytes.
+        let bytes = unsafe { grh.cast::<[u8; 40]>().read_unaligned() };
+        let (dgid, flow_label, traffic_class) = if bytes[20] >> 4 == 4 {
+            let src = [bytes[32], bytes[33], bytes[34], bytes[35]];
+            (ip_gid(std::net::Ipv4Addr::from(src).into()), 0, bytes[21])
+        } else {
+            (g.sgid, flow & 0xf_ffff, (flow >> 20) as u8)
+        };
         let out = ibv_ah_attr {
             grh: ibv_global_route {
-                dgid: g.sgid,
-                flow_label: flow & 0xf_ffff,
+                dgid,
+                flow_label,
                 sgid_index: 0,
                 hop_limit: 0xff,
-                traffic_class: (flow >> 20) as u8,
+                traffic_class,
             },
             is_global: 1,
             port_num: port,

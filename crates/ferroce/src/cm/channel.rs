@@ -140,6 +140,17 @@ impl EventChannel {
     pub fn get_event_timeout(&self, timeout: Duration) -> Result<Option<CmEvent>> {
         self.queue.wait_for(timeout, &|_| true)
     }
+
+    /// The oldest event `want` accepts, waiting up to `timeout` (`None`
+    /// past it); the others stay queued. For callers that share a channel
+    /// among waiters of their own (librdmacm's synchronous IDs).
+    pub fn get_event_matching(
+        &self,
+        timeout: Duration,
+        want: &dyn Fn(&CmEvent) -> bool,
+    ) -> Result<Option<CmEvent>> {
+        self.queue.wait_for(timeout, want)
+    }
 }
 
 impl Drop for EventChannel {

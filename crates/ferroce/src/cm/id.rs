@@ -256,7 +256,46 @@ impl CmId {
     /// through INIT, RTR and RTS as rdma_cm does: RC on a TCP-space ID, UD
     /// on a UDP-space one (brought to RTS at once with rdma_cm's Q_Key).
     pub fn create_qp(&self, pd: &ProtectionDomain, attr: &QpInitAttr<'_>) -> Result<QueuePair> {
+        let ctx = self.qp_device(attr.qp_type)?;
+        if !Arc::ptr_eq(&pd.shared, &ctx.shared) {
+            return Err(self.misplaced("allocate the PD on the ID's device (CmId::verbs)"));
+        }
+        let qp = pd.create_qp(attr)?;
+        self.attach_qp(&qp)?;
+        Ok(qp)
+    }
+
+    /// [`create_qp`](Self::create_qp) for a QP the caller created on the
+    /// ID's device (the C library's `rdma_create_qp`, whose QP is an
+    /// `ibv_qp` of its own): checks it as `create_qp` does, moves it to
+    /// INIT (UD: to RTS) and hands it to the CM.
+    pub fn attach_qp(&self, qp: &QueuePair) -> Result<()> {
+        let ctx = self.qp_device(qp.qp_type())?;
+        if !Arc::ptr_eq(&qp.shared, &ctx.shared) {
+            return Err(self.misplaced("create the QP on the ID's device (CmId::verbs)"));
+        }
         let mut st = self.inner.state();
+        if st.qp.is_some() {
+            return Err(wrong_state("create_qp", st.phase, "an ID has one QP"));
+        }
+        super::transitions::init_qp(qp, self.inner.port_space)?;
+        st.qp = Some(QpSlot {
+            qpn: qp.qpn(),
+            psn: qp.psn(),
+        });
+        Ok(())
+    }
+
+    /// Forgets the ID's QP (`rdma_destroy_qp`), so that another may be
+    /// created on it; the QP itself is the caller's to destroy.
+    pub fn detach_qp(&self) {
+        self.inner.state().qp = None;
+    }
+
+    /// The device a QP of `qp_type` is created on for this ID: refuses an
+    /// ID with a QP already, of the other port space, or without a device.
+    fn qp_device(&self, qp_type: QpType) -> Result<Context> {
+        let st = self.inner.state();
         if st.qp.is_some() {
             return Err(wrong_state("create_qp", st.phase, "an ID has one QP"));
         }
@@ -265,7 +304,7 @@ impl CmId {
         } else {
             QpType::Ud
         };
-        if attr.qp_type != want {
+        if qp_type != want {
             return Err(CmIdError::WrongState {
                 call: "create_qp",
                 state: if want == QpType::Rc {
@@ -277,27 +316,17 @@ impl CmId {
             }
             .into());
         }
-        let Some(ctx) = st.device.clone() else {
-            return Err(wrong_state(
+        st.device.clone().ok_or_else(|| {
+            wrong_state(
                 "create_qp",
                 st.phase,
                 "resolve the address (or take the ID of a CONNECT_REQUEST) first",
-            ));
-        };
-        if !Arc::ptr_eq(&pd.shared, &ctx.shared) {
-            return Err(wrong_state(
-                "create_qp",
-                st.phase,
-                "allocate the PD on the ID's device (CmId::verbs)",
-            ));
-        }
-        let qp = pd.create_qp(attr)?;
-        super::transitions::init_qp(&qp, self.inner.port_space)?;
-        st.qp = Some(QpSlot {
-            qpn: qp.qpn(),
-            psn: qp.psn(),
-        });
-        Ok(qp)
+            )
+        })
+    }
+
+    fn misplaced(&self, needs: &'static str) -> crate::Error {
+        wrong_state("create_qp", self.inner.state().phase, needs)
     }
 
     /// `rdma_connect`: sends the REQ (or, in the UDP space, the SIDR_REQ).

@@ -128,9 +128,14 @@ pub(crate) fn listen_wildcard(ps: PortSpace, port: u16, v6: bool, id: &Arc<IdInn
 }
 
 /// Ends a wildcard listen (the devices' CMs stop listening when they next
-/// find no listener for a REQ).
+/// find no listener for a REQ), called as the listener is dropped: only
+/// if the entry is still that listener's (its `Weak` is dead), not a newer
+/// listener's on the same port (perftest -R listens twice on one port).
 pub(crate) fn unlisten_wildcard(ps: PortSpace, port: u16, v6: bool) {
-    if let Some(l) = lock(&WILDCARD).as_mut() {
+    if let Some(l) = lock(&WILDCARD).as_mut()
+        && l.get(&(ps, port, v6))
+            .is_some_and(|w| w.strong_count() == 0)
+    {
         l.remove(&(ps, port, v6));
     }
 }

@@ -1,0 +1,388 @@
+//! rdma_cm's entry points: binding, resolving, connecting,
+//! listening, accepting, rejecting, disconnecting, options. Each maps to
+//! the `ferroce::cm::CmId` call of the same name; a synchronous ID (no
+//! channel) then waits for the call's outcome, as librdmacm's.
+
+use std::ffi::{c_int, c_void};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::put;
+use super::rdmacm::{
+    channel_arc, guard_cm, id_obj, is_device, read_sockaddr, refresh, sole_device_of,
+};
+use super::rdmacm_event::{complete, deliver};
+use super::rdmacm_qp::create_ep_qp;
+use crate::abi::{
+    QP_ACCESS_FLAGS, QP_PKEY_INDEX, QP_PORT, QP_QKEY, QP_STATE, QPS_INIT, ibv_qp_attr,
+};
+use crate::rdmacm::abi::*;
+use crate::rdmacm::convert::{cm_errno, conn_param};
+use crate::rdmacm::objects::ChannelObj;
+
+/// `rdma_bind_addr`. An address that is not one of the process's devices
+/// (`FERROCE_DEVICES`) is refused with ENODEV, as the kernel refuses an
+/// address with no RDMA device; the wildcard binds every device.
+pub(super) unsafe extern "C" fn ferroce_rdma_bind_addr(
+    id: *mut rdma_cm_id,
+    addr: *mut c_void,
+) -> c_int {
+    guard_cm(|| {
+        // SAFETY: module contract.
+        let o = unsafe { id_obj(id) }?;
+        // SAFETY: module contract.
+        let a = unsafe { read_sockaddr(addr) }?.ok_or(libc::EINVAL)?;
+        if !is_device(a.ip()) {
+            return Err(libc::ENODEV);
+        }
+        o.inner.bind_addr(a).map_err(|e| cm_errno(&e))?;
+        // SAFETY: module contract.
+        unsafe { refresh(id, o) };
+        Ok(())
+    })
+}
+
+/// `rdma_resolve_addr`. With no source address (and none bound), a
+/// process with one device of the destination's family sends from it.
+pub(super) unsafe extern "C" fn ferroce_rdma_resolve_addr(
+    id: *mut rdma_cm_id,
+    src: *mut c_void,
+    dst: *mut c_void,
+    timeout_ms: c_int,
+) -> c_int {
+    guard_cm(|| {
+        // SAFETY: module contract.
+        let o = unsafe { id_obj(id) }?;
+        // SAFETY: module contract.
+        let d = unsafe { read_sockaddr(dst) }?.ok_or(libc::EINVAL)?;
+        // SAFETY: module contract.
+        let mut s = unsafe { read_sockaddr(src) }?;
+        if s.is_none() && o.inner.local_addr().is_none_or(|l| l.ip().is_unspecified()) {
+            s = sole_device_of(d.ip()).map(|ip| std::net::SocketAddr::new(ip, 0));
+        }
+        if let Some(s) = s
+            && !is_device(s.ip())
+        {
+            return Err(libc::ENODEV);
+        }
+        let t = Duration::from_millis(timeout_ms.max(0) as u64);
+        o.inner.resolve_addr(s, d, t).map_err(|e| cm_errno(&e))?;
+        if o.inner.verbs().is_some_and(|c| !is_device(c.local())) {
+            return Err(libc::ENODEV);
+        }
+        // SAFETY: module contract.
+        unsafe {
+            refresh(id, o);
+            complete(id, o)
+        }
+    })
+}
+
+pub(super) unsafe extern "C" fn ferroce_rdma_resolve_route(
+    id: *mut rdma_cm_id,
+    timeout_ms: c_int,
+) -> c_int {
+    guard_cm(|| {
+        // SAFETY: module contract.
+        let o = unsafe { id_obj(id) }?;
+        let t = Duration::from_millis(timeout_ms.max(0) as u64);
+        o.inner.resolve_route(t).map_err(|e| cm_errno(&e))?;
+        // SAFETY: module contract.
+        unsafe {
+            refresh(id, o);
+            complete(id, o)
+        }
+    })
+}
+
+/// The parameters of `rdma_connect`/`rdma_accept` (librdmacm's defaults
+/// for NULL), with their private data copied.
+///
+/// # Safety
+/// `p` is NULL or a valid `rdma_conn_param` whose private data holds
+/// `private_data_len` bytes.
+unsafe fn read_param(p: *const rdma_conn_param) -> ferroce::cm::ConnParam {
+    // SAFETY: module contract.
+    let Some(p) = (unsafe { p.as_ref() }) else {
+        return ferroce::cm::ConnParam::default();
+    };
+    let data = if p.private_data.is_null() || p.private_data_len == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: the caller's bytes, `private_data_len` long.
+        unsafe {
+            std::slice::from_raw_parts(p.private_data.cast::<u8>(), p.private_data_len.into())
+        }
+        .to_vec()
+    };
+    conn_param(p, data)
+}
+
+pub(super) unsafe extern "C" fn ferroce_rdma_connect(
+    id: *mut rdma_cm_id,
+    param: *mut rdma_conn_param,
+) -> c_int {
+    guard_cm(|| {
+        // SAFETY: module contract.
+        let o = unsafe { id_obj(id) }?;
+        // SAFETY: module contract.
+        let p = unsafe { read_param(param) };
+        o.inner.connect(&p).map_err(|e| cm_errno(&e))?;
+        // SAFETY: module contract.
+        unsafe { complete(id, o) }
+    })
+}
+
+pub(super) unsafe extern "C" fn ferroce_rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
+    guard_cm(|| {
+        // SAFETY: module contract.
+        let o = unsafe { id_obj(id) }?;
+        o.inner
+            .listen(backlog.max(0) as u32)
+            .map_err(|e| cm_errno(&e))
+    })
+}
+
+/// `rdma_get_request`: for a synchronous listener, the next request's ID
+/// (itself synchronous), with the QP a passive endpoint asked for.
+pub(super) unsafe extern "C" fn ferroce_rdma_get_request(
+    listen: *mut rdma_cm_id,
+    id: *mut *mut rdma_cm_id,
+) -> c_int {
+    guard_cm(|| {
+        // SAFETY: module contract.
+        let l = unsafe { id_obj(listen) }?;
+        if !l.sync || id.is_null() {
+            return Err(libc::EINVAL);
+        }
+        let ev = loop {
+            match l.inner.get_request(Duration::from_secs(3600)) {
+                Ok(ev) => break ev,
+                Err(ferroce::Error::Cm(ferroce::cm::CmIdError::TimedOut(_))) => continue,
+                Err(e) => return Err(cm_errno(&e)),
+            }
+        };
+        let ev = deliver(ev).ok_or(libc::EINVAL)?;
+        // SAFETY: `ev` is the event just made, on the new ID.
+        let new = unsafe { (*ev).id };
+        // SAFETY: as above.
+        unsafe { (&raw mut (*new).event).write(ev) };
+        // SAFETY: `new` is live.
+        if let Err(e) = unsafe { create_ep_qp(l, new) } {
+            // SAFETY: `new` is live and no one else has it yet.
+            unsafe { super::rdmacm::ferroce_rdma_destroy_id(new) };
+            return Err(e);
+        }
+        // SAFETY: module contract.
+        unsafe { put(id, new) }
+    })
+}
+
+pub(super) unsafe extern "C" fn ferroce_rdma_accept(
+    id: *mut rdma_cm_id,
+    param: *mut rdma_conn_param,
+) -> c_int {
+    guard_cm(|| {
+        // SAFETY: module contract.
+        let o = unsafe { id_obj(id) }?;
+        // SAFETY: module contract.
+        let p = unsafe { read_param(param) };
+        o.inner.accept(&p).map_err(|e| cm_errno(&e))?;
+        // SAFETY: module contract.
+        unsafe { complete(id, o) }
+    })
+}
+
+pub(super) unsafe extern "C" fn ferroce_rdma_reject(
+    id: *mut rdma_cm_id,
+    private_data: *const c_void,
+    len: u8,
+) -> c_int {
+    guard_cm(|| {
+        // SAFETY: module contract.
+        let o = unsafe { id_obj(id) }?;
+        let data = if private_data.is_null() || len == 0 {
+            &[][..]
+        } else {
+            // SAFETY: the caller's `len` bytes.
+            unsafe { std::slice::from_raw_parts(private_data.cast::<u8>(), len.into()) }
+        };
+        o.inner.reject(data).map_err(|e| cm_errno(&e))
+    })
+}
+
+pub(super) unsafe extern "C" fn ferroce_rdma_establish(id: *mut rdma_cm_id) -> c_int {
+    guard_cm(|| {
+        // SAFETY: module contract.
+        let o = unsafe { id_obj(id) }?;
+        o.inner.establish().map_err(|e| cm_errno(&e))
+    })
+}
+
+/// `rdma_disconnect`: the QP to the error state and the DREQ (or DREP); a
+/// synchronous ID waits for its DISCONNECTED.
+pub(super) unsafe extern "C" fn ferroce_rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
+    guard_cm(|| {
+        // SAFETY: module contract.
+        let o = unsafe { id_obj(id) }?;
+        o.inner.disconnect().map_err(|e| cm_errno(&e))?;
+        // SAFETY: module contract.
+        unsafe { complete(id, o) }
+    })
+}
+
+/// `rdma_notify`: the kernel uses it to start a connection on the first
+/// receive before the RTU; ferroce's CM needs no hint. Returns 0.
+pub(super) unsafe extern "C" fn ferroce_rdma_notify(id: *mut rdma_cm_id, _event: c_int) -> c_int {
+    guard_cm(|| {
+        // SAFETY: module contract.
+        unsafe { id_obj(id) }.map(|_| ())
+    })
+}
+
+/// `rdma_set_option`: the ID's ToS and ACK timeout (`uint8_t`, as the
+/// kernel takes them); REUSEADDR and AFONLY are accepted and change
+/// nothing (ferroce's ports are the process's own; a wildcard IPv6 ID
+/// listens on IPv6 devices only, which is AFONLY); IB paths are not
+/// RoCE's (EINVAL); other names ENOSYS, as the kernel answers.
+pub(super) unsafe extern "C" fn ferroce_rdma_set_option(
+    id: *mut rdma_cm_id,
+    level: c_int,
+    name: c_int,
+    val: *mut c_void,
+    len: usize,
+) -> c_int {
+    guard_cm(|| {
+        // SAFETY: module contract.
+        let o = unsafe { id_obj(id) }?;
+        if val.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: `val` holds `len` bytes, at least one (checked per name).
+        let byte = || unsafe { val.cast::<u8>().read() };
+        match (level, name) {
+            (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS) if len == 1 => o.inner.set_tos(byte()),
+            (RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT) if len == 1 => {
+                o.inner.set_ack_timeout(byte())
+            }
+            (RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR | RDMA_OPTION_ID_AFONLY)
+                if len == size_of::<c_int>() => {}
+            (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS | RDMA_OPTION_ID_ACK_TIMEOUT)
+            | (RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR | RDMA_OPTION_ID_AFONLY)
+            | (RDMA_OPTION_IB, RDMA_OPTION_IB_PATH) => return Err(libc::EINVAL),
+            _ => return Err(libc::ENOSYS),
+        }
+        Ok(())
+    })
+}
+
+/// `rdma_migrate_id`: the ID's events are delivered by `channel` from
+/// now (those not yet read included). Its events still arrive on the
+/// ferroce channel it was made on, which `channel` reads from then too.
+/// A synchronous ID stays synchronous (a NULL channel is a no-op for it);
+/// making an asynchronous ID synchronous (NULL) is ENOSYS.
+pub(super) unsafe extern "C" fn ferroce_rdma_migrate_id(
+    id: *mut rdma_cm_id,
+    channel: *mut rdma_event_channel,
+) -> c_int {
+    guard_cm(|| {
+        // SAFETY: module contract.
+        let o = unsafe { id_obj(id) }?;
+        if channel.is_null() {
+            return if o.sync { Ok(()) } else { Err(libc::ENOSYS) };
+        }
+        // SAFETY: module contract.
+        let to = unsafe { channel_arc(channel) }?;
+        if !Arc::ptr_eq(&o.chan, &to) {
+            watch_home(&to, &o.chan)?;
+        }
+        *o.owner.lock().unwrap_or_else(|p| p.into_inner()) = to;
+        // SAFETY: module contract; C reads `channel` from now.
+        unsafe { (&raw mut (*id).channel).write(channel) };
+        Ok(())
+    })
+}
+
+/// Makes `to` read `home` too: a source, and its eventfd in `to`'s epoll.
+fn watch_home(to: &ChannelObj, home: &Arc<ChannelObj>) -> Result<(), c_int> {
+    let mut sources = to.sources.lock().unwrap_or_else(|p| p.into_inner());
+    if sources
+        .iter()
+        .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(home)))
+    {
+        return Ok(());
+    }
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: 0,
+    };
+    // SAFETY: both descriptors are live; `ev` is a valid epoll_event.
+    let rc = unsafe {
+        libc::epoll_ctl(
+            to.watch.as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            home.inner.as_raw_fd(),
+            &mut ev,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO));
+    }
+    sources.push(Arc::downgrade(home));
+    Ok(())
+}
+
+/// `rdma_init_qp_attr` for INIT (what `rdma_create_qp` applies): the port,
+/// P_Key index 0 and, for RC, no remote access; for UD, rdma_cm's Q_Key.
+/// RTR and RTS come from the CM's exchange, which ferroce applies to the
+/// QPs it knows (`rdma_create_qp`): asked for them, this returns EINVAL.
+pub(super) unsafe extern "C" fn ferroce_rdma_init_qp_attr(
+    id: *mut rdma_cm_id,
+    attr: *mut ibv_qp_attr,
+    mask: *mut c_int,
+) -> c_int {
+    guard_cm(|| {
+        // SAFETY: module contract.
+        let o = unsafe { id_obj(id) }?;
+        // SAFETY: module contract.
+        let a = unsafe { attr.as_mut() }.ok_or(libc::EINVAL)?;
+        if a.qp_state != QPS_INIT || o.inner.verbs().is_none() {
+            return Err(libc::EINVAL);
+        }
+        a.pkey_index = 0;
+        a.port_num = 1;
+        let mut m = QP_STATE | QP_PKEY_INDEX | QP_PORT;
+        if o.inner.port_space().connects() {
+            a.qp_access_flags = 0;
+            m |= QP_ACCESS_FLAGS;
+        } else {
+            a.qkey = RDMA_UDP_QKEY;
+            m |= QP_QKEY;
+        }
+        // SAFETY: module contract.
+        unsafe { put(mask, m as c_int) }
+    })
+}
+
+/// `rdma_get_src_port` / `rdma_get_dst_port`: the port in network order
+/// (0 for an ID without the address).
+pub(super) unsafe extern "C" fn ferroce_rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
+    // SAFETY: module contract.
+    port_of(
+        unsafe { id_obj(id) }
+            .ok()
+            .and_then(|o| o.inner.local_addr()),
+    )
+}
+
+pub(super) unsafe extern "C" fn ferroce_rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
+    // SAFETY: module contract.
+    port_of(unsafe { id_obj(id) }.ok().and_then(|o| o.inner.peer_addr()))
+}
+
+fn port_of(a: Option<std::net::SocketAddr>) -> u16 {
+    a.map_or(0, |a| a.port().to_be())
+}

@@ -1,0 +1,268 @@
+//! rdma_cm's entry points: events. `rdma_get_cm_event` turns each ferroce
+//! event into a C `rdma_cm_event` (for a CONNECT_REQUEST on a new C ID),
+//! `rdma_ack_cm_event` frees it, and a synchronous ID's calls wait for
+//! their own event ([`complete`], librdmacm's `ucma_complete`). Same
+//! contract as `rdmacm.rs`.
+
+use std::ffi::{c_char, c_int};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use ferroce::cm::{CmEvent, CmEventKind};
+
+use super::rdmacm::{channel_arc, guard_cm, id_obj, new_id, refresh};
+use super::{put, take};
+use crate::rdmacm::abi::*;
+use crate::rdmacm::convert::*;
+use crate::rdmacm::objects::{ChannelObj, EventObj, IdObj, find};
+
+/// Acks the event a synchronous call left in `id->event`.
+///
+/// # Safety
+/// `id` is a live ID of this library.
+pub(super) unsafe fn ack_held(id: *mut rdma_cm_id) {
+    // SAFETY: `id` is live; `event` is NULL or an unacked event of ours.
+    unsafe {
+        let ev = (&raw mut (*id).event).replace(std::ptr::null_mut());
+        if !ev.is_null() {
+            ack(ev);
+        }
+    }
+}
+
+/// The C event for `ev`: for a CONNECT_REQUEST, on a new C ID that
+/// inherits the listener's channel and context. `None` for an event about
+/// an ID the application destroyed (the kernel drops those too).
+pub(super) fn deliver(ev: CmEvent) -> Option<*mut rdma_cm_event> {
+    let (id, listen, owner) = match &ev.kind {
+        CmEventKind::ConnectRequest { .. } => {
+            let listen = find(ev.listen_id.as_ref()?)? as *mut rdma_cm_id;
+            // SAFETY: a live ID (in `ids`).
+            let l = unsafe { id_obj(listen) }.ok()?;
+            // SAFETY: as above.
+            let (context, ps) = unsafe { ((*listen).context, (*listen).ps) };
+            let owner = l.owner.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let id = new_id(ev.id.clone(), (l.chan.clone(), owner), l.sync, context, ps);
+            (id, listen, listen)
+        }
+        _ => {
+            let id = find(&ev.id)? as *mut rdma_cm_id;
+            (id, std::ptr::null_mut(), id)
+        }
+    };
+    // SAFETY: live IDs (in `ids`, or just made).
+    let (o, own) = unsafe { (id_obj(id).ok()?, id_obj(owner).ok()?) };
+    // SAFETY: `id` is live.
+    unsafe { refresh(id, o) };
+    own.unacked.add();
+    Some(event_obj(ev, id, listen, owner))
+}
+
+fn event_obj(
+    ev: CmEvent,
+    id: *mut rdma_cm_id,
+    listen: *mut rdma_cm_id,
+    owner: *mut rdma_cm_id,
+) -> *mut rdma_cm_event {
+    let mut param = rdma_cm_event_param {
+        conn: conn_info(&Default::default()),
+    };
+    let private_data = match event_param(&ev.kind) {
+        EventParam::Conn(c) => {
+            param.conn = conn_info(c);
+            c.private_data.clone()
+        }
+        EventParam::Ud(u) => {
+            param.ud = ud_info(u);
+            u.private_data.clone()
+        }
+        EventParam::Data(d) => {
+            param.conn.private_data_len = len_u8(d.len());
+            d.to_vec()
+        }
+        EventParam::None => {
+            param.conn.private_data_len = 0;
+            Vec::new()
+        }
+    };
+    let raw = Box::into_raw(Box::new(EventObj {
+        ev: rdma_cm_event {
+            id,
+            listen_id: listen,
+            event: event_code(&ev.kind),
+            status: ev.kind.status(),
+            param,
+        },
+        private_data,
+        owner: owner as usize,
+        _held: ev,
+    }));
+    // SAFETY: `raw` is the Box just made; the data pointer names its own
+    // Vec, which moves no more (both `conn` and `ud` start with it).
+    unsafe {
+        let data = &(*raw).private_data;
+        if !data.is_empty() {
+            (*raw).ev.param.conn.private_data = data.as_ptr().cast();
+        }
+    }
+    raw.cast()
+}
+
+/// Frees an event and counts it acknowledged.
+///
+/// # Safety
+/// `ev` is an unacked event of this library.
+unsafe fn ack(ev: *mut rdma_cm_event) {
+    // SAFETY: module contract.
+    let e = unsafe { take::<EventObj, _>(ev) };
+    // SAFETY: the owner lives until its events are acked (destroy waits).
+    if let Ok(o) = unsafe { id_obj(e.owner as *mut rdma_cm_id) } {
+        o.unacked.done();
+    }
+    drop(e);
+}
+
+/// How long one wait of a blocking call lasts before it looks again.
+const WAIT_STEP: Duration = Duration::from_secs(3600);
+
+/// `rdma_get_cm_event`: blocks for the next event, or with `O_NONBLOCK`
+/// set on the channel's descriptor fails with `EAGAIN`, as a `read` of
+/// librdmacm's descriptor would.
+pub(super) unsafe extern "C" fn ferroce_rdma_get_cm_event(
+    channel: *mut rdma_event_channel,
+    event: *mut *mut rdma_cm_event,
+) -> c_int {
+    guard_cm(|| {
+        // SAFETY: module contract.
+        let ch = unsafe { channel_arc(channel) }?;
+        if event.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: fcntl on the channel's own descriptor.
+        let flags = unsafe { libc::fcntl(ch.ch.fd, libc::F_GETFL) };
+        let nonblocking = flags >= 0 && flags & libc::O_NONBLOCK != 0;
+        let me = Arc::as_ptr(&ch) as usize;
+        let mine = |e: &CmEvent| owner_of(e).is_none_or(|o| o == me);
+        loop {
+            let sources = live_sources(&ch);
+            let ev = if let Some(ev) = take_now(&ch, &sources, &mine)? {
+                ev
+            } else if nonblocking {
+                return Err(libc::EAGAIN);
+            } else if sources.is_empty() {
+                match ch.inner.get_event_matching(WAIT_STEP, &mine) {
+                    Ok(Some(ev)) => ev,
+                    Ok(None) => continue,
+                    Err(e) => return Err(cm_errno(&e)),
+                }
+            } else {
+                // Events of migrated IDs come from other channels too:
+                // wait on the epoll descriptor that watches them all.
+                let mut p = libc::pollfd {
+                    fd: ch.ch.fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd; a short timeout, since events
+                // of other channels' IDs keep the descriptor readable.
+                unsafe { libc::poll(&mut p, 1, 10) };
+                continue;
+            };
+            if let Some(p) = deliver(ev) {
+                // SAFETY: module contract.
+                return unsafe { put(event, p) };
+            }
+        }
+    })
+}
+
+/// The channel (address) that delivers `e`: its ID's owner, or for a
+/// CONNECT_REQUEST its listener's; `None` for an ID no longer live.
+fn owner_of(e: &CmEvent) -> Option<usize> {
+    let id = match e.kind {
+        CmEventKind::ConnectRequest { .. } => e.listen_id.as_ref()?,
+        _ => &e.id,
+    };
+    let p = find(id)? as *mut rdma_cm_id;
+    // SAFETY: a live ID (in `ids`).
+    unsafe { id_obj(p) }.ok().map(IdObj::owner_addr)
+}
+
+/// The home channels of IDs migrated to `ch` that still exist.
+fn live_sources(ch: &ChannelObj) -> Vec<Arc<ChannelObj>> {
+    let mut s = ch.sources.lock().unwrap_or_else(|p| p.into_inner());
+    s.retain(|w| w.strong_count() > 0);
+    s.iter().filter_map(Weak::upgrade).collect()
+}
+
+/// An event for `ch` already waiting on it or on one of `sources`.
+fn take_now(
+    ch: &ChannelObj,
+    sources: &[Arc<ChannelObj>],
+    mine: &dyn Fn(&CmEvent) -> bool,
+) -> Result<Option<CmEvent>, c_int> {
+    for q in std::iter::once(ch).chain(sources.iter().map(|s| &**s)) {
+        let got = q
+            .inner
+            .get_event_matching(Duration::ZERO, mine)
+            .map_err(|e| cm_errno(&e))?;
+        if got.is_some() {
+            return Ok(got);
+        }
+    }
+    Ok(None)
+}
+
+pub(super) unsafe extern "C" fn ferroce_rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
+    guard_cm(|| {
+        if event.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: module contract.
+        unsafe { ack(event) };
+        Ok(())
+    })
+}
+
+/// librdmacm's `ucma_complete`: a synchronous ID's call waits for the ID's
+/// next event, which it keeps in `id->event` (acked by the next such call
+/// or at destroy); a failure becomes the errno librdmacm gives
+/// (ECONNREFUSED for REJECTED, else the status).
+///
+/// # Safety
+/// `id` is a live ID of this library.
+pub(super) unsafe fn complete(id: *mut rdma_cm_id, o: &IdObj) -> Result<(), c_int> {
+    if !o.sync {
+        return Ok(());
+    }
+    // SAFETY: module contract.
+    unsafe { ack_held(id) };
+    let me = o.inner.clone();
+    let ev = loop {
+        let got = o
+            .chan
+            .inner
+            .get_event_matching(WAIT_STEP, &|e| e.id == me)
+            .map_err(|e| cm_errno(&e))?;
+        if let Some(ev) = got {
+            break ev;
+        }
+    };
+    let p = deliver(ev).ok_or(libc::EINVAL)?;
+    // SAFETY: `id` is live; `p` a new event.
+    let (code, status) = unsafe {
+        (&raw mut (*id).event).write(p);
+        ((*p).event, (*p).status)
+    };
+    match (code, status) {
+        (_, 0) => Ok(()),
+        (RDMA_CM_EVENT_REJECTED, _) => Err(libc::ECONNREFUSED),
+        (_, s) if s < 0 => Err(-s),
+        (_, s) => Err(s),
+    }
+}
+
+/// `rdma_event_str`.
+pub(super) unsafe extern "C" fn ferroce_rdma_event_str(event: u32) -> *const c_char {
+    event_name(event).as_ptr()
+}

@@ -1,0 +1,44 @@
+// rdma_cm's entry points under private names, for `librdmacm.so.1`
+// (crate `ferroce-rdmacm`), whose public names (`rdma_create_id@@RDMACM_1.0`,
+// ...) jump here. Included by `export.rs`; the node is defined in
+// `libibverbs.map`. `crates/ferroce-rdmacm/tests/symbols.rs` checks that
+// every target of its `symbols.txt` is exported here.
+export! {
+    ferroce_rdma_create_event_channel = rdmacm::ferroce_rdma_create_event_channel, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_destroy_event_channel = rdmacm::ferroce_rdma_destroy_event_channel, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_create_id = rdmacm::ferroce_rdma_create_id, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_destroy_id = rdmacm::ferroce_rdma_destroy_id, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_get_cm_event = rdmacm_event::ferroce_rdma_get_cm_event, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_ack_cm_event = rdmacm_event::ferroce_rdma_ack_cm_event, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_event_str = rdmacm_event::ferroce_rdma_event_str, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_get_devices = rdmacm::ferroce_rdma_get_devices, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_free_devices = rdmacm::ferroce_rdma_free_devices, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_bind_addr = rdmacm_conn::ferroce_rdma_bind_addr, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_resolve_addr = rdmacm_conn::ferroce_rdma_resolve_addr, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_resolve_route = rdmacm_conn::ferroce_rdma_resolve_route, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_connect = rdmacm_conn::ferroce_rdma_connect, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_listen = rdmacm_conn::ferroce_rdma_listen, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_get_request = rdmacm_conn::ferroce_rdma_get_request, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_accept = rdmacm_conn::ferroce_rdma_accept, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_reject = rdmacm_conn::ferroce_rdma_reject, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_establish = rdmacm_conn::ferroce_rdma_establish, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_disconnect = rdmacm_conn::ferroce_rdma_disconnect, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_notify = rdmacm_conn::ferroce_rdma_notify, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_set_option = rdmacm_conn::ferroce_rdma_set_option, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_migrate_id = rdmacm_conn::ferroce_rdma_migrate_id, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_init_qp_attr = rdmacm_conn::ferroce_rdma_init_qp_attr, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_get_src_port = rdmacm_conn::ferroce_rdma_get_src_port, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_get_dst_port = rdmacm_conn::ferroce_rdma_get_dst_port, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_create_qp = rdmacm_qp::ferroce_rdma_create_qp, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_create_qp_ex = rdmacm_qp::ferroce_rdma_create_qp_ex, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_destroy_qp = rdmacm_qp::ferroce_rdma_destroy_qp, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_create_ep = rdmacm_qp::ferroce_rdma_create_ep, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_destroy_ep = rdmacm_qp::ferroce_rdma_destroy_ep, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_getaddrinfo = rdmacm_addr::ferroce_rdma_getaddrinfo, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_freeaddrinfo = rdmacm_addr::ferroce_rdma_freeaddrinfo, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_no_multicast = rdmacm_stubs::no_multicast, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_not_supported = rdmacm_stubs::not_supported, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_no_rsocket = rdmacm_stubs::no_rsocket, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rpoll = rdmacm_stubs::rpoll, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rselect = rdmacm_stubs::rselect, "FERROCE_RDMACM_PRIVATE";
+}
