@@ -7,6 +7,10 @@
 #                              of ferroce-cli cross-check against Wireshark
 #   python3 with venv          Debian python3-venv: peercheck's virtualenv
 #   peercheck's .venv (Scapy)  "$FERROCE_SHARED/peercheck/setup.sh"
+#   gcc                        compiles the C layout tests and C programs of the C ABI crates
+#   libibverbs-dev             <infiniband/verbs.h>: libibverbs.so.1's C layout test and C programs
+#   ibverbs-utils, perftest    ibv_devinfo, ibv_*_pingpong, ib_*_bw/lat: the unmodified tools that
+#                              crates/ferroce-verbs/tests run on ferroce's libibverbs.so.1
 #   librdmacm-dev              <rdma/rdma_cma.h>: librdmacm.so.1's C layout test and C program
 #   rdmacm-utils               rping, ucmatose, udaddy, rdma_server/rdma_client: the tools that
 #                              crates/ferroce-rdmacm/tests run on ferroce's librdmacm.so.1
@@ -36,6 +40,10 @@ command -v python3 >/dev/null 2>&1 || missing+=(python3)
 if ! command -v python3 >/dev/null 2>&1 || ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
     missing+=(python3-venv)
 fi
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+[ -f /usr/include/infiniband/verbs.h ] || missing+=(libibverbs-dev)
+command -v ibv_rc_pingpong >/dev/null 2>&1 || missing+=(ibverbs-utils)
+command -v ib_write_bw >/dev/null 2>&1 || missing+=(perftest)
 [ -f /usr/include/rdma/rdma_cma.h ] || missing+=(librdmacm-dev)
 command -v rping >/dev/null 2>&1 || missing+=(rdmacm-utils)
 if [ ${#missing[@]} -gt 0 ]; then
