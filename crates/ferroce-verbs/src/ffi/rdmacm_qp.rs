@@ -157,7 +157,7 @@ unsafe fn create_qp_on(
     } else {
         QPS_INIT
     };
-    qobj.qp.state.store(state, Ordering::Release);
+    qobj.qp.qp_base.state.store(state, Ordering::Release);
     {
         // What the CM set, for `ibv_query_qp` (udaddy reads the Q_Key).
         let mut saved = qobj.attr.lock().unwrap_or_else(|p| p.into_inner());
