@@ -15,6 +15,7 @@
 
 pub mod icrc;
 pub mod netif;
+pub mod raw;
 pub mod route;
 mod sys;
 pub mod udp;

@@ -1,0 +1,2 @@
+mod filter;
+pub mod frame;
