@@ -8,6 +8,7 @@ use std::os::fd::AsRawFd;
 
 /// Moves the calling thread (only it) into the network namespace that
 /// `ns` (a `/run/netns/NAME` or `/proc/PID/ns/net` file) refers to.
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn enter_netns(ns: &std::fs::File) -> io::Result<()> {
     // SAFETY: setns only reads its two integer arguments; `ns` is an open
     // file for the duration of the call.

@@ -206,7 +206,7 @@ impl Ring {
     /// The status word at `offset` into block `i`.
     fn status(&self, i: usize, offset: usize) -> &AtomicU32 {
         let at = i * self.block_size + offset;
-        assert!(i < self.blocks && offset + 4 <= self.block_size && at % 4 == 0);
+        assert!(i < self.blocks && offset + 4 <= self.block_size && at.is_multiple_of(4));
         // SAFETY: `at + 4 <= len` (checked above), the mapping is page
         // aligned so `at` is 4-aligned, and the kernel accesses this word
         // atomically too; the reference lives no longer than `&self`.
@@ -385,4 +385,44 @@ impl TxRing {
         }
         Err(e)
     }
+}
+
+/// Index, MAC and MTU of interface `name` in the socket's network
+/// namespace (`SIOCGIFINDEX`, `SIOCGIFHWADDR`, `SIOCGIFMTU`).
+pub(crate) fn interface_info(fd: RawFd, name: &str) -> io::Result<(u32, [u8; 6], u32)> {
+    // SAFETY: ifreq is plain data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    if name.is_empty() || name.len() >= req.ifr_name.len() || name.contains('\0') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{name:?} is not an interface name (1 to 15 bytes)"),
+        ));
+    }
+    for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    let ioctl = |req: &mut libc::ifreq, op: libc::Ioctl| {
+        // SAFETY: `req` is a live ifreq holding a NUL-terminated name; these
+        // three requests read it and write one union member back.
+        let rc = unsafe { libc::ioctl(fd, op, std::ptr::from_mut(req)) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    ioctl(&mut req, libc::SIOCGIFINDEX)?;
+    // SAFETY: SIOCGIFINDEX wrote the index member.
+    let index = unsafe { req.ifr_ifru.ifru_ifindex };
+    ioctl(&mut req, libc::SIOCGIFHWADDR)?;
+    // SAFETY: SIOCGIFHWADDR wrote the hardware-address member.
+    let hw = unsafe { req.ifr_ifru.ifru_hwaddr };
+    let mut mac = [0u8; 6];
+    for (d, s) in mac.iter_mut().zip(hw.sa_data) {
+        *d = s as u8;
+    }
+    ioctl(&mut req, libc::SIOCGIFMTU)?;
+    // SAFETY: SIOCGIFMTU wrote the MTU member.
+    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+    Ok((index as u32, mac, mtu as u32))
 }
