@@ -41,7 +41,8 @@ pub(crate) struct DumpArgs {
     #[arg(long, short)]
     quiet: bool,
     /// The captured link's speed in Mbit/s, to show PFC and PAUSE times in
-    /// µs as well as in quanta (512 bit times each).
+    /// µs as well as in quanta (512 bit times each); without it, a pcapng
+    /// interface's `if_speed` is used when it has one.
     #[arg(long, value_name = "MBPS", value_parser = clap::value_parser!(u32).range(1..))]
     link_mbps: Option<u32>,
 }
@@ -74,11 +75,11 @@ pub(crate) fn run(args: &DumpArgs) -> Result<bool, CliError> {
     };
     // Read a chunk at a time, one frame decoded at a time: memory stays
     // the same whatever the capture's length.
-    let frames = FrameReader::new(source);
+    let mut frames = FrameReader::new(source);
     let mut out = io::BufWriter::new(io::stdout().lock());
     let mut tally = Tally::default();
     let mut first_ts = None;
-    for frame in frames {
+    while let Some(frame) = frames.next() {
         let frame = frame.map_err(|kind| CaptureError {
             path: name.clone().into(),
             kind,
@@ -86,7 +87,12 @@ pub(crate) fn run(args: &DumpArgs) -> Result<bool, CliError> {
         tally.frames += 1;
         let first_ts = *first_ts.get_or_insert(frame.timestamp);
         let t = frame.timestamp.saturating_sub(first_ts).as_secs_f64();
-        if let Some(line) = pfc::text_line(&frame, t, args.link_mbps) {
+        // The speed given, else the one the pcapng interface declares.
+        let speed = args.link_mbps.or_else(|| {
+            let mbps = frames.link_speed_bps()? / 1_000_000;
+            u32::try_from(mbps).ok()
+        });
+        if let Some(line) = pfc::text_line(&frame, t, speed) {
             tally.mac_control += 1;
             if !args.quiet && !args.json && writeln!(out, "{line}").is_err() {
                 return Ok(true);

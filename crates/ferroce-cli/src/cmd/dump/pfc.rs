@@ -3,8 +3,9 @@
 //! send them.
 //!
 //! A pause time is in quanta of 512 bit times; its length in time depends
-//! on the link's speed, which a capture file does not reliably carry, so
-//! it is shown in µs only when `--link-mbps` gives the speed.
+//! on the link's speed, which classic pcap does not carry, so it is shown
+//! in µs only when `--link-mbps` or the pcapng interface's `if_speed` gives
+//! the speed.
 
 use ferroce_wire::LinkType;
 use ferroce_wire::pfc::{self, MacControlRepr};
