@@ -21,8 +21,10 @@
 //!   counted (`tx_ring_full`) and `queue` says so; nothing blocks.
 //! * Receiving: [`recv`](RawBackend::recv) walks the blocks the kernel has
 //!   filled, with no system call per frame, parses each frame
-//!   ([`frame::parse_rx`]: every header, the ICRC in full) and hands over
-//!   what passed; each drop is counted by cause in [`RawStats`]. A block is
+//!   ([`frame::parse_rx_with`]: every header, then the receiver's cheap
+//!   [`RawReceiver::accepts`], then the ICRC in full, so that a flood of
+//!   unwanted packets costs no CRC) and hands over what passed; each drop is
+//!   counted by cause in [`RawStats`]. A block is
 //!   handed over when full or [`RawConfig::rx_block_timeout_ms`] after its
 //!   first frame: that timeout is the latency floor at low rates.
 //! * Port 4791 is held: for each address in [`RawConfig::hold_port`] a UDP
@@ -107,6 +109,8 @@ pub struct RawStats {
     pub rx_malformed: u64,
     /// Dropped: the ICRC did not check.
     pub rx_bad_icrc: u64,
+    /// Dropped: the receiver would not take it ([`RawReceiver::accepts`]).
+    pub rx_unwanted: u64,
     /// Frames queued on the send ring.
     pub tx_frames: u64,
     /// Frames [`RawBackend::queue`] could not queue: every slot was still
@@ -118,6 +122,13 @@ pub struct RawStats {
 
 /// Where [`RawBackend::recv`] hands what it receives.
 pub trait RawReceiver {
+    /// Whether a well-formed RoCE packet from `src_mac` for QP `dest_qp`
+    /// could be taken at all; asked before its ICRC is computed, so it must
+    /// be cheap (a table lookup). Takes everything unless overridden.
+    fn accepts(&mut self, src_mac: [u8; 6], dest_qp: u32) -> bool {
+        let _ = (src_mac, dest_qp);
+        true
+    }
     /// A RoCE packet that passed every check.
     fn deliver(&mut self, packet: &RxPacket<'_>);
     /// A PFC, PAUSE or other MAC control frame from `src`.
@@ -306,7 +317,7 @@ impl RawBackend {
                 stats.rx_truncated += 1;
                 return;
             }
-            match frame::parse_rx(data, tci) {
+            match frame::parse_rx_with(data, tci, |mac, qp| rx.accepts(mac, qp)) {
                 Ok(RxFrame::Roce(p)) => {
                     stats.rx_roce += 1;
                     rx.deliver(&p);
@@ -321,6 +332,7 @@ impl RawBackend {
                         RxDrop::NotRoce => stats.rx_not_roce += 1,
                         RxDrop::Malformed(_) => stats.rx_malformed += 1,
                         RxDrop::BadIcrc => stats.rx_bad_icrc += 1,
+                        RxDrop::Unwanted => stats.rx_unwanted += 1,
                     }
                 }
             }

@@ -291,11 +291,25 @@ pub enum RxDrop {
     Malformed(Error),
     /// RoCE, well formed, but the ICRC does not match.
     BadIcrc,
+    /// RoCE, well formed, but the receiver would not take it (asked
+    /// before the ICRC is computed).
+    Unwanted,
 }
 
 /// Takes a received frame apart. `vlan_tci` is the tag the kernel took off
 /// it, if any.
 pub fn parse_rx(frame: &[u8], vlan_tci: Option<u16>) -> Result<RxFrame<'_>, RxDrop> {
+    parse_rx_with(frame, vlan_tci, |_, _| true)
+}
+
+/// [`parse_rx`], asking `accepts(source MAC, destination QP)` after the
+/// header checks and before the ICRC, so that traffic nobody wants costs
+/// no CRC.
+pub fn parse_rx_with(
+    frame: &[u8],
+    vlan_tci: Option<u16>,
+    accepts: impl FnOnce([u8; 6], u32) -> bool,
+) -> Result<RxFrame<'_>, RxDrop> {
     let vlan = vlan_tci.map(VlanTag::from_tci);
     let Some(located) = ferroce_wire::locate(LinkType::Ethernet, frame) else {
         return match pfc::parse_frame(frame) {
@@ -305,9 +319,12 @@ pub fn parse_rx(frame: &[u8], vlan_tci: Option<u16>) -> Result<RxFrame<'_>, RxDr
         };
     };
     let parsed = located.parse().map_err(RxDrop::Malformed)?;
-    parsed.verify_icrc().map_err(|_| RxDrop::BadIcrc)?;
     // `locate` succeeded on an Ethernet frame, so it parsed the header.
     let eth = parsed.ethernet.ok_or(RxDrop::NotRoce)?;
+    if !accepts(eth.src, parsed.transport.bth().dest_qp()) {
+        return Err(RxDrop::Unwanted);
+    }
+    parsed.verify_icrc().map_err(|_| RxDrop::BadIcrc)?;
     Ok(RxFrame::Roce(RxPacket {
         src_mac: eth.src,
         dst_mac: eth.dst,

@@ -175,3 +175,25 @@ fn pfc_frames_are_recognised() {
     };
     assert_eq!((src, got), (MAC_A, repr));
 }
+
+#[test]
+fn unwanted_packets_are_refused_before_the_icrc() {
+    let mut b = FrameBuilder::default();
+    let mut out = vec![0; 256];
+    let n = b.build(&specs()[0], &transport(8), &mut out).unwrap();
+    // Corrupt the ICRC: an unwanted packet is refused as unwanted, so
+    // the ICRC was never looked at.
+    out[n - 1] ^= 0xff;
+    let mut asked = None;
+    let r = parse_rx_with(&out[..n], None, |mac, qp| {
+        asked = Some((mac, qp));
+        false
+    });
+    assert_eq!(r.err(), Some(RxDrop::Unwanted));
+    let qp = samples::transport(Opcode::RC_SEND_ONLY, 0, 0).bth.dest_qp;
+    assert_eq!(asked, Some((MAC_A, qp)));
+    assert_eq!(
+        parse_rx_with(&out[..n], None, |_, _| true).err(),
+        Some(RxDrop::BadIcrc)
+    );
+}
