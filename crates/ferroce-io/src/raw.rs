@@ -9,7 +9,7 @@
 //!
 //! Contract:
 //! * [`RawBackend::open`] binds a receive socket to the interface with a
-//!   TPACKET_V3 ring of blocks and the kernel filter of [`filter`] (RoCE
+//!   TPACKET_V3 ring of blocks and a kernel filter (`raw/filter.rs`: RoCE
 //!   v1, RoCE v2 to UDP 4791 over IPv4 and IPv6, MAC control; the socket
 //!   ignores this host's own outgoing frames), and a send socket with a
 //!   TPACKET_V2 ring, optionally bypassing the qdisc layer
