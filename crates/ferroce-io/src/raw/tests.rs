@@ -298,6 +298,34 @@ fn the_peer_resolves_and_a_missing_one_is_named() {
     assert_eq!(mac6.unwrap(), b.mac());
     let e = missing.unwrap_err().to_string();
     assert!(e.contains("10.19.0.99") && e.contains(IFACE), "{e}");
+    // A stale entry answers at once, and the kernel is asked to re-confirm
+    // it: STALE becomes DELAY (then PROBE) as for the kernel's own traffic.
+    let mac = b.mac().map(|o| format!("{o:02x}")).join(":");
+    netns::ip(&[
+        "-n",
+        &pair.a,
+        "neigh",
+        "change",
+        &B4.to_string(),
+        "dev",
+        IFACE,
+        "lladdr",
+        &mac,
+        "nud",
+        "stale",
+    ]);
+    let again = Pair::run_in(&pair.a, || {
+        crate::route::neigh::resolve(B4.into(), IFACE, Duration::from_secs(3))
+    });
+    assert_eq!(again.unwrap(), b.mac());
+    let state = Pair::exec(
+        &pair.a,
+        &["ip", "neigh", "get", &B4.to_string(), "dev", IFACE],
+    );
+    assert!(
+        state.contains("DELAY") || state.contains("PROBE") || state.contains("REACHABLE"),
+        "{state}"
+    );
 }
 
 #[test]

@@ -5,8 +5,10 @@
 //!
 //! Contract: [`resolve`] asks the kernel of the calling thread's network
 //! namespace (`RTM_GETNEIGH`, as `ip neigh get`). An entry that is valid
-//! (reachable, stale, delay, probe, permanent or noarp: a stale one is
-//! re-confirmed by the kernel on use) answers at once. Otherwise it asks
+//! (reachable, stale, delay, probe, permanent or noarp) answers at once; for
+//! a stale one the kernel is also asked to re-confirm it (`NTF_USE`), since
+//! frames sent through a packet socket never pass the kernel's neighbour
+//! code that would do so for its own traffic. Otherwise it asks
 //! the kernel to resolve the peer (`RTM_NEWNEIGH` with `NTF_USE`, as `ip
 //! neigh replace ADDR dev DEV use`: the kernel sends its ARP request or
 //! neighbour solicitation, nothing else is sent) and polls the entry every
@@ -36,6 +38,7 @@ const NTF_USE: u8 = 0x01;
 
 /// Neighbour states (`NUD_*` of linux/neighbour.h).
 const NUD_INCOMPLETE: u16 = 0x01;
+const NUD_STALE: u16 = 0x04;
 const NUD_FAILED: u16 = 0x20;
 const NUD_VALID: u16 = 0x02 | 0x04 | 0x08 | 0x10 | 0x40 | 0x80;
 
@@ -126,7 +129,14 @@ pub fn resolve(peer: IpAddr, interface: &str, wait: Duration) -> Result<[u8; 6],
             Some(Entry {
                 state,
                 mac: Some(mac),
-            }) if state & NUD_VALID != 0 => return Ok(mac),
+            }) if state & NUD_VALID != 0 => {
+                if state & NUD_STALE != 0 {
+                    let seq = nl.next_seq();
+                    nl.tell(&use_request(seq, peer, ifindex))
+                        .map_err(sys("RTM_NEWNEIGH (use)"))?;
+                }
+                return Ok(mac);
+            }
             Some(Entry { state, .. }) if asked && state & NUD_FAILED != 0 => {
                 return Err(NeighError::Unresolved {
                     peer,
