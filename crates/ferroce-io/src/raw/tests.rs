@@ -364,3 +364,40 @@ fn pfc_frames_are_received_and_reported() {
     assert_eq!(got.0, [(a.mac(), repr)]);
     assert_eq!(b.stats().rx_mac_control, 1);
 }
+
+#[test]
+fn the_receive_descriptor_wakes_a_sleeper() {
+    let Some(pair) = Pair::new("wake") else {
+        return;
+    };
+    let mut a = open_in(&pair.a, vec![]);
+    let mut b = open_in(&pair.b, vec![B4.into()]);
+    let spec = FrameSpec {
+        dst_mac: b.mac(),
+        src_mac: a.mac(),
+        vlan: None,
+        l3: l3s()[0],
+    };
+    let sleeper = crate::Sleeper::new().unwrap();
+    let t = transport(9, 16);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            let mut builder = FrameBuilder::default();
+            assert!(a.queue(|slot| builder.build(&spec, &t, slot).unwrap()));
+            a.flush().unwrap();
+        });
+        // Readable once the kernel hands the block over (the frame, then
+        // the block timeout): long before the 5 s limit.
+        sleeper.sleep(b.rx_fd(), Duration::from_secs(5)).unwrap();
+    });
+    let waited = start.elapsed();
+    let mut got = Count(0);
+    b.recv(&mut got);
+    assert_eq!(got.0, 1, "woke after {waited:?} with nothing to read");
+    assert!(
+        waited < Duration::from_secs(2),
+        "woke only after {waited:?}"
+    );
+}
