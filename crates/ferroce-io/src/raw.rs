@@ -42,7 +42,7 @@ mod filter;
 pub mod frame;
 
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, SocketAddr, SocketAddrV6};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use ferroce_wire::pfc::MacControlRepr;
@@ -205,7 +205,7 @@ impl RawBackend {
         let holds = cfg
             .hold_port
             .iter()
-            .map(|&a| hold_port(a).map_err(err("hold UDP port 4791")))
+            .map(|&a| hold_port(a, ifindex).map_err(err("hold UDP port 4791")))
             .collect::<io::Result<_>>()?;
         tracing::debug!(interface = name, ifindex, mtu, "raw backend open");
         Ok(Self {
@@ -355,8 +355,9 @@ impl RawBackend {
     }
 }
 
-/// A UDP socket on `addr:4791` that never queues anything.
-fn hold_port(addr: IpAddr) -> io::Result<Socket> {
+/// A UDP socket on `addr:4791` that never queues anything. A link-local
+/// IPv6 address is bound on the backend's interface (its scope).
+fn hold_port(addr: IpAddr, ifindex: u32) -> io::Result<Socket> {
     let domain = if addr.is_ipv4() {
         Domain::IPV4
     } else {
@@ -367,7 +368,13 @@ fn hold_port(addr: IpAddr) -> io::Result<Socket> {
         s.set_only_v6(true)?;
     }
     packet::attach_filter(s.as_raw_fd(), &filter::reject_all())?;
-    s.bind(&SocketAddr::new(addr, ROCE_V2_PORT).into())?;
+    let at = match addr {
+        IpAddr::V6(v6) if v6.is_unicast_link_local() => {
+            SocketAddr::V6(SocketAddrV6::new(v6, ROCE_V2_PORT, 0, ifindex))
+        }
+        _ => SocketAddr::new(addr, ROCE_V2_PORT),
+    };
+    s.bind(&at.into())?;
     Ok(s)
 }
 

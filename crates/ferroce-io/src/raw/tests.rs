@@ -98,7 +98,17 @@ fn v1_and_v2_frames_cross_the_veth_with_and_without_a_tag() {
         return;
     };
     let mut a = open_in(&pair.a, vec![]);
-    let mut b = open_in(&pair.b, vec![B4.into(), B6.into()]);
+    // B's link-local address is the EUI-64 one the kernel derived from its
+    // MAC, as `link_local_from_mac` derives it; its port is held too.
+    let mac = open_in(&pair.b, vec![]).mac();
+    let ll = crate::route::neigh::link_local_from_mac(mac);
+    let shown = Pair::exec(
+        &pair.b,
+        &["ip", "-6", "addr", "show", "dev", IFACE, "scope", "link"],
+    );
+    assert!(shown.contains(&format!("{ll}/64")), "{ll} not in {shown}");
+    let mut b = open_in(&pair.b, vec![B4.into(), B6.into(), ll.into()]);
+    assert_eq!(b.held_ports(), 3);
     let mut builder = FrameBuilder::new(1);
     let mut sent = Vec::new();
     for (i, l3) in l3s().into_iter().enumerate() {

@@ -55,6 +55,16 @@ impl Pair {
         // From here on, Drop removes whatever was made.
         ip(&["netns", "add", &pair.a]);
         ip(&["netns", "add", &pair.b]);
+        // No duplicate address detection, so that the link-local addresses
+        // can be bound as soon as the link is up.
+        for ns in [&pair.a, &pair.b] {
+            let dad = "net.ipv6.conf.default.accept_dad=0";
+            let ok = Command::new("ip")
+                .args(["netns", "exec", ns, "sysctl", "-qw", dad])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "sysctl -w {dad} in {ns} failed");
+        }
         ip(&[
             "-n", &pair.a, "link", "add", IFACE, "type", "veth", "peer", "name", IFACE, "netns",
             &pair.b,
