@@ -157,12 +157,15 @@ pub struct RawBackend {
     stats: RawStats,
 }
 
-/// An error of `open`, naming the interface and the step.
+/// An error of `open`, naming the interface, the step and the fix.
 fn opening(interface: &str, what: &str, e: io::Error) -> io::Error {
-    let hint = if e.raw_os_error() == Some(libc::EPERM) {
-        " (packet sockets need CAP_NET_RAW: run as root or grant it)"
-    } else {
-        ""
+    let hint = match e.raw_os_error() {
+        Some(libc::EPERM) => " (packet sockets need CAP_NET_RAW: run as root or grant it)",
+        Some(libc::EINVAL) if what.ends_with("ring") => {
+            " (RawConfig: rx_block_size a multiple of the page size and of 2048, \
+             tx_frame_size a power of two of at least the page size, counts above 0)"
+        }
+        _ => "",
     };
     io::Error::new(
         e.kind(),
@@ -178,30 +181,9 @@ impl RawBackend {
         let rx_fd = packet::packet_socket().map_err(err("packet socket"))?;
         let (ifindex, mac, mtu) =
             packet::interface_info(rx_fd.as_raw_fd(), name).map_err(err("no such interface"))?;
-        let rxr = rx_fd.as_raw_fd();
-        packet::attach_filter(rxr, &filter::program()).map_err(err("attach the filter"))?;
-        packet::set_packet_option(rxr, libc::PACKET_IGNORE_OUTGOING, 1)
-            .map_err(err("PACKET_IGNORE_OUTGOING"))?;
-        let rx = RxRing::setup(
-            rxr,
-            cfg.rx_block_size,
-            cfg.rx_blocks,
-            cfg.rx_block_timeout_ms.max(1),
-        )
-        .map_err(err("receive ring"))?;
-        packet::bind(rxr, ifindex, true).map_err(err("bind the receive socket"))?;
-
+        let rx = open_rx(&rx_fd, ifindex, cfg).map_err(|(what, e)| opening(name, what, e))?;
         let tx_fd = packet::packet_socket().map_err(err("packet socket"))?;
-        let txr = tx_fd.as_raw_fd();
-        // A frame the kernel refuses is skipped (marked), not a stalled ring.
-        packet::set_packet_option(txr, libc::PACKET_LOSS, 1).map_err(err("PACKET_LOSS"))?;
-        if cfg.qdisc_bypass {
-            packet::set_packet_option(txr, libc::PACKET_QDISC_BYPASS, 1)
-                .map_err(err("PACKET_QDISC_BYPASS"))?;
-        }
-        let tx = TxRing::setup(txr, cfg.tx_frame_size, cfg.tx_frames).map_err(err("send ring"))?;
-        packet::bind(txr, ifindex, false).map_err(err("bind the send socket"))?;
-
+        let tx = open_tx(&tx_fd, ifindex, cfg).map_err(|(what, e)| opening(name, what, e))?;
         let holds = cfg
             .hold_port
             .iter()
@@ -353,6 +335,38 @@ impl RawBackend {
     pub fn tx_fd(&self) -> RawFd {
         self.tx_fd.as_raw_fd()
     }
+}
+
+type Step<T> = Result<T, (&'static str, io::Error)>;
+
+/// Filter, options and ring of the receive socket, then its binding.
+fn open_rx(fd: &OwnedFd, ifindex: u32, cfg: &RawConfig) -> Step<RxRing> {
+    let fd = fd.as_raw_fd();
+    let step = |what| move |e| (what, e);
+    packet::attach_filter(fd, &filter::program()).map_err(step("attach the filter"))?;
+    packet::set_packet_option(fd, libc::PACKET_IGNORE_OUTGOING, 1)
+        .map_err(step("PACKET_IGNORE_OUTGOING"))?;
+    let timeout = cfg.rx_block_timeout_ms.max(1);
+    let rx = RxRing::setup(fd, cfg.rx_block_size, cfg.rx_blocks, timeout)
+        .map_err(step("receive ring"))?;
+    packet::bind(fd, ifindex, true).map_err(step("bind the receive socket"))?;
+    Ok(rx)
+}
+
+/// Options and ring of the send socket, then its binding (for no
+/// protocol: it receives nothing).
+fn open_tx(fd: &OwnedFd, ifindex: u32, cfg: &RawConfig) -> Step<TxRing> {
+    let fd = fd.as_raw_fd();
+    let step = |what| move |e| (what, e);
+    // A frame the kernel refuses is skipped (marked), not a stalled ring.
+    packet::set_packet_option(fd, libc::PACKET_LOSS, 1).map_err(step("PACKET_LOSS"))?;
+    if cfg.qdisc_bypass {
+        packet::set_packet_option(fd, libc::PACKET_QDISC_BYPASS, 1)
+            .map_err(step("PACKET_QDISC_BYPASS"))?;
+    }
+    let tx = TxRing::setup(fd, cfg.tx_frame_size, cfg.tx_frames).map_err(step("send ring"))?;
+    packet::bind(fd, ifindex, false).map_err(step("bind the send socket"))?;
+    Ok(tx)
 }
 
 /// A UDP socket on `addr:4791` that never queues anything. A link-local

@@ -411,3 +411,17 @@ fn the_receive_descriptor_wakes_a_sleeper() {
         "woke only after {waited:?}"
     );
 }
+
+#[test]
+fn a_bad_ring_size_names_the_setting() {
+    let Some(pair) = Pair::new("config") else {
+        return;
+    };
+    let mut cfg = RawConfig::new(IFACE);
+    cfg.rx_block_size = 1000;
+    let e = Pair::run_in(&pair.a, || RawBackend::open(&cfg).unwrap_err().to_string());
+    assert!(
+        e.contains("receive ring") && e.contains("rx_block_size"),
+        "{e}"
+    );
+}
