@@ -425,3 +425,41 @@ fn a_bad_ring_size_names_the_setting() {
         "{e}"
     );
 }
+
+#[test]
+fn a_full_receive_ring_counts_the_kernels_drops() {
+    const SENT: u64 = 200;
+    let Some(pair) = Pair::new("ringfull") else {
+        return;
+    };
+    // The sender through the qdisc layer this time.
+    let mut cfg = RawConfig::new(IFACE);
+    cfg.qdisc_bypass = false;
+    let mut a = Pair::run_in(&pair.a, || RawBackend::open(&cfg).unwrap());
+    // Two 4 KiB blocks: three 1 KiB frames each.
+    let mut cfg = RawConfig::new(IFACE);
+    (cfg.rx_block_size, cfg.rx_blocks) = (4096, 2);
+    let mut b = Pair::run_in(&pair.b, || RawBackend::open(&cfg).unwrap());
+    let spec = FrameSpec {
+        dst_mac: b.mac(),
+        src_mac: a.mac(),
+        vlan: None,
+        l3: l3s()[0],
+    };
+    let mut builder = FrameBuilder::default();
+    let t = transport(3, 1000);
+    for _ in 0..SENT {
+        assert!(a.queue(|slot| builder.build(&spec, &t, slot).unwrap()));
+        if a.stats().tx_frames % 64 == 0 {
+            a.flush().unwrap();
+        }
+    }
+    a.flush().unwrap();
+    // Nothing is read until everything has arrived (or been dropped).
+    std::thread::sleep(Duration::from_millis(300));
+    let mut got = Count(0);
+    b.recv(&mut got);
+    let s = b.stats();
+    assert!(s.rx_ring_drops > 0 && got.0 <= 6, "{s:?}");
+    assert_eq!(got.0 as u64 + s.rx_ring_drops, SENT, "{s:?}");
+}
