@@ -450,7 +450,7 @@ fn a_full_receive_ring_counts_the_kernels_drops() {
     let t = transport(3, 1000);
     for _ in 0..SENT {
         assert!(a.queue(|slot| builder.build(&spec, &t, slot).unwrap()));
-        if a.stats().tx_frames % 64 == 0 {
+        if a.stats().tx_frames.is_multiple_of(64) {
             a.flush().unwrap();
         }
     }
