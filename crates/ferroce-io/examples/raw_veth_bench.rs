@@ -17,7 +17,7 @@
 //! not retried. Prints one line per backend (raw; UDP as the driver runs
 //! it, with GSO/GRO trains; UDP datagram by datagram) and the ratios.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -26,11 +26,11 @@ use ferroce_io::raw::{RawBackend, RawConfig, RawReceiver};
 use ferroce_io::{OutDatagram, UdpBackend, UdpConfig};
 use ferroce_wire::{Opcode, samples};
 
-const A4: Ipv4Addr = Ipv4Addr::new(10, 19, 9, 1);
-const B4: Ipv4Addr = Ipv4Addr::new(10, 19, 9, 2);
-const IFACE: &str = "eth0";
+#[path = "common/veth.rs"]
+mod veth;
+use veth::{A4, B4, IFACE, Namespaces, Res, parse_mac};
+
 const PAYLOAD: usize = 4096;
-const MTU: &str = "9000";
 /// The receiver stops after this long without a packet.
 const IDLE: Duration = Duration::from_secs(1);
 /// The most the whole run may take per backend.
@@ -58,8 +58,6 @@ fn main() -> ExitCode {
     }
 }
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
-
 /// One SEND_ONLY transport with 4 KiB of payload (ICRC filled in later).
 fn transport() -> Vec<u8> {
     let t = samples::transport(Opcode::RC_SEND_ONLY, 0, PAYLOAD);
@@ -69,71 +67,17 @@ fn transport() -> Vec<u8> {
     buf
 }
 
-/// Namespaces joined by a veth; removed on drop.
-struct Namespaces(String, String);
-
-fn ip(args: &[&str]) -> Res<()> {
-    let out = Command::new("ip").args(args).output()?;
-    if !out.status.success() {
-        return Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    Ok(())
-}
-
-impl Namespaces {
-    fn new() -> Res<Self> {
-        let pid = std::process::id();
-        let ns = Self(
-            format!("fraw19-bench-{pid}-a"),
-            format!("fraw19-bench-{pid}-b"),
-        );
-        ip(&["netns", "add", &ns.0])?;
-        ip(&["netns", "add", &ns.1])?;
-        ip(&[
-            "-n", &ns.0, "link", "add", IFACE, "type", "veth", "peer", "name", IFACE, "netns",
-            &ns.1,
-        ])?;
-        for (n, a) in [(&ns.0, A4), (&ns.1, B4)] {
-            ip(&["-n", n, "addr", "add", &format!("{a}/24"), "dev", IFACE])?;
-            ip(&["-n", n, "link", "set", IFACE, "mtu", MTU, "up"])?;
-            ip(&["-n", n, "link", "set", "lo", "up"])?;
-        }
-        Ok(ns)
-    }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        for n in [&self.0, &self.1] {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
-    }
-}
-
 /// Runs both backends' halves and prints the comparison.
 fn orchestrate(count: Option<&str>) -> Res<()> {
     let count: u64 = count.map_or(Ok(100_000), str::parse)?;
     if !(1..=1_000_000).contains(&count) {
         return Err("the packet count is 1 .. 1,000,000".into());
     }
-    let ns = Namespaces::new()?;
+    let ns = Namespaces::new("bench")?;
     let exe = std::env::current_exe()?;
     let exe = exe.to_str().ok_or("the program's path is not UTF-8")?;
     // The receiver's MAC, for the raw sender's frames.
-    let mac_out = Command::new("ip")
-        .args(["-n", &ns.1, "-br", "link", "show", IFACE])
-        .output()?;
-    let mac_line = String::from_utf8_lossy(&mac_out.stdout).into_owned();
-    let mac = mac_line
-        .split_whitespace()
-        .nth(2)
-        .ok_or("no MAC for the receiver")?
-        .to_owned();
+    let mac = Namespaces::mac(&ns.1)?;
     let mut rates = Vec::new();
     for kind in ["raw", "udp", "udp-plain"] {
         let mut rx = Command::new("ip")
@@ -241,14 +185,6 @@ fn recv_udp(offload: bool) -> Res<()> {
     }
     report(got, first, last);
     Ok(())
-}
-
-fn parse_mac(s: &str) -> Res<[u8; 6]> {
-    let v: Vec<u8> = s
-        .split(':')
-        .map(|h| u8::from_str_radix(h, 16))
-        .collect::<Result<_, _>>()?;
-    v.try_into().map_err(|_| format!("{s} is not a MAC").into())
 }
 
 fn send_raw(args: &[String]) -> Res<()> {
