@@ -51,8 +51,8 @@ use ferroce_wire::pfc::MacControlRepr;
 use ferroce_wire::udp::ROCE_V2_PORT;
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::sys::packet::{self, RxRing, Slot, TxRing};
-use block::walk_block;
+use crate::sys::packet::{self, RxFrameRing, RxRing, Slot, TxRing};
+use block::{walk_block, walk_slot};
 use frame::{RxDrop, RxFrame, RxPacket};
 
 /// Backend settings.
@@ -67,6 +67,14 @@ pub struct RawConfig {
     /// How long the kernel waits for a block to fill before handing it
     /// over, in ms (at least 1).
     pub rx_block_timeout_ms: u32,
+    /// Receive frame by frame instead (a TPACKET_V2 ring of `rx_frames`
+    /// slots of `rx_frame_size` bytes, a power of two of at least the page
+    /// size): each frame is the process's as soon as it is written, with no
+    /// block timer, at the cost of a status word per frame. The
+    /// `rx_block*` settings are then unused.
+    pub rx_frame_by_frame: bool,
+    pub rx_frames: u32,
+    pub rx_frame_size: u32,
     /// Send ring: slots, each one frame of up to `tx_frame_size` minus a
     /// 32-byte header (a power of two of at least the page size).
     pub tx_frames: u32,
@@ -78,7 +86,8 @@ pub struct RawConfig {
 }
 
 impl RawConfig {
-    /// 32 MiB of receive ring in 1 MiB blocks handed over after 1 ms, 512
+    /// 32 MiB of receive ring in 1 MiB blocks handed over after 1 ms (or,
+    /// frame by frame, 2,048 slots of 16 KiB), 512
     /// send slots of 16 KiB (a 9000-byte jumbo frame fits), qdisc bypass.
     pub fn new(interface: &str) -> Self {
         Self {
@@ -86,6 +95,9 @@ impl RawConfig {
             rx_block_size: 1 << 20,
             rx_blocks: 32,
             rx_block_timeout_ms: 1,
+            rx_frame_by_frame: false,
+            rx_frames: 2048,
+            rx_frame_size: 16 << 10,
             tx_frames: 512,
             tx_frame_size: 16 << 10,
             qdisc_bypass: true,
@@ -145,7 +157,7 @@ pub trait RawReceiver {
 #[derive(Debug)]
 pub struct RawBackend {
     // The rings are unmapped before their sockets close (field order).
-    rx: RxRing,
+    rx: Rx,
     tx: TxRing,
     rx_fd: OwnedFd,
     tx_fd: OwnedFd,
@@ -154,6 +166,7 @@ pub struct RawBackend {
     ifindex: u32,
     mac: [u8; 6],
     mtu: u32,
+    /// The next block (or frame slot) of the receive ring to look at.
     next_block: usize,
     next_slot: usize,
     stats: RawStats,
@@ -281,13 +294,19 @@ impl RawBackend {
     /// returns the blocks to the kernel; returns the number of frames.
     pub fn recv_frames(&mut self, mut f: impl FnMut(&[u8], Option<u16>, bool)) -> usize {
         let mut n = 0;
-        for _ in 0..self.rx.blocks() {
-            let walked = self
-                .rx
-                .with_block(self.next_block, |b| walk_block(b, &mut f));
+        let slots = match &self.rx {
+            Rx::Blocks(r) => r.blocks(),
+            Rx::Frames(r) => r.frames(),
+        };
+        for _ in 0..slots {
+            let at = self.next_block;
+            let walked = match &mut self.rx {
+                Rx::Blocks(r) => r.with_block(at, |b| walk_block(b, &mut f)),
+                Rx::Frames(r) => r.with_frame(at, |s| walk_slot(s, &mut f)),
+            };
             let Some(count) = walked else { break };
             n += count;
-            self.next_block = (self.next_block + 1) % self.rx.blocks();
+            self.next_block = (at + 1) % slots;
         }
         self.stats.rx_frames += n as u64;
         n
@@ -339,18 +358,30 @@ impl RawBackend {
     }
 }
 
+/// The receive ring: blocks (TPACKET_V3) or frames (TPACKET_V2).
+#[derive(Debug)]
+enum Rx {
+    Blocks(RxRing),
+    Frames(RxFrameRing),
+}
+
 type Step<T> = Result<T, (&'static str, io::Error)>;
 
 /// Filter, options and ring of the receive socket, then its binding.
-fn open_rx(fd: &OwnedFd, ifindex: u32, cfg: &RawConfig) -> Step<RxRing> {
+fn open_rx(fd: &OwnedFd, ifindex: u32, cfg: &RawConfig) -> Step<Rx> {
     let fd = fd.as_raw_fd();
     let step = |what| move |e| (what, e);
     packet::attach_filter(fd, &filter::program()).map_err(step("attach the filter"))?;
     packet::set_packet_option(fd, libc::PACKET_IGNORE_OUTGOING, 1)
         .map_err(step("PACKET_IGNORE_OUTGOING"))?;
-    let timeout = cfg.rx_block_timeout_ms.max(1);
-    let rx = RxRing::setup(fd, cfg.rx_block_size, cfg.rx_blocks, timeout)
-        .map_err(step("receive ring"))?;
+    let rx = if cfg.rx_frame_by_frame {
+        let ring = RxFrameRing::setup(fd, cfg.rx_frame_size, cfg.rx_frames);
+        Rx::Frames(ring.map_err(step("receive ring"))?)
+    } else {
+        let timeout = cfg.rx_block_timeout_ms.max(1);
+        let ring = RxRing::setup(fd, cfg.rx_block_size, cfg.rx_blocks, timeout);
+        Rx::Blocks(ring.map_err(step("receive ring"))?)
+    };
     packet::bind(fd, ifindex, true).map_err(step("bind the receive socket"))?;
     Ok(rx)
 }

@@ -1,5 +1,6 @@
 //! Walking one filled TPACKET_V3 receive block: the frames the kernel
-//! put in it, each after its `struct tpacket3_hdr`. The offsets and lengths
+//! put in it, each after its `struct tpacket3_hdr` (and the one frame of a
+//! TPACKET_V2 slot). The offsets and lengths
 //! come from the kernel but are checked like input: a frame that would lie
 //! outside the block ends the walk, nothing panics.
 
@@ -59,6 +60,37 @@ pub(super) fn walk_block(block: &[u8], f: &mut impl FnMut(&[u8], Option<u16>, bo
         at += next as usize;
     }
     n
+}
+
+/// Layout of a TPACKET_V2 receive slot (`struct tpacket2_hdr`), in host
+/// byte order.
+pub(super) mod v2 {
+    pub(super) const STATUS: usize = 0;
+    pub(super) const LEN: usize = 4;
+    pub(super) const SNAPLEN: usize = 8;
+    pub(super) const MAC: usize = 12;
+    pub(super) const VLAN_TCI: usize = 24;
+}
+
+/// Hands the frame of one filled TPACKET_V2 slot to `f` (checked like the
+/// block walk: a frame outside the slot is skipped); returns 1 or 0.
+pub(super) fn walk_slot(slot: &[u8], f: &mut impl FnMut(&[u8], Option<u16>, bool)) -> usize {
+    let (Some(status), Some(len), Some(snap), Some(mac), Some(tci)) = (
+        u32_at(slot, v2::STATUS),
+        u32_at(slot, v2::LEN),
+        u32_at(slot, v2::SNAPLEN),
+        u16_at(slot, v2::MAC),
+        u16_at(slot, v2::VLAN_TCI),
+    ) else {
+        return 0;
+    };
+    let start = usize::from(mac);
+    let Some(data) = slot.get(start..start + snap as usize) else {
+        return 0;
+    };
+    let vlan = (status & libc::TP_STATUS_VLAN_VALID != 0).then_some(tci);
+    f(data, vlan, snap < len);
+    1
 }
 
 #[cfg(test)]

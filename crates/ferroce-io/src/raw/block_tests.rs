@@ -75,3 +75,32 @@ fn a_block_is_walked_and_bad_offsets_stop_the_walk() {
     walk_block(&cut, &mut |_: &[u8], _, c| flags.push(c));
     assert_eq!(flags, [true, false, false]);
 }
+
+#[test]
+fn a_frame_slot_is_read_and_bad_offsets_skip_it() {
+    let mut slot = vec![0u8; 256];
+    let data = [9u8; 70];
+    let put = |s: &mut Vec<u8>, at: usize, v: &[u8]| s[at..at + v.len()].copy_from_slice(v);
+    put(
+        &mut slot,
+        v2::STATUS,
+        &(libc::TP_STATUS_USER | libc::TP_STATUS_VLAN_VALID).to_ne_bytes(),
+    );
+    put(&mut slot, v2::LEN, &70u32.to_ne_bytes());
+    put(&mut slot, v2::SNAPLEN, &70u32.to_ne_bytes());
+    put(&mut slot, v2::MAC, &64u16.to_ne_bytes());
+    put(&mut slot, v2::VLAN_TCI, &0x2003u16.to_ne_bytes());
+    put(&mut slot, 64, &data);
+    let mut seen = Vec::new();
+    assert_eq!(
+        walk_slot(&slot, &mut |d: &[u8], t, c| seen.push((d.to_vec(), t, c))),
+        1
+    );
+    assert_eq!(seen, [(data.to_vec(), Some(0x2003), false)]);
+    // A frame past the slot's end is skipped; so is a truncated header.
+    put(&mut slot, v2::MAC, &250u16.to_ne_bytes());
+    assert_eq!(walk_slot(&slot, &mut |_: &[u8], _, _| {}), 0);
+    for len in 0..26 {
+        assert_eq!(walk_slot(&slot[..len], &mut |_: &[u8], _, _| {}), 0);
+    }
+}

@@ -94,7 +94,18 @@ fn l3s() -> [L3; 3] {
 
 #[test]
 fn v1_and_v2_frames_cross_the_veth_with_and_without_a_tag() {
-    let Some(pair) = Pair::new("kinds") else {
+    kinds_cross("kinds", false);
+}
+
+#[test]
+fn the_frame_by_frame_receive_ring_takes_the_same_frames() {
+    kinds_cross("frames", true);
+}
+
+/// Every kind of frame, tagged and not, into a receiver with a block ring
+/// or (`frame_by_frame`) a frame ring.
+fn kinds_cross(tag: &str, frame_by_frame: bool) {
+    let Some(pair) = Pair::new(tag) else {
         return;
     };
     let mut a = open_in(&pair.a, vec![]);
@@ -107,7 +118,10 @@ fn v1_and_v2_frames_cross_the_veth_with_and_without_a_tag() {
         &["ip", "-6", "addr", "show", "dev", IFACE, "scope", "link"],
     );
     assert!(shown.contains(&format!("{ll}/64")), "{ll} not in {shown}");
-    let mut b = open_in(&pair.b, vec![B4.into(), B6.into(), ll.into()]);
+    let mut cfg = RawConfig::new(IFACE);
+    cfg.hold_port = vec![B4.into(), B6.into(), ll.into()];
+    cfg.rx_frame_by_frame = frame_by_frame;
+    let mut b = Pair::run_in(&pair.b, || RawBackend::open(&cfg).unwrap());
     assert_eq!(b.held_ports(), 3);
     let mut builder = FrameBuilder::new(1);
     let mut sent = Vec::new();

@@ -11,7 +11,9 @@
 //!   that word with Acquire ordering (so the kernel's writes to the block
 //!   are seen), lends the block as a `&[u8]` only while it is ours, and
 //!   gives it back by storing `TP_STATUS_KERNEL` with Release ordering after
-//!   the borrow ends. `&mut self` makes the lending exclusive;
+//!   the borrow ends. `&mut self` makes the lending exclusive. The
+//!   frame-by-frame receive ring (TPACKET_V2, [`RxFrameRing::with_frame`])
+//!   does the same per frame slot with its `tp_status`;
 //! * send (TPACKET_V2): a frame belongs to us while its `tp_status` is
 //!   `TP_STATUS_AVAILABLE` (or `WRONG_FORMAT`, a frame the kernel refused).
 //!   [`TxRing::fill`] lends its data area as `&mut [u8]` only then, writes
@@ -35,7 +37,8 @@ const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
 /// Offset of `block_status` in `struct tpacket_block_desc` (version,
 /// offset_to_priv, then the `tpacket_hdr_v1` whose first word it is).
 const BLOCK_STATUS: usize = 8;
-/// Offset of `tp_status` and `tp_len` in `struct tpacket2_hdr`.
+/// Offset of `tp_status` and `tp_len` in `struct tpacket2_hdr` (send and
+/// frame-by-frame receive rings).
 const TX_STATUS: usize = 0;
 const TX_LEN: usize = 4;
 /// Where a V2 send frame's data starts: the aligned header (the kernel's
@@ -287,6 +290,63 @@ impl RxRing {
         let r = f(block);
         self.ring
             .status(i, BLOCK_STATUS)
+            .store(libc::TP_STATUS_KERNEL, Ordering::Release);
+        Some(r)
+    }
+}
+
+/// A TPACKET_V2 receive ring: one frame per slot, each handed over as soon
+/// as the kernel has written it (no block timer: lower latency, a status
+/// word per frame to read).
+#[derive(Debug)]
+pub(crate) struct RxFrameRing {
+    ring: Ring,
+}
+
+impl RxFrameRing {
+    /// Makes `fd` a TPACKET_V2 socket with a receive ring of `frames` slots
+    /// of `frame_size` bytes (a power of two of at least the page size;
+    /// larger frames are cut), and maps it.
+    pub(crate) fn setup(fd: RawFd, frame_size: u32, frames: u32) -> io::Result<Self> {
+        set_packet_option(
+            fd,
+            libc::PACKET_VERSION,
+            libc::tpacket_versions::TPACKET_V2 as libc::c_int,
+        )?;
+        let req = libc::tpacket_req {
+            tp_block_size: frame_size,
+            tp_block_nr: frames,
+            tp_frame_size: frame_size,
+            tp_frame_nr: frames,
+        };
+        setsockopt(fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)?;
+        let ring = Ring::map(fd, frame_size as usize, frames as usize)?;
+        Ok(Self { ring })
+    }
+
+    pub(crate) fn frames(&self) -> usize {
+        self.ring.blocks
+    }
+
+    /// If slot `i` holds a frame the kernel has written, lends the slot
+    /// (header and frame) to `f`, then returns it to the kernel; `None` if
+    /// it is still the kernel's.
+    pub(crate) fn with_frame<R>(&mut self, i: usize, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let status = self.ring.status(i, TX_STATUS).load(Ordering::Acquire);
+        if status & libc::TP_STATUS_USER == 0 {
+            return None;
+        }
+        let start = i * self.ring.block_size;
+        // SAFETY: slot `i` lies inside the mapping (checked by `status`),
+        // and the kernel does not write it while TP_STATUS_USER is set
+        // (observed with Acquire above); the slice ends with this borrow,
+        // before the status is handed back below.
+        let slot = unsafe {
+            std::slice::from_raw_parts(self.ring.base.as_ptr().add(start), self.ring.block_size)
+        };
+        let r = f(slot);
+        self.ring
+            .status(i, TX_STATUS)
             .store(libc::TP_STATUS_KERNEL, Ordering::Release);
         Some(r)
     }
