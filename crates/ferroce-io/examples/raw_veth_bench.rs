@@ -14,8 +14,9 @@
 //! runs its halves there (`ip netns exec`, as child processes) and deletes
 //! them at the end. The rate is the receiver's, from its first packet to
 //! its last; packets the receiver had no room for are lost and reported,
-//! not retried. Prints one line per backend (raw; UDP as the driver runs
-//! it, with GSO/GRO trains; UDP datagram by datagram) and the ratios.
+//! not retried. Prints one line per backend (raw with its default block
+//! ring, `raw`, and frame by frame, `rawf`; UDP as the driver runs it,
+//! with GSO/GRO trains; UDP datagram by datagram) and the ratios.
 
 use std::net::IpAddr;
 use std::process::{Command, ExitCode, Stdio};
@@ -41,10 +42,11 @@ const KICK: u64 = 64;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("recv-raw") => recv_raw(),
+        Some("recv-raw") => recv_raw(false),
+        Some("recv-rawf") => recv_raw(true),
         Some("recv-udp") => recv_udp(true),
         Some("recv-udp-plain") => recv_udp(false),
-        Some("send-raw") => send_raw(&args[1..]),
+        Some("send-raw" | "send-rawf") => send_raw(&args[1..]),
         Some("send-udp") => send_udp(&args[1..], true),
         Some("send-udp-plain") => send_udp(&args[1..], false),
         other => orchestrate(other),
@@ -79,7 +81,7 @@ fn orchestrate(count: Option<&str>) -> Res<()> {
     // The receiver's MAC, for the raw sender's frames.
     let mac = Namespaces::mac(&ns.1)?;
     let mut rates = Vec::new();
-    for kind in ["raw", "udp", "udp-plain"] {
+    for kind in ["raw", "rawf", "udp", "udp-plain"] {
         let mut rx = Command::new("ip")
             .args(["netns", "exec", &ns.1, exe, &format!("recv-{kind}")])
             .stdout(Stdio::piped())
@@ -115,12 +117,14 @@ fn orchestrate(count: Option<&str>) -> Res<()> {
         );
         rates.push(rate);
     }
-    if rates[1] > 0.0 && rates[2] > 0.0 {
-        println!(
-            "raw/udp: {:.2}x (UDP with GSO/GRO), {:.2}x (UDP datagram by datagram)",
-            rates[0] / rates[1],
-            rates[0] / rates[2]
-        );
+    if rates[2] > 0.0 && rates[3] > 0.0 {
+        for (name, raw) in [("raw", rates[0]), ("rawf", rates[1])] {
+            println!(
+                "{name}/udp: {:.2}x (UDP with GSO/GRO), {:.2}x (UDP datagram by datagram)",
+                raw / rates[2],
+                raw / rates[3]
+            );
+        }
     }
     Ok(())
 }
@@ -139,8 +143,10 @@ impl RawReceiver for Count {
     }
 }
 
-fn recv_raw() -> Res<()> {
+/// `frames`: a frame-by-frame receive ring (`RawConfig::rx_frame_by_frame`).
+fn recv_raw(frames: bool) -> Res<()> {
     let mut cfg = RawConfig::new(IFACE);
+    cfg.rx_frame_by_frame = frames;
     cfg.hold_port = vec![B4.into()];
     cfg.rx_blocks = 64;
     let mut b = RawBackend::open(&cfg)?;
