@@ -77,3 +77,38 @@ fn a_large_capture_on_standard_input_is_read_in_bounded_memory() {
     // Holding the capture would take 80 MiB and more.
     assert!(hwm < 32 * 1024, "dump's resident memory reached {hwm} KiB");
 }
+
+/// The sample's last frame is PFC: `dump` prints its enabled priorities
+/// with their pause times, in µs at the speed given, and counts it apart
+/// from the RoCE packets; `--check` does not judge it.
+#[test]
+fn pfc_frames_are_printed_with_their_pause_times() {
+    let dir = TempDir::new("dump-pfc");
+    let sample = dir.path().join("sample.pcap");
+    assert!(
+        ferroce(&["sample", sample.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let out = ferroce(&[
+        "dump",
+        "--check",
+        "--link-mbps",
+        "100000",
+        sample.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.ends_with(
+            "02:00:00:00:00:0c → 01:80:c2:00:00:01 PFC P3=65535 quanta (335.539 µs) \
+             P4=0 quanta (0.000 µs)"
+        ),
+        "{last}"
+    );
+    assert!(
+        stderr.contains(": 1 MAC control (PFC/PAUSE) frames"),
+        "{stderr}"
+    );
+}

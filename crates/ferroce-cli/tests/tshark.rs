@@ -600,7 +600,8 @@ fn tshark_decodes_every_sample_as_ferroce_meant_it() {
     write_samples(&pcap);
     let frames = read_pcap(&pcap);
     let samples = samples::all();
-    assert_eq!(frames.len(), samples.len(), "frames in the pcap");
+    // The RoCE samples, then the PFC frame (`tshark_decodes_the_pfc_sample`).
+    assert_eq!(frames.len(), samples.len() + 1, "frames in the pcap");
     let rows = run_tshark(&pcap);
     assert_eq!(rows.len(), frames.len(), "frames decoded by tshark");
 
@@ -657,4 +658,52 @@ fn tshark_decodes_every_sample_as_ferroce_meant_it() {
         errors.len(),
         errors.join("\n")
     );
+}
+
+/// The last frame of `ferroce sample` is an 802.1Qbb PFC frame; tshark's
+/// MAC control dissector must show the same opcode, class-enable vector
+/// and eight pause times as ferroce's parse of it.
+#[test]
+fn tshark_decodes_the_pfc_sample() {
+    use ferroce_wire::pfc::{self, MacControlRepr};
+    let dir = TempDir::new("tshark-pfc");
+    let pcap = dir.0.join("samples.pcap");
+    write_samples(&pcap);
+    let frames = read_pcap(&pcap);
+    let last = frames.len().to_string();
+    let (_, repr) = pfc::parse_frame(frames.last().expect("frames"))
+        .expect("ferroce parses it")
+        .expect("MAC control");
+    let MacControlRepr::Pfc { enabled, quanta } = repr else {
+        panic!("the last sample is {repr:?}, not PFC");
+    };
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-r")
+        .arg(&pcap)
+        .args(["-n", "-Y", &format!("frame.number == {last}")]);
+    cmd.args(["-T", "fields", "-E", "separator=/t"]);
+    cmd.args(["-e", "macc.opcode", "-e", "macc.cbfc.enbv"]);
+    let times: Vec<String> = (0..8)
+        .map(|p| format!("macc.cbfc.pause_time.c{p}"))
+        .collect();
+    for t in &times {
+        cmd.args(["-e", t]);
+    }
+    let out = cmd
+        .output()
+        .expect("run tshark (scripts/setup-test-deps.sh installs it)");
+    assert!(
+        out.status.success(),
+        "tshark failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    let got: Vec<u64> = text
+        .trim_end()
+        .split('\t')
+        .map(|v| parse_num(v).unwrap_or_else(|| panic!("tshark printed {v:?} in {text:?}")))
+        .collect();
+    let mut want = vec![u64::from(pfc::OPCODE_PFC), u64::from(enabled)];
+    want.extend(quanta.iter().map(|&q| u64::from(q)));
+    assert_eq!(got, want, "{}: opcode, vector, times", tshark_version());
 }

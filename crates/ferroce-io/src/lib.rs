@@ -1,7 +1,9 @@
 //! Network backends for ferroce. Today: RoCE v2 over the kernel's UDP
 //! sockets ([`udp`]), IPv4 and IPv6, with batched system calls and the ICRC
 //! filled in on send and checked on receive (as far as a UDP socket shows
-//! the headers; [`icrc`] says exactly what is verified).
+//! the headers; [`icrc`] says exactly what is verified). Beside it, the
+//! raw-Ethernet I/O layer ([`raw`]: whole frames through packet rings, for
+//! RoCE v1 and v2 with every header in hand; not yet used by the driver).
 //!
 //! No protocol logic lives here, and it does not depend on ferroce-core:
 //! it moves transport bytes (BTH through ICRC) between the wire and its
@@ -15,6 +17,7 @@
 
 pub mod icrc;
 pub mod netif;
+pub mod raw;
 pub mod route;
 mod sys;
 pub mod udp;

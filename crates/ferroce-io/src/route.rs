@@ -48,6 +48,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use crate::{netif, sys};
 
 mod error;
+pub mod neigh;
 mod netlink;
 
 pub use error::RouteError;

@@ -50,14 +50,17 @@ pub struct VlanTag {
 }
 
 impl VlanTag {
-    fn from_tci(tci: u16) -> Self {
+    /// The tag of a Tag Control Information word (as a packet socket
+    /// reports a tag the kernel took off a received frame).
+    pub fn from_tci(tci: u16) -> Self {
         Self {
             pcp: (tci >> TCI_PCP_SHIFT) as u8,
             dei: tci & TCI_DEI != 0,
             vid: tci & TCI_VID,
         }
     }
-    fn tci(self) -> u16 {
+    /// The Tag Control Information word of this tag.
+    pub fn tci(self) -> u16 {
         let dei = if self.dei { TCI_DEI } else { 0 };
         (u16::from(self.pcp & 7) << TCI_PCP_SHIFT) | dei | (self.vid & TCI_VID)
     }

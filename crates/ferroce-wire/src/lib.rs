@@ -17,6 +17,7 @@
 //! | [`bth`], [`reth`], [`aeth`], [`atomic_eth`], [`deth`] | the headers |
 //! | [`ethernet`], [`ipv4`], [`ipv6`] (and GRH), [`udp`], [`lrh`] | framing |
 //! | [`mad`] | management datagrams and the CM messages on QP1 |
+//! | [`pfc`] | MAC control: 802.1Qbb PFC and 802.3x PAUSE frames |
 //! | [`psn`] | 24-bit PSNs with serial-number order |
 //! | [`samples`] | a fixed set of valid packets (tests, benches, demo capture) |
 //!
@@ -39,6 +40,7 @@ pub mod ipv6;
 pub mod lrh;
 pub mod mad;
 pub mod opcode;
+pub mod pfc;
 pub mod psn;
 pub mod reth;
 pub mod roce;

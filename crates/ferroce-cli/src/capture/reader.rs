@@ -44,6 +44,8 @@ pub(crate) struct FrameReader<R> {
     format: Option<Format>,
     /// An error was returned: the iteration is over.
     done: bool,
+    /// The `if_speed` of the last frame's pcapng interface.
+    link_speed_bps: Option<u64>,
 }
 
 enum Format {
@@ -71,7 +73,15 @@ impl<R: Read> FrameReader<R> {
             eof: false,
             format: None,
             done: false,
+            link_speed_bps: None,
         }
+    }
+
+    /// The link speed in bit/s that the pcapng interface of the frame last
+    /// returned declares (its `if_speed` option); `None` for classic pcap
+    /// and for interfaces without one.
+    pub(crate) fn link_speed_bps(&self) -> Option<u64> {
+        self.link_speed_bps
     }
 
     fn pending(&self) -> &[u8] {
@@ -269,8 +279,10 @@ impl<R: Read> FrameReader<R> {
                 *numbered += 1;
                 continue;
             }
-            if let Some(frame) = packet_frame(parser, type_, &body, *numbered + 1, offset)? {
+            if let Some((frame, speed)) = packet_frame(parser, type_, &body, *numbered + 1, offset)?
+            {
                 *numbered = frame.number;
+                self.link_speed_bps = speed;
                 return Ok(Some(frame));
             }
         }
@@ -291,14 +303,14 @@ impl<R: Read> Iterator for FrameReader<R> {
 }
 
 /// The frame of pcapng block `type_` with `body`, numbered `number`, if it
-/// is a packet block.
+/// is a packet block, with its interface's `if_speed`.
 fn packet_frame(
     parser: &PcapNgParser,
     type_: u32,
     body: &[u8],
     number: u64,
     offset: u64,
-) -> Result<Option<Frame>, CaptureErrorKind> {
+) -> Result<Option<(Frame, Option<u64>)>, CaptureErrorKind> {
     let malformed = |detail: &str| CaptureErrorKind::Malformed {
         what: format!("pcapng packet block (frame {number})"),
         offset,
@@ -331,13 +343,14 @@ fn packet_frame(
             (Duration::ZERO, &packet.data[..len])
         }
     };
-    Ok(Some(Frame {
+    let frame = Frame {
         number,
         timestamp,
         orig_len: packet.orig_len,
         link,
         data: data.to_vec(),
-    }))
+    };
+    Ok(Some((frame, interface.speed_bps)))
 }
 
 /// What a packet block needs from its interface's description.
@@ -346,6 +359,8 @@ struct Interface {
     snaplen: u32,
     tsresol: u8,
     tsoffset: i64,
+    /// `if_speed`, bit/s.
+    speed_bps: Option<u64>,
 }
 
 impl Interface {
@@ -355,10 +370,12 @@ impl Interface {
             snaplen: idb.snaplen,
             tsresol: 6,
             tsoffset: 0,
+            speed_bps: None,
         };
         for option in &idb.options {
             match option {
                 InterfaceDescriptionOption::IfTsResol(r) => interface.tsresol = *r,
+                InterfaceDescriptionOption::IfSpeed(bps) => interface.speed_bps = Some(*bps),
                 // A signed number of seconds (pcap-file reads it as u64).
                 InterfaceDescriptionOption::IfTsOffset(o) => {
                     interface.tsoffset = i64::from_ne_bytes(o.to_ne_bytes());

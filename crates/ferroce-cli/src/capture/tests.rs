@@ -554,3 +554,25 @@ fn corrupted_files_never_panic() {
         }
     }
 }
+
+/// `if_speed` (option 8 of an Interface Description Block) is reported
+/// with each frame of its interface; classic pcap has none.
+#[test]
+fn pcapng_interface_speed_is_reported() {
+    const IF_SPEED: u16 = 8;
+    let mut ng = PcapNg::new(false);
+    let speed = 25_000_000_000u64.to_le_bytes();
+    ng.idb(1, 0, &[(IF_SPEED, &speed)]);
+    ng.idb(1, 0, &[]);
+    ng.epb(0, 0, &[0xaa; 60], 60);
+    ng.epb(1, 0, &[0xbb; 60], 60);
+    let mut r = FrameReader::new(&ng.out[..]);
+    assert!(r.next().unwrap().is_ok());
+    assert_eq!(r.link_speed_bps(), Some(25_000_000_000));
+    assert!(r.next().unwrap().is_ok());
+    assert_eq!(r.link_speed_bps(), None);
+    let classic = sample_pcap();
+    let mut pcap = FrameReader::new(&classic[..]);
+    assert!(pcap.next().unwrap().is_ok());
+    assert_eq!(pcap.link_speed_bps(), None);
+}

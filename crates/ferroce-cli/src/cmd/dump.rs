@@ -5,6 +5,8 @@
 //! Frames that are not RoCE are skipped silently, as tshark's display filter
 //! `infiniband` would. A malformed RoCE packet is printed with the reason;
 //! `--check` turns any malformed packet or bad ICRC into exit status 1.
+//! MAC control frames (802.1Qbb PFC, 802.3x PAUSE) get a line of their own
+//! in text mode ([`pfc`]); they are not RoCE and `--check` does not judge them.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -21,6 +23,8 @@ use serde_json::{Map, Value, json};
 use crate::capture::{CaptureError, CaptureErrorKind, Frame, FrameReader};
 use crate::error::Error as CliError;
 
+mod pfc;
+
 /// Arguments of `ferroce dump`.
 #[derive(Debug, Args)]
 pub(crate) struct DumpArgs {
@@ -36,6 +40,11 @@ pub(crate) struct DumpArgs {
     /// Print nothing per packet; only the summary on standard error.
     #[arg(long, short)]
     quiet: bool,
+    /// The captured link's speed in Mbit/s, to show PFC and PAUSE times in
+    /// µs as well as in quanta (512 bit times each); without it, a pcapng
+    /// interface's `if_speed` is used when it has one.
+    #[arg(long, value_name = "MBPS", value_parser = clap::value_parser!(u32).range(1..))]
+    link_mbps: Option<u32>,
 }
 
 /// Counts for the summary line.
@@ -45,6 +54,7 @@ struct Tally {
     roce: usize,
     malformed: usize,
     bad_icrc: usize,
+    mac_control: usize,
 }
 
 pub(crate) fn run(args: &DumpArgs) -> Result<bool, CliError> {
@@ -65,17 +75,30 @@ pub(crate) fn run(args: &DumpArgs) -> Result<bool, CliError> {
     };
     // Read a chunk at a time, one frame decoded at a time: memory stays
     // the same whatever the capture's length.
-    let frames = FrameReader::new(source);
+    let mut frames = FrameReader::new(source);
     let mut out = io::BufWriter::new(io::stdout().lock());
     let mut tally = Tally::default();
     let mut first_ts = None;
-    for frame in frames {
+    while let Some(frame) = frames.next() {
         let frame = frame.map_err(|kind| CaptureError {
             path: name.clone().into(),
             kind,
         })?;
         tally.frames += 1;
         let first_ts = *first_ts.get_or_insert(frame.timestamp);
+        let t = frame.timestamp.saturating_sub(first_ts).as_secs_f64();
+        // The speed given, else the one the pcapng interface declares.
+        let speed = args.link_mbps.or_else(|| {
+            let mbps = frames.link_speed_bps()? / 1_000_000;
+            u32::try_from(mbps).ok()
+        });
+        if let Some(line) = pfc::text_line(&frame, t, speed) {
+            tally.mac_control += 1;
+            if !args.quiet && !args.json && writeln!(out, "{line}").is_err() {
+                return Ok(true);
+            }
+            continue;
+        }
         let Some(located) = ferroce_wire::locate(frame.link, &frame.data) else {
             continue;
         };
@@ -89,7 +112,6 @@ pub(crate) fn run(args: &DumpArgs) -> Result<bool, CliError> {
         if args.quiet {
             continue;
         }
-        let t = frame.timestamp.saturating_sub(first_ts).as_secs_f64();
         let line = if args.json {
             json_record(&frame, located, &verdict).to_string()
         } else {
@@ -101,6 +123,12 @@ pub(crate) fn run(args: &DumpArgs) -> Result<bool, CliError> {
         }
     }
     let _ = out.flush();
+    if tally.mac_control > 0 {
+        eprintln!(
+            "{name}: {} MAC control (PFC/PAUSE) frames",
+            tally.mac_control
+        );
+    }
     eprintln!(
         "{name}: {} frames, {} RoCE, {} malformed, {} bad ICRC",
         tally.frames, tally.roce, tally.malformed, tally.bad_icrc

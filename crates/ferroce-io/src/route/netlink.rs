@@ -144,6 +144,19 @@ impl Netlink {
         parse_route(body)
     }
 
+    /// The next request's sequence number (answers are matched by it).
+    pub(super) fn next_seq(&mut self) -> u32 {
+        self.seq = self.seq.wrapping_add(1);
+        self.seq
+    }
+
+    /// Sends `req` and expects no answer (a request without NLM_F_ACK;
+    /// a refusal would come back with its sequence number, which later
+    /// questions skip).
+    pub(super) fn tell(&mut self, req: &[u8]) -> io::Result<()> {
+        self.socket.send(req).map(|_| ())
+    }
+
     pub(super) fn link(&mut self, which: Link<'_>) -> io::Result<LinkAnswer> {
         self.seq = self.seq.wrapping_add(1);
         let req = link_request(self.seq, which);
@@ -154,7 +167,7 @@ impl Netlink {
     /// Sends `req` to the kernel and returns the body of the answer of
     /// type `want` that carries `req`'s sequence number (messages with
     /// another sequence number, left from an earlier question, are skipped).
-    fn ask(&mut self, req: &[u8], want: u16) -> io::Result<&[u8]> {
+    pub(super) fn ask(&mut self, req: &[u8], want: u16) -> io::Result<&[u8]> {
         // An unconnected netlink socket sends to the kernel (port id 0).
         self.socket.send(req)?;
         for _ in 0..16 {
@@ -188,7 +201,7 @@ fn find_answer(datagram: &[u8], seq: u32, want: u16) -> io::Result<Option<Range<
     Ok(None)
 }
 
-fn malformed(what: &str) -> io::Error {
+pub(super) fn malformed(what: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
         format!("malformed rtnetlink answer: {what}"),
@@ -253,7 +266,7 @@ const fn align4(n: usize) -> usize {
 
 /// The attributes (`struct rtattr` / `nlattr`: u16 length, u16 type, then
 /// the payload, padded to 4) of a message's tail: (type, payload).
-fn attrs(mut buf: &[u8]) -> impl Iterator<Item = io::Result<(u16, &[u8])>> {
+pub(super) fn attrs(mut buf: &[u8]) -> impl Iterator<Item = io::Result<(u16, &[u8])>> {
     std::iter::from_fn(move || {
         if buf.is_empty() {
             return None;
@@ -274,7 +287,7 @@ fn attrs(mut buf: &[u8]) -> impl Iterator<Item = io::Result<(u16, &[u8])>> {
     })
 }
 
-fn put_attr(out: &mut Vec<u8>, ty: u16, payload: &[u8]) {
+pub(super) fn put_attr(out: &mut Vec<u8>, ty: u16, payload: &[u8]) {
     let len = 4 + payload.len();
     out.extend_from_slice(&(len as u16).to_ne_bytes());
     out.extend_from_slice(&ty.to_ne_bytes());
@@ -284,7 +297,12 @@ fn put_attr(out: &mut Vec<u8>, ty: u16, payload: &[u8]) {
 
 /// A request: header (its length filled in at the end), then `fixed`
 /// (the family header) and the attributes `attrs` writes.
-fn request(ty: u16, seq: u32, fixed: &[u8], attrs: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+pub(super) fn request(
+    ty: u16,
+    seq: u32,
+    fixed: &[u8],
+    attrs: impl FnOnce(&mut Vec<u8>),
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(128);
     out.extend_from_slice(&0u32.to_ne_bytes());
     out.extend_from_slice(&ty.to_ne_bytes());
@@ -298,14 +316,14 @@ fn request(ty: u16, seq: u32, fixed: &[u8], attrs: impl FnOnce(&mut Vec<u8>)) ->
     out
 }
 
-fn addr_bytes(a: IpAddr) -> Vec<u8> {
+pub(super) fn addr_bytes(a: IpAddr) -> Vec<u8> {
     match a {
         IpAddr::V4(a) => a.octets().to_vec(),
         IpAddr::V6(a) => a.octets().to_vec(),
     }
 }
 
-fn family(a: IpAddr) -> u8 {
+pub(super) fn family(a: IpAddr) -> u8 {
     match a {
         IpAddr::V4(_) => libc::AF_INET as u8,
         IpAddr::V6(_) => libc::AF_INET6 as u8,

@@ -6,10 +6,15 @@
 //! `UDP_GRO`), written into and read from buffers this module owns, within
 //! the lengths the headers give. Each function copies what the kernel wrote
 //! into owned Rust values before it returns: no pointer into a C structure
-//! is used after the call that filled it.
+//! is used after the call that filled it. The raw backend's packet sockets
+//! and their shared memory rings are in [`packet`], under its own contract.
 #![allow(unsafe_code)]
 
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
 pub(crate) use linux::*;
+#[cfg(target_os = "linux")]
+pub(crate) mod netns;
+#[cfg(target_os = "linux")]
+pub(crate) mod packet;
