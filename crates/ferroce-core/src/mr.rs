@@ -17,6 +17,7 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Try
 use ferroce_mem::Backing;
 use rustc_hash::FxHashMap as HashMap;
 
+use crate::transmit::CrcCopy;
 use crate::verbs::{Access, Sge, VerbsError};
 
 /// The bytes of a registered region, shared by the engine and the
@@ -326,12 +327,15 @@ impl MrTable {
     }
 
     /// Copies `out.len()` bytes from the local elements `sg`, starting
-    /// `skip` bytes in.
+    /// `skip` bytes in, hashing them with `crc` as they land (a packet's
+    /// payload: see [`CrcCopy`]). On a fault the bytes not copied were
+    /// not hashed either.
     pub(crate) fn gather(
         &self,
         sg: &[Sge],
         mut skip: u64,
         out: &mut [u8],
+        crc: &mut CrcCopy,
     ) -> Result<(), CopyFault> {
         let mut filled = 0;
         for sge in sg {
@@ -351,7 +355,7 @@ impl MrTable {
                 .as_slice()
                 .get(start..start + n)
                 .ok_or(CopyFault::Short)?;
-            out[filled..filled + n].copy_from_slice(src);
+            crc.copy(&mut out[filled..filled + n], src);
             filled += n;
             skip = 0;
         }
