@@ -38,8 +38,8 @@ mod tests;
 
 pub use cq::CqFired;
 pub use endpoint::{
-    Ecn, EmitError, Endpoint, EndpointConfig, MAX_IN_FLIGHT, MAX_MSG_SIZE, PacketKind, PayloadCrc,
-    Stats, Transmit,
+    Ecn, EmitError, Endpoint, EndpointConfig, MAX_IN_FLIGHT, MAX_MSG_SIZE, PacketKind, Stats,
+    Transmit,
 };
 pub use endpoint::{GSI_QKEY, GSI_QPN, MAD_LEN, MAX_QUEUED_MADS, Mad, MadStats};
 pub use endpoint::{MAX_DEFERRED, MAX_DEFERRED_TOTAL};

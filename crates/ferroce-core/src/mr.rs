@@ -17,7 +17,6 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Try
 use ferroce_mem::Backing;
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::transmit::CrcCopy;
 use crate::verbs::{Access, Sge, VerbsError};
 
 /// The bytes of a registered region, shared by the engine and the
@@ -327,15 +326,12 @@ impl MrTable {
     }
 
     /// Copies `out.len()` bytes from the local elements `sg`, starting
-    /// `skip` bytes in, hashing them with `crc` as they land (a packet's
-    /// payload: see [`CrcCopy`]). On a fault the bytes not copied were
-    /// not hashed either.
+    /// `skip` bytes in.
     pub(crate) fn gather(
         &self,
         sg: &[Sge],
         mut skip: u64,
         out: &mut [u8],
-        crc: &mut CrcCopy,
     ) -> Result<(), CopyFault> {
         let mut filled = 0;
         for sge in sg {
@@ -355,7 +351,7 @@ impl MrTable {
                 .as_slice()
                 .get(start..start + n)
                 .ok_or(CopyFault::Short)?;
-            crc.copy(&mut out[filled..filled + n], src);
+            out[filled..filled + n].copy_from_slice(src);
             filled += n;
             skip = 0;
         }

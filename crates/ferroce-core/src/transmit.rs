@@ -8,13 +8,6 @@
 //! its GSO segment is `data.len()`, and the I/O layer forms trains from
 //! runs of equal lengths. A packet that could not be emitted is an
 //! [`EmitError`], never an empty buffer.
-//!
-//! A packet's payload is copied into its buffer once, from registered
-//! memory (or a WR's inline data), and hashed in the same pass, a chunk at
-//! a time while the chunk is in L1 ([`CrcCopy`]): the `Transmit` carries
-//! that CRC ([`PayloadCrc`]), and the I/O layer, which alone knows the IP
-//! and UDP headers the ICRC also covers, hashes only the headers and folds
-//! the payload's CRC in, instead of reading the payload a second time.
 
 use ferroce_wire::TransportRepr;
 
@@ -32,64 +25,6 @@ pub struct Transmit {
     /// traffic class (IBA's ECN bits of the GRH's traffic class).
     pub ecn: Ecn,
     pub data: Vec<u8>,
-    /// The payload's CRC, if it was hashed while being copied in.
-    pub payload_crc: Option<PayloadCrc>,
-}
-
-/// The CRC-32 of `data[at..at + len]` (a packet's payload), for the I/O
-/// layer to fold into the ICRC without reading those bytes again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PayloadCrc {
-    /// Where the payload starts in [`Transmit::data`].
-    pub at: usize,
-    /// Its length in bytes.
-    pub len: usize,
-    /// The CRC-32 register (reflected, no pre- or post-inversion) after
-    /// hashing the payload from a register of zero: the payload's own
-    /// share of any CRC-32 that covers it, because the CRC is linear. The
-    /// whole ICRC's register is the prefix's register advanced over `len`
-    /// zero bytes, XOR this.
-    pub register: u32,
-}
-
-/// Copies payload bytes into a packet and hashes them in the same pass:
-/// each chunk is hashed right after it lands, while it is in L1. What is
-/// hashed is the packet's copy, so the ICRC covers the bytes sent even if
-/// the source changes meanwhile.
-#[derive(Debug, Clone)]
-pub(crate) struct CrcCopy(crc32fast::Hasher);
-
-impl CrcCopy {
-    /// Bytes copied before they are hashed: well inside L1 (32-48 KiB),
-    /// and long enough for crc32fast's widest kernel (AVX-512 from 2 KiB;
-    /// with 1 KiB chunks it fell back to AVX2 and the CRC took twice the
-    /// time in `perf record`), so a 4096-byte MTU's payload is one chunk.
-    const CHUNK: usize = 4096;
-
-    pub(crate) fn new() -> Self {
-        // crc32fast keeps the register inverted: an initial value of all
-        // ones is a register of zero.
-        Self(crc32fast::Hasher::new_with_initial(!0))
-    }
-
-    /// Copies `src` into `dst` (of the same length) and hashes it.
-    pub(crate) fn copy(&mut self, dst: &mut [u8], src: &[u8]) {
-        for (d, s) in dst.chunks_mut(Self::CHUNK).zip(src.chunks(Self::CHUNK)) {
-            d.copy_from_slice(s);
-            self.0.update(d);
-        }
-    }
-
-    /// Zeros `dst` and hashes it.
-    pub(crate) fn zero(&mut self, dst: &mut [u8]) {
-        dst.fill(0);
-        self.0.update(dst);
-    }
-
-    /// The register, as [`PayloadCrc::register`] means it.
-    pub(crate) fn register(self) -> u32 {
-        !self.0.finalize()
-    }
 }
 
 /// Whether a packet is a request or a response.
@@ -157,32 +92,21 @@ impl Transmit {
     }
 
     /// Emits `t` into a buffer from `pool`; `fill` writes the payload in
-    /// place (`t.payload_len` bytes) through a [`CrcCopy`], so that the
-    /// payload is hashed as it is copied.
+    /// place (`t.payload_len` bytes).
     pub(crate) fn build(
         pool: &mut BufPool,
         path: Path,
         t: &TransportRepr,
-        fill: impl FnOnce(&mut [u8], &mut CrcCopy),
+        fill: impl FnOnce(&mut [u8]),
     ) -> Result<Self, EmitError> {
         let mut data = pool.take(t.buffer_len());
-        let payload_crc = match t.emit_headers(&mut data) {
-            Ok(at) if at.is_empty() => None,
-            Ok(at) => {
-                let mut crc = CrcCopy::new();
-                let (start, len) = (at.start, at.len());
-                fill(&mut data[at], &mut crc);
-                Some(PayloadCrc {
-                    at: start,
-                    len,
-                    register: crc.register(),
-                })
-            }
+        match t.emit_headers(&mut data) {
+            Ok(at) => fill(&mut data[at]),
             Err(e) => {
                 pool.give(data);
                 return Err(EmitError(e));
             }
-        };
+        }
         let response = t.bth.opcode.info().is_some_and(|i| i.response);
         Ok(Self {
             path,
@@ -193,7 +117,6 @@ impl Transmit {
             },
             ecn: Ecn::from_traffic_class(path.traffic_class),
             data,
-            payload_crc,
         })
     }
 }
@@ -248,15 +171,10 @@ mod tests {
     fn says_what_it_carries() {
         let mut pool = BufPool::default();
         let repr = |op| ferroce_wire::samples::transport(op, 7, 0);
-        let ack = Transmit::build(&mut pool, path(0), &repr(Opcode::RC_ACKNOWLEDGE), |_, _| {});
+        let ack = Transmit::build(&mut pool, path(0), &repr(Opcode::RC_ACKNOWLEDGE), |_| {});
         let ack = ack.unwrap();
         assert_eq!((ack.kind, ack.ecn), (PacketKind::Response, Ecn::NotEct));
-        let send = Transmit::build(
-            &mut pool,
-            path(0x0a),
-            &repr(Opcode::RC_SEND_ONLY),
-            |_, _| {},
-        );
+        let send = Transmit::build(&mut pool, path(0x0a), &repr(Opcode::RC_SEND_ONLY), |_| {});
         let send = send.unwrap();
         assert_eq!((send.kind, send.ecn), (PacketKind::Request, Ecn::Ect0));
         assert_eq!(send.data[0], Opcode::RC_SEND_ONLY.0);
@@ -267,12 +185,12 @@ mod tests {
         let mut pool = BufPool::default();
         let repr = ferroce_wire::samples::transport(Opcode::RC_SEND_ONLY, 7, 0);
         for tc in [0x00, 0x02, 0x61, 0x62, 0xb8, 0xff] {
-            let t = Transmit::build(&mut pool, path(tc), &repr, |_, _| {}).unwrap();
+            let t = Transmit::build(&mut pool, path(tc), &repr, |_| {}).unwrap();
             assert_eq!(t.tos(), tc);
             assert_eq!(Ecn::from_traffic_class(tc).bits(), tc & 0b11);
         }
         // A codepoint the engine sets (a congestion mark) replaces the path's.
-        let mut t = Transmit::build(&mut pool, path(0x62), &repr, |_, _| {}).unwrap();
+        let mut t = Transmit::build(&mut pool, path(0x62), &repr, |_| {}).unwrap();
         t.ecn = Ecn::Ce;
         assert_eq!(t.tos(), 0x63);
     }
@@ -282,9 +200,9 @@ mod tests {
         let mut pool = BufPool::default();
         // A WRITE FIRST without its RETH cannot be emitted.
         let mut t = ferroce_wire::samples::transport(Opcode::RC_RDMA_WRITE_FIRST, 7, 0);
-        assert!(Transmit::build(&mut pool, path(0), &t, |_, _| {}).is_ok());
+        assert!(Transmit::build(&mut pool, path(0), &t, |_| {}).is_ok());
         t.reth = None;
-        let r = Transmit::build(&mut pool, path(0), &t, |_, _| {});
+        let r = Transmit::build(&mut pool, path(0), &t, |_| {});
         assert!(r.is_err(), "{r:?}");
     }
 }

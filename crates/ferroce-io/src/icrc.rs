@@ -26,7 +26,7 @@ use std::net::IpAddr;
 use ferroce_wire::icrc::compute_v2_parts;
 use ferroce_wire::ipv4::{self, Ipv4Repr};
 use ferroce_wire::ipv6::{self, Ipv6Repr};
-use ferroce_wire::transport::{BTH_LEN, ICRC_LEN};
+use ferroce_wire::transport::ICRC_LEN;
 use ferroce_wire::udp::{self, UdpRepr};
 
 /// The TTL and hop limit the backend's sockets send with (masked out of
@@ -96,12 +96,6 @@ pub(crate) fn udp_header(src_port: u16, dst_port: u16, udp_len: usize) -> [u8; u
 /// The ICRC value for a datagram `transport` (BTH through ICRC) sent from
 /// `src:src_port` to `dst:dst_port` by this backend (DF set; IPv4
 /// Identification `ident`: 0, or the segment's index in a GSO train).
-///
-/// With `payload` (its CRC, taken when it was copied into `transport`),
-/// only the bytes around the payload are hashed: the CRC is linear, so the
-/// register after the payload is the register before it advanced over as
-/// many zero bytes, XOR the payload's own register. A `payload` that does
-/// not fit inside the transport's body is ignored (all bytes are hashed).
 pub(crate) fn for_send(
     src: IpAddr,
     dst: IpAddr,
@@ -109,12 +103,11 @@ pub(crate) fn for_send(
     dst_port: u16,
     ident: u16,
     transport: &[u8],
-    payload: Option<(PayloadCrc, &mut ZeroAdvance)>,
 ) -> Option<u32> {
     let udp_len = udp::HEADER_LEN + transport.len();
     let udp = udp_header(src_port, dst_port, udp_len);
     let body = &transport[..transport.len().checked_sub(ICRC_LEN)?];
-    let crc = |body: &[u8]| match (src, dst) {
+    match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => compute_v2_parts(
             &ipv4_header(s.octets(), d.octets(), udp_len, ident, true),
             &udp,
@@ -125,90 +118,6 @@ pub(crate) fn for_send(
             compute_v2_parts(&ipv6_header(s.octets(), d.octets(), udp_len), &udp, body).ok()
         }
         _ => None,
-    };
-    let fits = |p: &PayloadCrc| p.at >= BTH_LEN && p.at.checked_add(p.len) <= Some(body.len());
-    let Some((p, advance)) = payload.filter(|(p, _)| fits(p)) else {
-        return crc(body);
-    };
-    let Some(zeros) = advance.by(p.len) else {
-        return crc(body);
-    };
-    // crc32fast's values are the register inverted.
-    let before = !crc(&body[..p.at])?;
-    let after = gf::mul(before, zeros) ^ p.register;
-    let mut h = crc32fast::Hasher::new_with_initial(!after);
-    h.update(&body[p.at + p.len..]);
-    Some(h.finalize())
-}
-
-/// The CRC-32 of a payload inside a datagram to send: `transport[at..at +
-/// len]`, hashed from a register of zero (no pre- or post-inversion), as
-/// ferroce-core's `PayloadCrc` has it. Whoever copies the payload in
-/// hashes it in the same pass; the backend then does not read it again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PayloadCrc {
-    /// Where the payload starts in the transport bytes (after the BTH).
-    pub at: usize,
-    pub len: usize,
-    pub register: u32,
-}
-
-impl PayloadCrc {
-    /// Hashes `transport[at..at + len]` (for tests and for callers that
-    /// did not hash while copying).
-    pub fn of(transport: &[u8], at: usize, len: usize) -> Self {
-        let mut h = crc32fast::Hasher::new_with_initial(!0);
-        h.update(&transport[at..at + len]);
-        Self {
-            at,
-            len,
-            register: !h.finalize(),
-        }
-    }
-}
-
-/// The CRC register's advance over `k` zero bytes, `x^(8k)`, for payloads
-/// of up to 2^17 - 1 bytes; kept by length for the lengths packets have
-/// (up to [`CACHED_LENGTHS`]), so that a full-MTU payload costs one
-/// multiplication.
-#[derive(Debug)]
-pub(crate) struct ZeroAdvance {
-    /// `pow[i]` = x^(8 * 2^i).
-    pow: [u32; 17],
-    by_len: Vec<u32>,
-}
-
-impl Default for ZeroAdvance {
-    fn default() -> Self {
-        let mut pow = [0u32; 17];
-        let mut p = gf::X8;
-        for slot in pow.iter_mut() {
-            *slot = p;
-            p = gf::mul(p, p);
-        }
-        Self {
-            pow,
-            by_len: vec![0; CACHED_LENGTHS],
-        }
-    }
-}
-
-impl ZeroAdvance {
-    /// x^(8k), if `k` fits the 17 powers kept.
-    fn by(&mut self, k: usize) -> Option<u32> {
-        if let Some(&u) = self.by_len.get(k).filter(|&&u| u != 0) {
-            return Some(u);
-        }
-        if k >> self.pow.len() != 0 {
-            return None;
-        }
-        let u = (0..self.pow.len())
-            .filter(|i| k >> i & 1 != 0)
-            .fold(gf::ONE, |p, i| gf::mul(p, self.pow[i]));
-        if let Some(slot) = self.by_len.get_mut(k) {
-            *slot = u;
-        }
-        Some(u)
     }
 }
 
@@ -506,74 +415,6 @@ mod tests {
         let v = RxVerifier::default();
         assert_eq!(v.ident.0.len(), 16);
         assert_eq!(v.ident.solve(v.df), None);
-    }
-
-    /// The ICRC folded from a payload's CRC is the ICRC of all the bytes,
-    /// for payloads of every length up to a few MTUs, with and without pad
-    /// bytes after them, over IPv4 (any Identification) and IPv6; a
-    /// payload CRC that does not fit the datagram is ignored.
-    #[test]
-    fn a_folded_payload_crc_gives_the_full_icrc() {
-        let v4 = |last| IpAddr::V4(Ipv4Addr::new(198, 18, 0, last));
-        let v6 = |last| IpAddr::V6(std::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, last));
-        let mut adv = ZeroAdvance::default();
-        let lens = (0..70).chain([1023, 1024, 2048, 4095, 4096, 9000]);
-        for len in lens {
-            for (src, dst) in [(v4(11), v4(12)), (v6(11), v6(12))] {
-                // BTH + RETH, the payload, up to 3 pad bytes, the ICRC.
-                let (at, pad) = (28, (4 - len % 4) % 4);
-                let t: Vec<u8> = (0..at + len + pad + 4)
-                    .map(|i| (i * 13 + len) as u8)
-                    .collect();
-                let ident = len as u16 * 7;
-                let full = for_send(src, dst, 0xc001, ROCE_V2_PORT, ident, &t, None);
-                let p = PayloadCrc::of(&t, at, len);
-                let folded = for_send(
-                    src,
-                    dst,
-                    0xc001,
-                    ROCE_V2_PORT,
-                    ident,
-                    &t,
-                    Some((p, &mut adv)),
-                );
-                assert_eq!(folded, full, "len {len} {src}");
-                assert!(full.is_some());
-                // A wrong register changes the ICRC; one out of bounds is ignored.
-                let wrong = PayloadCrc {
-                    register: p.register ^ 1,
-                    ..p
-                };
-                let bad = for_send(
-                    src,
-                    dst,
-                    0xc001,
-                    ROCE_V2_PORT,
-                    ident,
-                    &t,
-                    Some((wrong, &mut adv)),
-                );
-                assert_ne!(bad, full, "len {len}");
-                for unfit in [
-                    PayloadCrc { at: 4, ..p },
-                    PayloadCrc {
-                        len: len + pad + 1,
-                        ..p
-                    },
-                ] {
-                    let r = for_send(
-                        src,
-                        dst,
-                        0xc001,
-                        ROCE_V2_PORT,
-                        ident,
-                        &t,
-                        Some((unfit, &mut adv)),
-                    );
-                    assert_eq!(r, full, "len {len}");
-                }
-            }
-        }
     }
 
     #[test]

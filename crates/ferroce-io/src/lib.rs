@@ -20,6 +20,5 @@ mod sys;
 pub mod udp;
 pub mod wait;
 
-pub use icrc::PayloadCrc;
 pub use udp::{OutDatagram, Receiver, UdpBackend, UdpConfig, UdpStats};
 pub use wait::{EventFd, Sleeper};

@@ -56,7 +56,7 @@ use ferroce_wire::transport::ICRC_LEN;
 use ferroce_wire::udp::ROCE_V2_PORT;
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::icrc::{self, PayloadCrc, RxVerifier, Verdict, ZeroAdvance};
+use crate::icrc::{self, RxVerifier, Verdict};
 use crate::sys;
 
 /// Backend settings.
@@ -181,8 +181,6 @@ pub struct UdpBackend {
     trains: Vec<Range<usize>>,
     msgs: Vec<sys::OutMsg>,
     verifier: RxVerifier,
-    /// For ICRCs of datagrams whose payload CRC came with them.
-    advance: ZeroAdvance,
     stats: UdpStats,
 }
 
@@ -249,7 +247,6 @@ impl UdpBackend {
             trains: Vec::new(),
             msgs: Vec::new(),
             verifier: RxVerifier::default(),
-            advance: ZeroAdvance::default(),
             stats: UdpStats::default(),
         })
     }
@@ -315,22 +312,10 @@ impl UdpBackend {
     /// port, runs of equal-size datagrams as GSO trains. Returns how many
     /// went out; the rest found the socket buffer full.
     pub fn send(&mut self, batch: &mut [OutDatagram<'_>]) -> io::Result<usize> {
-        self.send_hashed(batch, &[])
-    }
-
-    /// As [`Self::send`], with the CRC of each datagram's payload taken
-    /// when it was copied in: `payloads[i]` is `batch[i]`'s (missing or
-    /// `None`: none), and its ICRC then hashes only the bytes around the
-    /// payload (see [`PayloadCrc`]).
-    pub fn send_hashed(
-        &mut self,
-        batch: &mut [OutDatagram<'_>],
-        payloads: &[Option<PayloadCrc>],
-    ) -> io::Result<usize> {
         // The two lists are kept between calls (a round that sends must not
         // allocate); taken out here so that `self` stays free to borrow.
         let (mut trains, mut msgs) = (take(&mut self.trains), take(&mut self.msgs));
-        let result = self.send_with(batch, payloads, &mut trains, &mut msgs);
+        let result = self.send_with(batch, &mut trains, &mut msgs);
         (self.trains, self.msgs) = (trains, msgs);
         result
     }
@@ -338,7 +323,6 @@ impl UdpBackend {
     fn send_with(
         &mut self,
         batch: &mut [OutDatagram<'_>],
-        payloads: &[Option<PayloadCrc>],
         trains: &mut Vec<Range<usize>>,
         msgs: &mut Vec<sys::OutMsg>,
     ) -> io::Result<usize> {
@@ -352,7 +336,6 @@ impl UdpBackend {
                 // Segment k of a GSO train carries Identification k.
                 let ident = if t.len() > 1 { k as u16 } else { 0 };
                 let len = d.transport.len();
-                let payload = payloads.get(t.start + k).copied().flatten();
                 if let Some(c) = icrc::for_send(
                     local,
                     d.remote,
@@ -360,7 +343,6 @@ impl UdpBackend {
                     d.remote_port,
                     ident,
                     d.transport,
-                    payload.map(|p| (p, &mut self.advance)),
                 ) {
                     d.transport[len - ICRC_LEN..].copy_from_slice(&c.to_le_bytes());
                 }
@@ -404,8 +386,7 @@ impl UdpBackend {
                     self.cfg.gso = false;
                     tracing::debug!(error = %e, "UDP GSO refused on this path: sending datagrams one by one");
                     let rest = trains[first].start;
-                    let payloads = payloads.get(rest..).unwrap_or_default();
-                    return Ok(sent + self.send_with(&mut batch[rest..], payloads, trains, msgs)?);
+                    return Ok(sent + self.send_with(&mut batch[rest..], trains, msgs)?);
                 }
                 Err(e) => return Err(e),
             };

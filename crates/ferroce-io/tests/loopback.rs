@@ -5,7 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
-use ferroce_io::{OutDatagram, PayloadCrc, UdpBackend, UdpConfig};
+use ferroce_io::{OutDatagram, UdpBackend, UdpConfig};
 use ferroce_wire::samples;
 
 fn pair(a: IpAddr, b: IpAddr, port: u16) -> (UdpBackend, UdpBackend) {
@@ -116,9 +116,7 @@ fn ipv6_loopback_exchange() {
 /// Runs of equal-size datagrams go out as GSO trains (each segment with the
 /// ICRC of its own Identification and length) and arrive, coalesced by GRO
 /// or cut by the kernel, as datagrams that all verify, in order and intact.
-/// With `hashed`, the payload CRCs come with the datagrams (`send_hashed`,
-/// as ferroce's driver sends) and the ICRCs are folded from them.
-fn trains(gro: bool, port: u16, hashed: bool) {
+fn trains(gro: bool, port: u16) {
     let a = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3));
     let b = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 4));
     let mut ca = UdpConfig::new(a);
@@ -145,12 +143,7 @@ fn trains(gro: bool, port: u16, hashed: bool) {
             transport: t,
         })
         .collect();
-    // A SEND_MIDDLE's payload: all between the BTH and the ICRC.
-    let payloads: Vec<Option<PayloadCrc>> = sent
-        .iter()
-        .map(|t| hashed.then(|| PayloadCrc::of(t, 12, t.len() - 16)))
-        .collect();
-    assert_eq!(tx.send_hashed(&mut batch, &payloads).unwrap(), sent.len());
+    assert_eq!(tx.send(&mut batch).unwrap(), sent.len());
     assert!(tx.stats().tx_gso_datagrams >= 100, "{:?}", tx.stats());
     let mut got: Vec<Vec<u8>> = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -199,17 +192,12 @@ fn trains(gro: bool, port: u16, hashed: bool) {
 
 #[test]
 fn gso_trains_to_a_gro_receiver() {
-    trains(true, 47300, false);
+    trains(true, 47300);
 }
 
 #[test]
 fn gso_trains_to_a_plain_receiver() {
-    trains(false, 47400, false);
-}
-
-#[test]
-fn gso_trains_with_payload_crcs_verify() {
-    trains(true, 47800, true);
+    trains(false, 47400);
 }
 
 /// Past `max_tx_sockets`, new source ports share the sockets already open:

@@ -43,7 +43,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ferroce_core::{Endpoint, Instant, Transmit};
-use ferroce_io::{OutDatagram, PayloadCrc, Receiver, Sleeper, UdpBackend};
+use ferroce_io::{OutDatagram, Receiver, Sleeper, UdpBackend};
 use tracing::{Span, debug, info_span, warn};
 
 use crate::channel::ChannelInner;
@@ -534,18 +534,6 @@ fn send_all(io: &mut Io, port: u16) -> usize {
     // (stable: each flow keeps its order), requests before responses: a
     // new request is what a peer may be waiting on; an ACK can follow it.
     out.sort_by_key(|t| (t.path.udp_src_port, t.kind));
-    // The payload CRCs the engine took while copying the payloads in: the
-    // ICRCs then hash only the headers.
-    let payloads: Vec<Option<PayloadCrc>> = out
-        .iter()
-        .map(|t| {
-            t.payload_crc.map(|p| PayloadCrc {
-                at: p.at,
-                len: p.len,
-                register: p.register,
-            })
-        })
-        .collect();
     let mut batch: Vec<OutDatagram<'_>> = out
         .iter_mut()
         .map(|t| OutDatagram {
@@ -559,7 +547,7 @@ fn send_all(io: &mut Io, port: u16) -> usize {
     let total = batch.len();
     // A send that fails outright (no route, say) loses the batch as a
     // broken link would; the engine's retransmission takes it from there.
-    let n = backend.send_hashed(&mut batch, &payloads).unwrap_or_else(|e| {
+    let n = backend.send(&mut batch).unwrap_or_else(|e| {
         if std::mem::replace(send_failed, true) {
             debug!(error = %e, datagrams = total, "send failed");
         } else {

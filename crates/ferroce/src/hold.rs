@@ -121,7 +121,6 @@ mod tests {
             },
             ecn: Ecn::NotEct,
             data: vec![opcode, 0, 0, 0],
-            payload_crc: None,
         }
     }
 

@@ -150,7 +150,7 @@ impl Gsi {
         };
         // Built from constants and a checked length, so it cannot fail;
         // were it to, the MAD is lost as on the wire and the CM resends.
-        let t = Transmit::build(pool, path, &t, |out, crc| crc.copy(out, &mad[..])).ok()?;
+        let t = Transmit::build(pool, path, &t, |out| out.copy_from_slice(&mad[..])).ok()?;
         self.stats.tx_mads += 1;
         Some(t)
     }

@@ -31,7 +31,7 @@ use crate::srq::Srq;
 pub use crate::stats::Stats;
 use crate::timers::Timers;
 pub(crate) use crate::transmit::BufPool;
-pub use crate::transmit::{Ecn, EmitError, PacketKind, PayloadCrc, Transmit};
+pub use crate::transmit::{Ecn, EmitError, PacketKind, Transmit};
 
 mod defer;
 mod drive;

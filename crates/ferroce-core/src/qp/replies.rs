@@ -298,12 +298,12 @@ pub(crate) fn next_response(
                 .as_ref()
                 .and_then(|b| b.as_slice().get(start..start + n));
             // A region gone since the request was checked reads as zeros.
-            let built = Transmit::build(pool, path, &t, |out, crc| match src {
-                Some(src) => crc.copy(out, src),
-                None => crc.zero(out),
+            let built = Transmit::build(pool, path, &t, |out| match src {
+                Some(src) => out.copy_from_slice(src),
+                None => out.fill(0),
             });
             return Some(built.map_err(NotSent::Emit));
         }
     };
-    Some(Transmit::build(pool, path, &t, |_, _| {}).map_err(NotSent::Emit))
+    Some(Transmit::build(pool, path, &t, |_| {}).map_err(NotSent::Emit))
 }

@@ -322,15 +322,15 @@ fn transmit(
         t.bth.dest_qp = qp.cfg.dest_qpn;
     }
     let mut copied = Ok(());
-    let mut packet = Transmit::build(pool, path, &t, |out, crc| {
+    let packet = Transmit::build(pool, path, &t, |out| {
         copied = match &wr.inline {
             Some(data) => {
                 let s = offset as usize;
                 data.get(s..s + out.len())
-                    .map(|d| crc.copy(out, d))
+                    .map(|d| out.copy_from_slice(d))
                     .ok_or(CopyFault::Short)
             }
-            None => mrs.gather(&wr.sg, offset, out, crc),
+            None => mrs.gather(&wr.sg, offset, out),
         };
     })
     .map_err(NotSent::Emit)?;
@@ -344,9 +344,6 @@ fn transmit(
             Err(NotSent::RegionBusy)
         }
         Err(CopyFault::Short) => {
-            // Part of the payload was never copied, nor hashed: the I/O
-            // layer computes this packet's ICRC over all its bytes.
-            packet.payload_crc = None;
             qp.sq[idx].status = WcStatus::LocProtErr;
             Ok(packet)
         }

@@ -18,7 +18,6 @@
 //! | `interop` | sequences met against the kernel's rxe, replayed |
 //! | `srq` | shared receive queues: QPs sharing one, RNR, the limit event, errors, UD and UC, refused calls |
 //! | `log` | the `tracing` events of errors, RNR waits, losses, timeouts and drops |
-//! | `payload` | the payload CRC taken during the copy into a packet, on every path that copies |
 
 mod calls;
 mod conform;
@@ -32,7 +31,6 @@ mod interop;
 mod log;
 mod many;
 mod ops;
-mod payload;
 mod resources;
 mod rules;
 mod soak;
