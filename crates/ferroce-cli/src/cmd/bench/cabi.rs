@@ -54,13 +54,21 @@ impl Drop for Setup {
 
 /// The library to load: the option, the environment, or beside this binary.
 fn library(args: &BenchArgs) -> Result<PathBuf, String> {
-    let path = match (&args.libibverbs, std::env::var_os("FERROCE_LIBIBVERBS")) {
-        (Some(p), _) => p.clone(),
-        (None, Some(p)) => PathBuf::from(p),
-        (None, None) => std::env::current_exe()
-            .map_err(|e| format!("cannot find this binary's directory: {e}"))?
-            .with_file_name("libibverbs.so"),
-    };
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find this binary's directory: {e}"))?;
+    let env = std::env::var_os("FERROCE_LIBIBVERBS").map(PathBuf::from);
+    found(choose(args.libibverbs.clone(), env, &exe))
+}
+
+/// The option, else the environment, else `libibverbs.so` beside `exe`.
+fn choose(option: Option<PathBuf>, env: Option<PathBuf>, exe: &Path) -> PathBuf {
+    option
+        .or(env)
+        .unwrap_or_else(|| exe.with_file_name("libibverbs.so"))
+}
+
+/// `path` if it is a file, else why not and how to build it.
+fn found(path: PathBuf) -> Result<PathBuf, String> {
     if path.is_file() {
         Ok(path)
     } else {
@@ -274,6 +282,23 @@ fn wait_listening(port: u16, limit: Duration) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_library_is_the_option_then_the_environment_then_beside_the_binary() {
+        let exe = Path::new("/opt/x/release/ferroce");
+        let (opt, env) = (PathBuf::from("/a/lib.so"), PathBuf::from("/b/lib.so"));
+        assert_eq!(choose(Some(opt.clone()), Some(env.clone()), exe), opt);
+        assert_eq!(choose(None, Some(env.clone()), exe), env);
+        assert_eq!(
+            choose(None, None, exe),
+            Path::new("/opt/x/release/libibverbs.so")
+        );
+        let why = found(PathBuf::from("/nonexistent/libibverbs.so")).unwrap_err();
+        assert!(
+            why.contains("cargo build --release -p ferroce-verbs"),
+            "{why}"
+        );
+    }
 
     #[test]
     fn reads_perftest_data_rows() {
