@@ -33,10 +33,39 @@ pub(super) enum CabiFigures {
     Skipped(String),
 }
 
-/// (perftest, ferroce perf) for each row.
+/// Each row's medians: perftest's, `ferroce perf`'s, and the median of
+/// the ratios of the runs taken side by side (steadier than the ratio of
+/// the medians when other jobs come and go: each pair saw the same load).
 pub(super) struct CabiRows {
-    pub(super) bw: (Figure, Figure),
-    pub(super) lat: (Figure, Figure),
+    pub(super) bw: Row,
+    pub(super) lat: Row,
+}
+
+/// (perftest, ferroce perf, paired ratio).
+pub(super) type Row = (Figure, Figure, Figure);
+
+/// The medians of side-by-side runs; any failed run fails the row.
+fn row(c_abi: Vec<Result<f64, Error>>, own: Vec<Result<f64, Error>>) -> Row {
+    let pairs: Result<Vec<(f64, f64)>, Error> = c_abi
+        .into_iter()
+        .zip(own)
+        .map(|(a, b)| Ok((a?, b?)))
+        .collect();
+    match pairs {
+        Ok(p) => {
+            let ratios = p.iter().map(|&(a, b)| Ok(a / b)).collect();
+            let (a, b): (Vec<f64>, Vec<f64>) = p.into_iter().unzip();
+            (
+                median_of(a.into_iter().map(Ok).collect()),
+                median_of(b.into_iter().map(Ok).collect()),
+                median_of(ratios),
+            )
+        }
+        Err(e) => {
+            let see = || Err(Error::Run("C ABI row: see above".into()));
+            (Err(e), see(), see())
+        }
+    }
 }
 
 /// Where the library and the two perftest tools are.
@@ -151,8 +180,8 @@ pub(super) fn measure(args: &BenchArgs, mut next_port: impl FnMut() -> u16) -> C
         );
     }
     CabiFigures::Measured(Box::new(CabiRows {
-        bw: (median_of(c_bw), median_of(r_bw)),
-        lat: (median_of(c_lat), median_of(r_lat)),
+        bw: row(c_bw, r_bw),
+        lat: row(c_lat, r_lat),
     }))
 }
 
@@ -298,6 +327,19 @@ mod tests {
             why.contains("cargo build --release -p ferroce-verbs"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn a_row_is_the_median_of_paired_ratios() {
+        let runs = |v: &[f64]| v.iter().map(|&x| Ok(x)).collect::<Vec<_>>();
+        // The second pair ran under load: both low, their ratio steady.
+        let (c, own, ratio) = row(runs(&[2.0, 0.5, 2.2]), runs(&[2.1, 0.6, 2.0]));
+        assert_eq!((c.unwrap(), own.unwrap()), (2.0, 2.0));
+        assert_eq!(ratio.unwrap(), 2.0 / 2.1);
+        let failed = vec![Ok(1.0), Err(Error::Run("ib_write_bw failed".into()))];
+        let (c, _, ratio) = row(failed, runs(&[1.0, 1.0]));
+        assert!(c.unwrap_err().to_string().contains("ib_write_bw failed"));
+        assert!(ratio.is_err());
     }
 
     #[test]
