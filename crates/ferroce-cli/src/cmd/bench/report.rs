@@ -12,9 +12,14 @@ struct Table;
 
 impl Table {
     fn header() {
+        Self::header_with("ferroce");
+    }
+
+    /// The header, with `ours` naming the column of what is measured.
+    fn header_with(ours: &str) {
         println!(
             "| {:<40} | {:>14} | {:>24} | {:>7} | {:<14} |",
-            "measure", "ferroce", "baseline", "ratio", "goal"
+            "measure", ours, "baseline", "ratio", "goal"
         );
         println!(
             "|{}|{}|{}|{}|{}|",
@@ -224,7 +229,7 @@ pub(super) fn print_cabi(args: &BenchArgs, f: CabiFigures) -> bool {
             f64::NAN
         })
     };
-    Table::header();
+    Table::header_with("C ABI");
     let (c, ours, ratio) = (ok(bw.0), ok(bw.1), ok(bw.2));
     Table::row(
         &format!("ib_write_bw -s {BW_SIZE}, BW average"),
