@@ -14,18 +14,23 @@
 //! * resident memory per idle RC QP;
 //! * rdma_cm connection setups per second (connect, accept, ESTABLISHED,
 //!   disconnect, DISCONNECTED on both sides), one at a time and 64 in
-//!   parallel, against TCP connect + accept + close on the same addresses.
+//!   parallel, against TCP connect + accept + close on the same addresses;
+//! * the C ABI: perftest's `ib_write_bw` and `ib_write_lat` on ferroce's
+//!   `libibverbs.so.1`, against `ferroce perf` running the same tests
+//!   (see [`cabi`]; `--c-abi-only` runs just these).
 //!
 //! The ferroce figures come from `ferroce perf` runs (a client and a server
 //! process); the raw side is `ferroce udp-peer`. The machine is shared:
 //! compare ratios within one run.
 
+mod cabi;
 mod cm;
 mod memory;
 mod raw;
 mod report;
 
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::process::Command;
 
 use crate::error::Error;
@@ -60,6 +65,15 @@ pub(crate) struct BenchArgs {
     /// Run only the rdma_cm setup-rate rows and their TCP baseline.
     #[arg(long)]
     cm_only: bool,
+    /// Run only the C ABI rows (perftest on ferroce's libibverbs.so.1
+    /// beside `ferroce perf`).
+    #[arg(long)]
+    c_abi_only: bool,
+    /// ferroce's libibverbs.so for the C ABI rows (default:
+    /// $FERROCE_LIBIBVERBS, else libibverbs.so beside this binary, where
+    /// `cargo build --release -p ferroce-verbs` puts it).
+    #[arg(long)]
+    libibverbs: Option<PathBuf>,
     /// Runs of each measure; the table shows their median.
     #[arg(long, default_value_t = 3)]
     repeat: u32,
@@ -214,11 +228,21 @@ pub(crate) fn run(args: &BenchArgs) -> Result<bool, Error> {
     if args.cm_only {
         return Ok(report::print_cm(args, measure_cm(args)));
     }
+    let mut port = 18700;
+    let cabi_ports = || {
+        port += 1;
+        port
+    };
+    if args.c_abi_only {
+        return Ok(report::print_cabi(args, cabi::measure(args, cabi_ports)));
+    }
     let raw = measure_raw(args)?;
     let figures = measure_ferroce(args)?;
     let cm = measure_cm(args);
+    let c_abi = cabi::measure(args, cabi_ports);
     let ok = report::print(args, &raw, figures);
-    Ok(report::print_cm(args, cm) && ok)
+    let ok = report::print_cm(args, cm) && ok;
+    Ok(report::print_cabi(args, c_abi) && ok)
 }
 
 /// rdma_cm's setup rates and TCP's, each run `args.repeat` times, the TCP

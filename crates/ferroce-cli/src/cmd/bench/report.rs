@@ -2,6 +2,7 @@
 //! with the ratio and the goal. A measure that failed leaves its row empty
 //! and its reason under the table.
 
+use super::cabi::{BW_SIZE, CabiFigures, LAT_SIZE};
 use super::{
     BenchArgs, CM_PARALLEL, CmFigures, FULL_DATAGRAM, Figure, Figures, RATE_WRITE, Raw, SMALL_WRITE,
 };
@@ -11,9 +12,14 @@ struct Table;
 
 impl Table {
     fn header() {
+        Self::header_with("ferroce");
+    }
+
+    /// The header, with `ours` naming the column of what is measured.
+    fn header_with(ours: &str) {
         println!(
             "| {:<40} | {:>14} | {:>24} | {:>7} | {:<14} |",
-            "measure", "ferroce", "baseline", "ratio", "goal"
+            "measure", ours, "baseline", "ratio", "goal"
         );
         println!(
             "|{}|{}|{}|{}|{}|",
@@ -191,6 +197,61 @@ pub(super) fn print_cm(args: &BenchArgs, f: CmFigures) -> bool {
     println!(
         "a setup: resolve, QP, connect, accept, ESTABLISHED both sides, disconnect, \
          DISCONNECTED both sides; TCP: connect, accept, close both sides (server first)."
+    );
+    for f in &failures {
+        println!("failed: {f}");
+    }
+    failures.is_empty()
+}
+
+/// The C ABI rows (a table of their own, so that `--c-abi-only` prints
+/// just these); true if nothing failed. Skipped rows are no failure: the
+/// line says why.
+pub(super) fn print_cabi(args: &BenchArgs, f: CabiFigures) -> bool {
+    println!(
+        "C ABI: perftest on ferroce's libibverbs.so.1 beside ferroce perf, {} -> {}; \
+         median of {} interleaved runs",
+        args.client,
+        args.server,
+        args.repeat.max(1)
+    );
+    let (bw, lat) = match f {
+        CabiFigures::Measured(rows) => (rows.bw, rows.lat),
+        CabiFigures::Skipped(why) => {
+            println!("skipped: {why}");
+            return true;
+        }
+    };
+    let mut failures = Vec::new();
+    let mut ok = |r: Figure| {
+        r.unwrap_or_else(|e| {
+            failures.push(e.to_string());
+            f64::NAN
+        })
+    };
+    Table::header_with("C ABI");
+    let (c, ours, ratio) = (ok(bw.0), ok(bw.1), ok(bw.2));
+    Table::row(
+        &format!("ib_write_bw -s {BW_SIZE}, BW average"),
+        &gbs(c),
+        &format!("{} (ferroce perf)", gbs(ours)),
+        ratio,
+        ">= 90%",
+    );
+    let (c, ours, ratio) = (ok(lat.0), ok(lat.1), ok(lat.2));
+    Table::row(
+        &format!("ib_write_lat -s {LAT_SIZE}, t_typical"),
+        &us(c),
+        &format!("{} (ferroce perf)", us(ours)),
+        ratio,
+        "<= 110%",
+    );
+    println!(
+        "ratio: the median over the runs of perftest through the C ABI / `ferroce perf` \
+         run right after it with the same size, iterations and depth (bandwidth: {} MiB \
+         per run; latency: {} iterations, one way).",
+        args.bytes >> 20,
+        args.lat_iters
     );
     for f in &failures {
         println!("failed: {f}");
