@@ -90,7 +90,8 @@ enum Command {
     /// Bandwidth or latency of SEND, WRITE, READ or atomics, as perftest.
     Perf(cmd::perf::PerfArgs),
     /// ferroce beside raw UDP on loopback: goodput, latency, message rate,
-    /// QP scaling and memory, with ratios, in one run.
+    /// QP scaling and memory, and perftest through ferroce's libibverbs.so.1
+    /// beside `ferroce perf`, with ratios, in one run.
     Bench(cmd::bench::BenchArgs),
     /// The raw UDP side of `bench` (a sink or an echo).
     #[command(hide = true)]
