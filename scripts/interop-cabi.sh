@@ -151,7 +151,7 @@ for role in client server; do
     vpp "$role" uc 8193 -c IPv4 -
     vpp "$role" ud 1024 "" IPv4 -          # UD is limited to the guest's active MTU (1024)
     vpp "$role" ud 512 -c IPv4 -
-    vpp "$role" srq 4096 "" IPv4 -         # 16 RC QPs on one SRQ
+    vpp "$role" srq 4096 "" IPv4 -         # 16 RC QPs on one SRQ (the column says srq)
     vpp "$role" srq 4097 -c IPv4 -
     vpp "$role" rc 8193 -c IPv6 -
     vpp "$role" ud 512 -c IPv6 -
