@@ -16,9 +16,10 @@
 #     its GID index 0; the guest's -g $GIDX6; the TCP exchange on IPv4,
 #     where rdma-core's pingpong server listens);
 #   * ib_{write,send,read,atomic}_bw and ib_{write,send,read,atomic}_lat,
-#     IPv4, and ib_write_bw over IPv6;
+#     IPv4 (ib_send_bw also over UC and UD, ib_write_bw over UC and with
+#     64-packet messages), and ib_write_bw over IPv6;
 #   * under netem on the guest's NIC (as in interop.sh): ibv_rc_pingpong -c,
-#     ib_write_bw and ib_read_bw;
+#     ib_{write,read,send,atomic}_bw, ib_{write,read}_lat;
 #   * with librdmacm: rping -v -V -C 10, ucmatose, udaddy,
 #     rdma_server/rdma_client, ib_write_bw -R. These run when the workspace
 #     has crates/ferroce-rdmacm (built here) or INTEROP_RDMACM names a
@@ -104,15 +105,17 @@ vpp() {
 }
 
 # vpt ROLE TOOL SIZE IP NETEM [EXTRA]: ib_TOOL (write_bw, send_lat, ...) on
-# ferroce <-> the same on rxe; EXTRA goes to both sides (-A). The TCP
+# ferroce <-> the same on rxe; EXTRA goes to both sides (-A, -c). The TCP
 # exchange is on IPv4 (perftest 4.5's), RoCE on the family IP names.
 vpt() {
     local role=$1 tool=$2 size=$3 ip=$4 ne=$5 extra=${6:-} gidx='$GIDX' dev=$host4 name
     local kind=${tool#*_} args="-F -n $iters${extra:+ $extra}"
     [ "${tool%_*}" = atomic ] || args="$args -s $size"
     [ "$ip" = IPv6 ] && gidx='$GIDX6' dev=$host6
+    local tr=rc
+    case $extra in *"-c UC"*) tr=uc ;; *"-c UD"*) tr=ud ;; esac
     name="pt-$role-$tool-$size${extra:+-${extra##* }}-$ip-$ne"
-    run_case "$name" "ib_$tool" "$role" rc "$ip" "$ne" "${args#-F -n $iters }" "$kind" \
+    run_case "$name" "ib_$tool" "$role" "$tr" "$ip" "$ne" "${args#-F -n $iters }" "$kind" \
         "ib_$tool -d rxe0 -x $gidx $args" "$(on_ferroce "$dev") ib_$tool -d ferroce0 -x 0 $args" \
         "$guest4" "$host4" ""
 }
@@ -158,7 +161,11 @@ for role in client server; do
 done
 for role in client server; do
     vpt "$role" write_bw 3000 IPv4 -
+    vpt "$role" write_bw 65536 IPv4 -      # 64 packets per message
     vpt "$role" send_bw 3000 IPv4 -
+    vpt "$role" send_bw 3000 IPv4 - "-c UC"
+    vpt "$role" write_bw 3000 IPv4 - "-c UC"
+    vpt "$role" send_bw 1024 IPv4 - "-c UD"  # UD: one packet at the guest's MTU
     vpt "$role" read_bw 3000 IPv4 -
     vpt "$role" atomic_bw 8 IPv4 - "-A FETCH_AND_ADD"
     vpt "$role" atomic_bw 8 IPv4 - "-A CMP_AND_SWAP"
@@ -194,6 +201,10 @@ if [ -z "$only" ] || [[ $only == *netem* ]]; then
         vpp "$role" rc 16385 -c IPv4 netem   # 17 packets per message
         vpt "$role" write_bw 8192 IPv4 netem
         vpt "$role" read_bw 8192 IPv4 netem
+        vpt "$role" send_bw 8192 IPv4 netem
+        vpt "$role" write_lat 3000 IPv4 netem
+        vpt "$role" read_lat 3000 IPv4 netem
+        vpt "$role" atomic_bw 8 IPv4 netem "-A FETCH_AND_ADD"
     done
     netem_stats | tee "$out/netem-stats.log"
     netem_off
