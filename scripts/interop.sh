@@ -44,152 +44,10 @@
 # Exit status 0 only if every case passed and the capture checks are clean.
 set -euo pipefail
 
-. "$(dirname "${BASH_SOURCE[0]}")/rig-lib.sh"
-peercheck=$shared/peercheck/peercheck.py
-ferroce=$repo/target/release/ferroce
+side=interop
 out=${INTEROP_OUT:-/tmp/ferroce-interop}
-iters=${INTEROP_ITERS:-20}
-netem=${INTEROP_NETEM:-loss 3% delay 1ms reorder 10% 50%}
-only=${INTEROP_ONLY:-}
-host4=198.18.0.1
-guest4=198.18.0.11
-host6=fd52:6f43:4500::1
-guest6=fd52:6f43:4500::11
-
-rig_check
-mkdir -p "$out"
-rm -f "$out"/*.log "$out"/*.log.1 "$out/matrix.md"
-
-cap_pid=
-cleanup() {
-    set +e
-    [ -n "$cap_pid" ] && kill -INT "$cap_pid" 2>/dev/null && wait "$cap_pid"
-    timeout 120 "$rig" down >/dev/null 2>&1
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-step() { printf '[interop %s] %s\n' "$(date +%T)" "$*"; }
-
-t0=$(date +%s)
-build_and_boot 1 "one guest"
-t_up=$(date +%s)
-# Our own capture on the bridge rather than the rig's pcap-start: the same
-# tcpdump options plus a 64 MiB buffer, without which it drops packets of
-# the faster cases (2,000 of 13,000 in a run).
-rm -f "$out/interop.pcap"
-ip netns exec "${RIG_NS:-rxerig}" tcpdump -B 65536 -i rigbr0 --immediate-mode -U -n -s 0 \
-    -w "$out/interop.pcap" >/dev/null 2>"$out/tcpdump.log" </dev/null &
-cap_pid=$!
-for i in $(seq 100); do grep -q 'listening on' "$out/tcpdump.log" && break; sleep 0.1; done
-
-# ferroce's own figure from its log: pingpong usec/iter, bandwidth MB/s
-# (average), latency t_typical in usec.
-figure() {
-    local f=$1 kind=$2
-    case $kind in
-        pingpong) sed -n 's/.* = \([0-9.]*\) usec\/iter.*/\1 us\/iter/p' "$f" | tail -1 ;;
-        bw) { grep -A1 '#bytes' "$f" || true; } | tail -1 | awk 'NF >= 4 { print $4 " MB/s" }' ;;
-        lat) { grep -A1 '#bytes' "$f" || true; } | tail -1 | awk 'NF >= 5 { print $5 " us" }' ;;
-    esac
-    true
-}
-
-rows=()
-failures=0
-ncases=0
-reruns=0
-racy_runs=0
-# run_case NAME TOOL ROLE TRANSPORT IP NETEM OPTIONS KIND GUEST_CMD FERROCE_CMD
-#   GUEST_ADDR FERROCE_ADDR FERROCE_LISTEN
-# ROLE is ferroce's. As client, ferroce runs FERROCE_CMD GUEST_ADDR against the
-# tool listening in the guest; as server, FERROCE_CMD FERROCE_LISTEN, and the
-# guest runs GUEST_CMD FERROCE_ADDR. One matrix row.
-run_case() {
-    local name=$1 tool=$2 role=$3 tr=$4 ip=$5 ne=$6 opts=$7 kind=$8
-    local gcmd=$9 fcmd=${10} gaddr=${11} faddr=${12} flisten=${13}
-    if [ -n "$only" ] && ! [[ $name =~ $only ]]; then return 0; fi
-    local log_f=$out/$name.ferroce.log log_g=$out/$name.guest.log id rf rg i attempt res
-    for attempt in 1 2; do
-        rf=0 rg=0
-        # `exec` so the guest's job timeout signals the tool itself, not only
-        # the job shell (a stuck tool busy-polls the one vCPU).
-        if [ "$role" = client ]; then
-            id=$("$rig" exec A "exec $gcmd" --bg --timeout 90)
-            # The guest needs a moment (TCG) to listen; retry while refused.
-            for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
-                sleep 0.5
-                rf=0
-                timeout 90 "$rig" hostexec "$fcmd $gaddr" >"$log_f" 2>&1 || rf=$?
-                # rdma_cm tools: REJ reason 8 (SIDR: no listener) while the
-                # guest's server starts.
-                grep -qE 'Connection refused|REJ reason 8|no listener' "$log_f" || break
-            done
-            timeout 110 "$rig" wait A "$id" 80 >"$log_g" 2>&1 || rg=$?
-        else
-            timeout 90 "$rig" hostexec "$fcmd $flisten" >"$log_f" 2>&1 &
-            local fpid=$!
-            sleep 0.3
-            id=$("$rig" exec A "exec $gcmd $faddr" --bg --timeout 90)
-            timeout 110 "$rig" wait A "$id" 80 >"$log_g" 2>&1 || rg=$?
-            wait "$fpid" || rf=$?
-        fi
-        [ "$rg" = 0 ] || "$rig" kill A "$id" || true
-        res=PASS
-        # rping 44 can exit 255 after a good run (see cm_cycles): the
-        # guest's status is then the pings it printed and checked.
-        local racy=
-        if [ "$kind" = rping ] && [ "$rg" = 255 ] && rping_ok "$role" "$log_f" "$log_g" &&
-            grep -q 'rdma_get_cm_event: Bad file descriptor' "$log_g"; then
-            rg=0 racy=1
-        fi
-        if [ "$rf" != 0 ] || [ "$rg" != 0 ] || grep -q 'invalid data' "$log_g" "$log_f"; then
-            res=FAIL
-        fi
-        if [ "$kind" = rping ] && ! rping_ok "$role" "$log_f" "$log_g"; then res=FAIL; fi
-        if ! tools_ok "$kind" "$log_f" "$log_g"; then res=FAIL; fi
-        # Under loss, pingpong (rdma-core's as well as ours) can lose the ACK
-        # of the last message after the side that sent it has exited: nothing
-        # ends the run on the wire, so the other side's last send fails with
-        # RETRY_EXC_ERR although the peer got it (it reports every iteration
-        # done). Only that case runs once more, and the matrix says so.
-        if [ "$res" = FAIL ] && [ "$attempt" = 1 ] && [ "$ne" = netem ] && [ "$kind" = pingpong ] &&
-            { { [ "$rf" != 0 ] && [ "$rg" = 0 ] && grep -q 'iters in' "$log_g"; } ||
-              { [ "$rg" != 0 ] && [ "$rf" = 0 ] && grep -q 'iters in' "$log_f"; }; }; then
-            step "$name: the last ACK was lost after the peer had exited (ferroce rc=$rf, guest rc=$rg); once more"
-            cp "$log_f" "$log_f.1"
-            cp "$log_g" "$log_g.1"
-            reruns=$((reruns + 1))
-            continue
-        fi
-        # Likewise the kernel's rping client: it destroys its ID right after
-        # rdma_disconnect, which cancels the DREQ's retries, so a lost DREQ
-        # leaves the server waiting for the next ping for good (a kernel
-        # server too). Only a run where the guest did every ping and
-        # ferroce's server, every ping printed, timed out waiting runs again.
-        if [ "$res" = FAIL ] && [ "$attempt" = 1 ] && [ "$ne" = netem ] && [ "$kind" = rping ] &&
-            [ "$role" = server ] && [ "$rg" = 0 ] && [ "$rf" = 124 ] && rping_ok server "$log_f" "$log_g" &&
-            ! grep -q 'DISCONNECT EVENT' "$log_f"; then
-            step "$name: the guest's DREQ was lost, and its rping never resends it; once more"
-            cp "$log_f" "$log_f.1"
-            cp "$log_g" "$log_g.1"
-            reruns=$((reruns + 1))
-            continue
-        fi
-        break
-    done
-    [ "$res" = PASS ] || failures=$((failures + 1))
-    [ "$res" = PASS ] && [ "$attempt" = 2 ] && res='PASS (2nd run)'
-    if [ "$res" = PASS ] && [ -n "$racy" ]; then
-        res="PASS (rping's exit race)"
-        racy_runs=$((racy_runs + 1))
-    fi
-    ncases=$((ncases + 1))
-    local fig
-    fig=$(figure "$log_f" "$kind")
-    rows+=("| $tool | $role | $tr | $ip | $ne | $opts | $res | ${fig:--} |")
-    step "$name: $res (ferroce rc=$rf, guest rc=$rg)"
-}
+. "$(dirname "${BASH_SOURCE[0]}")/interop-lib.sh"
+interop_start
 
 # pp ROLE TRANSPORT SIZE CHECK IP NETEM: ferroce pingpong <-> ibv_*_pingpong.
 pp() {
@@ -232,17 +90,6 @@ pt() {
         "ib_$tool $gargs -x $gidx" "$ferroce perf $fargs -L $local_addr" "$guest4" "$host4" "--listen"
 }
 
-# rping's checks beyond the exit status: the client printed every ping
-# ("ping data: ", after -V compared it), the server every ping it read
-# ("server ping data: "), and nobody saw a mismatch.
-rping_count=10
-rping_ok() {
-    local role=$1 log_f=$2 log_g=$3 clog slog
-    if [ "$role" = client ]; then clog=$log_f slog=$log_g; else clog=$log_g slog=$log_f; fi
-    [ "$(grep -c '^ping data: rdma-ping-' "$clog")" = "$rping_count" ] &&
-        [ "$(grep -c '^server ping data: rdma-ping-' "$slog")" = "$rping_count" ] &&
-        ! grep -q 'data mismatch' "$clog"
-}
 
 # rp ROLE IP SIZE NETEM [any|q]: ferroce rping <-> librdmacm's rping, -C 10
 # -v -V. With "any" ferroce's server listens on every address (no -a, or
@@ -401,17 +248,6 @@ cm_cycles() {
         "$(((t1 - t0) / n / 1000000)) ms/cycle$extra"
 }
 
-# The other rdma_cm tools against their librdmacm/perftest originals. Each
-# passes when both sides exit 0 and say they finished as the tools do.
-tools_ok() {
-    local kind=$1 log_f=$2 log_g=$3
-    case $kind in
-        cmatose | udaddy) grep -q 'data transfers complete' "$log_f" && grep -q 'data transfers complete' "$log_g" &&
-            grep -q '^test complete' "$log_f" && grep -q '^test complete' "$log_g" ;;
-        rdmaex) grep -q ': end 0$' "$log_f" && grep -q ': end 0$' "$log_g" ;;
-        *) true ;;
-    esac
-}
 
 # addrs IP: sets gaddr/faddr (and gidx) for IPv4 or IPv6.
 addrs() {
@@ -474,42 +310,6 @@ rdx() {
         "$gcmd" "$fcmd" "$gaddr" "$faddr" "-s $faddr"
 }
 
-# netem_on / netem_off: loss and reordering on the guest's eth0, both ways
-# (egress directly, ingress through ifb0).
-netem_prepare() {
-    local k share=$rig_dir/run/A/share/netem m f l
-    k=$("$rig" exec A 'uname -r' --timeout 30 | tail -1)
-    rm -rf "$share"; mkdir -p "$share/lib"
-    for m in sch_netem ifb act_mirred cls_matchall sch_ingress; do
-        f=$(modprobe -S "$k" --show-depends "$m" | awk '/^insmod/ { print $2 }' | tail -1)
-        case $f in
-            *.xz) xz -dc "$f" >"$share/$m.ko" ;;
-            *.zst) zstd -qdc "$f" >"$share/$m.ko" ;;
-            *) cp "$f" "$share/$m.ko" ;;
-        esac
-    done
-    cp "$(command -v tc)" "$share/tc"
-    for l in $(ldd "$(command -v tc)" | awk '$2 == "=>" { print $3 }'); do cp -L "$l" "$share/lib/"; done
-    "$rig" exec A 'for m in sch_netem ifb act_mirred cls_matchall sch_ingress; do
-            [ $m = ifb ] && a=numifbs=1 || a=; insmod /rig/netem/$m.ko $a 2>/dev/null; done
-        ip link set ifb0 up' --timeout 60 >/dev/null
-}
-netem_on() {
-    netem_off
-    "$rig" exec A "export LD_LIBRARY_PATH=/rig/netem/lib; T=/rig/netem/tc
-        \$T qdisc add dev eth0 root netem $netem &&
-        \$T qdisc add dev eth0 handle ffff: ingress &&
-        \$T filter add dev eth0 parent ffff: matchall action mirred egress redirect dev ifb0 &&
-        \$T qdisc add dev ifb0 root netem $netem && \$T qdisc show | grep netem" --timeout 60
-}
-netem_stats() {
-    "$rig" exec A 'export LD_LIBRARY_PATH=/rig/netem/lib; T=/rig/netem/tc
-        for d in eth0 ifb0; do printf "%s: " $d; $T -s qdisc show dev $d | grep -m1 Sent; done' --timeout 60
-}
-netem_off() {
-    "$rig" exec A 'export LD_LIBRARY_PATH=/rig/netem/lib; T=/rig/netem/tc
-        $T qdisc del dev eth0 root; $T qdisc del dev eth0 ingress; $T qdisc del dev ifb0 root; true' --timeout 60 >/dev/null 2>&1
-}
 
 t_cases=$(date +%s)
 for role in client server; do
@@ -589,41 +389,4 @@ if [ -z "$only" ] || [[ $only == *netem* ]]; then
     netem_stats | tee "$out/netem-stats.log"
     netem_off
 fi
-t_end=$(date +%s)
-kill -INT "$cap_pid"
-wait "$cap_pid" || true
-cap_pid=
-cap_drop=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$out/tcpdump.log")
-
-step "checking the capture"
-cap_ok=PASS
-timeout 300 "$ferroce" dump --check "$out/interop.pcap" >"$out/dump.log" 2>&1 || cap_ok=FAIL
-tail -1 "$out/dump.log"
-pc_ok=PASS
-if [ -x "$peercheck" ]; then
-    timeout 900 "$peercheck" --summary "$out/interop.pcap" >"$out/peercheck.log" 2>&1 || pc_ok=FAIL
-    grep -E '^(frames|bad ICRC|decode failures|tshark disagreements|result)' "$out/peercheck.log" || true
-else
-    pc_ok=SKIP
-fi
-
-cap_frames=$(sed -n 's/.*: \([0-9]* frames, [0-9]* RoCE\).*/\1/p' "$out/dump.log" | tail -1)
-total=$(($(date +%s) - t0))
-passed=$((ncases - failures))
-{
-    echo "| tool | ferroce's role | transport | IP | netem | options | result | ferroce's figure |"
-    echo "|---|---|---|---|---|---|---|---|"
-    printf '%s\n' "${rows[@]}"
-    echo
-    echo "$passed of $ncases cases pass (-n $iters; netem, on the guest's NIC in each direction: \`$netem\`)."
-    [ "$reruns" = 0 ] || echo "$reruns ran twice: the first run lost the ACK of the last message after the peer had exited, or the guest rping's DREQ, which it never resends (see run_case)."
-    [ "$racy_runs" = 0 ] || echo "$racy_runs: the guest's rping exited 255 after printing and checking every ping (its CM thread's race at exit, \`rdma_get_cm_event: Bad file descriptor\`, fixed in rdma-core by PR 1622)."
-    echo "Capture of the whole run ($cap_frames, ${cap_drop:-?} dropped by tcpdump): \`ferroce dump --check\` $cap_ok, \`peercheck --summary\` $pc_ok."
-    echo "Times: build and boot $((t_up - t0)) s, cases without netem $((t_clean - t_cases)) s, with netem $((t_end - t_clean)) s, total $total s."
-} >"$out/matrix.md"
-echo
-cat "$out/matrix.md"
-echo
-echo "matrix: $out/matrix.md, capture: $out/interop.pcap"
-echo "total: $total s"
-[ "$failures" = 0 ] && [ "$cap_ok" = PASS ] && [ "$pc_ok" != FAIL ]
+interop_finish

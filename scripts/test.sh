@@ -29,6 +29,8 @@ fi
 if [ "${FERROCE_INTEROP:-1}" != 0 ]; then
     step "interop with the kernel's rxe in a QEMU guest (FERROCE_INTEROP=0 skips)"
     scripts/interop.sh
+    step "the unmodified Debian tools on ferroce's libibverbs.so.1 against the kernel's rxe (FERROCE_INTEROP=0 skips)"
+    scripts/interop-cabi.sh
 else
     step "interop skipped (FERROCE_INTEROP=0)"
 fi
