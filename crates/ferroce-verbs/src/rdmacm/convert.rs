@@ -9,8 +9,15 @@ use ferroce::Error;
 use ferroce::cm::{CmEventKind, CmIdError, ConnInfo, Depth, PortSpace, UdInfo};
 
 use super::abi::*;
-use crate::abi::{QPT_RC, QPT_UD, ibv_ah_attr, ibv_global_route};
-use crate::convert::ip_gid;
+use ferroce::{Path, QpAttr};
+
+use crate::abi::{
+    QP_ACCESS_FLAGS, QP_AV, QP_DEST_QPN, QP_MAX_DEST_RD_ATOMIC, QP_MAX_QP_RD_ATOMIC,
+    QP_MIN_RNR_TIMER, QP_PATH_MTU, QP_PKEY_INDEX, QP_PORT, QP_QKEY, QP_RETRY_CNT, QP_RNR_RETRY,
+    QP_RQ_PSN, QP_SQ_PSN, QP_STATE, QP_TIMEOUT, QPT_RC, QPT_UD, ibv_ah_attr, ibv_global_route,
+    ibv_qp_attr,
+};
+use crate::convert::{ip_gid, qp_state_code};
 
 const AF_INET: u16 = libc::AF_INET as u16;
 const AF_INET6: u16 = libc::AF_INET6 as u16;
@@ -191,6 +198,101 @@ pub(crate) fn ud_info(u: &UdInfo) -> rdma_ud_param {
         },
         qp_num: u.dest.qpn,
         qkey: u.dest.qkey,
+    }
+}
+
+/// `rdma_init_qp_attr`'s answer: `attr` as `ibv_qp_attr` and the mask of
+/// what it sets, as the kernel fills them (the path as a GRH to the peer's
+/// GID with the connection's `flow_label`, source GID index 0, port 1).
+pub(crate) fn init_qp_attr(attr: &QpAttr, flow_label: u32) -> (ibv_qp_attr, u32) {
+    let mut a = ibv_qp_attr::default();
+    let mut mask = 0;
+    let mut set = |bit: u32, on: bool| {
+        if on {
+            mask |= bit;
+        }
+    };
+    if let Some(s) = attr.state {
+        a.qp_state = qp_state_code(s);
+        set(QP_STATE, true);
+    }
+    if let Some(v) = attr.pkey_index {
+        a.pkey_index = v;
+        set(QP_PKEY_INDEX, true);
+    }
+    if let Some(v) = attr.port {
+        a.port_num = v;
+        set(QP_PORT, true);
+    }
+    if let Some(v) = attr.qkey {
+        a.qkey = v;
+        set(QP_QKEY, true);
+    }
+    if let Some(v) = attr.access {
+        // ferroce's access bits are rdma-core's IBV_ACCESS_* values.
+        a.qp_access_flags = v.bits();
+        set(QP_ACCESS_FLAGS, true);
+    }
+    if let Some(p) = attr.path {
+        a.ah_attr = path_ah(&p, flow_label);
+        set(QP_AV, true);
+    }
+    if let Some(v) = attr.path_mtu {
+        a.path_mtu = v as u32;
+        set(QP_PATH_MTU, true);
+    }
+    if let Some(v) = attr.dest_qpn {
+        a.dest_qp_num = v;
+        set(QP_DEST_QPN, true);
+    }
+    if let Some(v) = attr.rq_psn {
+        a.rq_psn = v.value();
+        set(QP_RQ_PSN, true);
+    }
+    if let Some(v) = attr.sq_psn {
+        a.sq_psn = v.value();
+        set(QP_SQ_PSN, true);
+    }
+    if let Some(v) = attr.max_rd_atomic {
+        a.max_rd_atomic = v;
+        set(QP_MAX_QP_RD_ATOMIC, true);
+    }
+    if let Some(v) = attr.max_dest_rd_atomic {
+        a.max_dest_rd_atomic = v;
+        set(QP_MAX_DEST_RD_ATOMIC, true);
+    }
+    if let Some(v) = attr.min_rnr_timer {
+        a.min_rnr_timer = v;
+        set(QP_MIN_RNR_TIMER, true);
+    }
+    if let Some(v) = attr.timeout {
+        a.timeout = v;
+        set(QP_TIMEOUT, true);
+    }
+    if let Some(v) = attr.retry_cnt {
+        a.retry_cnt = v;
+        set(QP_RETRY_CNT, true);
+    }
+    if let Some(v) = attr.rnr_retry {
+        a.rnr_retry = v;
+        set(QP_RNR_RETRY, true);
+    }
+    (a, mask)
+}
+
+/// The address vector of an RC connection's path.
+fn path_ah(p: &Path, flow_label: u32) -> ibv_ah_attr {
+    ibv_ah_attr {
+        grh: ibv_global_route {
+            dgid: ip_gid(p.remote),
+            flow_label,
+            sgid_index: 0,
+            hop_limit: p.hop_limit,
+            traffic_class: p.traffic_class,
+        },
+        is_global: 1,
+        port_num: 1,
+        ..ibv_ah_attr::default()
     }
 }
 

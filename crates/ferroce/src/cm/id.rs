@@ -385,8 +385,10 @@ impl CmId {
         super::passive::reject(&self.inner, private_data)
     }
 
-    /// `rdma_establish`: after CONNECT_RESPONSE on an ID without a QP,
-    /// sends the RTU.
+    /// `rdma_establish`: after CONNECT_RESPONSE on an ID without a QP
+    /// (its QP moved to RTS with [`qp_attr`](Self::qp_attr)), sends the
+    /// RTU. The connection is then established; as with the kernel, no
+    /// ESTABLISHED event follows on this side.
     pub fn establish(&self) -> Result<()> {
         super::active::establish(&self.inner)
     }
