@@ -382,4 +382,42 @@ mod tests {
         assert_eq!(port_space(RDMA_PS_IB), Err(libc::EPROTONOSUPPORT));
         assert_eq!(qp_type_of(RDMA_PS_UDP), QPT_UD);
     }
+
+    #[test]
+    fn init_qp_attr_sets_what_the_attributes_carry_and_nothing_else() {
+        let rtr = QpAttr {
+            state: Some(ferroce::QpState::Rtr),
+            path: Some(Path {
+                remote: "127.0.0.1".parse().unwrap(),
+                udp_src_port: 0xc123,
+                traffic_class: 0x20,
+                hop_limit: 64,
+            }),
+            path_mtu: Some(ferroce::Mtu::Mtu1024),
+            dest_qpn: Some(0x12),
+            rq_psn: Some(ferroce::Psn::new(0x345)),
+            max_dest_rd_atomic: Some(1),
+            min_rnr_timer: Some(0),
+            ..QpAttr::default()
+        };
+        let (a, mask) = init_qp_attr(&rtr, 0x8_c234);
+        let want = QP_STATE
+            | QP_AV
+            | QP_PATH_MTU
+            | QP_DEST_QPN
+            | QP_RQ_PSN
+            | QP_MAX_DEST_RD_ATOMIC
+            | QP_MIN_RNR_TIMER;
+        assert_eq!(mask, want);
+        assert_eq!((a.qp_state, a.path_mtu, a.dest_qp_num), (2, 3, 0x12));
+        assert_eq!((a.rq_psn, a.max_dest_rd_atomic), (0x345, 1));
+        let grh = &a.ah_attr.grh;
+        assert_eq!(a.ah_attr.is_global, 1);
+        assert_eq!(
+            (grh.flow_label, grh.hop_limit, grh.traffic_class),
+            (0x8_c234, 64, 0x20)
+        );
+        assert_eq!(grh.dgid.raw, ip_gid("127.0.0.1".parse().unwrap()).raw);
+        assert_eq!((a.sq_psn, a.timeout, a.qkey), (0, 0, 0));
+    }
 }
