@@ -36,7 +36,7 @@ enum Exchange<'a> {
     /// the one it would send).
     Passive(&'a CmReq, CmRep),
     /// Active: the REQ sent and the REP received.
-    Active(&'a CmReq, &'a CmRep),
+    Active(&'a CmReq, CmRep),
 }
 
 /// The attributes for moving the ID's QP to `state`, with the ID's
@@ -112,13 +112,13 @@ fn rtr(st: &IdState, x: &Exchange<'_>) -> Result<QpAttr> {
 
 fn exchange(st: &IdState) -> Result<Option<Exchange<'_>>> {
     if let (Some(req), Some(rep)) = (&st.sent, &st.rep) {
-        return Ok(Some(Exchange::Active(req, rep)));
+        return Ok(Some(Exchange::Active(req, **rep)));
     }
     let Some(req) = &st.req else {
         return Ok(None);
     };
     let rep = match &st.rep {
-        Some(rep) => (**rep).clone(),
+        Some(rep) => **rep,
         None => provisional_rep(st, req)?,
     };
     Ok(Some(Exchange::Passive(req, rep)))
