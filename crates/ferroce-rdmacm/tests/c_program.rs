@@ -56,6 +56,10 @@ fn rdmacm_c_program_checks_pass() {
         "ok   poll: channel readable with ADDR_RESOLVED waiting",
         "ok   client: get_recv_comp, \"pong\" arrived",
         "ok   the side that started sees DISCONNECTED",
+        "ok   client: init_qp_attr(RTR) before the REP: EINVAL",
+        "ok   client's RTR/RTS against the server's QP (PSNs, MTU, read depth)",
+        "ok   server's RTR/RTS against the client's QP (PSNs, MTU, read depth)",
+        "ok   RTR paths: GRH to the peer's GID, one flow label both ways",
     ] {
         assert!(t.contains(want), "missing `{want}`:\n{t}");
     }

@@ -92,6 +92,47 @@ fn rping_verifies_ten_pings_of_64_and_4096_bytes() {
     }
 }
 
+/// `-q`: each side creates its QP with `ibv_create_qp` and moves it
+/// itself with the attributes `rdma_init_qp_attr` gives (the server
+/// before `rdma_accept`, the client at CONNECT_RESPONSE, then
+/// `rdma_establish`); the connect and accept carry the QP's number.
+#[test]
+fn rping_moves_its_own_qp_with_init_qp_attr() {
+    let _g = serial();
+    let rping = tool("rping", "rdmacm-utils");
+    for who in users() {
+        let server = [
+            "-q",
+            "-s",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "7472",
+            "-C",
+            "10",
+            "-V",
+        ];
+        let client = [
+            "-q",
+            "-c",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "7472",
+            "-C",
+            "10",
+            "-v",
+            "-V",
+        ];
+        let (_, c) = pair(who, &rping, &server, &client, SETTLE);
+        let pings = c
+            .lines()
+            .filter(|l| l.starts_with("ping data: rdma-ping-"))
+            .count();
+        assert_eq!(pings, 10, "rping -q as {who:?}:\n{c}");
+    }
+}
+
 #[test]
 fn ucmatose_eight_connections() {
     let _g = serial();

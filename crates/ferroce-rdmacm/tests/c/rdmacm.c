@@ -2,7 +2,8 @@
    server side, 127.0.0.2 for the client side): misuse gets an errno, the
    event channel's descriptor is pollable, REJECTED carries the reason (8:
    nobody listens; 28: the application refused, with its private data),
-   either side may disconnect, and an endpoint made by rdma_create_ep moves
+   either side may disconnect, QPs the program moves itself get their
+   attributes from rdma_init_qp_attr, and an endpoint made by rdma_create_ep moves
    data with the rdma_verbs.h helpers. One line per check; exit 1 if one
    failed. Every wait is bounded (poll with a timeout). */
 #include <arpa/inet.h>
@@ -259,6 +260,157 @@ static void connect_and_disconnect(struct rdma_event_channel *sch,
 	rdma_destroy_id(id);
 }
 
+/* A QP of the application's own (ibv_create_qp, not rdma_create_qp) on
+   id's device, with a PD and CQ of its own. */
+static struct ibv_qp *own_qp(struct rdma_cm_id *id, struct ibv_pd **pd,
+			     struct ibv_cq **cq)
+{
+	struct ibv_qp_init_attr attr;
+
+	*pd = ibv_alloc_pd(id->verbs);
+	*cq = *pd ? ibv_create_cq(id->verbs, 8, NULL, NULL, 0) : NULL;
+	if (!*cq)
+		return NULL;
+	memset(&attr, 0, sizeof attr);
+	attr.send_cq = attr.recv_cq = *cq;
+	attr.cap.max_send_wr = attr.cap.max_recv_wr = 4;
+	attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+	attr.qp_type = IBV_QPT_RC;
+	return ibv_create_qp(*pd, &attr);
+}
+
+/* rdma_init_qp_attr for state into a, its mask into *mask, then the
+   transition with them; 0 when both succeeded. */
+static int move_qp(struct rdma_cm_id *id, struct ibv_qp *qp,
+		   enum ibv_qp_state state, struct ibv_qp_attr *a, int *mask)
+{
+	memset(a, 0xa5, sizeof *a);
+	a->qp_state = state;
+	if (rdma_init_qp_attr(id, a, mask))
+		return -1;
+	return ibv_modify_qp(qp, a, *mask);
+}
+
+#define RTR_MASK (IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | \
+		  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)
+#define RTS_MASK (IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | \
+		  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC)
+
+/* Both sides move QPs of their own with rdma_init_qp_attr (as rping -q):
+   the server before rdma_accept, the client at CONNECT_RESPONSE, then
+   rdma_establish. Each side's RTR and RTS must match what the other's QP
+   then has (ibv_query_qp): QPNs, PSNs both ways, MTU, read depths. */
+static void self_managed(struct rdma_event_channel *sch,
+			 struct rdma_event_channel *cch,
+			 struct rdma_cm_id *listener)
+{
+	struct sockaddr_in src = addr("127.0.0.2", 0), dst = addr("127.0.0.1", 7471);
+	struct ibv_qp_attr crtr, crts, srtr, srts, a, q;
+	struct ibv_qp *cqp = NULL, *sqp = NULL;
+	struct ibv_pd *cpd = NULL, *spd = NULL;
+	struct ibv_cq *ccq = NULL, *scq = NULL;
+	struct rdma_conn_param param;
+	struct ibv_qp_init_attr init;
+	struct rdma_cm_id *id, *child;
+	struct rdma_cm_event *ev;
+	int mask, ok;
+
+	if (rdma_create_id(cch, &id, NULL, RDMA_PS_TCP))
+		return;
+	a.qp_state = IBV_QPS_INIT;
+	CHECK(rdma_init_qp_attr(id, &a, &mask) == -1 && errno == EINVAL,
+	      "init_qp_attr(INIT) before the ID has a device: EINVAL");
+	rdma_resolve_addr(id, (struct sockaddr *)&src, (struct sockaddr *)&dst, 2000);
+	ev = expect(cch, RDMA_CM_EVENT_ADDR_RESOLVED);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	rdma_resolve_route(id, 2000);
+	ev = expect(cch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	cqp = own_qp(id, &cpd, &ccq);
+	CHECK(cqp != NULL, "client: a QP of its own (ibv_create_qp)");
+	if (!cqp)
+		return;
+	CHECK(move_qp(id, cqp, IBV_QPS_INIT, &a, &mask) == 0 &&
+	      mask == (IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+		       IBV_QP_ACCESS_FLAGS) && a.port_num == 1 && a.pkey_index == 0,
+	      "client: INIT from init_qp_attr (state, P_Key index, port, access)");
+	a.qp_state = IBV_QPS_RTR;
+	CHECK(rdma_init_qp_attr(id, &a, &mask) == -1 && errno == EINVAL,
+	      "client: init_qp_attr(RTR) before the REP: EINVAL");
+	a.qp_state = IBV_QPS_SQD;
+	CHECK(rdma_init_qp_attr(id, &a, &mask) == -1 && errno == EINVAL,
+	      "init_qp_attr(SQD): EINVAL");
+	memset(&param, 0, sizeof param);
+	param.responder_resources = param.initiator_depth = 1;
+	param.retry_count = param.rnr_retry_count = 7;
+	param.qp_num = cqp->qp_num;
+	CHECK(rdma_connect(id, &param) == 0, "client: connect with qp_num");
+	child = request(sch, listener, "");
+	if (!child)
+		return;
+	sqp = own_qp(child, &spd, &scq);
+	CHECK(sqp && move_qp(child, sqp, IBV_QPS_INIT, &a, &mask) == 0 &&
+	      (a.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) &&
+	      move_qp(child, sqp, IBV_QPS_RTR, &srtr, &mask) == 0 && mask == RTR_MASK &&
+	      move_qp(child, sqp, IBV_QPS_RTS, &srts, &mask) == 0 && mask == RTS_MASK,
+	      "server: INIT, RTR, RTS from init_qp_attr before accept");
+	if (!sqp)
+		return;
+	param.qp_num = sqp->qp_num;
+	CHECK(rdma_accept(child, &param) == 0, "server: accept with qp_num");
+	ev = expect(cch, RDMA_CM_EVENT_CONNECT_RESPONSE);
+	CHECK(ev != NULL, "client: CONNECT_RESPONSE (no QP on the ID)");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ok = move_qp(id, cqp, IBV_QPS_INIT, &a, &mask) == 0 &&
+	     move_qp(id, cqp, IBV_QPS_RTR, &crtr, &mask) == 0 && mask == RTR_MASK &&
+	     move_qp(id, cqp, IBV_QPS_RTS, &crts, &mask) == 0 && mask == RTS_MASK;
+	CHECK(ok, "client: INIT, RTR, RTS from init_qp_attr at CONNECT_RESPONSE");
+	CHECK(rdma_establish(id) == 0, "client: establish (the RTU)");
+	ev = expect(sch, RDMA_CM_EVENT_ESTABLISHED);
+	CHECK(ev != NULL, "server: ESTABLISHED");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	CHECK(crtr.dest_qp_num == sqp->qp_num && srtr.dest_qp_num == cqp->qp_num,
+	      "RTR: each side's dest_qp_num is the other's QP");
+	CHECK(ibv_query_qp(sqp, &q, IBV_QP_STATE, &init) == 0 &&
+	      q.qp_state == IBV_QPS_RTS && crtr.rq_psn == q.sq_psn &&
+	      crts.sq_psn == q.rq_psn && crtr.path_mtu == q.path_mtu &&
+	      crtr.max_dest_rd_atomic >= q.max_rd_atomic,
+	      "client's RTR/RTS against the server's QP (PSNs, MTU, read depth)");
+	CHECK(ibv_query_qp(cqp, &q, IBV_QP_STATE, &init) == 0 &&
+	      q.qp_state == IBV_QPS_RTS && srtr.rq_psn == q.sq_psn &&
+	      srts.sq_psn == q.rq_psn && srtr.path_mtu == q.path_mtu &&
+	      srtr.max_dest_rd_atomic >= q.max_rd_atomic,
+	      "server's RTR/RTS against the client's QP (PSNs, MTU, read depth)");
+	CHECK(crtr.ah_attr.is_global && crtr.ah_attr.grh.dgid.raw[15] == 1 &&
+	      srtr.ah_attr.is_global && srtr.ah_attr.grh.dgid.raw[15] == 2 &&
+	      crtr.ah_attr.grh.flow_label == srtr.ah_attr.grh.flow_label &&
+	      crtr.ah_attr.grh.hop_limit > 0,
+	      "RTR paths: GRH to the peer's GID, one flow label both ways");
+	CHECK(crts.timeout > 0 && crts.retry_cnt == 7 && crts.rnr_retry == 7,
+	      "client's RTS: ACK timeout, retry counts");
+	rdma_disconnect(id);
+	ev = expect(sch, RDMA_CM_EVENT_DISCONNECTED);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	rdma_disconnect(child);
+	ev = expect(cch, RDMA_CM_EVENT_DISCONNECTED);
+	CHECK(ev != NULL, "both sides disconnected");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ibv_destroy_qp(sqp);
+	ibv_destroy_qp(cqp);
+	ibv_destroy_cq(scq);
+	ibv_destroy_cq(ccq);
+	ibv_dealloc_pd(spd);
+	ibv_dealloc_pd(cpd);
+	rdma_destroy_id(child);
+	rdma_destroy_id(id);
+}
+
 static struct ibv_qp_init_attr ep_attr(void)
 {
 	struct ibv_qp_init_attr attr;
@@ -385,6 +537,7 @@ int main(void)
 	reject_with_data(sch, cch, listener);
 	connect_and_disconnect(sch, cch, listener, 1);
 	connect_and_disconnect(sch, cch, listener, 0);
+	self_managed(sch, cch, listener);
 	CHECK(rdma_destroy_id(listener) == 0, "destroy the listener");
 	endpoints();
 	rdma_destroy_event_channel(sch);

@@ -14,11 +14,10 @@ use super::rdmacm::{
 };
 use super::rdmacm_event::{complete, deliver};
 use super::rdmacm_qp::create_ep_qp;
-use crate::abi::{
-    QP_ACCESS_FLAGS, QP_PKEY_INDEX, QP_PORT, QP_QKEY, QP_STATE, QPS_INIT, ibv_qp_attr,
-};
+use crate::abi::ibv_qp_attr;
+use crate::convert::qp_state;
 use crate::rdmacm::abi::*;
-use crate::rdmacm::convert::{cm_errno, conn_param};
+use crate::rdmacm::convert::{cm_errno, conn_param, init_qp_attr};
 use crate::rdmacm::objects::ChannelObj;
 
 /// `rdma_bind_addr`. An address that is not one of the process's devices
@@ -335,10 +334,12 @@ fn watch_home(to: &ChannelObj, home: &Arc<ChannelObj>) -> Result<(), c_int> {
     Ok(())
 }
 
-/// `rdma_init_qp_attr` for INIT (what `rdma_create_qp` applies): the port,
-/// P_Key index 0 and, for RC, no remote access; for UD, rdma_cm's Q_Key.
-/// RTR and RTS come from the CM's exchange, which ferroce applies to the
-/// QPs it knows (`rdma_create_qp`): asked for them, this returns EINVAL.
+/// `rdma_init_qp_attr`: the attributes (and mask) that move the ID's QP
+/// to the state asked for in `attr->qp_state`, for a program that moves
+/// its own QP (`rping -q`): INIT once the ID has a device, RTR and RTS
+/// once the exchange is known (CONNECT_REQUEST on the passive side,
+/// CONNECT_RESPONSE on the active side); before that, or for another
+/// state, EINVAL, as the kernel answers.
 pub(super) unsafe extern "C" fn ferroce_rdma_init_qp_attr(
     id: *mut rdma_cm_id,
     attr: *mut ibv_qp_attr,
@@ -349,19 +350,13 @@ pub(super) unsafe extern "C" fn ferroce_rdma_init_qp_attr(
         let o = unsafe { id_obj(id) }?;
         // SAFETY: module contract.
         let a = unsafe { attr.as_mut() }.ok_or(libc::EINVAL)?;
-        if a.qp_state != QPS_INIT || o.inner.verbs().is_none() {
+        if mask.is_null() {
             return Err(libc::EINVAL);
         }
-        a.pkey_index = 0;
-        a.port_num = 1;
-        let mut m = QP_STATE | QP_PKEY_INDEX | QP_PORT;
-        if o.inner.port_space().connects() {
-            a.qp_access_flags = 0;
-            m |= QP_ACCESS_FLAGS;
-        } else {
-            a.qkey = RDMA_UDP_QKEY;
-            m |= QP_QKEY;
-        }
+        let state = qp_state(a.qp_state).ok_or(libc::EINVAL)?;
+        let wanted = o.inner.qp_attr(state).map_err(|e| cm_errno(&e))?;
+        let (filled, m) = init_qp_attr(&wanted, o.inner.flow_label().unwrap_or(0));
+        *a = filled;
         // SAFETY: module contract.
         unsafe { put(mask, m as c_int) }
     })

@@ -9,8 +9,15 @@ use ferroce::Error;
 use ferroce::cm::{CmEventKind, CmIdError, ConnInfo, Depth, PortSpace, UdInfo};
 
 use super::abi::*;
-use crate::abi::{QPT_RC, QPT_UD, ibv_ah_attr, ibv_global_route};
-use crate::convert::ip_gid;
+use ferroce::{Path, QpAttr};
+
+use crate::abi::{
+    QP_ACCESS_FLAGS, QP_AV, QP_DEST_QPN, QP_MAX_DEST_RD_ATOMIC, QP_MAX_QP_RD_ATOMIC,
+    QP_MIN_RNR_TIMER, QP_PATH_MTU, QP_PKEY_INDEX, QP_PORT, QP_QKEY, QP_RETRY_CNT, QP_RNR_RETRY,
+    QP_RQ_PSN, QP_SQ_PSN, QP_STATE, QP_TIMEOUT, QPT_RC, QPT_UD, ibv_ah_attr, ibv_global_route,
+    ibv_qp_attr,
+};
+use crate::convert::{ip_gid, qp_state_code};
 
 const AF_INET: u16 = libc::AF_INET as u16;
 const AF_INET6: u16 = libc::AF_INET6 as u16;
@@ -194,6 +201,101 @@ pub(crate) fn ud_info(u: &UdInfo) -> rdma_ud_param {
     }
 }
 
+/// `rdma_init_qp_attr`'s answer: `attr` as `ibv_qp_attr` and the mask of
+/// what it sets, as the kernel fills them (the path as a GRH to the peer's
+/// GID with the connection's `flow_label`, source GID index 0, port 1).
+pub(crate) fn init_qp_attr(attr: &QpAttr, flow_label: u32) -> (ibv_qp_attr, u32) {
+    let mut a = ibv_qp_attr::default();
+    let mut mask = 0;
+    let mut set = |bit: u32, on: bool| {
+        if on {
+            mask |= bit;
+        }
+    };
+    if let Some(s) = attr.state {
+        a.qp_state = qp_state_code(s);
+        set(QP_STATE, true);
+    }
+    if let Some(v) = attr.pkey_index {
+        a.pkey_index = v;
+        set(QP_PKEY_INDEX, true);
+    }
+    if let Some(v) = attr.port {
+        a.port_num = v;
+        set(QP_PORT, true);
+    }
+    if let Some(v) = attr.qkey {
+        a.qkey = v;
+        set(QP_QKEY, true);
+    }
+    if let Some(v) = attr.access {
+        // ferroce's access bits are rdma-core's IBV_ACCESS_* values.
+        a.qp_access_flags = v.bits();
+        set(QP_ACCESS_FLAGS, true);
+    }
+    if let Some(p) = attr.path {
+        a.ah_attr = path_ah(&p, flow_label);
+        set(QP_AV, true);
+    }
+    if let Some(v) = attr.path_mtu {
+        a.path_mtu = v as u32;
+        set(QP_PATH_MTU, true);
+    }
+    if let Some(v) = attr.dest_qpn {
+        a.dest_qp_num = v;
+        set(QP_DEST_QPN, true);
+    }
+    if let Some(v) = attr.rq_psn {
+        a.rq_psn = v.value();
+        set(QP_RQ_PSN, true);
+    }
+    if let Some(v) = attr.sq_psn {
+        a.sq_psn = v.value();
+        set(QP_SQ_PSN, true);
+    }
+    if let Some(v) = attr.max_rd_atomic {
+        a.max_rd_atomic = v;
+        set(QP_MAX_QP_RD_ATOMIC, true);
+    }
+    if let Some(v) = attr.max_dest_rd_atomic {
+        a.max_dest_rd_atomic = v;
+        set(QP_MAX_DEST_RD_ATOMIC, true);
+    }
+    if let Some(v) = attr.min_rnr_timer {
+        a.min_rnr_timer = v;
+        set(QP_MIN_RNR_TIMER, true);
+    }
+    if let Some(v) = attr.timeout {
+        a.timeout = v;
+        set(QP_TIMEOUT, true);
+    }
+    if let Some(v) = attr.retry_cnt {
+        a.retry_cnt = v;
+        set(QP_RETRY_CNT, true);
+    }
+    if let Some(v) = attr.rnr_retry {
+        a.rnr_retry = v;
+        set(QP_RNR_RETRY, true);
+    }
+    (a, mask)
+}
+
+/// The address vector of an RC connection's path.
+fn path_ah(p: &Path, flow_label: u32) -> ibv_ah_attr {
+    ibv_ah_attr {
+        grh: ibv_global_route {
+            dgid: ip_gid(p.remote),
+            flow_label,
+            sgid_index: 0,
+            hop_limit: p.hop_limit,
+            traffic_class: p.traffic_class,
+        },
+        is_global: 1,
+        port_num: 1,
+        ..ibv_ah_attr::default()
+    }
+}
+
 pub(crate) fn len_u8(n: usize) -> u8 {
     u8::try_from(n).unwrap_or(u8::MAX)
 }
@@ -279,5 +381,43 @@ mod tests {
         assert_eq!(port_space(RDMA_PS_TCP), Ok(PortSpace::Tcp));
         assert_eq!(port_space(RDMA_PS_IB), Err(libc::EPROTONOSUPPORT));
         assert_eq!(qp_type_of(RDMA_PS_UDP), QPT_UD);
+    }
+
+    #[test]
+    fn init_qp_attr_sets_what_the_attributes_carry_and_nothing_else() {
+        let rtr = QpAttr {
+            state: Some(ferroce::QpState::Rtr),
+            path: Some(Path {
+                remote: "127.0.0.1".parse().unwrap(),
+                udp_src_port: 0xc123,
+                traffic_class: 0x20,
+                hop_limit: 64,
+            }),
+            path_mtu: Some(ferroce::Mtu::Mtu1024),
+            dest_qpn: Some(0x12),
+            rq_psn: Some(ferroce::Psn::new(0x345)),
+            max_dest_rd_atomic: Some(1),
+            min_rnr_timer: Some(0),
+            ..QpAttr::default()
+        };
+        let (a, mask) = init_qp_attr(&rtr, 0x8_c234);
+        let want = QP_STATE
+            | QP_AV
+            | QP_PATH_MTU
+            | QP_DEST_QPN
+            | QP_RQ_PSN
+            | QP_MAX_DEST_RD_ATOMIC
+            | QP_MIN_RNR_TIMER;
+        assert_eq!(mask, want);
+        assert_eq!((a.qp_state, a.path_mtu, a.dest_qp_num), (2, 3, 0x12));
+        assert_eq!((a.rq_psn, a.max_dest_rd_atomic), (0x345, 1));
+        let grh = &a.ah_attr.grh;
+        assert_eq!(a.ah_attr.is_global, 1);
+        assert_eq!(
+            (grh.flow_label, grh.hop_limit, grh.traffic_class),
+            (0x8_c234, 64, 0x20)
+        );
+        assert_eq!(grh.dgid.raw, ip_gid("127.0.0.1".parse().unwrap()).raw);
+        assert_eq!((a.sq_psn, a.timeout, a.qkey), (0, 0, 0));
     }
 }

@@ -5,8 +5,8 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 
 use ferroce_cm::rdma_cm::{
-    self, CMA_CM_RESPONSE_TIMEOUT, CMA_MAX_CM_RETRIES, CmaHeader, DeviceLimits, RdmaService,
-    RetryCounts,
+    self, CMA_CM_RESPONSE_TIMEOUT, CMA_MAX_CM_RETRIES, CmaHeader, DeviceLimits, QpOptions,
+    RdmaService, RetryCounts,
 };
 use ferroce_cm::{CmId as CommId, ConnectParams, PeerAddr, SidrParams};
 use ferroce_core::Instant;
@@ -15,13 +15,10 @@ use ferroce_wire::mad::{CmRep, SIDR_STATUS_OK};
 
 use super::device::DeviceCm;
 use super::id::{ConnParam, IdInner, Phase, wrong_state};
-use super::{CmEventKind, ConnInfo, UdInfo, transitions};
+use super::{CmEventKind, ConnInfo, UdInfo, qp_attr, transitions};
 use crate::driver::Shared;
 use crate::{Context, Result, UdDest};
-
-/// The packet life time rdma_cm puts in a RoCE path: 18 in the rig's
-/// kernel (6.1; `CMA_IBOE_PACKET_LIFETIME`; newer kernels use 16).
-const PACKET_LIFE_TIME: u8 = 18;
+use ferroce_core::verbs::QpState;
 
 /// The depths a device allows (`ibv_device_attr`), for the negotiation:
 /// read once per device (`query_device` reads the interface from the
@@ -97,7 +94,7 @@ pub(crate) fn connect(inner: &Arc<IdInner>, param: &ConnParam) -> Result<()> {
     params.initiator_depth = depths.initiator_depth;
     params.retry_count = retries.retry_count;
     params.rnr_retry_count = retries.rnr_retry_count;
-    params.packet_life_time = PACKET_LIFE_TIME;
+    params.packet_life_time = qp_attr::PACKET_LIFE_TIME;
     params.path_mtu = route.mtu as u8;
     params.path.local_port_gid = transitions::gid(local.ip());
     params.path.remote_port_gid = transitions::gid(remote.ip());
@@ -140,7 +137,7 @@ pub(crate) fn on_rep(dcm: &mut DeviceCm, shared: &Shared, now: Instant, comm: Co
         return;
     };
     let mut st = inner.state();
-    let (Some(req), Some(local), Some(remote)) = (st.sent.clone(), st.local, st.remote) else {
+    let Some(req) = st.sent.clone() else {
         return;
     };
     let depths = rdma_cm::Depths::offered_by(rdma_cm::Depths {
@@ -156,25 +153,20 @@ pub(crate) fn on_rep(dcm: &mut DeviceCm, shared: &Shared, now: Instant, comm: Co
         srq: rep.srq,
         qp_num: rep.local_qpn,
     };
+    st.rep = Some(Box::new(*rep));
     let Some(qp) = st.qp else {
         let param = st.info.clone();
         drop(st);
         inner.report(CmEventKind::ConnectResponse { param }, None);
         return;
     };
-    let route_path = transitions::path(remote.ip(), &req, (local.port(), remote.port()), st.tos());
-    let attrs = rdma_cm::active_rtr(&req, rep).map(|mut rtr| {
-        rtr.path = Some(route_path);
-        [
-            rdma_cm::active_init(transitions::PORT, transitions::PKEY_INDEX, rep),
-            rtr,
-            rdma_cm::active_rts(&req, rep, PACKET_LIFE_TIME),
-        ]
-    });
+    let attrs: std::result::Result<Vec<_>, _> = [QpState::Init, QpState::Rtr, QpState::Rts]
+        .into_iter()
+        .map(|state| qp_attr::for_state(&st, inner.port_space, state))
+        .collect();
     let moved = match attrs {
-        Ok(attrs) => {
-            transitions::apply(shared, qp.qpn, &attrs, st.options).map_err(|e| e.to_string())
-        }
+        Ok(attrs) => transitions::apply(shared, qp.qpn, &attrs, QpOptions::default())
+            .map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
     match moved {

@@ -15,7 +15,7 @@ use ferroce_cm::rdma_cm::PortSpace;
 use super::channel::EventQueue;
 pub(crate) use super::state::{ConnParam, IdState, Phase, QpSlot, Route, wrong_state};
 use super::{CmEvent, CmEventKind, CmIdError, registry};
-use crate::{Context, ProtectionDomain, QpInitAttr, QpType, QueuePair, Result};
+use crate::{Context, ProtectionDomain, QpAttr, QpInitAttr, QpState, QpType, QueuePair, Result};
 
 /// What an ID's handles, its events and the device's CM share.
 pub(crate) struct IdInner {
@@ -329,6 +329,37 @@ impl CmId {
         wrong_state("create_qp", self.inner.state().phase, needs)
     }
 
+    /// `rdma_init_qp_attr`: the attributes that move a QP the application
+    /// manages itself (given to `connect`/`accept` as
+    /// [`ConnParam::qp_num`]) to `state` (INIT, RTR or RTS), the same the
+    /// CM applies to a QP made with [`create_qp`](Self::create_qp). INIT
+    /// is known once the ID has a device; RTR and RTS once the exchange is
+    /// (passive: at CONNECT_REQUEST, move the QP before `accept`; active:
+    /// at CONNECT_RESPONSE, then call [`establish`](Self::establish)).
+    /// Before that, or for another state, a wrong-state error.
+    pub fn qp_attr(&self, state: QpState) -> Result<QpAttr> {
+        let st = self.inner.state();
+        super::qp_attr::for_state(&st, self.inner.port_space, state)
+    }
+
+    /// The GRH flow label of the connection's path (the RTR path's UDP
+    /// source port comes from it), once the exchange is known.
+    pub fn flow_label(&self) -> Option<u32> {
+        let st = self.inner.state();
+        let (local, remote) = (st.local?, st.remote?);
+        match (&st.req, &st.sent) {
+            (Some(req), _) => Some(super::transitions::flow_label(
+                req,
+                (remote.port(), local.port()),
+            )),
+            (None, Some(req)) => Some(super::transitions::flow_label(
+                req,
+                (local.port(), remote.port()),
+            )),
+            (None, None) => None,
+        }
+    }
+
     /// `rdma_connect`: sends the REQ (or, in the UDP space, the SIDR_REQ).
     /// ESTABLISHED, REJECTED, UNREACHABLE or CONNECT_ERROR follows.
     pub fn connect(&self, param: &ConnParam) -> Result<()> {
@@ -354,8 +385,10 @@ impl CmId {
         super::passive::reject(&self.inner, private_data)
     }
 
-    /// `rdma_establish`: after CONNECT_RESPONSE on an ID without a QP,
-    /// sends the RTU.
+    /// `rdma_establish`: after CONNECT_RESPONSE on an ID without a QP
+    /// (its QP moved to RTS with [`qp_attr`](Self::qp_attr)), sends the
+    /// RTU. The connection is then established; as with the kernel, no
+    /// ESTABLISHED event follows on this side.
     pub fn establish(&self) -> Result<()> {
         super::active::establish(&self.inner)
     }

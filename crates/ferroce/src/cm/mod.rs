@@ -60,6 +60,7 @@ mod event;
 pub(crate) mod hub;
 mod id;
 mod passive;
+mod qp_attr;
 pub(crate) mod registry;
 mod route;
 mod state;

@@ -4,15 +4,18 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use ferroce_cm::rdma_cm::{self, CMA_HEADER_LEN, CmaHeader, Depths, RDMA_UDP_QKEY, RdmaService};
+use ferroce_cm::rdma_cm::{
+    self, CMA_HEADER_LEN, CmaHeader, Depths, QpOptions, RDMA_UDP_QKEY, RdmaService,
+};
 use ferroce_cm::{CmId as CommId, PeerAddr, RepParams, SidrReplyParams, reason};
 use ferroce_core::Instant;
-use ferroce_wire::mad::{CmRep, CmReq, SIDR_STATUS_OK, SIDR_STATUS_REJECT, TRANSPORT_RC};
+use ferroce_wire::mad::{CmReq, SIDR_STATUS_OK, SIDR_STATUS_REJECT, TRANSPORT_RC};
 
 use super::device::DeviceCm;
 use super::id::{CmId, ConnParam, IdInner, IdState, Phase, Route, wrong_state};
-use super::{CmEventKind, ConnInfo, registry, transitions};
+use super::{CmEventKind, ConnInfo, qp_attr, registry, transitions};
 use crate::{Context, Mtu, Result};
+use ferroce_core::verbs::QpState;
 
 /// `rdma_listen`.
 pub(crate) fn listen(inner: &Arc<IdInner>) -> Result<()> {
@@ -166,27 +169,6 @@ pub(crate) fn on_sidr_req(
     );
 }
 
-/// The REP the CM will send for `params`, as the QP attributes need it.
-fn rep_view(req: &CmReq, params: &RepParams) -> CmRep {
-    CmRep {
-        local_comm_id: 0,
-        remote_comm_id: req.local_comm_id,
-        local_qkey: 0,
-        local_qpn: params.qpn,
-        local_eecn: 0,
-        starting_psn: params.starting_psn,
-        responder_resources: params.responder_resources,
-        initiator_depth: params.initiator_depth,
-        target_ack_delay: 0,
-        failover_accepted: 0,
-        end_to_end_flow_control: false,
-        rnr_retry_count: params.rnr_retry_count,
-        srq: params.srq,
-        local_ca_guid: 0,
-        private_data: [0; 196],
-    }
-}
-
 /// `rdma_accept`.
 pub(crate) fn accept(inner: &Arc<IdInner>, param: &ConnParam) -> Result<()> {
     let mut st = inner.state();
@@ -226,7 +208,7 @@ pub(crate) fn accept(inner: &Arc<IdInner>, param: &ConnParam) -> Result<()> {
             Ok(dcm.cm.sidr_reply(comm, &reply)?)
         });
     }
-    let (Some(req), Some(local), Some(remote)) = (st.req.clone(), st.local, st.remote) else {
+    let Some(req) = st.req.clone() else {
         return Err(wrong_state(
             "accept",
             st.phase,
@@ -235,10 +217,7 @@ pub(crate) fn accept(inner: &Arc<IdInner>, param: &ConnParam) -> Result<()> {
     };
     let (qpn, psn) = match (st.qp, param.qp_num) {
         (Some(qp), _) => (qp.qpn, qp.psn),
-        (None, Some(qpn)) => (
-            qpn,
-            ferroce_wire::Psn::new(req.starting_psn.value() ^ 0x5a5a5a),
-        ),
+        (None, Some(qpn)) => (qpn, qp_attr::passive_psn(&st, &req)),
         (None, None) => {
             return Err(wrong_state(
                 "accept",
@@ -267,25 +246,13 @@ pub(crate) fn accept(inner: &Arc<IdInner>, param: &ConnParam) -> Result<()> {
         rnr_retry_count: param.rnr_retry_count.min(7),
         srq: param.srq,
     };
-    if st.qp.is_some() {
-        let rep = rep_view(&req, &params);
-        let mut rtr = rdma_cm::passive_rtr(&req, &rep)?;
-        rtr.path = Some(transitions::path(
-            remote.ip(),
-            &req,
-            (remote.port(), local.port()),
-            st.tos(),
-        ));
-        let attrs = [
-            rdma_cm::init(
-                transitions::PORT,
-                transitions::PKEY_INDEX,
-                rdma_cm::cm_access(depths.responder_resources),
-            ),
-            rtr,
-            rdma_cm::passive_rts(&req, &rep),
-        ];
-        transitions::apply(&ctx.shared, qpn, &attrs, st.options)?;
+    st.rep = Some(Box::new(qp_attr::rep_view(&req, &params)));
+    if let Some(qp) = st.qp {
+        let moved = move_qp(&st, inner, &ctx, qp.qpn);
+        if moved.is_err() {
+            st.rep = None;
+        }
+        moved?;
     }
     st.info = ConnInfo {
         private_data: req.private_data[CMA_HEADER_LEN..].to_vec(),
@@ -302,9 +269,26 @@ pub(crate) fn accept(inner: &Arc<IdInner>, param: &ConnParam) -> Result<()> {
         .shared
         .with_cm(|dcm, now| Ok(dcm.cm.accept(now, comm, &params)?));
     if result.is_err() {
-        inner.state().phase = Phase::Requested;
+        let mut st = inner.state();
+        st.phase = Phase::Requested;
+        st.rep = None;
     }
     result
+}
+
+/// The CM's own transitions of the ID's QP in accept: INIT, RTR and RTS
+/// with the attributes `init_qp_attr` gives.
+fn move_qp(st: &IdState, inner: &IdInner, ctx: &Context, qpn: u32) -> Result<()> {
+    let mut attrs = Vec::with_capacity(3);
+    for state in [QpState::Init, QpState::Rtr, QpState::Rts] {
+        attrs.push(qp_attr::for_state(st, inner.port_space, state)?);
+    }
+    Ok(transitions::apply(
+        &ctx.shared,
+        qpn,
+        &attrs,
+        QpOptions::default(),
+    )?)
 }
 
 /// `rdma_reject`.

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 
 use ferroce_cm::rdma_cm::{Depth, QpOptions};
-use ferroce_wire::mad::CmReq;
+use ferroce_wire::mad::{CmRep, CmReq};
 
 use super::{CmIdError, ConnInfo};
 use crate::{Context, Mtu};
@@ -117,6 +117,8 @@ pub(crate) struct IdState {
     pub(crate) req: Option<Box<CmReq>>,
     /// Active side: the REQ as sent, for the QP attributes at the REP.
     pub(crate) sent: Option<Box<CmReq>>,
+    /// The REP: received (active side) or sent (passive side, at accept).
+    pub(crate) rep: Option<Box<CmRep>>,
     /// What ESTABLISHED will report.
     pub(crate) info: ConnInfo,
     /// The ToS of this ID's connection (`rdma_set_option(RDMA_OPTION_ID_TOS)`).
@@ -152,6 +154,7 @@ impl IdState {
             comm: None,
             req: None,
             sent: None,
+            rep: None,
             info: ConnInfo::default(),
             tos: None,
             default_tos: 0,

@@ -39,15 +39,21 @@ pub(crate) fn init_qp(qp: &QueuePair, port_space: PortSpace) -> Result<()> {
 /// label from the IP ports of the two ends (`flow_label_from_ports`), and
 /// the ports stand in for a REQ that carries none.
 pub(crate) fn path(remote: IpAddr, req: &CmReq, ports: (u16, u16), tos: u8) -> Path {
-    let label = match req.primary_path.flow_label {
-        0 => flow_label_from_ports(ports.0, ports.1),
-        label => label,
-    };
+    let label = flow_label(req, ports);
     Path {
         remote,
         udp_src_port: source_port_from_flow_label(label),
         traffic_class: tos,
         hop_limit: req.primary_path.hop_limit,
+    }
+}
+
+/// The GRH flow label of an rdma_cm connection (see [`path`]); `ports`
+/// are (active side's, passive side's).
+pub(crate) fn flow_label(req: &CmReq, ports: (u16, u16)) -> u32 {
+    match req.primary_path.flow_label {
+        0 => flow_label_from_ports(ports.0, ports.1),
+        label => label,
     }
 }
 

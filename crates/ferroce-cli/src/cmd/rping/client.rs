@@ -15,7 +15,7 @@ use super::{
 use crate::error::Error;
 
 /// rping's `rping_init_conn_param`: one read each way, 7 and 7 retries.
-fn conn_param() -> ConnParam {
+pub(super) fn conn_param() -> ConnParam {
     ConnParam {
         responder_resources: Depth::Exactly(1),
         initiator_depth: Depth::Exactly(1),
@@ -69,9 +69,22 @@ pub(super) fn run(args: &RpingArgs, print: Print) -> Result<bool, Error> {
     ));
 
     let events = Box::new(move || ch.try_get_event());
-    let mut conn = Conn::new(id, args.size, true, events, print)?;
-    conn.id.connect(&conn_param())?;
-    conn.wait_event("RDMA_CM_EVENT_ESTABLISHED", None)?;
+    let own_qp = args.self_create_qp;
+    let mut conn = Conn::new(id, args.size, true, own_qp, events, print)?;
+    if own_qp {
+        // rping -q: the REQ names our QP; at CONNECT_RESPONSE we move it
+        // and send the RTU ourselves (no ESTABLISHED follows).
+        conn.id.connect(&ConnParam {
+            qp_num: Some(conn.qp.qpn()),
+            ..conn_param()
+        })?;
+        conn.wait_event("RDMA_CM_EVENT_CONNECT_RESPONSE", None)?;
+        conn.move_own_qp()?;
+        conn.id.establish()?;
+    } else {
+        conn.id.connect(&conn_param())?;
+        conn.wait_event("RDMA_CM_EVENT_ESTABLISHED", None)?;
+    }
     print.debug(format_args!("rdma_connect successful"));
 
     let result = ping(&mut conn, args);

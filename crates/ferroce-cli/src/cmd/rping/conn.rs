@@ -1,5 +1,6 @@
 //! One rping connection's verbs objects (rping's control block): the RC QP
-//! the CM moves, one CQ, the 16-byte receive and send buffers, the ping
+//! (the CM moves it, or with `-q` this side with the CM's attributes), one
+//! CQ, the 16-byte receive and send buffers, the ping
 //! buffer(s); and [`Conn::next`], which waits for the next thing that moves
 //! the ping loop on (a receive, a READ or WRITE done, the disconnect).
 
@@ -8,8 +9,8 @@ use std::time::Duration;
 
 use ferroce::cm::{CmEvent, CmEventKind, CmId};
 use ferroce::{
-    Access, CompletionQueue, MemoryRegion, QpInitAttr, QpType, QueuePair, RecvWr, RemoteRegion,
-    SendWr, WcOpcode, WcStatus, WorkCompletion,
+    Access, CompletionQueue, MemoryRegion, QpInitAttr, QpState, QpType, QueuePair, RecvWr,
+    RemoteRegion, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
 
 use super::{Info, Print};
@@ -66,11 +67,14 @@ pub(crate) struct Conn {
 impl Conn {
     /// rping_setup_qp + rping_setup_buffers + the first receive: a PD, CQ
     /// and RC QP on the ID's device, the buffers registered (`start` for
-    /// the client).
+    /// the client). With `own_qp` (`-q`) the QP is not the CM's: it is
+    /// created on the PD and moved to INIT here, to RTR and RTS by
+    /// [`move_own_qp`](Self::move_own_qp).
     pub(crate) fn new(
         id: CmId,
         size: u32,
         client: bool,
+        own_qp: bool,
         events: Events,
         print: Print,
     ) -> Result<Self, Error> {
@@ -84,7 +88,13 @@ impl Conn {
         let mut attr = QpInitAttr::new(QpType::Rc, &cq, &cq);
         attr.max_send_wr = SQ_DEPTH;
         attr.max_recv_wr = RQ_DEPTH;
-        let qp = id.create_qp(&pd, &attr)?;
+        let qp = if own_qp {
+            let qp = pd.create_qp(&attr)?;
+            qp.modify(&id.qp_attr(QpState::Init)?)?;
+            qp
+        } else {
+            id.create_qp(&pd, &attr)?
+        };
         print.debug(format_args!("created qp {:#x}", qp.qpn()));
         let remote = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
         let recv = pd.reg_mr(Info::LEN, Access::LOCAL_WRITE)?;
@@ -111,6 +121,15 @@ impl Conn {
         };
         conn.post_recv()?;
         Ok(conn)
+    }
+
+    /// rping_self_modify_qp (`-q`): INIT, RTR and RTS with the attributes
+    /// the CM gives for this connection (`rdma_init_qp_attr`).
+    pub(crate) fn move_own_qp(&self) -> Result<(), Error> {
+        for state in [QpState::Init, QpState::Rtr, QpState::Rts] {
+            self.qp.modify(&self.id.qp_attr(state)?)?;
+        }
+        Ok(())
     }
 
     fn post_recv(&self) -> Result<(), Error> {

@@ -30,8 +30,7 @@
 //! - A client whose server disconnects before `-C` pings fails (rping
 //!   exits 0); with `-C 0` that is the normal end, as in rping.
 //! - Exit status: 0, or 2 with the cause on stderr (rping: 255, and 22 for
-//!   a bad option). `-q` (a QP the application moves itself) is refused:
-//!   `ferroce::cm` has no `rdma_init_qp_attr`; the wire is the same without.
+//!   a bad option).
 //! - Data from the peer is checked before use: a message of another size,
 //!   a buffer larger than `-S`, a sink smaller than the data end the
 //!   connection with the reason (rping's READ or WRITE would fail).
@@ -108,8 +107,8 @@ pub(crate) struct RpingArgs {
     /// Persistent server: serve every client, each on its own thread.
     #[arg(short = 'P')]
     pub(crate) persistent: bool,
-    /// Create and move the QP without the CM (refused: see the module
-    /// docs).
+    /// Create the QP without the CM and move it with the CM's attributes
+    /// (`rdma_init_qp_attr`), as rping -q.
     #[arg(short = 'q')]
     pub(crate) self_create_qp: bool,
     /// Persistent server: exit after this many connections have ended
@@ -157,13 +156,6 @@ impl Print {
 }
 
 pub(crate) fn run(args: &RpingArgs) -> Result<bool, Error> {
-    if args.self_create_qp {
-        return Err(Error::Usage(
-            "-q (a QP created and moved by the application) needs rdma_init_qp_attr, which \
-             ferroce::cm does not offer: drop -q (the wire is the same; the CM moves the QP)"
-                .into(),
-        ));
-    }
     let print = Print {
         verbose: args.verbose,
         debug: args.debug,

@@ -53,7 +53,13 @@ pub(super) fn run(args: &RpingArgs, print: Print) -> Result<bool, Error> {
     ));
     let id = req.id.clone();
     drop(req);
-    serve(id, Box::new(move || ch.try_get_event()), args.size, print)?;
+    serve(
+        id,
+        Box::new(move || ch.try_get_event()),
+        args.size,
+        args.self_create_qp,
+        print,
+    )?;
     Ok(true)
 }
 
@@ -89,11 +95,22 @@ fn open_every(args: &RpingArgs, v6: bool, print: Print) -> Result<Vec<Context>, 
 
 /// One connection: QP and buffers, accept, the ping loop until the client
 /// disconnects, then the DREP (or, on an error, the DREQ).
-fn serve(id: CmId, events: Events, size: u32, print: Print) -> Result<(), Error> {
-    let mut conn = Conn::new(id, size, false, events, print)?;
+fn serve(id: CmId, events: Events, size: u32, own_qp: bool, print: Print) -> Result<(), Error> {
+    let mut conn = Conn::new(id, size, false, own_qp, events, print)?;
     print.debug(format_args!("accepting client connection request"));
-    // rping accepts with no parameters: the REQ's depths, 7 and 7 retries.
-    conn.id.accept(&ConnParam::default())?;
+    if own_qp {
+        // rping -q: our QP to RTS first, then the REP names it, with
+        // rping's parameters.
+        conn.move_own_qp()?;
+        conn.id.accept(&ConnParam {
+            qp_num: Some(conn.qp.qpn()),
+            ..super::client::conn_param()
+        })?;
+    } else {
+        // rping accepts with no parameters: the REQ's depths, 7 and 7
+        // retries.
+        conn.id.accept(&ConnParam::default())?;
+    }
     let result = pings(&mut conn, size);
     let _ = conn.id.disconnect();
     result
@@ -228,11 +245,14 @@ fn persistent(args: &RpingArgs, print: Print, ch: &EventChannel) -> Result<bool,
             .peer_addr()
             .map_or_else(|| "the client".to_owned(), |a| a.ip().to_string());
         let (tx, rx) = mpsc::channel();
-        let size = args.size;
+        let (size, own_qp) = (args.size, args.self_create_qp);
         let child_id = id.clone();
         let thread = std::thread::Builder::new()
             .name(format!("rping {peer}"))
-            .spawn(move || serve(child_id, Box::new(move || rx.try_recv().ok()), size, print))?;
+            .spawn(move || {
+                let events = Box::new(move || rx.try_recv().ok());
+                serve(child_id, events, size, own_qp, print)
+            })?;
         children.push(Child {
             id,
             events: tx,
