@@ -94,17 +94,17 @@ pub(crate) fn users() -> Vec<As> {
 }
 
 /// `prog args` with the libraries and `FERROCE_DEVICES=devices`. As
-/// `nobody`, HOME points nowhere: root's `~/.config/ferroce` (the RoCE
-/// settings file) is not `nobody`'s to read.
+/// `nobody`, HOME stays the caller's, as setpriv and `sudo -u` leave it:
+/// root's `~/.config/ferroce/rdma_cm.conf` (the RoCE settings file) is then
+/// not `nobody`'s to read, and the library must go on without it (it
+/// failed every `rdma_resolve_addr` with EINVAL until it did).
 pub(crate) fn command(who: As, devices: &str, prog: &Path, args: &[&str]) -> Command {
     let mut c = match who {
         As::Me => Command::new(prog),
         As::Nobody => {
             let mut c = Command::new("setpriv");
             c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-                .arg(prog)
-                .env("HOME", "/nonexistent")
-                .env_remove("XDG_CONFIG_HOME");
+                .arg(prog);
             c
         }
     };

@@ -78,7 +78,8 @@ impl RoceSettings {
     }
 
     /// Reads `files` in order, a later one's settings over an earlier
-    /// one's; a file that does not exist is skipped.
+    /// one's; a file that does not exist, or that this user may not read,
+    /// is skipped.
     pub fn load_from(files: &[PathBuf]) -> Result<Self, ConfigError> {
         let mut settings = Self::default();
         for path in files {
@@ -88,6 +89,15 @@ impl RoceSettings {
                     settings.files.push((path.clone(), true));
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    settings.files.push((path.clone(), false));
+                }
+                // As git does with its config files: a file this user may
+                // not read is skipped with a warning. The common case is a
+                // program run under another uid that keeps the caller's
+                // HOME (`setpriv`, `sudo -u`), whose ~/.config is not its
+                // to read; failing every rdma_cm call for it helps no one.
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    tracing::warn!(file = %path.display(), "settings file skipped: permission denied");
                     settings.files.push((path.clone(), false));
                 }
                 Err(source) => return Err(ConfigError::io("reading", path, source)),
