@@ -14,7 +14,7 @@ use crate::mr::CopyFault;
 use crate::mr::MrTable;
 use crate::time::{Instant, local_ack_timeout};
 use crate::transmit::{BufPool, NotSent, Transmit};
-use crate::verbs::{QpState, QpType, SendOp, WcStatus};
+use crate::verbs::{QpState, QpType, SendOp, VerbsError, WcStatus};
 
 /// At most this many PSNs in flight past the oldest unacknowledged one
 /// (rxe's RXE_MAX_UNACKED_PSNS).
@@ -46,6 +46,9 @@ pub(crate) fn next_packet(
 ) -> Option<Result<Transmit, NotSent>> {
     let idx = qp.req.wqe;
     let wqe = qp.sq.get(idx)?;
+    if wqe.done {
+        return None; // failed as it was to start: see `local_fault`
+    }
     // SQD drains: the messages already begun are finished and retransmitted
     // (they used to stall there until the retry count ran out), and none is
     // begun.
@@ -73,6 +76,10 @@ pub(crate) fn next_packet(
         }
     }
     if !qp.sq[idx].started {
+        if let Err(why) = check_local(qp, idx, mrs) {
+            local_fault(qp, idx, &why);
+            return None;
+        }
         let npkts = match qp.sq[idx].wr.op {
             SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => 1,
             _ => qp.packets_for(qp.sq[idx].len),
@@ -88,6 +95,49 @@ pub(crate) fn next_packet(
         qp.comp.retransmit_at = local_ack_timeout(qp.cfg.timeout).map(|d| now.after(d));
     }
     t
+}
+
+/// Whether the requester stopped at a request that failed its local checks
+/// (see [`local_fault`]): the completer is to report it once the requests
+/// before it are complete.
+pub(crate) fn stopped_at_fault(qp: &Qp) -> bool {
+    qp.sq.get(qp.req.wqe).is_some_and(|w| w.done)
+}
+
+/// The local checks of a request about to start: its scatter/gather list
+/// against the QP's PD, as at post (the same checks, made again because a
+/// region may have been deregistered since, or, with
+/// [`crate::verbs::LocalErrors::Completion`], not made at post at all).
+fn check_local(qp: &Qp, idx: usize, mrs: &MrTable) -> Result<(), VerbsError> {
+    let wr = &qp.sq[idx].wr;
+    if wr.inline.is_some() {
+        return Ok(()); // its data was copied at post
+    }
+    mrs.check_sg(qp.init.pd, &wr.sg, wr.op.writes_local())
+}
+
+/// Request `idx` fails with a local protection error (IBA 11.6.2) before it
+/// sends anything: it is done, with that status, and the requester stops
+/// at it. The completer reports it in order, after the requests before it,
+/// and moves the QP to the error state, flushing the rest (as
+/// `completer::complete_done` does for any failed request). rxe reports an
+/// unknown lkey this way as LOC_QP_OP_ERR, a range outside the region as
+/// LOC_PROT_ERR; IBA names both a local protection error.
+fn local_fault(qp: &mut Qp, idx: usize, why: &VerbsError) {
+    let next_psn = qp.req.next_psn;
+    let w = &mut qp.sq[idx];
+    tracing::debug!(
+        qpn = %crate::log::Qpn(qp.qpn),
+        wr_id = w.wr.wr_id,
+        reason = %why,
+        "send request fails: local protection error"
+    );
+    w.done = true;
+    w.status = WcStatus::LocProtErr;
+    // No PSN used: its "last PSN" is the one before the next, so that
+    // completing it leaves the requester's PSN where it is.
+    w.first_psn = next_psn - 1;
+    w.npkts = 0;
 }
 
 /// The oldest unacknowledged PSN of `w`, the oldest unfinished WQE: inside
