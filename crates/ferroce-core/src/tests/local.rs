@@ -28,27 +28,27 @@ enum Bad {
 }
 
 impl Bad {
-    const ALL: [Bad; 4] = [
-        Bad::UnknownKey,
-        Bad::OtherPd,
-        Bad::OutOfRange,
-        Bad::NoLocalWrite,
+    const ALL: [Self; 4] = [
+        Self::UnknownKey,
+        Self::OtherPd,
+        Self::OutOfRange,
+        Self::NoLocalWrite,
     ];
 
     /// A bad element on endpoint `i`, for side `s`.
     fn sge(self, p: &mut Pair, i: usize, s: &Side) -> Sge {
         let e = &mut p.eps[i];
         let lkey = match self {
-            Bad::UnknownKey => s.mr.lkey ^ 0x5a5a_5a5a,
-            Bad::OtherPd => {
+            Self::UnknownKey => s.mr.lkey ^ 0x5a5a_5a5a,
+            Self::OtherPd => {
                 let pd = e.alloc_pd();
                 e.reg_mr(pd, 4096, Access::LOCAL_WRITE).unwrap().lkey
             }
-            Bad::OutOfRange => s.mr.lkey,
-            Bad::NoLocalWrite => e.reg_mr(s.pd, 4096, Access::NONE).unwrap().lkey,
+            Self::OutOfRange => s.mr.lkey,
+            Self::NoLocalWrite => e.reg_mr(s.pd, 4096, Access::NONE).unwrap().lkey,
         };
         let offset = match self {
-            Bad::OutOfRange => s.mr.len as u64 - 8,
+            Self::OutOfRange => s.mr.len as u64 - 8,
             _ => 0,
         };
         Sge {
@@ -60,10 +60,10 @@ impl Bad {
 
     fn why(self) -> &'static str {
         match self {
-            Bad::UnknownKey => "no such region",
-            Bad::OtherPd => "region in another protection domain",
-            Bad::OutOfRange => "outside the region",
-            Bad::NoLocalWrite => "region without LOCAL_WRITE",
+            Self::UnknownKey => "no such region",
+            Self::OtherPd => "region in another protection domain",
+            Self::OutOfRange => "outside the region",
+            Self::NoLocalWrite => "region without LOCAL_WRITE",
         }
     }
 
@@ -71,7 +71,7 @@ impl Bad {
     /// local elements) for the missing LOCAL_WRITE, else a SEND.
     fn op(self, b: &Side) -> SendOp {
         match self {
-            Bad::NoLocalWrite => SendOp::Read {
+            Self::NoLocalWrite => SendOp::Read {
                 remote: rmem(b.mr.addr, b.mr.rkey),
             },
             _ => SendOp::Send,
