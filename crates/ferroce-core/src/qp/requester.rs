@@ -116,14 +116,14 @@ fn check_local(qp: &Qp, idx: usize, mrs: &MrTable) -> Result<(), VerbsError> {
     mrs.check_sg(qp.init.pd, &wr.sg, wr.op.writes_local())
 }
 
-/// Request `idx` fails with a local protection error (IBA 11.6.2) before it
-/// sends anything: it is done, with that status, and the requester stops
-/// at it. The completer reports it in order, after the requests before it,
-/// and moves the QP to the error state, flushing the rest (as
-/// `completer::complete_done` does for any failed request). rxe reports an
-/// unknown lkey this way as LOC_QP_OP_ERR, a range outside the region as
-/// LOC_PROT_ERR; IBA names both a local protection error.
-fn local_fault(qp: &mut Qp, idx: usize, why: &VerbsError) {
+/// Request `idx` fails with a local protection error (IBA 11.6.2): it is
+/// done, with that status, and the requester stops at it. The completer
+/// reports it in order, after the requests before it, and moves the QP to
+/// the error state, flushing the rest (as `completer::complete_done` does
+/// for any failed request). rxe reports an unknown lkey this way as
+/// LOC_QP_OP_ERR, a range outside the region as LOC_PROT_ERR; IBA names
+/// both a local protection error.
+fn local_fault(qp: &mut Qp, idx: usize, why: &dyn std::fmt::Display) {
     let next_psn = qp.req.next_psn;
     let w = &mut qp.sq[idx];
     tracing::debug!(
@@ -134,10 +134,14 @@ fn local_fault(qp: &mut Qp, idx: usize, why: &VerbsError) {
     );
     w.done = true;
     w.status = WcStatus::LocProtErr;
-    // No PSN used: its "last PSN" is the one before the next, so that
-    // completing it leaves the requester's PSN where it is.
-    w.first_psn = next_psn - 1;
-    w.npkts = 0;
+    if !w.started {
+        // No PSN used: its "last PSN" is the one before the next, so that
+        // completing it leaves the requester's PSN where it is.
+        w.first_psn = next_psn - 1;
+        w.npkts = 0;
+    }
+    qp.req.wqe = idx;
+    qp.req.offset = 0;
 }
 
 /// The oldest unacknowledged PSN of `w`, the oldest unfinished WQE: inside
@@ -215,7 +219,7 @@ fn build(
             });
             qp.req.next_psn = first_psn + npkts;
             finish_wqe(qp, idx);
-            return Some(transmit(qp, idx, t, mrs, pool, 0));
+            return transmit(qp, idx, t, mrs, pool, 0);
         }
         SendOp::CompareSwap {
             remote,
@@ -232,7 +236,7 @@ fn build(
             );
             qp.req.next_psn = first_psn + 1;
             finish_wqe(qp, idx);
-            return Some(transmit(qp, idx, t, mrs, pool, 0));
+            return transmit(qp, idx, t, mrs, pool, 0);
         }
         SendOp::FetchAdd { remote, add } => {
             let t = atomic_repr(
@@ -245,7 +249,7 @@ fn build(
             );
             qp.req.next_psn = first_psn + 1;
             finish_wqe(qp, idx);
-            return Some(transmit(qp, idx, t, mrs, pool, 0));
+            return transmit(qp, idx, t, mrs, pool, 0);
         }
         SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => {
             let opcode = match (pos, op) {
@@ -304,7 +308,7 @@ fn build(
     if qp.req.offset >= len {
         finish_wqe(qp, idx);
     }
-    Some(transmit(qp, idx, t, mrs, pool, offset))
+    transmit(qp, idx, t, mrs, pool, offset)
 }
 
 /// The requester is done sending WQE `idx`; UC and UD need no response, so
@@ -339,8 +343,9 @@ fn atomic_repr(
 
 /// The packet `t` of WQE `idx`, addressed, with its payload (if any)
 /// gathered from byte `offset` of the message straight into the packet. A
-/// region gone or shrunk under a posted request fails the WQE with
-/// LOC_PROT_ERR.
+/// region deregistered in the middle of the message (or before a packet of
+/// it is sent again) fails the WQE with LOC_PROT_ERR, and the packet is not
+/// sent: `None`, as for a request that fails before it starts.
 fn transmit(
     qp: &mut Qp,
     idx: usize,
@@ -348,7 +353,7 @@ fn transmit(
     mrs: &MrTable,
     pool: &mut BufPool,
     offset: u64,
-) -> Result<Transmit, NotSent> {
+) -> Option<Result<Transmit, NotSent>> {
     let wr = &qp.sq[idx].wr;
     let path = match (qp.init.qp_type, wr.ud) {
         (QpType::Ud, Some(ud)) => ud.path,
@@ -382,20 +387,27 @@ fn transmit(
             }
             None => mrs.gather(&wr.sg, offset, out),
         };
-    })
-    .map_err(NotSent::Emit)?;
+    });
+    let packet = match packet {
+        Ok(p) => p,
+        Err(e) => return Some(Err(NotSent::Emit(e))),
+    };
     match copied {
-        Ok(()) => Ok(packet),
+        Ok(()) => Some(Ok(packet)),
         // The application is writing the source region (racing its own
         // posted request): the packet is not sent, as if lost, and the
         // transport sends it again (RC) or loses it (UC, UD).
         Err(CopyFault::Busy) => {
             pool.give(packet.data);
-            Err(NotSent::RegionBusy)
+            Some(Err(NotSent::RegionBusy))
         }
         Err(CopyFault::Short) => {
-            qp.sq[idx].status = WcStatus::LocProtErr;
-            Ok(packet)
+            pool.give(packet.data);
+            match check_local(qp, idx, mrs) {
+                Err(why) => local_fault(qp, idx, &why),
+                Ok(()) => local_fault(qp, idx, &"a region of it is gone"),
+            }
+            None
         }
     }
 }

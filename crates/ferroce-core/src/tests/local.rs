@@ -321,3 +321,32 @@ fn an_srq_in_completion_mode_takes_a_bad_list_and_fails_the_qp_that_uses_it() {
     assert_eq!(ids(&p.wait_cqes(0, a.cq, 1)), [(7, WcStatus::RemOpErr)]);
     assert_eq!(p.eps[1].qp_state(b.qpn).unwrap(), QpState::Err);
 }
+
+#[test]
+fn a_region_deregistered_in_the_middle_of_a_message_stops_it_there() {
+    let mut p = Pair::new(660);
+    // 256 packets at MTU 256: the first window (128) goes out at once, the
+    // rest only after ACKs, by when the source region is gone.
+    let [a, b] = connect(&mut p, QpType::Rc, 1 << 16, Mtu::Mtu256);
+    let extra = p.eps[0].reg_mr(a.pd, 1 << 16, Access::LOCAL_WRITE).unwrap();
+    let sg = [Sge {
+        lkey: extra.lkey,
+        offset: 0,
+        len: 1 << 16,
+    }];
+    p.eps[1]
+        .post_recv(b.qpn, recv_wr(1, &sge(&b, 0, 1 << 16)))
+        .unwrap();
+    p.eps[0]
+        .post_send(a.qpn, send_wr(1, SendOp::Send, &sg))
+        .unwrap();
+    p.step();
+    assert!(p.eps[0].packets_in_flight() > 0, "the message has begun");
+    p.eps[0].dereg_mr(extra.lkey).unwrap();
+    assert_eq!(ids(&p.wait_cqes(0, a.cq, 1)), [(1, WcStatus::LocProtErr)]);
+    assert_eq!(p.eps[0].qp_state(a.qpn).unwrap(), QpState::Err);
+    // The rest was not sent (not even as bytes of nothing): the receive
+    // never completes.
+    p.settle(10_000);
+    assert!(p.completions(1, b.cq).is_empty());
+}
