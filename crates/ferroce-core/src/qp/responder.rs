@@ -220,6 +220,11 @@ pub(super) fn send(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_>
     if copied.is_err() {
         let wr = wr.clone();
         qp.resp.recv = None;
+        // Its region deregistered since the message began, or the buffer
+        // too small for it.
+        if let Err(why) = check_recv(qp, t, &wr) {
+            return recv_fault(qp, t, &wr, &why);
+        }
         complete_recv(
             qp,
             t.cqs,

@@ -9,6 +9,7 @@
 use super::ops::ud_dest;
 use super::srq::shared_srq;
 use super::util::{Pair, Side, connect, recv_wr, rmem, send_wr, sge};
+use super::{read_mr, write_mr};
 use crate::verbs::{
     Access, LocalErrors, Mtu, QpState, QpType, SendOp, Sge, VerbsError, WcStatus, WorkCompletion,
 };
@@ -349,4 +350,52 @@ fn a_region_deregistered_in_the_middle_of_a_message_stops_it_there() {
     // never completes.
     p.settle(10_000);
     assert!(p.completions(1, b.cq).is_empty());
+}
+
+#[test]
+fn a_read_whose_sink_is_deregistered_midway_fails_with_loc_prot_err() {
+    let mut p = Pair::new(680);
+    let [a, b] = connect(&mut p, QpType::Rc, 1 << 16, Mtu::Mtu256);
+    let sink = p.eps[0].reg_mr(a.pd, 1 << 16, Access::LOCAL_WRITE).unwrap();
+    let sg = [Sge {
+        lkey: sink.lkey,
+        offset: 0,
+        len: 1 << 16,
+    }];
+    let op = SendOp::Read {
+        remote: rmem(b.mr.addr, b.mr.rkey),
+    };
+    write_mr(&mut p, 1, b.mr.lkey, 0, &[7; 256]);
+    p.eps[0].post_send(a.qpn, send_wr(1, op, &sg)).unwrap();
+    // Until the first response has landed (and not the last: 256 of them).
+    while read_mr(&p, 0, sink.lkey, 0, 256) != [7; 256] {
+        assert!(p.step(), "the READ stalled");
+    }
+    p.eps[0].dereg_mr(sink.lkey).unwrap();
+    assert_eq!(ids(&p.wait_cqes(0, a.cq, 1)), [(1, WcStatus::LocProtErr)]);
+    assert_eq!(p.eps[0].qp_state(a.qpn).unwrap(), QpState::Err);
+}
+
+#[test]
+fn a_receive_region_deregistered_in_the_middle_of_a_message_fails_it() {
+    let mut p = Pair::new(700);
+    let [a, b] = connect(&mut p, QpType::Rc, 1 << 16, Mtu::Mtu256);
+    let sink = p.eps[1].reg_mr(b.pd, 1 << 16, Access::LOCAL_WRITE).unwrap();
+    let sg = [Sge {
+        lkey: sink.lkey,
+        offset: 0,
+        len: 1 << 16,
+    }];
+    p.eps[1].post_recv(b.qpn, recv_wr(1, &sg)).unwrap();
+    write_mr(&mut p, 0, a.mr.lkey, 0, &[9; 256]);
+    p.eps[0]
+        .post_send(a.qpn, send_wr(7, SendOp::Send, &sge(&a, 0, 1 << 16)))
+        .unwrap();
+    while read_mr(&p, 1, sink.lkey, 0, 256) != [9; 256] {
+        assert!(p.step(), "the SEND stalled");
+    }
+    p.eps[1].dereg_mr(sink.lkey).unwrap();
+    assert_eq!(ids(&p.wait_cqes(1, b.cq, 1)), [(1, WcStatus::LocProtErr)]);
+    assert_eq!(ids(&p.wait_cqes(0, a.cq, 1)), [(7, WcStatus::RemOpErr)]);
+    assert_eq!(p.eps[1].qp_state(b.qpn).unwrap(), QpState::Err);
 }
