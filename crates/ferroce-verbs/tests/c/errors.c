@@ -306,9 +306,15 @@ int main(void)
 	      wc.wr_id == 2 && wc.status == IBV_WC_LOC_PROT_ERR,
 	      "lkey of another PD: posted, completes with LOC_PROT_ERR");
 	CHECK(qp_state(probe) == IBV_QPS_ERR, "the QP is then in ERR (ibv_query_qp)");
+	struct ibv_sge bad_rs = { (uintptr_t)other, 64, mr2->lkey };
+	struct ibv_recv_wr bad_rw = { .wr_id = 13, .sg_list = &bad_rs, .num_sge = 1 };
+	CHECK(ibv_post_recv(probe2, &bad_rw, &rbad) == 0,
+	      "post_recv with another PD's lkey: 0 (it fails when a SEND arrives)");
 	CHECK(post_write(probe2, mr, other, &nowhere, gone_lkey, 3) == 0 && wait_one(cq, &wc, 2000) == 1 &&
 	      wc.wr_id == 3 && wc.status == IBV_WC_LOC_PROT_ERR && qp_state(probe2) == IBV_QPS_ERR,
 	      "lkey of a deregistered MR: posted, LOC_PROT_ERR, the QP in ERR");
+	CHECK(wait_one(cq, &wc, 2000) == 1 && wc.wr_id == 13 && wc.status == IBV_WC_WR_FLUSH_ERR,
+	      "the receive posted before: flushed");
 	CHECK(post_write(probe, mr, buf, &nowhere, mr->lkey, 5) == 0 && wait_one(cq, &wc, 2000) == 1 &&
 	      wc.wr_id == 5 && wc.status == IBV_WC_WR_FLUSH_ERR,
 	      "a good request after it: flushed (the QP is in ERR)");
