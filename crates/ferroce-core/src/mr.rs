@@ -241,6 +241,13 @@ impl MrTable {
         Ok(())
     }
 
+    /// Checks every element of a scatter/gather list ([`Self::check_sge`]):
+    /// at post, and again when the request executes, since a region may be
+    /// deregistered in between.
+    pub(crate) fn check_sg(&self, pd: u32, sg: &[Sge], write: bool) -> Result<(), VerbsError> {
+        sg.iter().try_for_each(|sge| self.check_sge(pd, sge, write))
+    }
+
     /// Resolves a remote access: the region's lkey and the byte offset.
     pub(crate) fn remote(
         &self,

@@ -14,12 +14,14 @@
 //!   the limit disarms and [`crate::verbs::AsyncEvent::SrqLimitReached`] is
 //!   raised, once. It is checked when WQEs are taken, as rxe does, so arming
 //!   a limit above the current count raises nothing until the next one is.
-//! * Posted WQEs are checked against the SRQ's protection domain; the QPs
-//!   that use it may be in other PDs (ibverbs allows it).
+//! * Posted WQEs are checked against the SRQ's protection domain (at post,
+//!   or, with [`LocalErrors::Completion`], only when a QP takes one: see
+//!   `qp::responder`); the QPs that use it may be in other PDs (ibverbs
+//!   allows it).
 
 use std::collections::VecDeque;
 
-use crate::verbs::QueuedRecv;
+use crate::verbs::{LocalErrors, QueuedRecv};
 
 /// Receive WQEs per SRQ: `create_srq` and `modify_srq` refuse more (the
 /// same as per QP receive queue; rxe: `RXE_MAX_SRQ_WR`).
@@ -37,6 +39,8 @@ pub(crate) struct Srq {
     pub(crate) limit_reached: bool,
     /// QPs created with this SRQ (`destroy_srq` refuses while any is).
     pub(crate) users: u32,
+    /// How a bad scatter/gather list in its posts is reported.
+    pub(crate) local_errors: LocalErrors,
 }
 
 impl Srq {
@@ -48,6 +52,7 @@ impl Srq {
             wqes: VecDeque::new(),
             limit_reached: false,
             users: 0,
+            local_errors: LocalErrors::Immediate,
         }
     }
 

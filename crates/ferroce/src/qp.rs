@@ -208,6 +208,17 @@ impl QueuePair {
         Ok(())
     }
 
+    /// How a request posted with a bad scatter/gather list (an unknown
+    /// lkey, a region of another PD, bytes outside the region) is reported:
+    /// [`LocalErrors::Immediate`](crate::LocalErrors::Immediate), the
+    /// default, refuses the post with [`VerbsError::BadSge`](crate::VerbsError::BadSge) naming the
+    /// cause; [`LocalErrors::Completion`](crate::LocalErrors::Completion) takes it and completes it
+    /// with `LocProtErr` when it executes, the QP then in error (IBA's
+    /// behaviour, which the C ABI selects).
+    pub fn set_local_errors(&self, mode: crate::LocalErrors) -> Result<()> {
+        Ok(self.shared.engine().set_local_errors(self.qpn, mode)?)
+    }
+
     /// `ibv_post_recv`; refused on a QP created with an SRQ (post to the
     /// [`SharedReceiveQueue`] instead).
     pub fn post_recv(&self, wr: RecvWr<'_>) -> Result<()> {

@@ -51,6 +51,17 @@ impl SharedReceiveQueue {
         Ok(())
     }
 
+    /// How a receive posted with a bad scatter/gather list is reported:
+    /// refused at post (the default), or failed with `LocProtErr` on the
+    /// QP that takes it (see [`crate::QueuePair::set_local_errors`]).
+    pub fn set_local_errors(&self, mode: crate::LocalErrors) -> Result<()> {
+        Ok(self
+            .inner
+            .shared
+            .engine()
+            .set_srq_local_errors(self.inner.handle, mode)?)
+    }
+
     /// Arms the limit (`ibv_modify_srq` with `IBV_SRQ_LIMIT`): once fewer
     /// than `limit` work requests are left, [`Context::poll_async_event`](crate::Context::poll_async_event)
     /// returns [`AsyncEvent::SrqLimitReached`](crate::AsyncEvent::SrqLimitReached) once, and the limit disarms.

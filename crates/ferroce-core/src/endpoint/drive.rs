@@ -157,6 +157,13 @@ impl Endpoint {
             let Some(t) = t else {
                 q.scheduled = false;
                 self.burst = 0;
+                if requester::stopped_at_fault(q) {
+                    // Reported now if nothing is outstanding before it, else
+                    // when the responses to what is arrive.
+                    completer::complete_done(q, &mut self.cqs);
+                    self.recount(qpn);
+                    self.raise_events(qpn);
+                }
                 continue;
             };
             let rc = q.init.qp_type == QpType::Rc;

@@ -11,7 +11,9 @@
 //!   received on QP1 ([`Endpoint::poll_mad`]; see `gsi`);
 //! * commands: the verbs (`alloc_pd`, `reg_mr`, `create_cq`, `create_srq`,
 //!   `create_qp`, `modify_qp`, `post_send`, `post_recv`, `post_srq_recv`),
-//!   and [`Endpoint::send_mad`] from QP1.
+//!   and [`Endpoint::send_mad`] from QP1. A post checks its scatter/gather
+//!   list at once (the default) or lets the request fail with a completion
+//!   when it executes ([`Endpoint::set_local_errors`]).
 //!
 //! After any input or command, call `poll_transmit` until `None`, then
 //! `poll_timeout`. The endpoint never reads a clock and opens no socket;
@@ -39,8 +41,8 @@ mod gsi;
 mod resources;
 
 use crate::verbs::{
-    AsyncEvent, Mtu, QpAttr, QpState, QpType, QueuedRecv, QueuedSend, RecvWr, SendOp, SendWr,
-    VerbsError, WcOpcode, WcStatus, WorkCompletion,
+    AsyncEvent, LocalErrors, Mtu, QpAttr, QpState, QpType, QueuedRecv, QueuedSend, RecvWr, SendOp,
+    SendWr, VerbsError, WcOpcode, WcStatus, WorkCompletion,
 };
 pub use defer::{MAX_DEFERRED, MAX_DEFERRED_TOTAL};
 pub use gsi::{GSI_QKEY, GSI_QPN, MAD_LEN, MAX_QUEUED_MADS, Mad, MadStats};
@@ -298,6 +300,16 @@ impl Endpoint {
         }
     }
 
+    /// How bad scatter/gather lists posted to QP `qpn` are reported (see
+    /// [`LocalErrors`]; [`LocalErrors::Immediate`] until set). Either way a
+    /// request is checked again when it executes: a region deregistered
+    /// after the post fails it with `LocProtErr`.
+    pub fn set_local_errors(&mut self, qpn: u32, mode: LocalErrors) -> Result<(), VerbsError> {
+        let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        q.local_errors = mode;
+        Ok(())
+    }
+
     /// The QP's current state.
     pub fn qp_state(&self, qpn: u32) -> Result<QpState, VerbsError> {
         self.qps
@@ -366,7 +378,9 @@ impl Endpoint {
                     responder::give_back(q, &mut self.srqs, wr);
                 }
                 let (init, scheduled, counted) = (q.init, q.scheduled, q.counted_in_flight);
+                let local_errors = q.local_errors;
                 *q = Qp::new(qpn, init);
+                q.local_errors = local_errors;
                 if init.qp_type == QpType::Ud {
                     q.cfg.mtu = self.port_mtu;
                 }
@@ -449,8 +463,8 @@ impl Endpoint {
                 value: 0,
             });
         }
-        for sge in wr.sg {
-            self.mrs.check_sge(q.init.pd, sge, writes_local)?;
+        if q.local_errors == LocalErrors::Immediate {
+            self.mrs.check_sg(q.init.pd, wr.sg, writes_local)?;
         }
         let len = wr.inline.map_or_else(|| sg_len(wr.sg), |d| d.len() as u64);
         if let SendOp::CompareSwap { remote, .. } | SendOp::FetchAdd { remote, .. } = wr.op {
@@ -523,8 +537,8 @@ impl Endpoint {
                 depth: q.init.max_recv_wr,
             });
         }
-        for sge in wr.sg {
-            self.mrs.check_sge(q.init.pd, sge, true)?;
+        if q.local_errors == LocalErrors::Immediate {
+            self.mrs.check_sg(q.init.pd, wr.sg, true)?;
         }
         if q.state == QpState::Err {
             // Posted to a QP in error: completes at once, flushed.

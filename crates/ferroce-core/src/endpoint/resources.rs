@@ -11,7 +11,8 @@ use crate::cq::Cq;
 use crate::mr::{Mr, MrInfo, Region};
 use crate::srq::{MAX_SRQ_WR, Srq};
 use crate::verbs::{
-    Access, AsyncEvent, QueuedRecv, RecvWr, SrqAttr, SrqInfo, VerbsError, WorkCompletion,
+    Access, AsyncEvent, LocalErrors, QueuedRecv, RecvWr, SrqAttr, SrqInfo, VerbsError,
+    WorkCompletion,
 };
 
 impl Endpoint {
@@ -301,8 +302,17 @@ impl Endpoint {
         Ok(())
     }
 
+    /// How bad scatter/gather lists posted to SRQ `srq` are reported (see
+    /// [`LocalErrors`]; [`LocalErrors::Immediate`] until set).
+    pub fn set_srq_local_errors(&mut self, srq: u32, mode: LocalErrors) -> Result<(), VerbsError> {
+        let s = self.srqs.get_mut(&srq).ok_or(VerbsError::NoSuchSrq(srq))?;
+        s.local_errors = mode;
+        Ok(())
+    }
+
     /// `ibv_post_srq_recv`: the scatter/gather elements are checked against
-    /// the SRQ's protection domain.
+    /// the SRQ's protection domain, now or when a QP takes the request (see
+    /// [`Self::set_srq_local_errors`]).
     pub fn post_srq_recv(&mut self, srq: u32, wr: RecvWr<'_>) -> Result<(), VerbsError> {
         let s = self.srqs.get_mut(&srq).ok_or(VerbsError::NoSuchSrq(srq))?;
         if s.wqes.len() >= s.max_wr as usize {
@@ -311,8 +321,8 @@ impl Endpoint {
                 depth: s.max_wr,
             });
         }
-        for sge in wr.sg {
-            self.mrs.check_sge(s.pd, sge, true)?;
+        if s.local_errors == LocalErrors::Immediate {
+            self.mrs.check_sg(s.pd, wr.sg, true)?;
         }
         s.wqes.push_back(QueuedRecv::from(&wr));
         Ok(())

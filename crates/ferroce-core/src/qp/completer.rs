@@ -188,17 +188,19 @@ fn read_response(
     let last = pkt.info().position.ends();
     let fits = w.read_received + data.len() as u64 <= w.len;
     let full_size = last || data.len() as u64 == mtu;
-    let copied = if fits && full_size {
-        mrs.scatter(&w.wr.sg, w.read_received, data)
-    } else {
-        Err(CopyFault::Short)
-    };
-    match copied {
+    if !(fits && full_size) {
+        w.done = true;
+        w.status = WcStatus::BadRespErr;
+        return Ok(());
+    }
+    match mrs.scatter(&w.wr.sg, w.read_received, data) {
         Ok(()) => {}
         Err(CopyFault::Busy) => return Err(RegionBusy),
         Err(CopyFault::Short) => {
+            // The response is sound; the local region is gone (deregistered
+            // since the READ started): a local protection error, as rxe's.
             w.done = true;
-            w.status = WcStatus::BadRespErr;
+            w.status = WcStatus::LocProtErr;
             return Ok(());
         }
     }

@@ -26,7 +26,8 @@ use ferroce_wire::Psn;
 
 use crate::time::Instant;
 use crate::verbs::{
-    Access, Mtu, Path, QpState, QpType, QueuedRecv, QueuedSend, SendOp, WcOpcode, WcStatus,
+    Access, LocalErrors, Mtu, Path, QpState, QpType, QueuedRecv, QueuedSend, SendOp, WcOpcode,
+    WcStatus,
 };
 
 /// What `create_qp` takes (`ibv_qp_init_attr`).
@@ -259,6 +260,9 @@ pub(crate) struct Qp {
     /// The deadline of this QP's earliest entry in the endpoint's timer
     /// heap, if it has one there.
     pub(crate) timer_filed: Option<Instant>,
+    /// How a bad scatter/gather list in its posts is reported (kept
+    /// through Reset: it is the QP's, not its connection's).
+    pub(crate) local_errors: LocalErrors,
 }
 
 impl Qp {
@@ -309,6 +313,7 @@ impl Qp {
             scheduled: false,
             counted_in_flight: 0,
             timer_filed: None,
+            local_errors: LocalErrors::Immediate,
         }
     }
 

@@ -14,7 +14,7 @@ use crate::mr::CopyFault;
 use crate::mr::MrTable;
 use crate::time::{Instant, local_ack_timeout};
 use crate::transmit::{BufPool, NotSent, Transmit};
-use crate::verbs::{QpState, QpType, SendOp, WcStatus};
+use crate::verbs::{QpState, QpType, SendOp, VerbsError, WcStatus};
 
 /// At most this many PSNs in flight past the oldest unacknowledged one
 /// (rxe's RXE_MAX_UNACKED_PSNS).
@@ -46,6 +46,9 @@ pub(crate) fn next_packet(
 ) -> Option<Result<Transmit, NotSent>> {
     let idx = qp.req.wqe;
     let wqe = qp.sq.get(idx)?;
+    if wqe.done {
+        return None; // failed as it was to start: see `local_fault`
+    }
     // SQD drains: the messages already begun are finished and retransmitted
     // (they used to stall there until the retry count ran out), and none is
     // begun.
@@ -73,6 +76,10 @@ pub(crate) fn next_packet(
         }
     }
     if !qp.sq[idx].started {
+        if let Err(why) = check_local(qp, idx, mrs) {
+            local_fault(qp, idx, &why);
+            return None;
+        }
         let npkts = match qp.sq[idx].wr.op {
             SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => 1,
             _ => qp.packets_for(qp.sq[idx].len),
@@ -88,6 +95,53 @@ pub(crate) fn next_packet(
         qp.comp.retransmit_at = local_ack_timeout(qp.cfg.timeout).map(|d| now.after(d));
     }
     t
+}
+
+/// Whether the requester stopped at a request that failed its local checks
+/// (see [`local_fault`]): the completer is to report it once the requests
+/// before it are complete.
+pub(crate) fn stopped_at_fault(qp: &Qp) -> bool {
+    qp.sq.get(qp.req.wqe).is_some_and(|w| w.done)
+}
+
+/// The local checks of a request about to start: its scatter/gather list
+/// against the QP's PD, as at post (the same checks, made again because a
+/// region may have been deregistered since, or, with
+/// [`crate::verbs::LocalErrors::Completion`], not made at post at all).
+fn check_local(qp: &Qp, idx: usize, mrs: &MrTable) -> Result<(), VerbsError> {
+    let wr = &qp.sq[idx].wr;
+    if wr.inline.is_some() {
+        return Ok(()); // its data was copied at post
+    }
+    mrs.check_sg(qp.init.pd, &wr.sg, wr.op.writes_local())
+}
+
+/// Request `idx` fails with a local protection error (IBA 11.6.2): it is
+/// done, with that status, and the requester stops at it. The completer
+/// reports it in order, after the requests before it, and moves the QP to
+/// the error state, flushing the rest (as `completer::complete_done` does
+/// for any failed request). rxe reports an unknown lkey this way as
+/// LOC_QP_OP_ERR, a range outside the region as LOC_PROT_ERR; IBA names
+/// both a local protection error.
+fn local_fault(qp: &mut Qp, idx: usize, why: &dyn std::fmt::Display) {
+    let next_psn = qp.req.next_psn;
+    let w = &mut qp.sq[idx];
+    tracing::debug!(
+        qpn = %crate::log::Qpn(qp.qpn),
+        wr_id = w.wr.wr_id,
+        reason = %why,
+        "send request fails: local protection error"
+    );
+    w.done = true;
+    w.status = WcStatus::LocProtErr;
+    if !w.started {
+        // No PSN used: its "last PSN" is the one before the next, so that
+        // completing it leaves the requester's PSN where it is.
+        w.first_psn = next_psn - 1;
+        w.npkts = 0;
+    }
+    qp.req.wqe = idx;
+    qp.req.offset = 0;
 }
 
 /// The oldest unacknowledged PSN of `w`, the oldest unfinished WQE: inside
@@ -165,7 +219,7 @@ fn build(
             });
             qp.req.next_psn = first_psn + npkts;
             finish_wqe(qp, idx);
-            return Some(transmit(qp, idx, t, mrs, pool, 0));
+            return transmit(qp, idx, t, mrs, pool, 0);
         }
         SendOp::CompareSwap {
             remote,
@@ -182,7 +236,7 @@ fn build(
             );
             qp.req.next_psn = first_psn + 1;
             finish_wqe(qp, idx);
-            return Some(transmit(qp, idx, t, mrs, pool, 0));
+            return transmit(qp, idx, t, mrs, pool, 0);
         }
         SendOp::FetchAdd { remote, add } => {
             let t = atomic_repr(
@@ -195,7 +249,7 @@ fn build(
             );
             qp.req.next_psn = first_psn + 1;
             finish_wqe(qp, idx);
-            return Some(transmit(qp, idx, t, mrs, pool, 0));
+            return transmit(qp, idx, t, mrs, pool, 0);
         }
         SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => {
             let opcode = match (pos, op) {
@@ -254,7 +308,7 @@ fn build(
     if qp.req.offset >= len {
         finish_wqe(qp, idx);
     }
-    Some(transmit(qp, idx, t, mrs, pool, offset))
+    transmit(qp, idx, t, mrs, pool, offset)
 }
 
 /// The requester is done sending WQE `idx`; UC and UD need no response, so
@@ -289,8 +343,9 @@ fn atomic_repr(
 
 /// The packet `t` of WQE `idx`, addressed, with its payload (if any)
 /// gathered from byte `offset` of the message straight into the packet. A
-/// region gone or shrunk under a posted request fails the WQE with
-/// LOC_PROT_ERR.
+/// region deregistered in the middle of the message (or before a packet of
+/// it is sent again) fails the WQE with LOC_PROT_ERR, and the packet is not
+/// sent: `None`, as for a request that fails before it starts.
 fn transmit(
     qp: &mut Qp,
     idx: usize,
@@ -298,7 +353,7 @@ fn transmit(
     mrs: &MrTable,
     pool: &mut BufPool,
     offset: u64,
-) -> Result<Transmit, NotSent> {
+) -> Option<Result<Transmit, NotSent>> {
     let wr = &qp.sq[idx].wr;
     let path = match (qp.init.qp_type, wr.ud) {
         (QpType::Ud, Some(ud)) => ud.path,
@@ -332,20 +387,27 @@ fn transmit(
             }
             None => mrs.gather(&wr.sg, offset, out),
         };
-    })
-    .map_err(NotSent::Emit)?;
+    });
+    let packet = match packet {
+        Ok(p) => p,
+        Err(e) => return Some(Err(NotSent::Emit(e))),
+    };
     match copied {
-        Ok(()) => Ok(packet),
+        Ok(()) => Some(Ok(packet)),
         // The application is writing the source region (racing its own
         // posted request): the packet is not sent, as if lost, and the
         // transport sends it again (RC) or loses it (UC, UD).
         Err(CopyFault::Busy) => {
             pool.give(packet.data);
-            Err(NotSent::RegionBusy)
+            Some(Err(NotSent::RegionBusy))
         }
         Err(CopyFault::Short) => {
-            qp.sq[idx].status = WcStatus::LocProtErr;
-            Ok(packet)
+            pool.give(packet.data);
+            match check_local(qp, idx, mrs) {
+                Err(why) => local_fault(qp, idx, &why),
+                Ok(()) => local_fault(qp, idx, &"a region of it is gone"),
+            }
+            None
         }
     }
 }

@@ -24,7 +24,9 @@ use crate::mr::{CopyFault, MrTable, RegionBusy, RemoteAccess};
 use crate::srq::Srq;
 use crate::stats::Stats;
 use crate::tables::Tables;
-use crate::verbs::{Access, QpState, QpType, QueuedRecv, WcOpcode, WcStatus, WorkCompletion};
+use crate::verbs::{
+    Access, QpState, QpType, QueuedRecv, VerbsError, WcOpcode, WcStatus, WorkCompletion,
+};
 
 /// What executing one request came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,7 +196,12 @@ pub(super) fn send(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_>
     let took = qp.resp.recv.is_none();
     if took {
         match take_recv(qp, t.srqs) {
-            Some(wr) => qp.resp.recv = Some((wr, 0)),
+            Some(wr) => {
+                if let Err(why) = check_recv(qp, t, &wr) {
+                    return recv_fault(qp, t, &wr, &why);
+                }
+                qp.resp.recv = Some((wr, 0));
+            }
             None => return Outcome::Rnr,
         }
     }
@@ -213,6 +220,11 @@ pub(super) fn send(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_>
     if copied.is_err() {
         let wr = wr.clone();
         qp.resp.recv = None;
+        // Its region deregistered since the message began, or the buffer
+        // too small for it.
+        if let Err(why) = check_recv(qp, t, &wr) {
+            return recv_fault(qp, t, &wr, &why);
+        }
         complete_recv(
             qp,
             t.cqs,
@@ -262,6 +274,51 @@ pub(super) fn send(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_>
         );
     }
     Outcome::Ok
+}
+
+/// The local checks of a receive request about to take a message: its
+/// scatter/gather list against the PD it was posted in (the SRQ's, when the
+/// QP has one), writable. The same checks as at post, made again because a
+/// region may have been deregistered since, or, with
+/// [`crate::verbs::LocalErrors::Completion`], not made at post at all.
+pub(super) fn check_recv(qp: &Qp, t: &Tables<'_>, wr: &QueuedRecv) -> Result<(), VerbsError> {
+    let pd = match qp.init.srq {
+        Some(h) => t.srqs.get(&h).map_or(qp.init.pd, |s| s.pd),
+        None => qp.init.pd,
+    };
+    t.mrs.check_sg(pd, &wr.sg, true)
+}
+
+/// A receive request that fails its local checks: it completes with a
+/// local protection error (IBA 11.6.2) and the responder answers with a
+/// NAK, remote operational error, which moves the QP to the error state
+/// (IBA's class A responder error; the requester's request completes with
+/// REM_OP_ERR). rxe NAKs the same but completes the receive with
+/// LOC_QP_OP_ERR ("malformed WQE").
+pub(super) fn recv_fault(
+    qp: &mut Qp,
+    t: &mut Tables<'_>,
+    wr: &QueuedRecv,
+    why: &VerbsError,
+) -> Outcome {
+    tracing::debug!(
+        qpn = %crate::log::Qpn(qp.qpn),
+        wr_id = wr.wr_id,
+        reason = %why,
+        "receive request fails: local protection error"
+    );
+    complete_recv(
+        qp,
+        t.cqs,
+        wr,
+        WcStatus::LocProtErr,
+        WcOpcode::Recv,
+        0,
+        None,
+        None,
+        false,
+    );
+    Outcome::Nak(NakCode::RemoteOperationalError)
 }
 
 pub(super) fn write(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_>) -> Outcome {

@@ -10,10 +10,10 @@ use ferroce_wire::aeth::NakCode;
 use ferroce_wire::opcode::Kind;
 
 use super::Qp;
-use super::responder::{Outcome, give_back, send, take_recv, write};
+use super::responder::{Outcome, check_recv, give_back, recv_fault, send, take_recv, write};
 use crate::mr::{CopyFault, RegionBusy};
 use crate::tables::Tables;
-use crate::verbs::{WcOpcode, WcStatus, WorkCompletion};
+use crate::verbs::{QpState, WcOpcode, WcStatus, WorkCompletion};
 
 /// A UC request packet: executed in order, or dropped with its message.
 pub(super) fn uc_receive(
@@ -47,6 +47,12 @@ pub(super) fn uc_receive(
         return Err(RegionBusy);
     }
     qp.resp.epsn = psn + 1;
+    if outcome == Outcome::Nak(NakCode::RemoteOperationalError) {
+        // A receive request that failed its local checks (completed with
+        // LOC_PROT_ERR): fatal for the QP, as on RC, with no NAK to send.
+        enter_error(qp, t);
+        return Ok(());
+    }
     if !matches!(outcome, Outcome::Ok) {
         // UC never NAKs: the message is silently dropped.
         t.stats.rx_unexpected += 1;
@@ -83,6 +89,11 @@ pub(super) fn ud_receive(
         t.stats.rx_unexpected += 1; // UD drops when no receive is posted
         return Ok(());
     };
+    if let Err(why) = check_recv(qp, t, &wr) {
+        recv_fault(qp, t, &wr, &why);
+        enter_error(qp, t);
+        return Ok(());
+    }
     // ibverbs puts the 40-byte GRH in front of UD data: for RoCE v2 over
     // IPv4, the IPv4 header sits in its last 20 bytes.
     // Only the version and the source address are filled in.
@@ -128,4 +139,17 @@ pub(super) fn ud_receive(
         );
     }
     Ok(())
+}
+
+/// A UC or UD QP's move to the error state after a receive request failed
+/// its local checks: the rest of its queues is flushed.
+fn enter_error(qp: &mut Qp, t: &mut Tables<'_>) {
+    crate::log::state_change(
+        qp.qpn,
+        qp.state,
+        QpState::Err,
+        crate::log::Why::Completion(WcStatus::LocProtErr),
+    );
+    qp.state = QpState::Err;
+    super::completer::flush(qp, t.cqs);
 }

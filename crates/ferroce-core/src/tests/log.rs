@@ -2,7 +2,8 @@
 //! to the test's thread: an error names the QP, the states and the status;
 //! an RNR wait and the RNR NAK behind it show at debug; losses show as
 //! go-back-N restarts, each in the span of its cause; retries exhausted
-//! log every timeout; a dropped packet names its cause at trace.
+//! log every timeout; a dropped packet names its cause at trace; a local
+//! protection error names the request and why its list failed.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -12,7 +13,7 @@ use tracing::subscriber::NoSubscriber;
 use tracing::{Dispatch, Level};
 
 use super::util::{Faults, Opts, Pair, connect, connect_with, craft, emit, rmem, send_wr, sge};
-use crate::verbs::{Mtu, QpType, SendOp, WcStatus};
+use crate::verbs::{LocalErrors, Mtu, QpType, SendOp, Sge, WcStatus};
 
 /// Everything the subscriber wrote, shared with the test.
 #[derive(Clone, Default)]
@@ -229,4 +230,41 @@ fn retries_exhausted_log_each_timeout_and_the_state_change_in_the_timer_span() {
         "status=RetryExcErr",
     ];
     assert_eq!(lines_with(&lines, &change).len(), 1, "{lines:#?}");
+}
+
+#[test]
+fn a_local_protection_error_logs_its_cause() {
+    let mut p = Pair::new(310);
+    let [a, _] = connect(&mut p, QpType::Rc, 4096, Mtu::Mtu1024);
+    p.eps[0]
+        .set_local_errors(a.qpn, LocalErrors::Completion)
+        .unwrap();
+    let sg = [Sge {
+        lkey: a.mr.lkey,
+        offset: 4000,
+        len: 200,
+    }];
+    let lines = capture(Level::DEBUG, || {
+        p.eps[0]
+            .post_send(a.qpn, send_wr(1, SendOp::Send, &sg))
+            .unwrap();
+        let wcs = p.wait_cqes(0, a.cq, 1);
+        assert_eq!(wcs[0].status, WcStatus::LocProtErr);
+    });
+    let qpn = format!("qpn={:#08x}", a.qpn);
+    let fault = lines_with(
+        &lines,
+        &[
+            "send request fails: local protection error",
+            &qpn,
+            "wr_id=1",
+            "outside the region",
+        ],
+    );
+    assert_eq!(fault.len(), 1, "{lines:#?}");
+    let change = lines_with(
+        &lines,
+        &["QP state change", &qpn, "to=Err", "status=LocProtErr"],
+    );
+    assert_eq!(change.len(), 1, "{lines:#?}");
 }

@@ -6,6 +6,7 @@
 //! | `ops` | SEND/WRITE with immediate, SEND with invalidate, inline, (un)signaled, PSN wrap, long messages |
 //! | `rules` | fences, initiator depth, UD Q_Keys, UC gaps, RETH length |
 //! | `errors` | receive too small, RNR, remote access errors, misaligned and duplicate atomics |
+//! | `local` | local protection errors (bad lkeys, PDs, ranges, a region deregistered after the post), at post or as completions |
 //! | `states` | SQD drain, modify to Err with work outstanding, recovery through Reset |
 //! | `calls` | refused verbs calls and their messages |
 //! | `hostile` | stray packets: dropped, counted, harmless |
@@ -28,6 +29,7 @@ mod fuzz;
 mod gsi;
 mod hostile;
 mod interop;
+mod local;
 mod log;
 mod many;
 mod ops;

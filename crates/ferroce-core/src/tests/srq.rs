@@ -11,12 +11,12 @@ use crate::verbs::{
 use crate::{MrInfo, QpInit};
 
 /// Endpoint 1's side: one PD, CQ, region and SRQ, and the QPs using it.
-struct Shared {
-    pd: u32,
-    cq: u32,
-    mr: MrInfo,
-    srq: u32,
-    qps: Vec<u32>,
+pub(super) struct Shared {
+    pub(super) pd: u32,
+    pub(super) cq: u32,
+    pub(super) mr: MrInfo,
+    pub(super) srq: u32,
+    pub(super) qps: Vec<u32>,
 }
 
 /// Bytes per receive buffer in the server's region.
@@ -43,7 +43,7 @@ fn qp_on(p: &mut Pair, i: usize, qp_type: QpType, pd: u32, cq: u32, srq: Option<
 /// `qp_type` using it, each brought up against its own peer QP on endpoint
 /// 0 (each peer with its own CQ and region). Returns the server side and
 /// the peers, in the same order as `Shared::qps`.
-fn shared_srq(
+pub(super) fn shared_srq(
     p: &mut Pair,
     qp_type: QpType,
     n: usize,

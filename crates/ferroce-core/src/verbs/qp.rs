@@ -33,6 +33,24 @@ impl core::ops::BitOr for Access {
     }
 }
 
+/// How a posted work request whose scatter/gather list fails the local
+/// checks (no such lkey, a region of another protection domain, a range
+/// outside the region, a receive into a region without LOCAL_WRITE) is
+/// reported. The checks are the same either way; only the reporting differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LocalErrors {
+    /// The post fails with [`crate::verbs::VerbsError::BadSge`] naming the
+    /// cause, and the QP is unharmed: the Rust API's default.
+    #[default]
+    Immediate,
+    /// The post succeeds; when the request executes (a send request as it
+    /// starts, a receive request when a message is to be placed into it) it
+    /// completes with [`crate::verbs::WcStatus::LocProtErr`] and the QP
+    /// moves to the error state, flushing the rest: IBA's local protection
+    /// error (section 10.8, 11.6.2), what rdma-core programs expect.
+    Completion,
+}
+
 /// Transport service of a queue pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QpType {

@@ -70,6 +70,12 @@ pub(super) unsafe fn new_qp(
         ..QpInitAttr::new(qp_type, &send.inner, &recv.inner)
     };
     let inner = p.inner.create_qp(&attr).map_err(|e| errno(&e))?;
+    // rdma-core's posts take a request whose lkey is bad (another PD's, a
+    // deregistered region's, bytes outside it) and fail it in a completion,
+    // LOC_PROT_ERR, the QP then in ERR: the engine does the same.
+    inner
+        .set_local_errors(ferroce::LocalErrors::Completion)
+        .map_err(|e| errno(&e))?;
     let qpn = inner.qpn();
     // The caps granted are the caps asked for (the engine has no
     // per-WR SGE limit), as the caller's struct then reports.

@@ -23,6 +23,10 @@ pub(super) unsafe extern "C" fn ibv_create_srq(
             .inner
             .create_srq(a.attr.max_wr.max(1))
             .map_err(|e| errno(&e))?;
+        // As QPs (see `qp::new_qp`): a bad lkey fails in a completion.
+        inner
+            .set_local_errors(ferroce::LocalErrors::Completion)
+            .map_err(|e| errno(&e))?;
         if a.attr.srq_limit > 0 {
             inner.arm_limit(a.attr.srq_limit).map_err(|e| errno(&e))?;
         }

@@ -3,7 +3,8 @@
  * O_NONBLOCK the application sets (EAGAIN), async_fd becomes readable
  * exactly while an event waits and ibv_get_async_event blocks without
  * spinning; a post to a QP in ERR completes with WR_FLUSH_ERR; an lkey of
- * another PD or of a deregistered MR is refused at post (EINVAL); a peer's
+ * another PD or of a deregistered MR is taken at post and completes with
+ * LOC_PROT_ERR, the QP then in ERR (ibv_post_send and ibv_wr_complete); a peer's
  * WRITE into a registered heap buffer the application freed lands there
  * (the application's bug, not a crash); and a peer process SIGKILLed with
  * its QP connected makes the next request complete with RETRY_EXC_ERR.
@@ -185,6 +186,14 @@ static void *wait_async(void *arg)
 	return NULL;
 }
 
+/* The QP's state as ibv_query_qp reports it, or -1. */
+static int qp_state(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr i;
+	return ibv_query_qp(qp, &a, IBV_QP_STATE, &i) == 0 ? (int)a.qp_state : -1;
+}
+
 static int post_write(struct ibv_qp *qp, struct ibv_mr *mr, char *buf, struct peer *p,
 		      uint32_t lkey, uint64_t id)
 {
@@ -285,24 +294,31 @@ int main(void)
 	      "WRITE into the child's freed heap buffer: lands, no crash (the application's bug)");
 
 	/* Bad lkeys, on two probe QPs aimed at a QP the child's device does not
-	 * have. ferroce checks lkeys when the request is posted: EINVAL and
-	 * *bad_wr, the QP unharmed (rxe completes it with LOC_PROT_ERR and
-	 * the QP goes to ERR; see the README). */
+	 * have. As rdma-core (and IBA): the post succeeds, the request completes
+	 * with LOC_PROT_ERR, nothing is sent, and the QP goes to ERR (rxe gives
+	 * LOC_QP_OP_ERR for an unknown lkey; see the README). */
 	struct peer nowhere = them;
 	nowhere.qpn = them.qpn ^ 0x5555;
 	struct ibv_qp *probe = ibv_create_qp(pd, &init), *probe2 = ibv_create_qp(pd, &init);
 	CHECK(probe && probe2 && to_init(probe) == 0 && connect_qp(probe, &nowhere) == 0 &&
 	      to_init(probe2) == 0 && connect_qp(probe2, &nowhere) == 0, "two probe QPs");
-	CHECK(post_write(probe, mr, other, &nowhere, mr2->lkey, 2) == EINVAL,
-	      "lkey of another PD: EINVAL at post");
-	CHECK(post_write(probe, mr, other, &nowhere, gone_lkey, 3) == EINVAL,
-	      "lkey of a deregistered MR: EINVAL at post");
-	CHECK(wait_one(cq, &wc, 20) == 0, "no completion for either");
-	CHECK(post_write(probe, mr, buf, &nowhere, mr->lkey, 5) == 0 &&
-	      post_write(probe2, mr, buf, &nowhere, mr->lkey, 6) == 0 &&
-	      wait_one(cq, &wc, 3000) == 1 && wc.status == IBV_WC_RETRY_EXC_ERR &&
-	      wait_one(cq, &wc, 3000) == 1 && wc.status == IBV_WC_RETRY_EXC_ERR,
-	      "the probes still work: WRITEs to a missing QP end in RETRY_EXC_ERR");
+	CHECK(post_write(probe, mr, other, &nowhere, mr2->lkey, 2) == 0 && wait_one(cq, &wc, 2000) == 1 &&
+	      wc.wr_id == 2 && wc.status == IBV_WC_LOC_PROT_ERR,
+	      "lkey of another PD: posted, completes with LOC_PROT_ERR");
+	CHECK(qp_state(probe) == IBV_QPS_ERR, "the QP is then in ERR (ibv_query_qp)");
+	struct ibv_sge bad_rs = { (uintptr_t)other, 64, mr2->lkey };
+	struct ibv_recv_wr bad_rw = { .wr_id = 13, .sg_list = &bad_rs, .num_sge = 1 };
+	CHECK(ibv_post_recv(probe2, &bad_rw, &rbad) == 0,
+	      "post_recv with another PD's lkey: 0 (it fails when a SEND arrives)");
+	CHECK(post_write(probe2, mr, other, &nowhere, gone_lkey, 3) == 0 && wait_one(cq, &wc, 2000) == 1 &&
+	      wc.wr_id == 3 && wc.status == IBV_WC_LOC_PROT_ERR && qp_state(probe2) == IBV_QPS_ERR,
+	      "lkey of a deregistered MR: posted, LOC_PROT_ERR, the QP in ERR");
+	CHECK(wait_one(cq, &wc, 2000) == 1 && wc.wr_id == 13 && wc.status == IBV_WC_WR_FLUSH_ERR,
+	      "the receive posted before: flushed");
+	CHECK(post_write(probe, mr, buf, &nowhere, mr->lkey, 5) == 0 && wait_one(cq, &wc, 2000) == 1 &&
+	      wc.wr_id == 5 && wc.status == IBV_WC_WR_FLUSH_ERR,
+	      "a good request after it: flushed (the QP is in ERR)");
+	CHECK(wait_one(cq, &wc, 20) == 0, "no other completion");
 
 	/* Each probe's failure raised QP_FATAL: async_fd readable, the
 	 * events, then EAGAIN and not readable. */
@@ -396,11 +412,28 @@ int main(void)
 		      "the 3 and the first of the 3 more were posted (and end in errors), no more");
 	}
 
+	/* ibv_wr_complete with a bad lkey: 0, then LOC_PROT_ERR and ERR. */
+	struct ibv_qp *bq = ibv_create_qp_ex(ctx, &xi);
+	struct ibv_qp_ex *bx = bq ? ibv_qp_to_qp_ex(bq) : NULL;
+	CHECK(bx && to_init(bq) == 0 && connect_qp(bq, &nowhere) == 0, "an extended probe QP");
+	if (bx) {
+		ibv_wr_start(bx);
+		bx->wr_id = 70;
+		bx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_rdma_write(bx, nowhere.rkey, nowhere.addr);
+		ibv_wr_set_sge(bx, gone_lkey, (uintptr_t)other, 64);
+		CHECK(ibv_wr_complete(bx) == 0 && wait_one(cq, &wc, 2000) == 1 && wc.wr_id == 70 &&
+		      wc.status == IBV_WC_LOC_PROT_ERR && qp_state(bq) == IBV_QPS_ERR,
+		      "wr_complete with a deregistered MR's lkey: 0, LOC_PROT_ERR, the QP in ERR");
+	}
+
 	fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
 	while (ibv_get_async_event(ctx, &ev) == 0)
 		ibv_ack_async_event(&ev);
 
 	ibv_destroy_qp(small);
+	if (bq)
+		ibv_destroy_qp(bq);
 	ibv_destroy_qp(q2);
 	ibv_destroy_qp(probe);
 	ibv_destroy_qp(probe2);
