@@ -40,8 +40,8 @@ pub use endpoint::{ConnectOptions, QpEndpoint};
 pub use error::{DecodeError, Error, Result};
 pub use ferroce_core::verbs::{
     Access, AsyncEvent, INLINE_SGES, Mtu, Path, QpAttr, QpState, QpType, RecvWr, RemoteSlice,
-    SendOp, SendWr, Sge, SrqAttr, SrqInfo, UdDest, VerbsError, WcError, WcOpcode, WcStatus,
-    WorkCompletion,
+    RoceMode, SendOp, SendWr, Sge, SrqAttr, SrqInfo, UdDest, VerbsError, WcError, WcOpcode,
+    WcStatus, WorkCompletion,
 };
 pub use ferroce_core::{Backing, MAX_MSG_SIZE, MadStats, MrInfo, RangeError, Stats};
 pub use ferroce_io::UdpStats;

@@ -244,5 +244,6 @@ pub fn path_to(remote: IpAddr, local_qpn: u32, remote_qpn: u32) -> Path {
         udp_src_port: source_port_from_flow_label(flow_label_from_qpns(local_qpn, remote_qpn)),
         traffic_class: 0,
         hop_limit: 64,
+        roce: ferroce_core::verbs::RoceMode::V2,
     }
 }

@@ -92,6 +92,7 @@ fn idle_qp(p: &mut Pair, qp_type: QpType, state: QpState) -> u32 {
             udp_src_port: 0xc000,
             traffic_class: 0,
             hop_limit: 64,
+            roce: crate::verbs::RoceMode::V2,
         };
         let rtr = QpAttr {
             state: Some(QpState::Rtr),
