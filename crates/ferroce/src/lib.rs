@@ -14,6 +14,7 @@
 #[cfg(feature = "tokio")]
 mod async_cq;
 mod async_events;
+mod backend;
 mod channel;
 pub mod cm;
 mod context;
@@ -32,6 +33,8 @@ mod srq;
 
 #[cfg(feature = "tokio")]
 pub use async_cq::AsyncChannel;
+pub use backend::BackendKind;
+pub use backend::raw::RawDeviceStats;
 pub use channel::CompletionChannel;
 pub use context::{Context, DeviceConfig};
 pub use cq::CompletionQueue;

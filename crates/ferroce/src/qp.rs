@@ -138,8 +138,15 @@ impl QueuePair {
     }
 
     /// `ibv_modify_qp`.
+    ///
+    /// On the raw backend, a path (`attr.path`) is checked first: its
+    /// peer's MAC address must resolve, or the call fails naming the peer
+    /// and the interface; a RoCE v1 path on the UDP backend is refused.
     pub fn modify(&self, attr: &QpAttr) -> Result<()> {
         let _device = self.shared.span.enter();
+        if let Some(path) = &attr.path {
+            self.shared.check_path(path)?;
+        }
         self.shared.engine().modify_qp(self.qpn, attr)?;
         self.shared.kick();
         Ok(())
@@ -172,6 +179,7 @@ impl QueuePair {
         let mut path = path_to(remote.gid, self.qpn, remote.qpn);
         path.traffic_class = opts.traffic_class;
         path.hop_limit = opts.hop_limit;
+        path.roce = opts.roce;
         if let Some(port) = opts.udp_src_port {
             path.udp_src_port = port;
         }
@@ -202,7 +210,14 @@ impl QueuePair {
     /// queues the request: the driver thread, or the next
     /// [`CompletionQueue::poll`], sends it, so that a burst of posts goes
     /// out in batches rather than one system call each.
+    ///
+    /// A UD send's destination is checked as [`QueuePair::modify`] checks a
+    /// path (on the raw backend the first send to a peer may wait for its
+    /// MAC address to resolve, as `ibv_create_ah` does).
     pub fn post_send(&self, wr: SendWr<'_>) -> Result<()> {
+        if let Some(ud) = &wr.ud {
+            self.shared.check_path(&ud.path)?;
+        }
         self.shared.engine().post_send(self.qpn, wr)?;
         self.shared.kick();
         Ok(())
