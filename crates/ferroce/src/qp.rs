@@ -147,8 +147,36 @@ impl QueuePair {
         if let Some(path) = &attr.path {
             self.shared.check_path(path)?;
         }
+        if let Some(mtu) = attr.path_mtu {
+            self.check_path_mtu(mtu)?;
+        }
         self.shared.engine().modify_qp(self.qpn, attr)?;
         self.shared.kick();
+        Ok(())
+    }
+
+    /// On the raw backend, a path MTU above the port's active MTU is
+    /// refused: its frames would be larger than the interface takes, and
+    /// the kernel would drop every full-size one (over UDP, IP
+    /// fragmentation carries them).
+    fn check_path_mtu(&self, mtu: crate::Mtu) -> Result<()> {
+        if self.shared.neigh.is_none() {
+            return Ok(());
+        }
+        let port = crate::device::query_port(self.shared.local)?;
+        if mtu.bytes() > port.active_mtu.bytes() {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "path MTU {} exceeds the port's active MTU {} on the raw backend \
+                     (the interface's MTU is too small for larger frames): use {} or less, \
+                     or raise the interface's MTU",
+                    mtu.bytes(),
+                    port.active_mtu.bytes(),
+                    port.active_mtu.bytes()
+                ),
+            )));
+        }
         Ok(())
     }
 

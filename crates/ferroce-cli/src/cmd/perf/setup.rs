@@ -274,8 +274,15 @@ impl Side {
                 self.qps.len()
             )));
         }
+        // On the raw backend, at most the port's active MTU (it refuses
+        // larger: the frames would not fit the interface); over UDP, IP
+        // fragmentation carries larger packets, as it always has.
+        let mtu = match self.ctx.backend() {
+            ferroce::BackendKind::Raw => p.mtu.min(self.ctx.query_port()?.active_mtu),
+            ferroce::BackendKind::Udp => p.mtu,
+        };
         let opts = ConnectOptions {
-            mtu: p.mtu,
+            mtu,
             access: qp_access(p.test),
             max_rd_atomic: MAX_RD_ATOMIC,
             max_dest_rd_atomic: MAX_RD_ATOMIC,
