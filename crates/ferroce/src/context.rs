@@ -17,7 +17,8 @@ use crate::{
 /// Device settings for [`Context::open_with`].
 #[derive(Debug, Clone, Copy)]
 pub struct DeviceConfig {
-    /// The address to bind (the device's RoCE v2 GID).
+    /// The address to bind (the device's RoCE v2 GID; on the raw backend
+    /// also its RoCE v1 GID, and its interface is the one bound).
     pub local: IpAddr,
     /// The RoCE port to receive on, 4791 unless testing.
     pub port: u16,
@@ -54,7 +55,8 @@ impl DeviceConfig {
     }
 }
 
-/// An open device: the engine, its UDP backend and the driver thread.
+/// An open device: the engine, its backend (UDP or raw Ethernet) and the
+/// driver thread.
 /// Clones share the device; dropping the last one (rdma_cm IDs bound to
 /// the device hold one too) stops the driver.
 #[derive(Debug, Clone)]

@@ -1,5 +1,6 @@
 //! The driver: the one place that reads the real clock and moves bytes
-//! between the UDP backend and the sans-IO engine, on its own thread, so
+//! between the backend (UDP, or raw Ethernet: [`crate::backend`]) and the
+//! sans-IO engine, on its own thread, so
 //! that ACKs, READ responses and retransmissions happen while the
 //! application is busy elsewhere.
 //!

@@ -127,6 +127,15 @@ impl Endpoint {
                 .is_some_and(|q| q.receiving() && q.takes_from(from))
     }
 
+    /// Whether a packet for QP `dest_qp` could be taken from someone: QP1,
+    /// or a QP that exists and receives in its state. For an I/O layer
+    /// that must filter before it knows the sender's address (the raw
+    /// backend has the frame's MAC only then); [`Self::handle_datagram`]
+    /// checks the sender after.
+    pub fn accepts_qp(&self, dest_qp: u32) -> bool {
+        dest_qp == GSI_QPN || self.qps.get(&dest_qp).is_some_and(|q| q.receiving())
+    }
+
     /// The next packet to send, if any: the active QPs take turns, one
     /// packet each; a QP's responses go before its new requests. While the
     /// endpoint has [`MAX_IN_FLIGHT`] packets in flight, requests wait

@@ -318,4 +318,10 @@ fn accepts_only_a_receiving_qp_from_its_peer() {
     // UD takes any source.
     let ud = idle_qp(&mut p, QpType::Ud, QpState::Rtr);
     assert!(p.eps[1].accepts(STRANGER, ud));
+    // `accepts_qp`, for a layer that has no source address yet: the QP
+    // and its state only.
+    assert!(p.eps[1].accepts_qp(b.qpn) && p.eps[1].accepts_qp(ud));
+    assert!(p.eps[1].accepts_qp(crate::GSI_QPN));
+    assert!(!p.eps[1].accepts_qp(b.qpn + 0x1000), "no such QP");
+    assert!(!p.eps[1].accepts_qp(init), "not receiving yet");
 }

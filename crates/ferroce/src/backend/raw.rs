@@ -289,6 +289,11 @@ struct EngineRawRx<'a> {
 }
 
 impl RawReceiver for EngineRawRx<'_> {
+    /// Before the ICRC: a flood for QPs that do not exist costs no CRC.
+    fn accepts(&mut self, _src_mac: [u8; 6], dest_qp: u32) -> bool {
+        self.ep.accepts_qp(dest_qp)
+    }
+
     fn deliver(&mut self, p: &RxPacket<'_>) {
         match p.network {
             Network::V1 { grh } if grh.dst == self.local_gid => {
