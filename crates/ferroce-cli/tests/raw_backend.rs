@@ -1,7 +1,7 @@
 //! ferroce to ferroce on the raw-Ethernet backend (`--raw`), across a veth
 //! pair between two network namespaces that each test creates and removes
 //! (also when it fails): RoCE v1 (GID index 2) and RoCE v2 (index 3) on
-//! the same devices, RC, UC and UD (`pingpong -c` checks the UD GRH),
+//! the same devices, over IPv4 and IPv6 addresses, RC, UC and UD (`pingpong -c` checks the UD GRH),
 //! RDMA WRITE, READ, atomics and SEND (`perf`), RC through injected loss,
 //! a capture of a v1 run decoded clean by `ferroce dump --check` and
 //! tshark, and the v1/v2 rule (a v1 path to a v2 path does not connect).
@@ -16,10 +16,15 @@ use common::text;
 
 const A: &str = "10.78.0.1";
 const B: &str = "10.78.0.2";
+const A6: &str = "fd78::1";
+const B6: &str = "fd78::2";
 /// The GID indices of the devices' own address, as `devinfo -v --raw`
-/// lists them: fe80:: (v1, v2), then the IPv4 address (v1, v2).
+/// lists them: fe80:: (v1, v2), then the IPv4 address (v1, v2), then the
+/// IPv6 one (v1, v2).
 const V1: &str = "2";
 const V2: &str = "3";
+const V1_IPV6: &str = "4";
+const V2_IPV6: &str = "5";
 
 fn is_root() -> bool {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -64,8 +69,11 @@ impl Netns {
             "-n", &ns.a, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns",
             &ns.b,
         ]);
-        for (n, addr) in [(&ns.a, A), (&ns.b, B)] {
+        for (n, addr, addr6) in [(&ns.a, A, A6), (&ns.b, B, B6)] {
             ip(&["-n", n, "addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
+            // No duplicate address detection: usable at once.
+            let v6 = format!("{addr6}/64");
+            ip(&["-n", n, "addr", "add", &v6, "dev", "eth0", "nodad"]);
             ip(&["-n", n, "link", "set", "eth0", "up"]);
             ip(&["-n", n, "link", "set", "lo", "up"]);
         }
@@ -127,11 +135,13 @@ fn assert_ok(what: &str, out: &Output) {
 #[test]
 fn pingpong_rc_uc_ud_over_roce_v1_and_v2() {
     let Some(ns) = Netns::new("pp") else { return };
+    let ipv4 = [V1, V2].map(|g| (g, A, B));
+    let ipv6 = [V1_IPV6, V2_IPV6].map(|g| (g, A6, B6));
     for t in ["rc", "uc", "ud"] {
-        for g in [V1, V2] {
+        for (g, a, b) in ipv4.into_iter().chain(ipv6) {
             let common = ["pingpong", "--raw", "-g", g, "-t", t, "-n", "200", "-c"];
-            let server = [&common[..], &["-L", A]].concat();
-            let client = [&common[..], &["-L", B, A]].concat();
+            let server = [&common[..], &["-L", a]].concat();
+            let client = [&common[..], &["-L", b, a]].concat();
             let (s, c) = ns.pair(&server, &client, &[]);
             let what = format!("pingpong -t {t} -g {g}");
             assert_ok(&format!("{what} server"), &s);
