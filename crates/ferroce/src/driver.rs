@@ -255,6 +255,21 @@ impl Shared {
                  `--raw` in the ferroce tools) or pick a RoCE v2 GID index",
             )),
             None => Ok(()),
+            Some(_)
+                if path.roce == RoceMode::V2
+                    && path.remote.to_canonical().is_ipv4()
+                        != self.local.to_canonical().is_ipv4() =>
+            {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "a RoCE v2 path from {} to {}: an IP packet has one address family; \
+                         open the device on an address of the peer's family (RoCE v1 GRHs \
+                         carry either)",
+                        self.local, path.remote
+                    ),
+                ))
+            }
             Some(neigh) => neigh
                 .resolve(path.remote, crate::backend::raw::RESOLVE_WAIT)
                 .map(drop),

@@ -55,7 +55,9 @@ pub(crate) const RESOLVE_WAIT: Duration = Duration::from_secs(3);
 pub struct RawDeviceStats {
     /// The frame layer's: frames in and out, drops by cause.
     pub backend: RawStats,
-    /// Packets not sent: the peer's MAC address is not known (yet).
+    /// Packets not sent: the peer's MAC address is not known (yet), or a
+    /// RoCE v2 path's addresses are of two families (a UD destination;
+    /// `modify_qp` refuses such a path).
     pub tx_unresolved: u64,
     /// Packets not sent: larger than a send slot.
     pub tx_too_large: u64,
