@@ -4,7 +4,8 @@
 //! the same devices, over IPv4 and IPv6 addresses, RC, UC and UD (`pingpong -c` checks the UD GRH),
 //! RDMA WRITE, READ, atomics and SEND (`perf`), RC through injected loss,
 //! a capture of a v1 run decoded clean by `ferroce dump --check` and
-//! tshark, and the v1/v2 rule (a v1 path to a v2 path does not connect).
+//! tshark, the v1/v2 rule (a v1 path to a v2 path does not connect), and
+//! rping (rdma_cm, RoCE v2) between two raw devices.
 //! Needs root; prints SKIPPED otherwise.
 
 mod common;
@@ -165,6 +166,20 @@ fn perf_write_read_atomic_send_over_roce_v1_and_v2() {
             assert_ok(&format!("{what} client"), &c);
         }
     }
+}
+
+/// rdma_cm between two raw devices (RoCE v2: the CM's MADs and the
+/// connection in frames ferroce builds; the first MAD to a peer whose MAC
+/// is not known yet waits for the CM's resend).
+#[test]
+fn rping_between_two_raw_devices() {
+    let Some(ns) = Netns::new("rping") else { return };
+    let server = ["rping", "-s", "-a", A, "--raw", "-C", "20"];
+    let client = ["rping", "-c", "-a", A, "-I", B, "--raw", "-C", "20", "-V", "-v"];
+    let (s, c) = ns.pair(&server, &client, &[]);
+    assert_ok("rping server", &s);
+    assert_ok("rping client", &c);
+    assert!(text(&c).0.contains("rdma-ping-19"), "{}", text(&c).0);
 }
 
 /// Every 40th frame each side sends is dropped (`FERROCE_RAW_DROP_EVERY`):
