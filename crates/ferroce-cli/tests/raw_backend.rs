@@ -51,7 +51,13 @@ fn ip(args: &[&str]) {
 struct Netns {
     a: String,
     b: String,
+    /// One test at a time: each runs two busy-polling processes, and
+    /// seven tests' fourteen on a 2-core machine starved some past their
+    /// RC retries (two failed runs of seven).
+    _serial: std::sync::MutexGuard<'static, ()>,
 }
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Netns {
     fn new(tag: &str) -> Option<Self> {
@@ -59,10 +65,12 @@ impl Netns {
             eprintln!("SKIPPED: the raw backend's tests need root (CAP_NET_ADMIN, CAP_NET_RAW)");
             return None;
         }
+        let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         let pid = std::process::id();
         let ns = Self {
             a: format!("fraw2-{tag}-{pid}-a"),
             b: format!("fraw2-{tag}-{pid}-b"),
+            _serial: serial,
         };
         ip(&["netns", "add", &ns.a]);
         ip(&["netns", "add", &ns.b]);
@@ -145,8 +153,9 @@ fn pingpong_rc_uc_ud_over_roce_v1_and_v2() {
             let client = [&common[..], &["-L", b, a]].concat();
             let (s, c) = ns.pair(&server, &client, &[]);
             let what = format!("pingpong -t {t} -g {g}");
-            assert_ok(&format!("{what} server"), &s);
+            // The client first: when it fails, the server is killed.
             assert_ok(&format!("{what} client"), &c);
+            assert_ok(&format!("{what} server"), &s);
             assert!(text(&c).0.contains("200 iters"), "{what}: {}", text(&c).0);
         }
     }
@@ -162,8 +171,9 @@ fn perf_write_read_atomic_send_over_roce_v1_and_v2() {
             let client = [&common[..], &["--quiet", "-L", B, A]].concat();
             let (s, c) = ns.pair(&server, &client, &[]);
             let what = format!("perf {test} -g {g}");
-            assert_ok(&format!("{what} server"), &s);
+            // The client first: when it fails, the server is killed.
             assert_ok(&format!("{what} client"), &c);
+            assert_ok(&format!("{what} server"), &s);
         }
     }
 }
@@ -173,12 +183,16 @@ fn perf_write_read_atomic_send_over_roce_v1_and_v2() {
 /// is not known yet waits for the CM's resend).
 #[test]
 fn rping_between_two_raw_devices() {
-    let Some(ns) = Netns::new("rping") else { return };
+    let Some(ns) = Netns::new("rping") else {
+        return;
+    };
     let server = ["rping", "-s", "-a", A, "--raw", "-C", "20"];
-    let client = ["rping", "-c", "-a", A, "-I", B, "--raw", "-C", "20", "-V", "-v"];
+    let client = [
+        "rping", "-c", "-a", A, "-I", B, "--raw", "-C", "20", "-V", "-v",
+    ];
     let (s, c) = ns.pair(&server, &client, &[]);
-    assert_ok("rping server", &s);
     assert_ok("rping client", &c);
+    assert_ok("rping server", &s);
     assert!(text(&c).0.contains("rdma-ping-19"), "{}", text(&c).0);
 }
 
@@ -193,8 +207,8 @@ fn rc_write_over_roce_v1_through_loss() {
     let server = [&common[..], &["--listen", "--quiet", "-L", A]].concat();
     let client = [&common[..], &["--quiet", "--stats", "-L", B, A]].concat();
     let (s, c) = ns.pair(&server, &client, &[("FERROCE_RAW_DROP_EVERY", "40")]);
-    assert_ok("server", &s);
     assert_ok("client", &c);
+    assert_ok("server", &s);
     let stderr = text(&c).1;
     let count = |name: &str| -> u64 {
         let at = stderr
@@ -239,8 +253,8 @@ fn a_roce_v1_capture_decodes_clean() {
     std::thread::sleep(Duration::from_millis(500));
     let _ = Command::new("kill").arg(dump.id().to_string()).status();
     let _ = dump.wait();
-    assert_ok("server", &s);
     assert_ok("client", &c);
+    assert_ok("server", &s);
     let check = common::ferroce(&["dump", "--check", pcap_s]);
     let (out, err) = text(&check);
     assert!(check.status.success(), "dump --check: {out}{err}");

@@ -57,6 +57,15 @@ impl Backend {
         }
     }
 
+    /// Sends what waited for a peer's address to resolve (raw backend;
+    /// nothing on UDP). Called every round, whether or not there is new
+    /// work.
+    pub(crate) fn send_parked(&mut self) {
+        if let Self::Raw(r) = self {
+            r.send_parked();
+        }
+    }
+
     /// Receives what is waiting into `ep`; returns the packets taken.
     pub(crate) fn recv(&mut self, ep: &mut Endpoint, now: Instant) -> usize {
         match self {

@@ -430,6 +430,7 @@ impl Shared {
         // data without first paying for the ACK's system call, and that
         // ACK then leaves together with the application's next request.
         let mut sent = 0;
+        io.backend.send_parked();
         if !io.pending.is_empty() {
             sent += send_all(io, self.port);
         }

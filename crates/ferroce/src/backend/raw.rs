@@ -14,9 +14,11 @@
 //!   which resolves a connected QP's peer when its path is set (an
 //!   unresolvable peer fails `modify_qp`, as rdma-core's does when the
 //!   kernel cannot resolve the destination MAC). The driver never waits
-//!   for a resolution: a packet to an unknown peer is dropped and counted
-//!   (`tx_unresolved`) after asking the kernel once (at most every
-//!   [`RETRY_RESOLVE`]), and RC retransmits it. Entries are kept for the
+//!   for a resolution: a packet to an unknown peer (a MAD to a new CM
+//!   peer, say) is parked while the kernel resolves it (asked at most
+//!   every [`RETRY_RESOLVE`]), sent as soon as the peer is known, and
+//!   dropped and counted (`tx_unresolved`) after [`PARK_FOR`] or past
+//!   [`MAX_PARKED`]. Entries are kept for the
 //!   device's life (a peer that changes its MAC needs a new device).
 //! * v1 packets carry flow label 0 and the path's traffic class and hop
 //!   limit; v2 ones the path's traffic class as DSCP/ECN and its hop limit
@@ -44,7 +46,15 @@ use tracing::debug;
 
 /// How long a driver round waits before asking the kernel again for a
 /// peer it could not resolve.
-pub(crate) const RETRY_RESOLVE: Duration = Duration::from_millis(100);
+pub(crate) const RETRY_RESOLVE: Duration = Duration::from_millis(5);
+
+/// Peers whose last request time is kept at most (then forgotten).
+const MAX_ASKED: usize = 1024;
+
+/// Packets to peers being resolved, kept at most this many and this long
+/// (then dropped and counted).
+const MAX_PARKED: usize = 64;
+const PARK_FOR: Duration = Duration::from_secs(1);
 
 /// How long the API waits for the kernel to resolve a peer (ARP or
 /// neighbour discovery) when a path is set.
@@ -111,7 +121,15 @@ impl NeighCache {
         if !due {
             return None;
         }
-        lock(&self.asked).insert(peer, now);
+        {
+            let mut asked = lock(&self.asked);
+            // Bounded: MADs from many (spoofed) sources make replies to
+            // as many peers.
+            if asked.len() >= MAX_ASKED {
+                asked.clear();
+            }
+            asked.insert(peer, now);
+        }
         self.resolve(peer, Duration::ZERO).ok()
     }
 }
@@ -137,6 +155,9 @@ pub(crate) struct RawDevice {
     stats: RawDeviceStats,
     /// Drop every this many frames (0: none; see the module docs).
     drop_every: u64,
+    /// Packets to peers whose MAC the kernel is resolving, oldest first,
+    /// with when they were parked.
+    parked: std::collections::VecDeque<(StdInstant, Transmit)>,
     /// Frames considered for sending, for `drop_every`.
     tx_count: u64,
 }
@@ -167,6 +188,7 @@ impl RawDevice {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
             tx_count: 0,
+            parked: std::collections::VecDeque::new(),
         })
     }
 
@@ -221,49 +243,81 @@ impl RawDevice {
 
     /// Frames and queues what it can of `out`, then sends it all with one
     /// system call; returns how many packets it took (see the module docs
-    /// of [`crate::backend`]).
+    /// of [`crate::backend`]). A packet to a peer not resolved yet is
+    /// parked (a copy) until the kernel knows the peer, at most
+    /// [`PARK_FOR`]; packets parked earlier go first.
     pub(crate) fn send(&mut self, out: &mut [Transmit], failed: &mut bool) -> usize {
+        self.send_parked();
         let mut taken = 0;
         for t in out.iter() {
             let Some(mac) = self.neigh.lookup(t.path.remote) else {
-                self.stats.tx_unresolved += 1;
+                if self.parked.len() < MAX_PARKED {
+                    self.parked.push_back((StdInstant::now(), t.clone()));
+                } else {
+                    self.stats.tx_unresolved += 1;
+                }
                 taken += 1;
                 continue;
             };
-            let Some(spec) = self.spec(t, mac) else {
-                self.stats.tx_unresolved += 1;
-                taken += 1;
-                continue;
-            };
-            if FrameBuilder::header_len(&spec) + t.data.len() > self.backend.max_frame() {
-                self.stats.tx_too_large += 1;
-                taken += 1;
-                continue;
-            }
-            self.tx_count += 1;
-            if self.drop_every > 0 && self.tx_count.is_multiple_of(self.drop_every) {
-                self.stats.tx_injected_drops += 1;
-                taken += 1;
-                continue;
-            }
-            let frames = &mut self.frames;
-            let queued = self.backend.queue(|slot| {
-                frames.build(&spec, &t.data, slot).unwrap_or_else(|e| {
-                    debug!(error = %e, "frame not built");
-                    0
-                })
-            });
-            if !queued {
+            if !self.queue(t, mac) {
                 break; // the ring is full: the rest wait for the next round
             }
             taken += 1;
         }
+        self.flush(failed);
+        taken
+    }
+
+    /// Sends the parked packets whose peer is known now, drops those
+    /// parked too long; every driver round calls it.
+    pub(crate) fn send_parked(&mut self) {
+        let mut keep = std::collections::VecDeque::new();
+        let mut queued = false;
+        while let Some((since, t)) = self.parked.pop_front() {
+            match self.neigh.lookup(t.path.remote) {
+                Some(mac) if self.queue(&t, mac) => queued = true,
+                Some(_) => keep.push_back((since, t)), // ring full
+                None if since.elapsed() >= PARK_FOR => self.stats.tx_unresolved += 1,
+                None => keep.push_back((since, t)),
+            }
+        }
+        self.parked = keep;
+        if queued {
+            self.flush(&mut false);
+        }
+    }
+
+    /// Queues the frame of `t` to `mac`; false if the ring is full (a
+    /// packet that cannot be framed is dropped, counted, and taken).
+    fn queue(&mut self, t: &Transmit, mac: [u8; 6]) -> bool {
+        let Some(spec) = self.spec(t, mac) else {
+            self.stats.tx_unresolved += 1;
+            return true;
+        };
+        if FrameBuilder::header_len(&spec) + t.data.len() > self.backend.max_frame() {
+            self.stats.tx_too_large += 1;
+            return true;
+        }
+        self.tx_count += 1;
+        if self.drop_every > 0 && self.tx_count.is_multiple_of(self.drop_every) {
+            self.stats.tx_injected_drops += 1;
+            return true;
+        }
+        let frames = &mut self.frames;
+        self.backend.queue(|slot| {
+            frames.build(&spec, &t.data, slot).unwrap_or_else(|e| {
+                debug!(error = %e, "frame not built");
+                0
+            })
+        })
+    }
+
+    fn flush(&mut self, failed: &mut bool) {
         if let Err(e) = self.backend.flush()
             && !std::mem::replace(failed, true)
         {
             tracing::warn!(error = %e, "raw send failed; the frames are lost (RC retransmits them)");
         }
-        taken
     }
 
     /// Hands what the receive ring holds to `ep`; returns the frames taken.
