@@ -37,6 +37,7 @@ pub mod verbs;
 mod tests;
 
 pub use cq::CqFired;
+pub use endpoint::Grh;
 pub use endpoint::{
     Ecn, EmitError, Endpoint, EndpointConfig, MAX_IN_FLIGHT, MAX_MSG_SIZE, PacketKind, Stats,
     Transmit,

@@ -81,7 +81,7 @@ pub(crate) fn drops_since(before: Option<Stats>, after: &Stats) {
 /// The drop counters of `a` and `b`, by cause. Destructured in full, so
 /// that a counter added to [`Stats`] must be placed here (or below as not a
 /// drop) before this compiles.
-fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 15] {
+fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 16] {
     let Stats {
         rx_packets: _,
         tx_packets: _,
@@ -91,6 +91,7 @@ fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 15] {
         rx_unknown_qp,
         rx_wrong_state,
         rx_wrong_source,
+        rx_wrong_roce,
         rx_bad_qkey,
         rx_bad_pkey,
         rx_duplicate,
@@ -109,6 +110,7 @@ fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 15] {
         ("unknown_qp", rx_unknown_qp, b.rx_unknown_qp),
         ("wrong_state", rx_wrong_state, b.rx_wrong_state),
         ("wrong_source", rx_wrong_source, b.rx_wrong_source),
+        ("wrong_roce", rx_wrong_roce, b.rx_wrong_roce),
         ("bad_qkey", rx_bad_qkey, b.rx_bad_qkey),
         ("bad_pkey", rx_bad_pkey, b.rx_bad_pkey),
         ("duplicate", rx_duplicate, b.rx_duplicate),

@@ -10,6 +10,10 @@ pub struct Stats {
     pub rx_unknown_qp: u64,
     pub rx_wrong_state: u64,
     pub rx_wrong_source: u64,
+    /// Packets for a connected QP in the other RoCE version than its
+    /// path's (a RoCE v1 packet for a QP whose path is RoCE v2, or the
+    /// reverse), as a NIC drops them.
+    pub rx_wrong_roce: u64,
     pub rx_bad_qkey: u64,
     /// Packets whose BTH P_Key is not of the QP's partition.
     pub rx_bad_pkey: u64,

@@ -164,6 +164,7 @@ mod tests {
             udp_src_port: 0xc000,
             traffic_class,
             hop_limit: 64,
+            roce: crate::verbs::RoceMode::V2,
         }
     }
 

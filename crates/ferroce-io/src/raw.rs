@@ -4,8 +4,10 @@
 //! header's Identification, DSCP/ECN, an 802.1Q tag and its PCP), and for
 //! seeing PFC frames.
 //!
-//! Status: this is the I/O layer only; ferroce's driver still uses
-//! [`crate::udp`]. Needs CAP_NET_RAW.
+//! The I/O layer: ferroce's driver runs a device on it when asked
+//! (`ferroce::BackendKind::Raw`; framing by RoCE version, peers' MACs and
+//! the GID table are the device's, in `ferroce`), on [`crate::udp`]
+//! otherwise. Needs CAP_NET_RAW.
 //!
 //! Contract:
 //! * [`RawBackend::open`] binds a receive socket to the interface with a

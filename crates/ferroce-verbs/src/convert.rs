@@ -234,6 +234,7 @@ pub(crate) fn path(ah: &ibv_ah_attr, qpn: u32, dest_qpn: u32) -> Result<Path, c_
         udp_src_port: source_port_from_flow_label(flow),
         traffic_class: grh.traffic_class,
         hop_limit: grh.hop_limit,
+        roce: ferroce::RoceMode::V2,
     })
 }
 

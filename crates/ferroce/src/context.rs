@@ -1,5 +1,5 @@
-//! An open device ([`Context`]): the engine, its UDP backend and the
-//! driver thread.
+//! An open device ([`Context`]): the engine, its backend (UDP, or raw
+//! Ethernet: [`BackendKind`]) and the driver thread.
 
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -8,6 +8,7 @@ use std::thread::JoinHandle;
 use ferroce_core::{Endpoint, EndpointConfig};
 use ferroce_io::{UdpBackend, UdpConfig};
 
+use crate::backend::{Backend, BackendKind, NeighCache, RawDevice};
 use crate::driver::{self, Shared};
 use crate::{
     AsyncEvent, CompletionChannel, CompletionQueue, ProtectionDomain, Result, Stats, UdpStats,
@@ -16,7 +17,8 @@ use crate::{
 /// Device settings for [`Context::open_with`].
 #[derive(Debug, Clone, Copy)]
 pub struct DeviceConfig {
-    /// The address to bind (the device's RoCE v2 GID).
+    /// The address to bind (the device's RoCE v2 GID; on the raw backend
+    /// also its RoCE v1 GID, and its interface is the one bound).
     pub local: IpAddr,
     /// The RoCE port to receive on, 4791 unless testing.
     pub port: u16,
@@ -32,6 +34,10 @@ pub struct DeviceConfig {
     /// variable `FERROCE_GSO=0` turns it off for every device a process
     /// opens (the `ferroce` tools included).
     pub gso: bool,
+    /// The backend: UDP (the default), or raw Ethernet on the interface
+    /// that owns `local` (RoCE v1 and v2; needs CAP_NET_RAW; `port` and
+    /// `peer_port` must then be 4791, the port RoCE v2 frames go to).
+    pub backend: BackendKind,
 }
 
 impl DeviceConfig {
@@ -44,11 +50,13 @@ impl DeviceConfig {
             peer_port: ferroce_wire::udp::ROCE_V2_PORT,
             seed: None,
             gso: std::env::var_os("FERROCE_GSO").is_none_or(|v| v != "0"),
+            backend: BackendKind::Udp,
         }
     }
 }
 
-/// An open device: the engine, its UDP backend and the driver thread.
+/// An open device: the engine, its backend (UDP or raw Ethernet) and the
+/// driver thread.
 /// Clones share the device; dropping the last one (rdma_cm IDs bound to
 /// the device hold one too) stops the driver.
 #[derive(Debug, Clone)]
@@ -72,16 +80,13 @@ impl Context {
 
     /// Opens a device with the settings of `cfg`.
     pub fn open_with(cfg: DeviceConfig) -> Result<Self> {
-        let mut udp = UdpConfig::new(cfg.local);
-        udp.port = cfg.port;
-        udp.gso = cfg.gso;
-        let backend = UdpBackend::bind(udp)?;
         let seed = cfg.seed.unwrap_or_else(|| {
             let t = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap_or_default();
             t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32
         });
+        let (backend, neigh) = open_backend(&cfg, seed)?;
         let mut engine = Endpoint::new(EndpointConfig { seed });
         // QPNs from a point of this process's own (0x11 to 0xFFFF), so
         // that a kernel peer still holding a connection of an earlier
@@ -93,12 +98,19 @@ impl Context {
             engine.set_port_mtu(port.active_mtu);
         }
         let cm = crate::cm::hub::CmHub::new(cfg.local, cm_config(cfg.local, seed));
-        let shared = Arc::new(Shared::new(engine, backend, cm, cfg.local, cfg.peer_port)?);
+        let shared = Arc::new(Shared::new(
+            engine,
+            backend,
+            neigh,
+            cm,
+            cfg.local,
+            cfg.peer_port,
+        )?);
         let s = shared.clone();
         let driver = std::thread::Builder::new()
             .name("ferroce-driver".into())
             .spawn(move || driver::run(s))?;
-        tracing::info!(parent: &shared.span, port = cfg.port, peer_port = cfg.peer_port, gso = cfg.gso, "device opened");
+        tracing::info!(parent: &shared.span, backend = ?cfg.backend, port = cfg.port, peer_port = cfg.peer_port, gso = cfg.gso, "device opened");
         let ctx = Self {
             device: Arc::new(DeviceHandle {
                 shared: shared.clone(),
@@ -137,6 +149,21 @@ impl Context {
     /// and GRO use, datagrams the socket buffer could not take.
     pub fn udp_stats(&self) -> UdpStats {
         self.shared.udp_stats()
+    }
+
+    /// The raw backend's counters (frames, drops by cause, peers not
+    /// resolved), or `None` on the UDP backend.
+    pub fn raw_stats(&self) -> Option<crate::RawDeviceStats> {
+        self.shared.raw_stats()
+    }
+
+    /// The device's backend.
+    pub fn backend(&self) -> BackendKind {
+        if self.shared.neigh.is_some() {
+            BackendKind::Raw
+        } else {
+            BackendKind::Udp
+        }
     }
 
     /// `ibv_alloc_pd`.
@@ -207,6 +234,33 @@ impl Context {
     pub fn async_event_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         use std::os::fd::AsFd;
         self.shared.async_events.as_fd()
+    }
+}
+
+/// The backend `cfg` asks for, and on the raw one the peers' MAC table it
+/// shares with the API.
+fn open_backend(cfg: &DeviceConfig, seed: u64) -> Result<(Backend, Option<Arc<NeighCache>>)> {
+    match cfg.backend {
+        BackendKind::Udp => {
+            let mut udp = UdpConfig::new(cfg.local);
+            udp.port = cfg.port;
+            udp.gso = cfg.gso;
+            Ok((Backend::Udp(Box::new(UdpBackend::bind(udp)?)), None))
+        }
+        BackendKind::Raw => {
+            let roce = ferroce_wire::udp::ROCE_V2_PORT;
+            if cfg.port != roce || cfg.peer_port != roce {
+                return Err(crate::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "the raw backend sends and receives RoCE v2 on UDP port 4791 only; \
+                     leave DeviceConfig's port and peer_port at 4791",
+                )));
+            }
+            let iface = crate::device::bound_interface(cfg.local)?;
+            let neigh = Arc::new(NeighCache::new(&iface.name));
+            let raw = RawDevice::open(&iface.name, cfg.local, neigh.clone(), seed)?;
+            Ok((Backend::Raw(Box::new(raw)), Some(neigh)))
+        }
     }
 }
 

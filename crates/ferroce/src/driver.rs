@@ -1,5 +1,6 @@
 //! The driver: the one place that reads the real clock and moves bytes
-//! between the UDP backend and the sans-IO engine, on its own thread, so
+//! between the backend (UDP, or raw Ethernet: [`crate::backend`]) and the
+//! sans-IO engine, on its own thread, so
 //! that ACKs, READ responses and retransmissions happen while the
 //! application is busy elsewhere.
 //!
@@ -43,16 +44,17 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ferroce_core::{Endpoint, Instant, Transmit};
-use ferroce_io::{OutDatagram, Receiver, Sleeper, UdpBackend};
-use tracing::{Span, debug, info_span, warn};
+use ferroce_io::Sleeper;
+use tracing::{Span, info_span};
 
+use crate::backend::{Backend, NeighCache};
 use crate::channel::ChannelInner;
 use crate::hold::ResponseHold;
 
 /// The backend and what it could not send yet.
 #[derive(Debug)]
 struct Io {
-    backend: UdpBackend,
+    backend: Backend,
     /// Packets the engine gave out that found the socket buffer full: they
     /// go first next round, and until they are gone the engine is asked
     /// for no more (back-pressure instead of dropping our own packets).
@@ -111,12 +113,15 @@ pub(crate) struct Shared {
     pub(crate) local: IpAddr,
     /// The port peers receive on.
     pub(crate) port: u16,
+    /// Peers' MAC addresses, on the raw backend (`None` on UDP).
+    pub(crate) neigh: Option<Arc<NeighCache>>,
 }
 
 impl Shared {
     pub(crate) fn new(
         engine: Endpoint,
-        backend: UdpBackend,
+        backend: Backend,
+        neigh: Option<Arc<NeighCache>>,
         cm: crate::cm::hub::CmHub,
         local: IpAddr,
         port: u16,
@@ -151,6 +156,7 @@ impl Shared {
             span: info_span!("device", %local),
             local,
             port,
+            neigh,
         })
     }
 
@@ -167,7 +173,16 @@ impl Shared {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .backend
-            .stats()
+            .udp_stats()
+    }
+
+    /// The raw backend's counters (`None` on the UDP backend).
+    pub(crate) fn raw_stats(&self) -> Option<crate::backend::raw::RawDeviceStats> {
+        self.io
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .backend
+            .raw_stats()
     }
 
     /// Tells the driver there is new work.
@@ -225,6 +240,42 @@ const APP_ACTIVE_ONE_CPU: Duration = Duration::from_millis(10);
 const STAND_BACK: Duration = Duration::from_millis(10);
 
 impl Shared {
+    /// Checks that this device can send on `path` before a QP or a UD send
+    /// uses it: RoCE v1 needs the raw backend, and on the raw backend the
+    /// peer's MAC address must resolve (waiting for the kernel's ARP or
+    /// neighbour solicitation), as `ibv_modify_qp` and `ibv_create_ah`
+    /// fail in rdma-core when the kernel cannot resolve the destination.
+    pub(crate) fn check_path(&self, path: &ferroce_core::verbs::Path) -> std::io::Result<()> {
+        use ferroce_core::verbs::RoceMode;
+        match &self.neigh {
+            None if path.roce == RoceMode::V1 => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a RoCE v1 path on a device of the UDP backend, which sends RoCE v2 only: \
+                 open the device on the raw backend (DeviceConfig::backend = BackendKind::Raw, \
+                 `--raw` in the ferroce tools) or pick a RoCE v2 GID index",
+            )),
+            None => Ok(()),
+            Some(_)
+                if path.roce == RoceMode::V2
+                    && path.remote.to_canonical().is_ipv4()
+                        != self.local.to_canonical().is_ipv4() =>
+            {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "a RoCE v2 path from {} to {}: an IP packet has one address family; \
+                         open the device on an address of the peer's family (RoCE v1 GRHs \
+                         carry either)",
+                        self.local, path.remote
+                    ),
+                ))
+            }
+            Some(neigh) => neigh
+                .resolve(path.remote, crate::backend::raw::RESOLVE_WAIT)
+                .map(drop),
+        }
+    }
+
     /// A round of progress run by an application call (`poll`), which
     /// also tells the driver thread that the application is busy-polling.
     ///
@@ -379,6 +430,7 @@ impl Shared {
         // data without first paying for the ACK's system call, and that
         // ACK then leaves together with the application's next request.
         let mut sent = 0;
+        io.backend.send_parked();
         if !io.pending.is_empty() {
             sent += send_all(io, self.port);
         }
@@ -405,11 +457,7 @@ impl Shared {
         let mut ep = self.engine();
         let mut received = 0;
         for _ in 0..4 {
-            let mut rx = EngineRx { ep: &mut ep, now };
-            let n = io.backend.recv_into(&mut rx).unwrap_or_else(|e| {
-                debug!(error = %e, "receive failed");
-                0
-            });
+            let n = io.backend.recv(&mut ep, now);
             received += n;
             if n < BATCH {
                 break;
@@ -483,22 +531,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The engine as the backend's [`Receiver`]: it filters datagrams before
-/// their ICRC is checked and takes the good ones.
-struct EngineRx<'a> {
-    ep: &'a mut Endpoint,
-    now: Instant,
-}
-
-impl Receiver for EngineRx<'_> {
-    fn accepts(&mut self, from: IpAddr, dest_qp: u32) -> bool {
-        self.ep.accepts(from, dest_qp)
-    }
-    fn deliver(&mut self, from: IpAddr, _src_port: u16, transport: &[u8]) {
-        self.ep.handle_datagram(self.now, from, transport);
-    }
-}
-
 /// The driver loop; returns when `stop` is set.
 pub(crate) fn run(shared: Arc<Shared>) {
     let mut idle: u32 = 0;
@@ -538,28 +570,8 @@ fn send_all(io: &mut Io, port: u16) -> usize {
     // (stable: each flow keeps its order), requests before responses: a
     // new request is what a peer may be waiting on; an ACK can follow it.
     out.sort_by_key(|t| (t.path.udp_src_port, t.kind));
-    let mut batch: Vec<OutDatagram<'_>> = out
-        .iter_mut()
-        .map(|t| OutDatagram {
-            remote: t.path.remote,
-            remote_port: port,
-            src_port: t.path.udp_src_port,
-            tos: t.tos(),
-            transport: &mut t.data,
-        })
-        .collect();
-    let total = batch.len();
-    // A send that fails outright (no route, say) loses the batch as a
-    // broken link would; the engine's retransmission takes it from there.
-    let n = backend.send(&mut batch).unwrap_or_else(|e| {
-        if std::mem::replace(send_failed, true) {
-            debug!(error = %e, datagrams = total, "send failed");
-        } else {
-            warn!(error = %e, datagrams = total, "send failed; the datagrams are lost (RC retransmits them)");
-        }
-        total
-    });
-    drop(batch);
+    let total = out.len();
+    let n = backend.send(out, port, send_failed);
     spent.extend(out.drain(..n.min(total)).map(|t| t.data));
     n
 }

@@ -197,6 +197,10 @@ pub struct ConnectOptions {
     pub traffic_class: u8,
     /// IP TTL / hop limit. Default 64.
     pub hop_limit: u8,
+    /// RoCE v2 (the default) or v1 (a GRH over Ethernet; the raw backend
+    /// only). Both sides must use the same: a QP drops packets of the
+    /// other version. [`crate::Context::gid_type`] gives a GID index's.
+    pub roce: crate::RoceMode,
     /// The UDP source port of the flow; `None` (the default) derives it
     /// from the two QPNs as rdma-core does (`0xC000 | hash`).
     pub udp_src_port: Option<u16>,
@@ -218,6 +222,7 @@ impl Default for ConnectOptions {
                 | Access::REMOTE_ATOMIC,
             traffic_class: 0,
             hop_limit: 64,
+            roce: crate::RoceMode::V2,
             udp_src_port: None,
         }
     }

@@ -113,6 +113,7 @@ mod tests {
                 udp_src_port: 0xc000,
                 traffic_class: 0,
                 hop_limit: 64,
+                roce: ferroce_core::verbs::RoceMode::V2,
             },
             kind: if opcode == ACK {
                 PacketKind::Response

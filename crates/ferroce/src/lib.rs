@@ -14,6 +14,7 @@
 #[cfg(feature = "tokio")]
 mod async_cq;
 mod async_events;
+mod backend;
 mod channel;
 pub mod cm;
 mod context;
@@ -32,6 +33,8 @@ mod srq;
 
 #[cfg(feature = "tokio")]
 pub use async_cq::AsyncChannel;
+pub use backend::BackendKind;
+pub use backend::raw::RawDeviceStats;
 pub use channel::CompletionChannel;
 pub use context::{Context, DeviceConfig};
 pub use cq::CompletionQueue;
@@ -40,8 +43,8 @@ pub use endpoint::{ConnectOptions, QpEndpoint};
 pub use error::{DecodeError, Error, Result};
 pub use ferroce_core::verbs::{
     Access, AsyncEvent, INLINE_SGES, LocalErrors, Mtu, Path, QpAttr, QpState, QpType, RecvWr,
-    RemoteSlice, SendOp, SendWr, Sge, SrqAttr, SrqInfo, UdDest, VerbsError, WcError, WcOpcode,
-    WcStatus, WorkCompletion,
+    RemoteSlice, RoceMode, SendOp, SendWr, Sge, SrqAttr, SrqInfo, UdDest, VerbsError, WcError,
+    WcOpcode, WcStatus, WorkCompletion,
 };
 pub use ferroce_core::{Backing, MAX_MSG_SIZE, MadStats, MrInfo, RangeError, Stats};
 pub use ferroce_io::UdpStats;

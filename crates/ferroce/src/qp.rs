@@ -138,10 +138,45 @@ impl QueuePair {
     }
 
     /// `ibv_modify_qp`.
+    ///
+    /// On the raw backend, a path (`attr.path`) is checked first: its
+    /// peer's MAC address must resolve, or the call fails naming the peer
+    /// and the interface; a RoCE v1 path on the UDP backend is refused.
     pub fn modify(&self, attr: &QpAttr) -> Result<()> {
         let _device = self.shared.span.enter();
+        if let Some(path) = &attr.path {
+            self.shared.check_path(path)?;
+        }
+        if let Some(mtu) = attr.path_mtu {
+            self.check_path_mtu(mtu)?;
+        }
         self.shared.engine().modify_qp(self.qpn, attr)?;
         self.shared.kick();
+        Ok(())
+    }
+
+    /// On the raw backend, a path MTU above the port's active MTU is
+    /// refused: its frames would be larger than the interface takes, and
+    /// the kernel would drop every full-size one (over UDP, IP
+    /// fragmentation carries them).
+    fn check_path_mtu(&self, mtu: crate::Mtu) -> Result<()> {
+        if self.shared.neigh.is_none() {
+            return Ok(());
+        }
+        let port = crate::device::query_port(self.shared.local)?;
+        if mtu.bytes() > port.active_mtu.bytes() {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "path MTU {} exceeds the port's active MTU {} on the raw backend \
+                     (the interface's MTU is too small for larger frames): use {} or less, \
+                     or raise the interface's MTU",
+                    mtu.bytes(),
+                    port.active_mtu.bytes(),
+                    port.active_mtu.bytes()
+                ),
+            )));
+        }
         Ok(())
     }
 
@@ -172,6 +207,7 @@ impl QueuePair {
         let mut path = path_to(remote.gid, self.qpn, remote.qpn);
         path.traffic_class = opts.traffic_class;
         path.hop_limit = opts.hop_limit;
+        path.roce = opts.roce;
         if let Some(port) = opts.udp_src_port {
             path.udp_src_port = port;
         }
@@ -202,7 +238,14 @@ impl QueuePair {
     /// queues the request: the driver thread, or the next
     /// [`CompletionQueue::poll`], sends it, so that a burst of posts goes
     /// out in batches rather than one system call each.
+    ///
+    /// A UD send's destination is checked as [`QueuePair::modify`] checks a
+    /// path (on the raw backend the first send to a peer may wait for its
+    /// MAC address to resolve, as `ibv_create_ah` does).
     pub fn post_send(&self, wr: SendWr<'_>) -> Result<()> {
+        if let Some(ud) = &wr.ud {
+            self.shared.check_path(&ud.path)?;
+        }
         self.shared.engine().post_send(self.qpn, wr)?;
         self.shared.kick();
         Ok(())
@@ -255,5 +298,6 @@ pub fn path_to(remote: IpAddr, local_qpn: u32, remote_qpn: u32) -> Path {
         udp_src_port: source_port_from_flow_label(flow_label_from_qpns(local_qpn, remote_qpn)),
         traffic_class: 0,
         hop_limit: 64,
+        roce: ferroce_core::verbs::RoceMode::V2,
     }
 }

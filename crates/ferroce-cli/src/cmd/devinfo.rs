@@ -19,6 +19,11 @@ pub(crate) struct DevinfoArgs {
     /// `ibv_devinfo -v`.
     #[arg(long, short = 'v')]
     verbose: bool,
+    /// Show the device as the raw-Ethernet backend opens it (`--raw` of
+    /// pingpong and perf): each GID as RoCE v1 and RoCE v2, as a ConnectX
+    /// port lists them. Still a query only: no root needed.
+    #[arg(long)]
+    raw: bool,
 }
 
 pub(crate) fn run(args: &DevinfoArgs) -> Result<bool, Error> {
@@ -29,7 +34,9 @@ pub(crate) fn run(args: &DevinfoArgs) -> Result<bool, Error> {
     let query = |e: std::io::Error| format!("device on {local}: {e}");
     let dev = ferroce::query_device(local).map_err(query)?;
     let port = ferroce::query_port(local).map_err(query)?;
-    let gids = if args.verbose {
+    let gids = if args.verbose && args.raw {
+        ferroce::gid_table_raw(local).map_err(query)?
+    } else if args.verbose {
         ferroce::gid_table(local).map_err(query)?
     } else {
         Vec::new()

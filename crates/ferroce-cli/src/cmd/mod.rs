@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub(crate) mod backend;
 pub(crate) mod bench;
 pub(crate) mod cmatose;
 pub(crate) mod cmtest;

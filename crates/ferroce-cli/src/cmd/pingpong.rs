@@ -78,6 +78,8 @@ pub(crate) struct PingpongArgs {
     /// UDP port the peer receives RoCE on.
     #[arg(long, default_value_t = 4791)]
     peer_roce_port: u16,
+    #[command(flatten)]
+    backend: super::backend::BackendArgs,
 }
 
 fn print_dest(label: &str, d: &Dest) {
@@ -150,6 +152,8 @@ struct Local {
     qp: QueuePair,
     cq: CompletionQueue,
     mr: MemoryRegion,
+    /// The RoCE version of -g.
+    roce: ferroce::RoceMode,
     // Dropped last: the objects above hold it open.
     _ctx: Context,
 }
@@ -171,10 +175,11 @@ impl Local {
                 args.mtu.bytes()
             )));
         }
-        let mut dev = ferroce::DeviceConfig::new(args.local);
+        let mut dev = args.backend.device(args.local);
         dev.port = args.roce_port;
         dev.peer_port = args.peer_roce_port;
         let ctx = open_device(dev)?;
+        let roce = args.backend.roce(&ctx)?;
         let pd = ctx.alloc_pd();
         let cq = ctx.create_cq(args.rx_depth + 1)?;
         let buf_len = size + if ud { GRH } else { 0 };
@@ -205,6 +210,7 @@ impl Local {
             qp,
             cq,
             mr,
+            roce,
             _ctx: ctx,
         };
         // Receives go up before the exchange, as the examples do, so the
@@ -246,6 +252,7 @@ impl Local {
             max_rd_atomic: 1,
             max_dest_rd_atomic: 1,
             access: Access::LOCAL_WRITE,
+            roce: self.roce,
             ..ConnectOptions::default()
         };
         self.qp.connect(&remote, &opts)
@@ -259,6 +266,7 @@ impl Local {
             wr.ud = Some(UdDest {
                 path: ferroce::Path {
                     udp_src_port: ferroce_wire::udp::ud_source_port(self.ours.qpn),
+                    roce: self.roce,
                     ..path_to(exchange::addr_of(theirs.gid), 0, 0)
                 },
                 qpn: theirs.qpn,
@@ -328,7 +336,7 @@ impl Local {
                     RECV_WRID => {
                         rcnt += 1;
                         if args.check {
-                            self.check(&pattern, rcnt)?;
+                            self.check(&pattern, rcnt, theirs)?;
                         }
                         self.post_recv()?;
                     }
@@ -347,14 +355,45 @@ impl Local {
     }
 
     /// `-c`: the message received is ours or an rdma-core client's.
-    fn check(&self, pattern: &[u8], n: u32) -> Result<(), Error> {
+    /// On UD, the GRH in front of it must name the peer as its source.
+    fn check(&self, pattern: &[u8], n: u32, theirs: &Dest) -> Result<(), Error> {
         let skip = if self.qp_type == QpType::Ud { GRH } else { 0 };
         let mut got = vec![0u8; self.size];
         self.mr.read((self.buf_len + skip) as u64, &mut got)?;
         if got != pattern && !is_rdma_core_buffer(&got) {
             return Err(Error::Run(format!("received data differs at exchange {n}")));
         }
+        if self.qp_type == QpType::Ud {
+            let mut grh = [0u8; GRH];
+            self.mr.read(self.buf_len as u64, &mut grh)?;
+            check_grh(&grh, self.roce, theirs.gid)
+                .map_err(|e| Error::Run(format!("exchange {n}: the receive's GRH {e}")))?;
+        }
         Ok(())
+    }
+}
+
+/// The GRH of a UD receive from `peer` (its GID), as ibverbs places it:
+/// RoCE v1 the packet's GRH whole (IPv6 version, next header 0x1B, the
+/// peer's SGID); RoCE v2 over IPv4 the IPv4 header in the last 20 bytes
+/// with the peer's address; over IPv6 the IPv6 header.
+fn check_grh(grh: &[u8; GRH], roce: ferroce::RoceMode, peer: [u8; 16]) -> Result<(), String> {
+    const NEXT_HEADER_IBA: u8 = 0x1b;
+    let mapped = peer[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+    let ok = match roce {
+        ferroce::RoceMode::V1 => {
+            grh[0] >> 4 == 6 && grh[6] == NEXT_HEADER_IBA && grh[8..24] == peer
+        }
+        ferroce::RoceMode::V2 if mapped => grh[20] == 0x45 && grh[32..36] == peer[12..],
+        ferroce::RoceMode::V2 => grh[0] >> 4 == 6 && grh[8..24] == peer,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "does not name the peer {} ({roce:?}): {grh:02x?}",
+            std::net::Ipv6Addr::from(peer)
+        ))
     }
 }
 

@@ -17,6 +17,7 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 
 use super::Endpoint;
+use super::Grh;
 use crate::time::Instant;
 
 /// How long a deferred packet waits before it is tried again.
@@ -30,7 +31,7 @@ pub const MAX_DEFERRED: usize = 64;
 pub const MAX_DEFERRED_TOTAL: usize = 1024;
 
 /// A QP's deferred packets, in arrival order.
-pub(super) type Queue = VecDeque<(IpAddr, Vec<u8>)>;
+pub(super) type Queue = VecDeque<(IpAddr, Option<Box<Grh>>, Vec<u8>)>;
 
 impl Endpoint {
     /// Whether QP `qpn` has packets set aside, which a new one must follow.
@@ -39,14 +40,21 @@ impl Endpoint {
     }
 
     /// Sets a packet for QP `qpn` aside, or drops it past the bound.
-    pub(super) fn defer(&mut self, now: Instant, qpn: u32, from: IpAddr, data: &[u8]) {
+    pub(super) fn defer(
+        &mut self,
+        now: Instant,
+        qpn: u32,
+        from: IpAddr,
+        grh: Option<&Grh>,
+        data: &[u8],
+    ) {
         let total = self.deferred_total;
         let queue = self.deferred.entry(qpn).or_default();
         if queue.len() >= MAX_DEFERRED || total >= MAX_DEFERRED_TOTAL {
             self.stats.rx_deferred_dropped += 1;
             return;
         }
-        queue.push_back((from, data.to_vec()));
+        queue.push_back((from, grh.map(|g| Box::new(*g)), data.to_vec()));
         self.deferred_total += 1;
         self.stats.rx_deferred += 1;
         self.defer_retry_at.get_or_insert(now.after(RETRY_AFTER));
@@ -77,8 +85,8 @@ impl Endpoint {
                 continue;
             };
             self.deferred_total -= queue.len();
-            while let Some((from, data)) = queue.pop_front() {
-                self.receive(now, from, &data);
+            while let Some((from, grh, data)) = queue.pop_front() {
+                self.receive(now, from, grh.as_deref(), &data);
                 if self.is_deferring(qpn) {
                     // Still held: the rest stay behind it, in order.
                     if let Some(q) = self.deferred.get_mut(&qpn) {

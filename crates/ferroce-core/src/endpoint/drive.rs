@@ -14,21 +14,36 @@ use crate::qp::{completer, replies, requester, responder};
 use crate::tables::Tables;
 use crate::time::Instant;
 use crate::transmit::NotSent;
-use crate::verbs::QpType;
+use crate::verbs::{QpType, RoceMode};
+
+/// The 40-byte GRH of a received RoCE v1 packet, as on the wire.
+pub type Grh = [u8; 40];
 
 impl Endpoint {
     /// A received transport packet (BTH through ICRC, ICRC already checked)
     /// from `from`. Malformed or unexpected packets are dropped and counted.
     pub fn handle_datagram(&mut self, now: Instant, from: IpAddr, data: &[u8]) {
+        self.handle_packet(now, from, None, data);
+    }
+
+    /// A received RoCE v1 packet: as [`Self::handle_datagram`], with the
+    /// GRH it came with (`from` is its SGID as an IP address, IPv4 for an
+    /// IPv4-mapped GID). A UD receive gets that GRH as it is.
+    pub fn handle_v1_packet(&mut self, now: Instant, from: IpAddr, grh: &Grh, data: &[u8]) {
+        self.handle_packet(now, from, Some(grh), data);
+    }
+
+    fn handle_packet(&mut self, now: Instant, from: IpAddr, grh: Option<&Grh>, data: &[u8]) {
         let _rx = log::rx_span(from, data).entered();
         let before = log::drops_before(&self.stats);
         self.stats.rx_packets += 1;
-        self.receive(now, from, data);
+        self.receive(now, from, grh, data);
         log::drops_since(before, &self.stats);
     }
 
-    /// Takes a packet (a new one, or a deferred one tried again).
-    pub(super) fn receive(&mut self, now: Instant, from: IpAddr, data: &[u8]) {
+    /// Takes a packet (a new one, or a deferred one tried again); `grh` is
+    /// a RoCE v1 packet's.
+    pub(super) fn receive(&mut self, now: Instant, from: IpAddr, grh: Option<&Grh>, data: &[u8]) {
         let Ok(pkt) = TransportPacket::new_checked(data) else {
             self.stats.rx_malformed += 1;
             return;
@@ -60,6 +75,15 @@ impl Endpoint {
             self.stats.rx_wrong_source += 1;
             return;
         }
+        let roce = if grh.is_some() {
+            RoceMode::V1
+        } else {
+            RoceMode::V2
+        };
+        if !q.takes_version(roce) {
+            self.stats.rx_wrong_roce += 1;
+            return;
+        }
         // The BTH key check of IBA's header validation, as rxe's: a packet of another
         // partition is dropped whatever it carries.
         if !crate::qp::pkey_matches(pkt.bth().pkey(), q.pkey()) {
@@ -67,7 +91,7 @@ impl Endpoint {
             return;
         }
         if self.deferred.contains_key(&dqpn) {
-            self.defer(now, dqpn, from, data);
+            self.defer(now, dqpn, from, grh, data);
             return;
         }
         let mut tables = Tables {
@@ -79,10 +103,10 @@ impl Endpoint {
         let taken = if pkt.info().response {
             completer::on_response(q, &pkt, &mut tables, now)
         } else {
-            responder::on_request(q, &pkt, from, &mut tables)
+            responder::on_request(q, &pkt, from, grh, &mut tables)
         };
         if taken.is_err() {
-            self.defer(now, dqpn, from, data);
+            self.defer(now, dqpn, from, grh, data);
             return;
         }
         self.touched(dqpn);
@@ -101,6 +125,15 @@ impl Endpoint {
                 .qps
                 .get(&dest_qp)
                 .is_some_and(|q| q.receiving() && q.takes_from(from))
+    }
+
+    /// Whether a packet for QP `dest_qp` could be taken from someone: QP1,
+    /// or a QP that exists and receives in its state. For an I/O layer
+    /// that must filter before it knows the sender's address (the raw
+    /// backend has the frame's MAC only then); [`Self::handle_datagram`]
+    /// checks the sender after.
+    pub fn accepts_qp(&self, dest_qp: u32) -> bool {
+        dest_qp == GSI_QPN || self.qps.get(&dest_qp).is_some_and(|q| q.receiving())
     }
 
     /// The next packet to send, if any: the active QPs take turns, one

@@ -147,6 +147,7 @@ impl Gsi {
             udp_src_port: ferroce_wire::udp::ud_source_port(GSI_QPN),
             traffic_class: 0,
             hop_limit: HOP_LIMIT,
+            roce: crate::verbs::RoceMode::V2,
         };
         // Built from constants and a checked length, so it cannot fail;
         // were it to, the MAD is lost as on the wire and the CM resends.

@@ -45,6 +45,7 @@ use crate::verbs::{
     SendWr, VerbsError, WcOpcode, WcStatus, WorkCompletion,
 };
 pub use defer::{MAX_DEFERRED, MAX_DEFERRED_TOTAL};
+pub use drive::Grh;
 pub use gsi::{GSI_QKEY, GSI_QPN, MAD_LEN, MAX_QUEUED_MADS, Mad, MadStats};
 
 /// Largest message (ibv_devinfo's max_msg_sz as rxe reports it).

@@ -195,6 +195,7 @@ pub(crate) const NO_PATH: Path = Path {
     udp_src_port: 0xc000,
     traffic_class: 0,
     hop_limit: 64,
+    roce: crate::verbs::RoceMode::V2,
 };
 
 /// The port's P_Key table has one entry, index 0, as rxe's: the default
@@ -343,6 +344,13 @@ impl Qp {
     /// anyone while it has no path yet).
     pub(crate) fn takes_from(&self, from: IpAddr) -> bool {
         self.init.qp_type == QpType::Ud || self.cfg.path.is_none_or(|p| p.remote == from)
+    }
+
+    /// Whether it takes packets of RoCE version `roce`: a connected QP
+    /// those of its path's only (IBA A16/A17: a RoCE v1 and a RoCE v2 port
+    /// do not talk); a UD QP any (each datagram's sender picks).
+    pub(crate) fn takes_version(&self, roce: crate::verbs::RoceMode) -> bool {
+        self.init.qp_type == QpType::Ud || self.cfg.path.is_none_or(|p| p.roce == roce)
     }
 
     /// The partition key of its P_Key index (the table's only entry).

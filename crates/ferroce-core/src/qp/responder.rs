@@ -101,10 +101,11 @@ pub(crate) fn on_request(
     qp: &mut Qp,
     pkt: &TransportPacket<&[u8]>,
     from: IpAddr,
+    grh: Option<&crate::endpoint::Grh>,
     t: &mut Tables<'_>,
 ) -> Result<(), RegionBusy> {
     match qp.init.qp_type {
-        QpType::Ud => return ud_receive(qp, pkt, from, t),
+        QpType::Ud => return ud_receive(qp, pkt, from, grh, t),
         QpType::Uc => return uc_receive(qp, pkt, t),
         QpType::Rc => {}
     }

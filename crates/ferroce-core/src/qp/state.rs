@@ -473,6 +473,7 @@ mod tests {
                         udp_src_port: 0xc001,
                         traffic_class: 0,
                         hop_limit: 64,
+                        roce: crate::verbs::RoceMode::V2,
                     });
                 }
                 "path_mtu" => attr.path_mtu = Some(Mtu::Mtu1024),

@@ -73,6 +73,7 @@ pub(super) fn ud_receive(
     qp: &mut Qp,
     pkt: &TransportPacket<&[u8]>,
     from: IpAddr,
+    v1_grh: Option<&crate::endpoint::Grh>,
     t: &mut Tables<'_>,
 ) -> Result<(), RegionBusy> {
     let Some(deth) = pkt.deth() else {
@@ -99,13 +100,15 @@ pub(super) fn ud_receive(
     // Only the version and the source address are filled in.
     const IPV4_VERSION_IHL: u8 = 0x45;
     const IPV6_VERSION: u8 = 0x60;
+    // A RoCE v1 packet's GRH goes in whole, as a NIC places it.
     let mut grh = [0u8; GRH_LEN];
-    match from {
-        IpAddr::V4(a) => {
+    match (v1_grh, from) {
+        (Some(g), _) => grh = *g,
+        (None, IpAddr::V4(a)) => {
             grh[20] = IPV4_VERSION_IHL;
             grh[32..36].copy_from_slice(&a.octets());
         }
-        IpAddr::V6(a) => {
+        (None, IpAddr::V6(a)) => {
             grh[0] = IPV6_VERSION;
             grh[8..24].copy_from_slice(&a.octets());
         }

@@ -116,6 +116,7 @@ fn modify_qp_refusals_name_the_problem_and_change_nothing() {
             udp_src_port: 0xc000,
             traffic_class: 0,
             hop_limit: 64,
+            roce: crate::verbs::RoceMode::V2,
         }),
         path_mtu: Some(Mtu::Mtu1024),
         rq_psn: Some(ferroce_wire::Psn::new(0)),

@@ -92,6 +92,7 @@ fn idle_qp(p: &mut Pair, qp_type: QpType, state: QpState) -> u32 {
             udp_src_port: 0xc000,
             traffic_class: 0,
             hop_limit: 64,
+            roce: crate::verbs::RoceMode::V2,
         };
         let rtr = QpAttr {
             state: Some(QpState::Rtr),
@@ -317,4 +318,10 @@ fn accepts_only_a_receiving_qp_from_its_peer() {
     // UD takes any source.
     let ud = idle_qp(&mut p, QpType::Ud, QpState::Rtr);
     assert!(p.eps[1].accepts(STRANGER, ud));
+    // `accepts_qp`, for a layer that has no source address yet: the QP
+    // and its state only.
+    assert!(p.eps[1].accepts_qp(b.qpn) && p.eps[1].accepts_qp(ud));
+    assert!(p.eps[1].accepts_qp(crate::GSI_QPN));
+    assert!(!p.eps[1].accepts_qp(b.qpn + 0x1000), "no such QP");
+    assert!(!p.eps[1].accepts_qp(init), "not receiving yet");
 }

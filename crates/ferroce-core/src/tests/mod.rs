@@ -34,6 +34,7 @@ mod log;
 mod many;
 mod ops;
 mod resources;
+mod roce_v1;
 mod rules;
 mod soak;
 mod srq;
@@ -299,6 +300,7 @@ fn uc_and_ud_deliver() {
         udp_src_port: 0xd000,
         traffic_class: 0,
         hop_limit: 64,
+        roce: crate::verbs::RoceMode::V2,
     };
     wr.ud = Some(UdDest {
         path,

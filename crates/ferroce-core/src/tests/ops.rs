@@ -64,6 +64,7 @@ pub(crate) fn ud_dest(p: &Pair, qpn: u32) -> UdDest {
             udp_src_port: 0xd000,
             traffic_class: 0,
             hop_limit: 64,
+            roce: crate::verbs::RoceMode::V2,
         },
         qpn,
         qkey: 0x1111_1111,

@@ -11,7 +11,9 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
 use crate::verbs::WorkCompletion;
-use crate::verbs::{Access, Mtu, Path, QpAttr, QpState, QpType, RecvWr, RemoteSlice, SendWr, Sge};
+use crate::verbs::{
+    Access, Mtu, Path, QpAttr, QpState, QpType, RecvWr, RemoteSlice, RoceMode, SendWr, Sge,
+};
 use crate::{Endpoint, EndpointConfig, Instant, MrInfo, QpInit};
 use ferroce_wire::{Opcode, Psn, TransportRepr};
 
@@ -30,8 +32,9 @@ pub(crate) struct Faults {
     pub(crate) ecn_mark: f64,
 }
 
-/// A packet on the wire: arrival time, sequence (ties), receiver, bytes.
-type InFlight = (Instant, u64, usize, Vec<u8>);
+/// A packet on the wire: arrival time, sequence (ties), receiver, whether
+/// it is RoCE v1 (a GRH rather than IP/UDP), bytes.
+type InFlight = (Instant, u64, usize, bool, Vec<u8>);
 
 pub(crate) struct Pair {
     pub(crate) now: Instant,
@@ -47,6 +50,8 @@ pub(crate) struct Pair {
     /// Packets marked by `Faults::ecn_mark`.
     pub(crate) ecn_marked: u64,
     pub(crate) dropped: u64,
+    /// RoCE v1 packets delivered (with the GRH [`v1_grh`] makes).
+    pub(crate) v1_delivered: u64,
 }
 
 impl Pair {
@@ -70,6 +75,7 @@ impl Pair {
             delivered: 0,
             ecn_marked: 0,
             dropped: 0,
+            v1_delivered: 0,
         }
     }
 
@@ -91,6 +97,7 @@ impl Pair {
                 } else {
                     1
                 };
+                let v1 = t.path.roce == RoceMode::V1;
                 let mut data = Some(t.data);
                 for copy in 0..copies {
                     if self.chance(self.faults.loss) || self.chance(self.faults.corrupt) {
@@ -113,7 +120,7 @@ impl Pair {
                         bytes[4] |= 0x80;
                         self.ecn_marked += 1;
                     }
-                    self.in_flight.push(Reverse((at, self.seq, to, bytes)));
+                    self.in_flight.push(Reverse((at, self.seq, to, v1, bytes)));
                 }
             }
         }
@@ -123,10 +130,10 @@ impl Pair {
     /// event. Returns false when nothing at all is pending.
     pub(crate) fn step(&mut self) -> bool {
         self.transmit();
-        if let Some(Reverse((at, _, _, _))) = self.in_flight.peek()
+        if let Some(Reverse((at, ..))) = self.in_flight.peek()
             && *at <= self.now
         {
-            let Some(Reverse((_, _, to, data))) = self.in_flight.pop() else {
+            let Some(Reverse((_, _, to, v1, data))) = self.in_flight.pop() else {
                 return false;
             };
             let from = self.addrs[1 - to];
@@ -142,7 +149,13 @@ impl Pair {
                     t.bth().psn()
                 );
             }
-            self.eps[to].handle_datagram(self.now, from, &data);
+            if v1 {
+                let grh = v1_grh(from, self.addrs[to], data.len());
+                self.eps[to].handle_v1_packet(self.now, from, &grh, &data);
+                self.v1_delivered += 1;
+            } else {
+                self.eps[to].handle_datagram(self.now, from, &data);
+            }
             self.delivered += 1;
             return true;
         }
@@ -223,6 +236,27 @@ impl Pair {
     }
 }
 
+/// The GRH of a RoCE v1 packet of `len` transport bytes from `src` to
+/// `dst` (their GIDs: IPv4 addresses mapped), as the raw backend emits it.
+pub(crate) fn v1_grh(src: IpAddr, dst: IpAddr, len: usize) -> crate::Grh {
+    let gid = |a: IpAddr| match a {
+        IpAddr::V4(a) => a.to_ipv6_mapped(),
+        IpAddr::V6(a) => a,
+    };
+    let grh = ferroce_wire::ipv6::Ipv6Repr {
+        traffic_class: 0,
+        flow_label: 0,
+        payload_len: len as u16,
+        next_header: ferroce_wire::ipv6::NEXT_HEADER_IBA,
+        hop_limit: 64,
+        src: gid(src),
+        dst: gid(dst),
+    };
+    let mut out = [0; 40];
+    grh.emit(&mut out).unwrap();
+    out
+}
+
 /// A packet as a peer (or an attacker) would build it: `op` at `psn` to QP
 /// `dest`, every extension header filled with plausible values by
 /// `ferroce_wire::samples::transport`, for the caller to adjust.
@@ -277,6 +311,8 @@ pub(crate) struct Opts {
     pub(crate) max_rd_atomic: u8,
     pub(crate) max_send_wr: u32,
     pub(crate) max_recv_wr: u32,
+    /// Each side's path's RoCE version.
+    pub(crate) roce: [RoceMode; 2],
 }
 
 /// Every access right a region or QP can have.
@@ -300,6 +336,7 @@ impl Opts {
             max_rd_atomic: 16,
             max_send_wr: 1024,
             max_recv_wr: 1024,
+            roce: [RoceMode::V2; 2],
         }
     }
 }
@@ -367,6 +404,7 @@ pub(crate) fn bring_up(p: &mut Pair, sides: [Side; 2], o: Opts) {
             udp_src_port: 0xc000 | (q as u16 & 0x3fff),
             traffic_class: 0,
             hop_limit: 64,
+            roce: o.roce[i],
         };
         e.modify_qp(
             q,

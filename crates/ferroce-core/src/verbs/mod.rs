@@ -18,7 +18,7 @@ mod wr;
 
 pub use completion::{AsyncEvent, WcError, WcOpcode, WcStatus, WorkCompletion};
 pub use error::VerbsError;
-pub use qp::{Access, LocalErrors, Mtu, Path, QpAttr, QpState, QpType, SrqAttr, SrqInfo};
+pub use qp::{Access, LocalErrors, Mtu, Path, QpAttr, QpState, QpType, RoceMode, SrqAttr, SrqInfo};
 // Named outside this module only by the crate's tests.
 #[cfg(test)]
 pub(crate) use wr::SgList;

@@ -116,6 +116,21 @@ pub struct Path {
     /// DSCP and ECN bits for the IP header (the GRH traffic class).
     pub traffic_class: u8,
     pub hop_limit: u8,
+    /// How packets go on the wire: RoCE v2 (UDP/IP) or RoCE v1 (a GRH
+    /// over Ethernet), as the type of the source GID index picks it. A
+    /// connected QP takes packets of its path's version only.
+    pub roce: RoceMode,
+}
+
+/// The RoCE version of a path (the type of its GID table entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum RoceMode {
+    /// Ethertype 0x8915: a GRH, then the transport. Only the raw-Ethernet
+    /// backend sends it.
+    V1,
+    /// UDP to port 4791 over IPv4 or IPv6.
+    #[default]
+    V2,
 }
 
 /// The attributes `modify_qp` may set; `None` means "not in the mask".

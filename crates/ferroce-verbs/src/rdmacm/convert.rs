@@ -392,6 +392,7 @@ mod tests {
                 udp_src_port: 0xc123,
                 traffic_class: 0x20,
                 hop_limit: 64,
+                roce: ferroce::RoceMode::V2,
             }),
             path_mtu: Some(ferroce::Mtu::Mtu1024),
             dest_qpn: Some(0x12),

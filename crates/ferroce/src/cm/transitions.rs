@@ -45,6 +45,7 @@ pub(crate) fn path(remote: IpAddr, req: &CmReq, ports: (u16, u16), tos: u8) -> P
         udp_src_port: source_port_from_flow_label(label),
         traffic_class: tos,
         hop_limit: req.primary_path.hop_limit,
+        roce: ferroce_core::verbs::RoceMode::V2,
     }
 }
 

@@ -104,8 +104,9 @@ impl fmt::Display for Gid {
 /// 1. each IPv4 address, as `::ffff:a.b.c.d`;
 /// 2. each IPv6 address, in the kernel's order.
 ///
-/// All RoCE v2: ferroce sends RoCE v2 only (rxe lists no RoCE v1 GIDs
-/// either, see the rig README §3). A long-running rxe appends addresses
+/// All RoCE v2: a device on the UDP backend sends RoCE v2 only (rxe lists
+/// no RoCE v1 GIDs either, see the rig README §3); a device on the raw
+/// backend lists each entry in both types ([`with_both_types`]). A long-running rxe appends addresses
 /// added later and reuses freed slots, so its indices can drift from this
 /// order; ferroce rebuilds the table from the current addresses on every
 /// query.
@@ -147,6 +148,22 @@ pub fn gid_table_for(iface: &Interface) -> Vec<Gid> {
         push(Gid::from_ip(IpAddr::V6(a), &iface.name));
     }
     out
+}
+
+/// The GID table of a device on the raw-Ethernet backend, as a ConnectX
+/// port shows it: each entry of `table` ([`gid_table_for`]'s order) twice,
+/// RoCE v1 at index 2i and RoCE v2 at 2i + 1, the default `fe80::` GID of
+/// the MAC included (mlx5 lists its default GIDs in both types first).
+/// The GID index a path is set from picks the RoCE version.
+pub fn with_both_types(table: Vec<Gid>) -> Vec<Gid> {
+    let pairs = table.into_iter().flat_map(|g| {
+        let v1 = Gid {
+            kind: GidType::RoceV1,
+            ..g.clone()
+        };
+        [v1, g]
+    });
+    pairs.take(GID_TABLE_LEN as usize).collect()
 }
 
 /// The index of `addr`'s GID in `table` (an IPv4 address finds its

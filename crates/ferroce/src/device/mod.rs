@@ -65,7 +65,7 @@ pub use gid::*;
 pub const DEVICE_NAME: &str = "ferroce0";
 
 /// The interface `local` belongs to, or a NotFound error.
-fn bound_interface(local: IpAddr) -> io::Result<Interface> {
+pub(crate) fn bound_interface(local: IpAddr) -> io::Result<Interface> {
     netif::interface_of(local)?.ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::NotFound,
@@ -98,6 +98,21 @@ pub fn gid_table(local: IpAddr) -> io::Result<Vec<Gid>> {
     Ok(table)
 }
 
+/// The GID table of a device on `local` on the raw-Ethernet backend:
+/// [`gid_table`] with each entry as RoCE v1 and as RoCE v2
+/// ([`with_both_types`]).
+pub fn gid_table_raw(local: IpAddr) -> io::Result<Vec<Gid>> {
+    Ok(with_both_types(gid_table(local)?))
+}
+
+/// The GID type of a path's RoCE version.
+fn gid_type_of(roce: crate::RoceMode) -> GidType {
+    match roce {
+        crate::RoceMode::V1 => GidType::RoceV1,
+        crate::RoceMode::V2 => GidType::RoceV2,
+    }
+}
+
 /// Device queries on an open device (`ibv_query_device`, `ibv_query_port`,
 /// `ibv_query_gid`), for the address it is bound to. The device can send
 /// from that address only: the other GIDs of the table belong to the same
@@ -118,19 +133,71 @@ impl Context {
         Ok(port)
     }
 
-    /// The GID table of the device's interface, in rxe's order.
+    /// The GID table of the device's interface, in rxe's order; on the
+    /// raw backend each entry in both types, as a ConnectX port
+    /// ([`gid_table_raw`]).
     pub fn gid_table(&self) -> Result<Vec<Gid>> {
-        Ok(gid_table(self.local())?)
+        match self.backend() {
+            crate::BackendKind::Udp => Ok(gid_table(self.local())?),
+            crate::BackendKind::Raw => Ok(gid_table_raw(self.local())?),
+        }
     }
 
-    /// The index of the device's own GID in [`Context::gid_table`].
+    /// The index of the device's own RoCE v2 GID in [`Context::gid_table`].
     pub fn gid_index(&self) -> Result<usize> {
+        self.gid_index_of(crate::RoceMode::V2)
+    }
+
+    /// The index of the device's own GID of RoCE version `roce` in
+    /// [`Context::gid_table`] (RoCE v1 only on the raw backend).
+    pub fn gid_index_of(&self, roce: crate::RoceMode) -> Result<usize> {
+        let kind = gid_type_of(roce);
+        let raw = Gid::from_ip(self.local().to_canonical(), "").raw;
         let table = self.gid_table()?;
-        gid_index(&table, self.local()).ok_or_else(|| {
+        let found = table.iter().position(|g| g.raw == raw && g.kind == kind);
+        found.ok_or_else(|| {
             crate::Error::Io(io::Error::new(
                 io::ErrorKind::NotFound,
-                "the device's address is not in its GID table",
+                format!(
+                    "the device's address has no {} GID (RoCE v1 GIDs are on the raw backend only)",
+                    kind.name()
+                ),
             ))
         })
+    }
+
+    /// The RoCE version GID index `index` stands for, to set a path from
+    /// (`ibv_rc_pingpong -g`, perftest `-x`). The device sends from its own
+    /// address only, so the entry must be one of that address's; the error
+    /// lists them otherwise.
+    pub fn gid_type(&self, index: usize) -> Result<crate::RoceMode> {
+        let table = self.gid_table()?;
+        let local = Gid::from_ip(self.local().to_canonical(), "").raw;
+        match table.get(index) {
+            Some(g) if g.raw == local => Ok(match g.kind {
+                GidType::RoceV1 => crate::RoceMode::V1,
+                GidType::RoceV2 => crate::RoceMode::V2,
+            }),
+            other => {
+                let own: Vec<String> = table
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, g)| g.raw == local)
+                    .map(|(i, g)| format!("{i} ({})", g.kind.name()))
+                    .collect();
+                let what = match other {
+                    Some(g) => format!("is {g}, not this device's address"),
+                    None => format!("is past the table's {} entries", table.len()),
+                };
+                Err(crate::Error::Io(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "GID index {index} {what}; the device on {} has GID indices {}",
+                        self.local(),
+                        own.join(", ")
+                    ),
+                )))
+            }
+        }
     }
 }

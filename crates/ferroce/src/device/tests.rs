@@ -116,6 +116,41 @@ fn gid_order_as_on_the_rig() {
     assert_eq!(gid_index(&table, ip("198.18.0.12")), None);
 }
 
+/// The raw backend's table: each entry as RoCE v1 then RoCE v2, at 2i and
+/// 2i + 1, as a ConnectX port lists them (the default fe80:: GID too).
+#[test]
+fn raw_backend_table_has_both_types_per_address() {
+    let eth0 = iface(
+        "eth0",
+        Some(RIG_MAC),
+        1500,
+        &["198.18.0.11", "fd52:6f43:4500::11"],
+    );
+    let table = with_both_types(gid_table_for(&eth0));
+    let kinds: Vec<GidType> = table.iter().map(|g| g.kind).collect();
+    assert_eq!(kinds, [GidType::RoceV1, GidType::RoceV2].repeat(3));
+    assert_eq!(
+        texts(&table),
+        [
+            "fe80::5054:ff:fe52:a",
+            "fe80::5054:ff:fe52:a",
+            "::ffff:198.18.0.11",
+            "::ffff:198.18.0.11",
+            "fd52:6f43:4500::11",
+            "fd52:6f43:4500::11"
+        ]
+    );
+    // The first entry of an address is its v1 one.
+    assert_eq!(gid_index(&table, ip("198.18.0.11")), Some(2));
+    // Never more than the table holds.
+    let many: Vec<String> = (0..600)
+        .map(|i| format!("10.0.{}.{}", i / 250, i % 250 + 1))
+        .collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let big = with_both_types(gid_table_for(&iface("eth1", Some(RIG_MAC), 1500, &many)));
+    assert_eq!(big.len(), GID_TABLE_LEN as usize);
+}
+
 #[test]
 fn gid_order_other_shapes() {
     // Stable-privacy link-local: the default GID stays at 0 and the

@@ -8,8 +8,9 @@
 //! connection that does not set its own ToS sends with the port's
 //! `default_roce_tos` as its path's traffic class (the IP header's DSCP and
 //! ECN bits), as the kernel's `cma.c` does. The mode is always RoCE v2
-//! today: RoCE v1 needs the raw-Ethernet backend (issue 14), so a file or a
-//! command that chooses it is refused with [`SettingError::RoceV1Unsupported`].
+//! today: RoCE v1 connections exist on the raw-Ethernet backend, but the CM
+//! does not send its MADs in RoCE v1 frames yet, so a file or a command
+//! that chooses it is refused with [`SettingError::RoceV1Unsupported`].
 //!
 //! # The file
 //!
@@ -269,7 +270,8 @@ pub enum SettingError {
     BadTos(String),
     /// A number past 255.
     TosOutOfRange(String),
-    /// RoCE v1 needs the raw-Ethernet backend, which does not exist yet.
+    /// RoCE v1 for rdma_cm: the CM does not send its MADs in RoCE v1 frames
+    /// yet (RoCE v1 connections made without it exist on the raw backend).
     RoceV1Unsupported,
     /// The same key twice in one file.
     Duplicate {
@@ -323,8 +325,10 @@ impl fmt::Display for SettingError {
             ),
             Self::RoceV1Unsupported => write!(
                 f,
-                "RoCE v1 needs ferroce's raw-Ethernet backend (issue 14), which is not written \
-                 yet: ferroce sends RoCE v2 only, so set default_roce_mode to `RoCE v2`"
+                "RoCE v1 needs rdma_cm's MADs in RoCE v1 frames, which ferroce's CM does not \
+                 send yet (RoCE v1 connections without rdma_cm run on the raw-Ethernet backend \
+                 (issue 14): `--raw -g` in the tools, RoceMode::V1 in the API), so set \
+                 default_roce_mode to `RoCE v2`"
             ),
             Self::Duplicate { key, first_line } => write!(
                 f,

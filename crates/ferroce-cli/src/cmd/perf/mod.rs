@@ -119,6 +119,8 @@ pub(crate) struct PerfArgs {
     /// -R`, `ib_atomic_bw -R`, and with --lat the `ib_*_lat -R` tools).
     #[arg(short = 'R', long = "rdma-cm", requires = "perftest")]
     rdma_cm: bool,
+    #[command(flatten)]
+    backend: crate::cmd::backend::BackendArgs,
 }
 
 pub(crate) fn run(args: &PerfArgs) -> Result<bool, Error> {
@@ -153,6 +155,13 @@ fn loopback(args: &PerfArgs) -> Result<bool, Error> {
         .args(["-m", &args.mtu.bytes().to_string()])
         .args(args.lat.then_some("--lat"))
         .args(args.stats.then_some("--stats"))
+        .args(args.backend.raw.then_some("--raw"))
+        .args(
+            args.backend
+                .gid_index
+                .iter()
+                .flat_map(|g| ["-g".to_string(), g.to_string()]),
+        )
         .env(crate::LOG_ENV, crate::log_filter())
         .stdout(Stdio::null())
         .spawn()
@@ -199,7 +208,7 @@ fn server(args: &PerfArgs, local: IpAddr) -> Result<bool, Error> {
         mtu: params.mtu.min(ours.mtu),
         ..params
     };
-    let side = setup::Side::open(local, &params)?;
+    let side = setup::Side::open_with(local, &params, &args.backend)?;
     let peer = exchange::exchange_server(&mut stream, &side)?;
     side.connect(&peer.qps, &params)?;
     tcp::clear_timeouts(&stream)?;
@@ -220,7 +229,7 @@ fn client(args: &PerfArgs, local: IpAddr, server: &str) -> Result<bool, Error> {
     exchange::write_hello(&mut stream, &params)?;
     let peer = tcp::peer_name(&stream);
     exchange::read_answer(&mut stream, &peer)?;
-    let side = setup::Side::open(local, &params)?;
+    let side = setup::Side::open_with(local, &params, &args.backend)?;
     let peer = exchange::exchange_client(&mut stream, &side)?;
     side.connect(&peer.qps, &params)?;
     tcp::clear_timeouts(&stream)?;

@@ -111,6 +111,8 @@ pub(super) struct Side {
     pub(super) qps: Vec<QueuePair>,
     /// QP number -> index in `qps`.
     index: HashMap<u32, usize>,
+    /// The RoCE version the QPs connect with (`-g`).
+    roce: ferroce::RoceMode,
     // Dropped last: the objects above hold it open.
     ctx: Context,
 }
@@ -127,8 +129,21 @@ pub(super) struct Peer {
 
 impl Side {
     pub(super) fn open(local: IpAddr, p: &Params) -> Result<Self, Error> {
-        let ctx = open_device(ferroce::DeviceConfig::new(local))?;
-        Self::open_on(ctx, p, |pd, attr, _| pd.create_qp(attr))
+        Self::open_with(local, p, &crate::cmd::backend::BackendArgs::default())
+    }
+
+    /// [`open`](Self::open) on the backend of `backend`, connecting with
+    /// the RoCE version of its `-g`.
+    pub(super) fn open_with(
+        local: IpAddr,
+        p: &Params,
+        backend: &crate::cmd::backend::BackendArgs,
+    ) -> Result<Self, Error> {
+        let ctx = open_device(backend.device(local))?;
+        let roce = backend.roce(&ctx)?;
+        let mut side = Self::open_on(ctx, p, |pd, attr, _| pd.create_qp(attr))?;
+        side.roce = roce;
+        Ok(side)
     }
 
     /// The resources on an open device, QP `i` made by `make_qp(pd, attr,
@@ -157,6 +172,7 @@ impl Side {
             mr,
             qps,
             index,
+            roce: ferroce::RoceMode::V2,
             ctx,
         })
     }
@@ -171,6 +187,10 @@ impl Side {
             self.ctx.stats(),
             self.ctx.udp_stats()
         );
+        let text = match self.ctx.raw_stats() {
+            Some(raw) => format!("{text}{}: {raw:?}\n", self.local),
+            None => text,
+        };
         let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
     }
 
@@ -254,11 +274,19 @@ impl Side {
                 self.qps.len()
             )));
         }
+        // On the raw backend, at most the port's active MTU (it refuses
+        // larger: the frames would not fit the interface); over UDP, IP
+        // fragmentation carries larger packets, as it always has.
+        let mtu = match self.ctx.backend() {
+            ferroce::BackendKind::Raw => p.mtu.min(self.ctx.query_port()?.active_mtu),
+            ferroce::BackendKind::Udp => p.mtu,
+        };
         let opts = ConnectOptions {
-            mtu: p.mtu,
+            mtu,
             access: qp_access(p.test),
             max_rd_atomic: MAX_RD_ATOMIC,
             max_dest_rd_atomic: MAX_RD_ATOMIC,
+            roce: self.roce,
             ..ConnectOptions::default()
         };
         for (qp, remote) in self.qps.iter().zip(peer) {

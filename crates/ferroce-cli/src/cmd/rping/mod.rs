@@ -122,6 +122,11 @@ pub(crate) struct RpingArgs {
     /// UDP port the peer receives RoCE on.
     #[arg(long, default_value_t = 4791)]
     pub(crate) peer_roce_port: u16,
+    /// Open the device on the raw-Ethernet backend (needs CAP_NET_RAW):
+    /// RoCE v2 frames built by ferroce (rdma_cm over RoCE v1 is not there
+    /// yet).
+    #[arg(long)]
+    pub(crate) raw: bool,
 }
 
 impl RpingArgs {
@@ -134,6 +139,11 @@ impl RpingArgs {
         DeviceConfig {
             port: self.roce_port,
             peer_port: self.peer_roce_port,
+            backend: if self.raw {
+                ferroce::BackendKind::Raw
+            } else {
+                ferroce::BackendKind::Udp
+            },
             ..DeviceConfig::new(local)
         }
     }

@@ -1,0 +1,329 @@
+//! ferroce to ferroce on the raw-Ethernet backend (`--raw`), across a veth
+//! pair between two network namespaces that each test creates and removes
+//! (also when it fails): RoCE v1 (GID index 2) and RoCE v2 (index 3) on
+//! the same devices, over IPv4 and IPv6 addresses, RC, UC and UD (`pingpong -c` checks the UD GRH),
+//! RDMA WRITE, READ, atomics and SEND (`perf`), RC through injected loss,
+//! a capture of a v1 run decoded clean by `ferroce dump --check` and
+//! tshark, the v1/v2 rule (a v1 path to a v2 path does not connect), and
+//! rping (rdma_cm, RoCE v2) between two raw devices.
+//! Needs root; prints SKIPPED otherwise.
+
+mod common;
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use common::text;
+
+const A: &str = "10.78.0.1";
+const B: &str = "10.78.0.2";
+const A6: &str = "fd78::1";
+const B6: &str = "fd78::2";
+/// The GID indices of the devices' own address, as `devinfo -v --raw`
+/// lists them: fe80:: (v1, v2), then the IPv4 address (v1, v2), then the
+/// IPv6 one (v1, v2).
+const V1: &str = "2";
+const V2: &str = "3";
+const V1_IPV6: &str = "4";
+const V2_IPV6: &str = "5";
+
+fn is_root() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        == Some("0")
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Namespaces `fraw2-TAG-PID-a` and `-b` joined by a veth pair (`eth0` in
+/// each, A and B on it); removed on drop.
+struct Netns {
+    a: String,
+    b: String,
+    /// One test at a time: each runs two busy-polling processes, and
+    /// seven tests' fourteen on a 2-core machine starved some past their
+    /// RC retries (two failed runs of seven).
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+impl Netns {
+    fn new(tag: &str) -> Option<Self> {
+        if !is_root() {
+            eprintln!("SKIPPED: the raw backend's tests need root (CAP_NET_ADMIN, CAP_NET_RAW)");
+            return None;
+        }
+        let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let pid = std::process::id();
+        let ns = Self {
+            a: format!("fraw2-{tag}-{pid}-a"),
+            b: format!("fraw2-{tag}-{pid}-b"),
+            _serial: serial,
+        };
+        ip(&["netns", "add", &ns.a]);
+        ip(&["netns", "add", &ns.b]);
+        ip(&[
+            "-n", &ns.a, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns",
+            &ns.b,
+        ]);
+        for (n, addr, addr6) in [(&ns.a, A, A6), (&ns.b, B, B6)] {
+            ip(&["-n", n, "addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
+            // No duplicate address detection: usable at once.
+            let v6 = format!("{addr6}/64");
+            ip(&["-n", n, "addr", "add", &v6, "dev", "eth0", "nodad"]);
+            ip(&["-n", n, "link", "set", "eth0", "up"]);
+            ip(&["-n", n, "link", "set", "lo", "up"]);
+        }
+        Some(ns)
+    }
+
+    /// `ferroce ARGS` in namespace `ns`, with `env` set.
+    fn ferroce(ns: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let mut c = Command::new("ip");
+        c.args([
+            "netns",
+            "exec",
+            ns,
+            "timeout",
+            "60",
+            env!("CARGO_BIN_EXE_ferroce"),
+        ])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        c
+    }
+
+    /// Runs `server` in a and `client` in b; returns both outputs.
+    fn pair(&self, server: &[&str], client: &[&str], env: &[(&str, &str)]) -> (Output, Output) {
+        let s: Child = Self::ferroce(&self.a, server, env)
+            .spawn()
+            .expect("start the server");
+        std::thread::sleep(Duration::from_millis(300));
+        let c = Self::ferroce(&self.b, client, env)
+            .output()
+            .expect("run the client");
+        if !c.status.success() {
+            // The server may wait for a peer that is gone.
+            let _ = Command::new("kill").arg(s.id().to_string()).status();
+        }
+        (s.wait_with_output().expect("server output"), c)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for n in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
+
+fn assert_ok(what: &str, out: &Output) {
+    let (stdout, stderr) = text(out);
+    assert!(
+        out.status.success(),
+        "{what}: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+}
+
+#[test]
+fn pingpong_rc_uc_ud_over_roce_v1_and_v2() {
+    let Some(ns) = Netns::new("pp") else { return };
+    let ipv4 = [V1, V2].map(|g| (g, A, B));
+    let ipv6 = [V1_IPV6, V2_IPV6].map(|g| (g, A6, B6));
+    for t in ["rc", "uc", "ud"] {
+        for (g, a, b) in ipv4.into_iter().chain(ipv6) {
+            let common = ["pingpong", "--raw", "-g", g, "-t", t, "-n", "200", "-c"];
+            let server = [&common[..], &["-L", a]].concat();
+            let client = [&common[..], &["-L", b, a]].concat();
+            let (s, c) = ns.pair(&server, &client, &[]);
+            let what = format!("pingpong -t {t} -g {g}");
+            // The client first: when it fails, the server is killed.
+            assert_ok(&format!("{what} client"), &c);
+            assert_ok(&format!("{what} server"), &s);
+            assert!(text(&c).0.contains("200 iters"), "{what}: {}", text(&c).0);
+        }
+    }
+}
+
+#[test]
+fn perf_write_read_atomic_send_over_roce_v1_and_v2() {
+    let Some(ns) = Netns::new("perf") else { return };
+    for test in ["write", "read", "atomic", "send"] {
+        for g in [V1, V2] {
+            let common = ["perf", test, "--raw", "-g", g, "-n", "300", "-s", "8192"];
+            let server = [&common[..], &["--listen", "--quiet", "-L", A]].concat();
+            let client = [&common[..], &["--quiet", "-L", B, A]].concat();
+            let (s, c) = ns.pair(&server, &client, &[]);
+            let what = format!("perf {test} -g {g}");
+            // The client first: when it fails, the server is killed.
+            assert_ok(&format!("{what} client"), &c);
+            assert_ok(&format!("{what} server"), &s);
+        }
+    }
+}
+
+/// rdma_cm between two raw devices (RoCE v2: the CM's MADs and the
+/// connection in frames ferroce builds; the first MAD to a peer whose MAC
+/// is not known yet waits for the CM's resend).
+#[test]
+fn rping_between_two_raw_devices() {
+    let Some(ns) = Netns::new("rping") else {
+        return;
+    };
+    let server = ["rping", "-s", "-a", A, "--raw", "-C", "20"];
+    let client = [
+        "rping", "-c", "-a", A, "-I", B, "--raw", "-C", "20", "-V", "-v",
+    ];
+    let (s, c) = ns.pair(&server, &client, &[]);
+    assert_ok("rping client", &c);
+    assert_ok("rping server", &s);
+    assert!(text(&c).0.contains("rdma-ping-19"), "{}", text(&c).0);
+}
+
+/// Every 40th frame each side sends is dropped (`FERROCE_RAW_DROP_EVERY`):
+/// the WRITEs complete all the same, by retransmission.
+#[test]
+fn rc_write_over_roce_v1_through_loss() {
+    let Some(ns) = Netns::new("loss") else { return };
+    let common = [
+        "perf", "write", "--raw", "-g", V1, "-n", "400", "-s", "4096",
+    ];
+    let server = [&common[..], &["--listen", "--quiet", "-L", A]].concat();
+    let client = [&common[..], &["--quiet", "--stats", "-L", B, A]].concat();
+    let (s, c) = ns.pair(&server, &client, &[("FERROCE_RAW_DROP_EVERY", "40")]);
+    assert_ok("client", &c);
+    assert_ok("server", &s);
+    let stderr = text(&c).1;
+    let count = |name: &str| -> u64 {
+        let at = stderr
+            .find(&format!("{name}: "))
+            .unwrap_or_else(|| panic!("no {name}: {stderr}"));
+        let digits: String = stderr[at + name.len() + 2..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().unwrap()
+    };
+    assert!(count("tx_injected_drops") > 0, "{stderr}");
+    assert!(count("retransmits") > 0, "{stderr}");
+}
+
+#[test]
+fn a_roce_v1_capture_decodes_clean() {
+    let Some(ns) = Netns::new("cap") else { return };
+    if Command::new("tcpdump").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: no tcpdump");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("fraw2-cap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("v1.pcap");
+    let pcap_s = pcap.to_str().unwrap();
+    // On b, which receives a's frames (a packet socket's own frames skip
+    // the capture point when the qdisc is bypassed).
+    let mut dump = Command::new("ip")
+        .args([
+            "netns", "exec", &ns.b, "tcpdump", "-i", "eth0", "-U", "-w", pcap_s,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start tcpdump");
+    std::thread::sleep(Duration::from_millis(800));
+    let common = ["pingpong", "--raw", "-g", V1, "-n", "50", "-c"];
+    let server = [&common[..], &["-L", A]].concat();
+    let client = [&common[..], &["-L", B, A]].concat();
+    let (s, c) = ns.pair(&server, &client, &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = Command::new("kill").arg(dump.id().to_string()).status();
+    let _ = dump.wait();
+    assert_ok("client", &c);
+    assert_ok("server", &s);
+    let check = common::ferroce(&["dump", "--check", pcap_s]);
+    let (out, err) = text(&check);
+    assert!(check.status.success(), "dump --check: {out}{err}");
+    assert!(
+        out.contains("RoCEv1"),
+        "no RoCE v1 packet in the capture: {out}"
+    );
+    // The summary goes to stderr.
+    assert!(err.contains(" 0 malformed, 0 bad ICRC"), "{err}");
+    if let Ok(t) = Command::new("tshark")
+        .args(["-r", pcap_s, "-Y", "eth.type == 0x8915 && infiniband"])
+        .output()
+    {
+        let roce = String::from_utf8_lossy(&t.stdout).lines().count();
+        assert!(roce >= 100, "tshark sees {roce} RoCE v1 packets");
+        let bad = Command::new("tshark")
+            .args([
+                "-r",
+                pcap_s,
+                "-Y",
+                "infiniband && (_ws.malformed || _ws.expert.severity >= warning)",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&bad.stdout),
+            "",
+            "tshark finds faults"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A RoCE v1 path to a peer whose path is RoCE v2: each side drops the
+/// other's packets (`rx_wrong_roce`), so the first SEND fails after its
+/// retries with "transport retry counter exceeded", as between a v1 and a
+/// v2 port of real NICs.
+#[test]
+fn a_roce_v1_path_to_a_v2_path_does_not_connect() {
+    let Some(ns) = Netns::new("mix") else { return };
+    let server = ["pingpong", "--raw", "-g", V1, "-n", "5", "-L", A];
+    let client = ["pingpong", "--raw", "-g", V2, "-n", "5", "-L", B, A];
+    let (_, c) = ns.pair(&server, &client, &[]);
+    let (_, err) = text(&c);
+    assert!(!c.status.success());
+    assert!(err.contains("transport retry counter exceeded"), "{err}");
+}
+
+/// Without CAP_NET_RAW, opening a raw device fails and says what is needed.
+#[test]
+fn without_cap_net_raw_the_error_says_so() {
+    let Some(ns) = Netns::new("cap-raw") else {
+        return;
+    };
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.a,
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+        ])
+        .args(["--clear-groups", "--inh-caps=-all", "--bounding-set=-all"])
+        .arg(env!("CARGO_BIN_EXE_ferroce"))
+        .args(["pingpong", "--raw", "-L", A])
+        .output()
+        .expect("run setpriv");
+    let (_, err) = text(&out);
+    assert!(!out.status.success());
+    assert!(err.contains("CAP_NET_RAW"), "{err}");
+}

@@ -1,0 +1,138 @@
+//! The device's network backend, one of two behind one idiom: the UDP
+//! backend (the default: RoCE v2 through the kernel's UDP sockets) or the
+//! raw-Ethernet backend ([`raw`]: whole frames through AF_PACKET rings,
+//! RoCE v1 and v2, needs CAP_NET_RAW).
+//!
+//! Contract: [`Backend::send`] takes packets from the front of the list
+//! in order and returns how many it took (sent, or dropped and counted:
+//! the engine's retransmission recovers them); what it did not take found
+//! the socket buffer or ring full and goes first next round.
+//! [`Backend::recv`] hands every good packet to the engine.
+
+pub(crate) mod raw;
+
+use std::net::IpAddr;
+use std::os::fd::RawFd;
+
+use ferroce_core::{Endpoint, Instant, Transmit};
+use ferroce_io::{OutDatagram, Receiver, UdpBackend};
+use tracing::{debug, warn};
+
+pub(crate) use raw::{NeighCache, RawDevice};
+
+/// Which backend a device opens ([`crate::DeviceConfig::backend`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendKind {
+    /// RoCE v2 through UDP sockets (no privileges needed).
+    #[default]
+    Udp,
+    /// Whole Ethernet frames on the interface that owns the device's
+    /// address: RoCE v1 and v2, a GID table of both types. Needs
+    /// CAP_NET_RAW (root).
+    Raw,
+}
+
+#[derive(Debug)]
+pub(crate) enum Backend {
+    Udp(Box<UdpBackend>),
+    Raw(Box<RawDevice>),
+}
+
+impl Backend {
+    /// The descriptor that turns readable when packets arrive.
+    pub(crate) fn rx_fd(&self) -> RawFd {
+        match self {
+            Self::Udp(b) => b.rx_fd(),
+            Self::Raw(r) => r.rx_fd(),
+        }
+    }
+
+    /// Sends what it can from the front of `out` (to UDP `port` on the
+    /// UDP backend; the raw one always sends to 4791); returns how many
+    /// it took. `failed` keeps whether a failed send was logged yet.
+    pub(crate) fn send(&mut self, out: &mut [Transmit], port: u16, failed: &mut bool) -> usize {
+        match self {
+            Self::Udp(b) => send_udp(b, out, port, failed),
+            Self::Raw(r) => r.send(out, failed),
+        }
+    }
+
+    /// Sends what waited for a peer's address to resolve (raw backend;
+    /// nothing on UDP). Called every round, whether or not there is new
+    /// work.
+    pub(crate) fn send_parked(&mut self) {
+        if let Self::Raw(r) = self {
+            r.send_parked();
+        }
+    }
+
+    /// Receives what is waiting into `ep`; returns the packets taken.
+    pub(crate) fn recv(&mut self, ep: &mut Endpoint, now: Instant) -> usize {
+        match self {
+            Self::Udp(b) => {
+                let mut rx = EngineRx { ep, now };
+                b.recv_into(&mut rx).unwrap_or_else(|e| {
+                    debug!(error = %e, "receive failed");
+                    0
+                })
+            }
+            Self::Raw(r) => r.recv(ep, now),
+        }
+    }
+
+    /// The UDP backend's counters (zero on the raw backend).
+    pub(crate) fn udp_stats(&self) -> ferroce_io::UdpStats {
+        match self {
+            Self::Udp(b) => b.stats(),
+            Self::Raw(_) => ferroce_io::UdpStats::default(),
+        }
+    }
+
+    /// The raw backend's counters, or `None` on the UDP backend.
+    pub(crate) fn raw_stats(&mut self) -> Option<raw::RawDeviceStats> {
+        match self {
+            Self::Udp(_) => None,
+            Self::Raw(r) => Some(r.stats()),
+        }
+    }
+}
+
+/// The engine as the UDP backend's [`Receiver`]: it filters datagrams
+/// before their ICRC is checked and takes the good ones.
+struct EngineRx<'a> {
+    ep: &'a mut Endpoint,
+    now: Instant,
+}
+
+impl Receiver for EngineRx<'_> {
+    fn accepts(&mut self, from: IpAddr, dest_qp: u32) -> bool {
+        self.ep.accepts(from, dest_qp)
+    }
+    fn deliver(&mut self, from: IpAddr, _src_port: u16, transport: &[u8]) {
+        self.ep.handle_datagram(self.now, from, transport);
+    }
+}
+
+fn send_udp(backend: &mut UdpBackend, out: &mut [Transmit], port: u16, failed: &mut bool) -> usize {
+    let mut batch: Vec<OutDatagram<'_>> = out
+        .iter_mut()
+        .map(|t| OutDatagram {
+            remote: t.path.remote,
+            remote_port: port,
+            src_port: t.path.udp_src_port,
+            tos: t.tos(),
+            transport: &mut t.data,
+        })
+        .collect();
+    let total = batch.len();
+    // A send that fails outright (no route, say) loses the batch as a
+    // broken link would; the engine's retransmission takes it from there.
+    backend.send(&mut batch).unwrap_or_else(|e| {
+        if std::mem::replace(failed, true) {
+            debug!(error = %e, datagrams = total, "send failed");
+        } else {
+            warn!(error = %e, datagrams = total, "send failed; the datagrams are lost (RC retransmits them)");
+        }
+        total
+    })
+}

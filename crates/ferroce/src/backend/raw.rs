@@ -1,0 +1,374 @@
+//! A device on the raw-Ethernet backend: the engine's packets framed as
+//! RoCE v1 (a GRH) or RoCE v2 (IPv4/IPv6 and UDP to 4791) by their path's
+//! [`RoceMode`], to the peer's MAC address from the kernel's neighbour
+//! table; received frames (checked in full, ICRC included, by
+//! `ferroce_io::raw`) handed to the engine with their GRH for v1.
+//!
+//! Contract:
+//! * The device sends from its own address only: the v1 SGID is that
+//!   address's GID (`::ffff:a.b.c.d` for IPv4), the v2 source address the
+//!   address itself. Frames to another address or GID of this interface
+//!   are dropped and counted (`rx_not_ours`): several devices may share an
+//!   interface.
+//! * Peers' MAC addresses come from a [`NeighCache`] shared with the API,
+//!   which resolves a connected QP's peer when its path is set (an
+//!   unresolvable peer fails `modify_qp`, as rdma-core's does when the
+//!   kernel cannot resolve the destination MAC). The driver never waits
+//!   for a resolution: a packet to an unknown peer (a MAD to a new CM
+//!   peer, say) is parked while the kernel resolves it (asked at most
+//!   every [`RETRY_RESOLVE`]), sent as soon as the peer is known, and
+//!   dropped and counted (`tx_unresolved`) after [`PARK_FOR`] or past
+//!   [`MAX_PARKED`]. Entries are kept for the
+//!   device's life (a peer that changes its MAC needs a new device).
+//! * v1 packets carry flow label 0 and the path's traffic class and hop
+//!   limit; v2 ones the path's traffic class as DSCP/ECN and its hop limit
+//!   as TTL, with UDP checksum 0 (as rxe).
+//! * Fault injection for tests on a real link (no netem in every kernel):
+//!   with `FERROCE_RAW_DROP_EVERY=N` in the environment, every Nth frame
+//!   the device would send is dropped instead and counted
+//!   (`tx_injected_drops`), so that RC's retransmission is exercised over
+//!   real frames.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, Ipv6Addr};
+use std::os::fd::RawFd;
+use std::sync::Mutex;
+use std::time::{Duration, Instant as StdInstant};
+
+use ferroce_core::verbs::RoceMode;
+use ferroce_core::{Endpoint, Instant, Transmit};
+use ferroce_io::raw::frame::{FrameBuilder, FrameSpec, L3, RxPacket};
+use ferroce_io::raw::{RawBackend, RawConfig, RawReceiver, RawStats};
+use ferroce_io::route::neigh;
+use ferroce_wire::Network;
+use tracing::debug;
+
+/// How long a driver round waits before asking the kernel again for a
+/// peer it could not resolve.
+pub(crate) const RETRY_RESOLVE: Duration = Duration::from_millis(5);
+
+/// Peers whose last request time is kept at most (then forgotten).
+const MAX_ASKED: usize = 1024;
+
+/// Packets to peers being resolved, kept at most this many and this long
+/// (then dropped and counted).
+const MAX_PARKED: usize = 64;
+const PARK_FOR: Duration = Duration::from_secs(1);
+
+/// How long the API waits for the kernel to resolve a peer (ARP or
+/// neighbour discovery) when a path is set.
+pub(crate) const RESOLVE_WAIT: Duration = Duration::from_secs(3);
+
+/// The raw device's counters: the backend's, and the device's own drops.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RawDeviceStats {
+    /// The frame layer's: frames in and out, drops by cause.
+    pub backend: RawStats,
+    /// Packets not sent: the peer's MAC address is not known (yet), or a
+    /// RoCE v2 path's addresses are of two families (a UD destination;
+    /// `modify_qp` refuses such a path).
+    pub tx_unresolved: u64,
+    /// Packets not sent: larger than a send slot.
+    pub tx_too_large: u64,
+    /// Received RoCE packets for another address or GID of the interface.
+    pub rx_not_ours: u64,
+    /// Frames dropped on purpose (`FERROCE_RAW_DROP_EVERY`).
+    pub tx_injected_drops: u64,
+}
+
+/// Peers' MAC addresses on one interface.
+#[derive(Debug)]
+pub(crate) struct NeighCache {
+    pub(crate) interface: String,
+    macs: Mutex<HashMap<IpAddr, [u8; 6]>>,
+    /// When the driver last asked the kernel for a peer it lacked.
+    asked: Mutex<HashMap<IpAddr, StdInstant>>,
+}
+
+impl NeighCache {
+    pub(crate) fn new(interface: &str) -> Self {
+        Self {
+            interface: interface.into(),
+            macs: Mutex::default(),
+            asked: Mutex::default(),
+        }
+    }
+
+    /// The MAC of `peer`, resolved now if not known, waiting up to
+    /// `wait`; the error names the peer, the interface and what to check.
+    pub(crate) fn resolve(&self, peer: IpAddr, wait: Duration) -> io::Result<[u8; 6]> {
+        let peer = peer.to_canonical();
+        if let Some(mac) = lock(&self.macs).get(&peer) {
+            return Ok(*mac);
+        }
+        let mac = neigh::resolve(peer, &self.interface, wait)
+            .map_err(|e| io::Error::new(io::ErrorKind::HostUnreachable, e))?;
+        lock(&self.macs).insert(peer, mac);
+        Ok(mac)
+    }
+
+    /// The MAC of `peer` if known; otherwise asks the kernel (without
+    /// waiting, at most every [`RETRY_RESOLVE`]) and returns `None`.
+    fn lookup(&self, peer: IpAddr) -> Option<[u8; 6]> {
+        if let Some(mac) = lock(&self.macs).get(&peer.to_canonical()) {
+            return Some(*mac);
+        }
+        let now = StdInstant::now();
+        let due = lock(&self.asked)
+            .get(&peer)
+            .is_none_or(|t| now.duration_since(*t) >= RETRY_RESOLVE);
+        if !due {
+            return None;
+        }
+        {
+            let mut asked = lock(&self.asked);
+            // Bounded: MADs from many (spoofed) sources make replies to
+            // as many peers.
+            if asked.len() >= MAX_ASKED {
+                asked.clear();
+            }
+            asked.insert(peer, now);
+        }
+        self.resolve(peer, Duration::ZERO).ok()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The GID of an address: IPv4 mapped, IPv6 as it is.
+pub(crate) fn gid_of(addr: IpAddr) -> Ipv6Addr {
+    match addr.to_canonical() {
+        IpAddr::V4(a) => a.to_ipv6_mapped(),
+        IpAddr::V6(a) => a,
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct RawDevice {
+    backend: RawBackend,
+    frames: FrameBuilder,
+    local: IpAddr,
+    neigh: std::sync::Arc<NeighCache>,
+    stats: RawDeviceStats,
+    /// Drop every this many frames (0: none; see the module docs).
+    drop_every: u64,
+    /// Packets to peers whose MAC the kernel is resolving, oldest first,
+    /// with when they were parked.
+    parked: std::collections::VecDeque<(StdInstant, Transmit)>,
+    /// Frames considered for sending, for `drop_every`.
+    tx_count: u64,
+}
+
+impl RawDevice {
+    /// Opens the raw backend on `interface` for a device on `local`,
+    /// holding `local`'s UDP port 4791.
+    pub(crate) fn open(
+        interface: &str,
+        local: IpAddr,
+        neigh: std::sync::Arc<NeighCache>,
+        seed: u64,
+    ) -> io::Result<Self> {
+        let mut cfg = RawConfig::new(interface);
+        // Frame by frame: the block ring hands frames over only when a
+        // block fills or its 1 ms timer fires, 1 ms in every round trip.
+        cfg.rx_frame_by_frame = true;
+        cfg.hold_port = vec![local];
+        let backend = RawBackend::open(&cfg)?;
+        Ok(Self {
+            backend,
+            frames: FrameBuilder::new(seed as u16),
+            local: local.to_canonical(),
+            neigh,
+            stats: RawDeviceStats::default(),
+            drop_every: std::env::var("FERROCE_RAW_DROP_EVERY")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+            tx_count: 0,
+            parked: std::collections::VecDeque::new(),
+        })
+    }
+
+    pub(crate) fn rx_fd(&self) -> RawFd {
+        self.backend.rx_fd()
+    }
+
+    pub(crate) fn stats(&mut self) -> RawDeviceStats {
+        RawDeviceStats {
+            backend: self.backend.stats(),
+            ..self.stats
+        }
+    }
+
+    /// The frame around `t` to `dst_mac`, or `None` if the path's address
+    /// family is not the device's (a v2 path from IPv4 to IPv6).
+    fn spec(&self, t: &Transmit, dst_mac: [u8; 6]) -> Option<FrameSpec> {
+        let p = &t.path;
+        let remote = p.remote.to_canonical();
+        let l3 = match (p.roce, self.local, remote) {
+            (RoceMode::V1, local, remote) => L3::V1 {
+                sgid: gid_of(local),
+                dgid: gid_of(remote),
+                traffic_class: t.tos(),
+                flow_label: 0,
+                hop_limit: p.hop_limit,
+            },
+            (RoceMode::V2, IpAddr::V4(src), IpAddr::V4(dst)) => L3::V2Ipv4 {
+                src,
+                dst,
+                tos: t.tos(),
+                ttl: p.hop_limit,
+                src_port: p.udp_src_port,
+            },
+            (RoceMode::V2, IpAddr::V6(src), IpAddr::V6(dst)) => L3::V2Ipv6 {
+                src,
+                dst,
+                traffic_class: t.tos(),
+                flow_label: 0,
+                hop_limit: p.hop_limit,
+                src_port: p.udp_src_port,
+            },
+            (RoceMode::V2, ..) => return None,
+        };
+        Some(FrameSpec {
+            dst_mac,
+            src_mac: self.backend.mac(),
+            vlan: None,
+            l3,
+        })
+    }
+
+    /// Frames and queues what it can of `out`, then sends it all with one
+    /// system call; returns how many packets it took (see the module docs
+    /// of [`crate::backend`]). A packet to a peer not resolved yet is
+    /// parked (a copy) until the kernel knows the peer, at most
+    /// [`PARK_FOR`]; packets parked earlier go first.
+    pub(crate) fn send(&mut self, out: &mut [Transmit], failed: &mut bool) -> usize {
+        self.send_parked();
+        let mut taken = 0;
+        for t in out.iter() {
+            let Some(mac) = self.neigh.lookup(t.path.remote) else {
+                if self.parked.len() < MAX_PARKED {
+                    self.parked.push_back((StdInstant::now(), t.clone()));
+                } else {
+                    self.stats.tx_unresolved += 1;
+                }
+                taken += 1;
+                continue;
+            };
+            if !self.queue(t, mac) {
+                break; // the ring is full: the rest wait for the next round
+            }
+            taken += 1;
+        }
+        self.flush(failed);
+        taken
+    }
+
+    /// Sends the parked packets whose peer is known now, drops those
+    /// parked too long; every driver round calls it.
+    pub(crate) fn send_parked(&mut self) {
+        let mut keep = std::collections::VecDeque::new();
+        let mut queued = false;
+        while let Some((since, t)) = self.parked.pop_front() {
+            match self.neigh.lookup(t.path.remote) {
+                Some(mac) if self.queue(&t, mac) => queued = true,
+                Some(_) => keep.push_back((since, t)), // ring full
+                None if since.elapsed() >= PARK_FOR => self.stats.tx_unresolved += 1,
+                None => keep.push_back((since, t)),
+            }
+        }
+        self.parked = keep;
+        if queued {
+            self.flush(&mut false);
+        }
+    }
+
+    /// Queues the frame of `t` to `mac`; false if the ring is full (a
+    /// packet that cannot be framed is dropped, counted, and taken).
+    fn queue(&mut self, t: &Transmit, mac: [u8; 6]) -> bool {
+        let Some(spec) = self.spec(t, mac) else {
+            self.stats.tx_unresolved += 1;
+            return true;
+        };
+        if FrameBuilder::header_len(&spec) + t.data.len() > self.backend.max_frame() {
+            self.stats.tx_too_large += 1;
+            return true;
+        }
+        self.tx_count += 1;
+        if self.drop_every > 0 && self.tx_count.is_multiple_of(self.drop_every) {
+            self.stats.tx_injected_drops += 1;
+            return true;
+        }
+        let frames = &mut self.frames;
+        self.backend.queue(|slot| {
+            frames.build(&spec, &t.data, slot).unwrap_or_else(|e| {
+                debug!(error = %e, "frame not built");
+                0
+            })
+        })
+    }
+
+    fn flush(&mut self, failed: &mut bool) {
+        if let Err(e) = self.backend.flush()
+            && !std::mem::replace(failed, true)
+        {
+            tracing::warn!(error = %e, "raw send failed; the frames are lost (RC retransmits them)");
+        }
+    }
+
+    /// Hands what the receive ring holds to `ep`; returns the frames taken.
+    pub(crate) fn recv(&mut self, ep: &mut Endpoint, now: Instant) -> usize {
+        let mut rx = EngineRawRx {
+            ep,
+            now,
+            local: self.local,
+            local_gid: gid_of(self.local),
+            not_ours: 0,
+        };
+        let n = self.backend.recv(&mut rx);
+        self.stats.rx_not_ours += rx.not_ours;
+        n
+    }
+}
+
+/// The engine as the raw backend's receiver.
+struct EngineRawRx<'a> {
+    ep: &'a mut Endpoint,
+    now: Instant,
+    local: IpAddr,
+    local_gid: Ipv6Addr,
+    not_ours: u64,
+}
+
+impl RawReceiver for EngineRawRx<'_> {
+    /// Before the ICRC: a flood for QPs that do not exist costs no CRC.
+    fn accepts(&mut self, _src_mac: [u8; 6], dest_qp: u32) -> bool {
+        self.ep.accepts_qp(dest_qp)
+    }
+
+    fn deliver(&mut self, p: &RxPacket<'_>) {
+        match p.network {
+            Network::V1 { grh } if grh.dst == self.local_gid => {
+                let mut bytes = [0; 40];
+                if grh.emit(&mut bytes).is_ok() {
+                    let from = IpAddr::V6(grh.src).to_canonical();
+                    self.ep
+                        .handle_v1_packet(self.now, from, &bytes, p.transport);
+                }
+            }
+            Network::V2Ipv4 { ip, .. } if IpAddr::V4(ip.dst) == self.local => {
+                self.ep
+                    .handle_datagram(self.now, IpAddr::V4(ip.src), p.transport);
+            }
+            Network::V2Ipv6 { ip, .. } if IpAddr::V6(ip.dst) == self.local => {
+                self.ep
+                    .handle_datagram(self.now, IpAddr::V6(ip.src), p.transport);
+            }
+            _ => self.not_ours += 1,
+        }
+    }
+}
