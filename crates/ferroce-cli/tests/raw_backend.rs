@@ -196,7 +196,7 @@ fn rping_between_two_raw_devices() {
     assert!(text(&c).0.contains("rdma-ping-19"), "{}", text(&c).0);
 }
 
-/// Every 40th frame each side sends is dropped (`FERROCE_RAW_DROP_EVERY`):
+/// One frame in 40 each side sends is dropped, at random (`FERROCE_RAW_DROP_ONE_IN`):
 /// the WRITEs complete all the same, by retransmission.
 #[test]
 fn rc_write_over_roce_v1_through_loss() {
@@ -206,7 +206,7 @@ fn rc_write_over_roce_v1_through_loss() {
     ];
     let server = [&common[..], &["--listen", "--quiet", "-L", A]].concat();
     let client = [&common[..], &["--quiet", "--stats", "-L", B, A]].concat();
-    let (s, c) = ns.pair(&server, &client, &[("FERROCE_RAW_DROP_EVERY", "40")]);
+    let (s, c) = ns.pair(&server, &client, &[("FERROCE_RAW_DROP_ONE_IN", "40")]);
     assert_ok("client", &c);
     assert_ok("server", &s);
     let stderr = text(&c).1;

@@ -24,10 +24,12 @@
 //!   limit; v2 ones the path's traffic class as DSCP/ECN and its hop limit
 //!   as TTL, with UDP checksum 0 (as rxe).
 //! * Fault injection for tests on a real link (no netem in every kernel):
-//!   with `FERROCE_RAW_DROP_EVERY=N` in the environment, every Nth frame
-//!   the device would send is dropped instead and counted
+//!   with `FERROCE_RAW_DROP_ONE_IN=N` in the environment, each frame the
+//!   device would send is dropped with probability 1/N instead and counted
 //!   (`tx_injected_drops`), so that RC's retransmission is exercised over
-//!   real frames.
+//!   real frames. The drops are drawn from a xorshift stream, not every
+//!   Nth frame: a go-back-N resend of a multiple of N frames then lost its
+//!   first frame every time, until the retry count ran out.
 
 use std::collections::HashMap;
 use std::io;
@@ -73,7 +75,7 @@ pub struct RawDeviceStats {
     pub tx_too_large: u64,
     /// Received RoCE packets for another address or GID of the interface.
     pub rx_not_ours: u64,
-    /// Frames dropped on purpose (`FERROCE_RAW_DROP_EVERY`).
+    /// Frames dropped on purpose (`FERROCE_RAW_DROP_ONE_IN`).
     pub tx_injected_drops: u64,
 }
 
@@ -153,16 +155,27 @@ pub(crate) struct RawDevice {
     local: IpAddr,
     neigh: std::sync::Arc<NeighCache>,
     stats: RawDeviceStats,
-    /// Drop every this many frames (0: none; see the module docs).
-    drop_every: u64,
+    /// Drop one frame in this many, at random (0: none; see the module
+    /// docs).
+    drop_one_in: u64,
     /// Packets to peers whose MAC the kernel is resolving, oldest first,
     /// with when they were parked.
     parked: std::collections::VecDeque<(StdInstant, Transmit)>,
-    /// Frames considered for sending, for `drop_every`.
-    tx_count: u64,
+    /// The xorshift64 state that draws the drops of `drop_one_in`.
+    loss_draw: u64,
 }
 
 impl RawDevice {
+    /// The next number of the loss stream (xorshift64).
+    fn draw_loss(&mut self) -> u64 {
+        let mut x = self.loss_draw;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.loss_draw = x;
+        x
+    }
+
     /// Opens the raw backend on `interface` for a device on `local`,
     /// holding `local`'s UDP port 4791.
     pub(crate) fn open(
@@ -183,11 +196,12 @@ impl RawDevice {
             local: local.to_canonical(),
             neigh,
             stats: RawDeviceStats::default(),
-            drop_every: std::env::var("FERROCE_RAW_DROP_EVERY")
+            drop_one_in: std::env::var("FERROCE_RAW_DROP_ONE_IN")
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
-            tx_count: 0,
+            // Any non-zero state will do; xorshift never leaves zero.
+            loss_draw: seed | 1,
             parked: std::collections::VecDeque::new(),
         })
     }
@@ -298,8 +312,7 @@ impl RawDevice {
             self.stats.tx_too_large += 1;
             return true;
         }
-        self.tx_count += 1;
-        if self.drop_every > 0 && self.tx_count.is_multiple_of(self.drop_every) {
+        if self.drop_one_in > 0 && self.draw_loss().is_multiple_of(self.drop_one_in) {
             self.stats.tx_injected_drops += 1;
             return true;
         }
