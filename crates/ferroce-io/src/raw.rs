@@ -183,7 +183,8 @@ fn opening(interface: &str, what: &str, e: io::Error) -> io::Error {
         Some(libc::EPERM) => " (packet sockets need CAP_NET_RAW: run as root or grant it)",
         Some(libc::EINVAL) if what.ends_with("ring") => {
             " (RawConfig: rx_block_size a multiple of the page size and of 2048, \
-             tx_frame_size a power of two of at least the page size, counts above 0)"
+             rx_frame_size (frame by frame) and tx_frame_size powers of two of at \
+             least the page size, counts above 0)"
         }
         _ => "",
     };

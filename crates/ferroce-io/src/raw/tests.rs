@@ -438,6 +438,14 @@ fn a_bad_ring_size_names_the_setting() {
         e.contains("receive ring") && e.contains("rx_block_size"),
         "{e}"
     );
+    // The frame-by-frame ring's size is named too.
+    let mut cfg = RawConfig::new(IFACE);
+    (cfg.rx_frame_by_frame, cfg.rx_frame_size) = (true, 1000);
+    let e = Pair::run_in(&pair.a, || RawBackend::open(&cfg).unwrap_err().to_string());
+    assert!(
+        e.contains("receive ring") && e.contains("rx_frame_size"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -223,7 +223,7 @@ fn parse_entry(body: &[u8]) -> io::Result<Entry> {
 /// The modified EUI-64 interface identifier of a MAC (RFC 4291 appendix
 /// A): the universal/local bit flipped, FF FE in the middle. RoCE NICs and
 /// rxe derive the node GUID and the default link-local GID from it.
-pub fn eui64(mac: [u8; 6]) -> [u8; 8] {
+pub const fn eui64(mac: [u8; 6]) -> [u8; 8] {
     [
         mac[0] ^ 0x02,
         mac[1],

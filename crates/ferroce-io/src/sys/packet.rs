@@ -219,6 +219,51 @@ impl Ring {
     fn write_u32(&mut self, i: usize, offset: usize, v: u32) {
         self.status(i, offset).store(v, Ordering::Relaxed);
     }
+
+    /// If part `i` is ours (its status word at `status_at` has
+    /// `TP_STATUS_USER`), lends it whole to `f` and then returns it to the
+    /// kernel; `None` if it is still the kernel's.
+    fn lend_received<R>(
+        &mut self,
+        i: usize,
+        status_at: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<R> {
+        let status = self.status(i, status_at).load(Ordering::Acquire);
+        if status & libc::TP_STATUS_USER == 0 {
+            return None;
+        }
+        let start = i * self.block_size;
+        // SAFETY: part `i` lies inside the mapping (checked by `status`),
+        // and the kernel does not write it while TP_STATUS_USER is set
+        // (observed with Acquire above); the slice ends with this borrow,
+        // before the status is handed back below.
+        let part =
+            unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(start), self.block_size) };
+        let r = f(part);
+        self.status(i, status_at)
+            .store(libc::TP_STATUS_KERNEL, Ordering::Release);
+        Some(r)
+    }
+
+    /// Makes `fd` a TPACKET_V2 socket with a ring (`which`:
+    /// PACKET_RX_RING or PACKET_TX_RING) of `frames` frames of
+    /// `frame_size` bytes, one frame a block, and maps it.
+    fn setup_v2(fd: RawFd, which: libc::c_int, frame_size: u32, frames: u32) -> io::Result<Self> {
+        set_packet_option(
+            fd,
+            libc::PACKET_VERSION,
+            libc::tpacket_versions::TPACKET_V2 as libc::c_int,
+        )?;
+        let req = libc::tpacket_req {
+            tp_block_size: frame_size,
+            tp_block_nr: frames,
+            tp_frame_size: frame_size,
+            tp_frame_nr: frames,
+        };
+        setsockopt(fd, libc::SOL_PACKET, which, &req)?;
+        Self::map(fd, frame_size as usize, frames as usize)
+    }
 }
 
 impl Drop for Ring {
@@ -275,23 +320,7 @@ impl RxRing {
     /// `f` and then returns it to the kernel; `None` if it is still the
     /// kernel's.
     pub(crate) fn with_block<R>(&mut self, i: usize, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
-        let status = self.ring.status(i, BLOCK_STATUS).load(Ordering::Acquire);
-        if status & libc::TP_STATUS_USER == 0 {
-            return None;
-        }
-        let start = i * self.ring.block_size;
-        // SAFETY: block `i` lies inside the mapping (checked by `status`),
-        // and the kernel does not write it while TP_STATUS_USER is set
-        // (observed with Acquire above); the slice ends with this borrow,
-        // before the status is handed back below.
-        let block = unsafe {
-            std::slice::from_raw_parts(self.ring.base.as_ptr().add(start), self.ring.block_size)
-        };
-        let r = f(block);
-        self.ring
-            .status(i, BLOCK_STATUS)
-            .store(libc::TP_STATUS_KERNEL, Ordering::Release);
-        Some(r)
+        self.ring.lend_received(i, BLOCK_STATUS, f)
     }
 }
 
@@ -308,19 +337,7 @@ impl RxFrameRing {
     /// of `frame_size` bytes (a power of two of at least the page size;
     /// larger frames are cut), and maps it.
     pub(crate) fn setup(fd: RawFd, frame_size: u32, frames: u32) -> io::Result<Self> {
-        set_packet_option(
-            fd,
-            libc::PACKET_VERSION,
-            libc::tpacket_versions::TPACKET_V2 as libc::c_int,
-        )?;
-        let req = libc::tpacket_req {
-            tp_block_size: frame_size,
-            tp_block_nr: frames,
-            tp_frame_size: frame_size,
-            tp_frame_nr: frames,
-        };
-        setsockopt(fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)?;
-        let ring = Ring::map(fd, frame_size as usize, frames as usize)?;
+        let ring = Ring::setup_v2(fd, libc::PACKET_RX_RING, frame_size, frames)?;
         Ok(Self { ring })
     }
 
@@ -332,23 +349,7 @@ impl RxFrameRing {
     /// (header and frame) to `f`, then returns it to the kernel; `None` if
     /// it is still the kernel's.
     pub(crate) fn with_frame<R>(&mut self, i: usize, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
-        let status = self.ring.status(i, TX_STATUS).load(Ordering::Acquire);
-        if status & libc::TP_STATUS_USER == 0 {
-            return None;
-        }
-        let start = i * self.ring.block_size;
-        // SAFETY: slot `i` lies inside the mapping (checked by `status`),
-        // and the kernel does not write it while TP_STATUS_USER is set
-        // (observed with Acquire above); the slice ends with this borrow,
-        // before the status is handed back below.
-        let slot = unsafe {
-            std::slice::from_raw_parts(self.ring.base.as_ptr().add(start), self.ring.block_size)
-        };
-        let r = f(slot);
-        self.ring
-            .status(i, TX_STATUS)
-            .store(libc::TP_STATUS_KERNEL, Ordering::Release);
-        Some(r)
+        self.ring.lend_received(i, TX_STATUS, f)
     }
 }
 
@@ -375,19 +376,7 @@ impl TxRing {
     /// Makes `fd` a TPACKET_V2 socket with a send ring and maps it.
     /// `frame_size` is a power of two of at least a page.
     pub(crate) fn setup(fd: RawFd, frame_size: u32, frames: u32) -> io::Result<Self> {
-        set_packet_option(
-            fd,
-            libc::PACKET_VERSION,
-            libc::tpacket_versions::TPACKET_V2 as libc::c_int,
-        )?;
-        let req = libc::tpacket_req {
-            tp_block_size: frame_size,
-            tp_block_nr: frames,
-            tp_frame_size: frame_size,
-            tp_frame_nr: frames,
-        };
-        setsockopt(fd, libc::SOL_PACKET, libc::PACKET_TX_RING, &req)?;
-        let ring = Ring::map(fd, frame_size as usize, frames as usize)?;
+        let ring = Ring::setup_v2(fd, libc::PACKET_TX_RING, frame_size, frames)?;
         Ok(Self { ring, fd })
     }
 

@@ -85,6 +85,7 @@ pub struct ibv_cq_init_attr_ex {
 
 /// `struct ibv_rx_hash_conf` (RSS; refused here, laid out for the size).
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct ibv_rx_hash_conf {
     pub rx_hash_function: u8,
     pub rx_hash_key_len: u8,
@@ -95,6 +96,7 @@ pub struct ibv_rx_hash_conf {
 /// `struct ibv_qp_init_attr_ex`: `struct ibv_qp_init_attr`'s fields, then
 /// the extended ones `comp_mask` says are valid.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct ibv_qp_init_attr_ex {
     pub qp_context: *mut c_void,
     pub send_cq: *mut ibv_cq,

@@ -12,7 +12,9 @@ use std::sync::Mutex;
 
 use ferroce::{Context, DeviceConfig};
 
-use super::{ctx, guard, guard_errno, guard_ptr, put, set_errno, take};
+use super::{
+    ctx, free_null_terminated, guard, guard_errno, guard_ptr, null_terminated, put, set_errno, take,
+};
 use crate::abi::*;
 use crate::config::devices;
 use crate::convert::{be64, device_attr, errno, ip_gid, port_attr};
@@ -29,33 +31,18 @@ fn device(p: *mut ibv_device) -> Result<&'static Device, c_int> {
 
 pub(super) unsafe extern "C" fn ibv_get_device_list(num: *mut c_int) -> *mut *mut ibv_device {
     guard_ptr(|| {
-        let mut list: Vec<*mut ibv_device> = devices()
+        let list = devices()
             .iter()
             .map(|d| (&raw const d.dev).cast_mut())
             .collect();
-        let n = list.len();
-        list.push(std::ptr::null_mut());
-        if !num.is_null() {
-            // SAFETY: non-NULL, and an `int *` by the contract.
-            unsafe { num.write(n as c_int) };
-        }
-        Ok(Box::into_raw(list.into_boxed_slice()).cast())
+        // SAFETY: `num` is NULL or an `int *` by the contract.
+        Ok(unsafe { null_terminated(list, num) })
     })
 }
 
 pub(super) unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
-    guard((), || {
-        if list.is_null() {
-            return;
-        }
-        let mut n = 0;
-        // SAFETY: `list` is a NULL-terminated array from ibv_get_device_list.
-        while !unsafe { *list.add(n) }.is_null() {
-            n += 1;
-        }
-        // SAFETY: it was a boxed slice of n + 1 pointers.
-        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(list, n + 1)) });
-    });
+    // SAFETY: `list` is NULL or an array from ibv_get_device_list.
+    guard((), || unsafe { free_null_terminated(list) });
 }
 
 pub(super) unsafe extern "C" fn ibv_get_device_name(dev: *mut ibv_device) -> *const c_char {

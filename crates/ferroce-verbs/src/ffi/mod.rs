@@ -148,6 +148,38 @@ unsafe fn take<T, C>(p: *mut C) -> Box<T> {
     unsafe { Box::from_raw(p.cast::<T>()) }
 }
 
+/// `list` as a C array with a NULL after the last entry (the device lists),
+/// its length written to `num` unless that is NULL; freed by
+/// [`free_null_terminated`].
+///
+/// # Safety
+/// `num` is NULL or valid for a write of an `int`.
+unsafe fn null_terminated<T>(mut list: Vec<*mut T>, num: *mut c_int) -> *mut *mut T {
+    if !num.is_null() {
+        // SAFETY: non-NULL, and an `int *` by the contract.
+        unsafe { num.write(list.len() as c_int) };
+    }
+    list.push(std::ptr::null_mut());
+    Box::into_raw(list.into_boxed_slice()).cast()
+}
+
+/// Frees an array from [`null_terminated`]; NULL is ignored.
+///
+/// # Safety
+/// `list` is NULL or such an array, not freed yet.
+unsafe fn free_null_terminated<T>(list: *mut *mut T) {
+    if list.is_null() {
+        return;
+    }
+    let mut n = 0;
+    // SAFETY: a NULL-terminated array by the contract.
+    while !unsafe { *list.add(n) }.is_null() {
+        n += 1;
+    }
+    // SAFETY: it was a boxed slice of n + 1 pointers.
+    drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(list, n + 1)) });
+}
+
 /// `*out = v`, refusing a NULL `out`.
 ///
 /// # Safety

@@ -378,7 +378,8 @@ unsafe fn add_inline(
     len: usize,
 ) -> Result<(), c_int> {
     let data = w.inline.get_or_insert_with(Vec::new);
-    if data.len() + len > q.init.cap.max_inline_data as usize {
+    // Saturating: `len` comes from the application and may be any size.
+    if data.len().saturating_add(len) > q.init.cap.max_inline_data as usize {
         return Err(libc::ENOSPC);
     }
     if len > 0 {

@@ -22,7 +22,7 @@ use ferroce::Context;
 use ferroce::cm::{CmId, EventChannel};
 
 use super::rdmacm_event::ack_held;
-use super::{guard, guard_ptr, obj, put, set_errno, take};
+use super::{free_null_terminated, guard, guard_ptr, null_terminated, obj, put, set_errno, take};
 use crate::abi::{ibv_context, ibv_pd};
 use crate::config::devices;
 use crate::convert::ip_gid;
@@ -354,30 +354,16 @@ pub(super) unsafe extern "C" fn ferroce_rdma_destroy_id(id: *mut rdma_cm_id) -> 
 /// (rdma_cm's own, opened once), NULL-terminated.
 pub(super) unsafe extern "C" fn ferroce_rdma_get_devices(num: *mut c_int) -> *mut *mut ibv_context {
     guard_ptr(|| {
-        let mut list: Vec<*mut ibv_context> = cm_devices()
+        let list = cm_devices()
             .iter()
             .map(|d| d.verbs as *mut ibv_context)
             .collect();
-        if !num.is_null() {
-            // SAFETY: non-NULL, an `int *` by the contract.
-            unsafe { num.write(list.len() as c_int) };
-        }
-        list.push(std::ptr::null_mut());
-        Ok(Box::into_raw(list.into_boxed_slice()).cast())
+        // SAFETY: `num` is NULL or an `int *` by the contract.
+        Ok(unsafe { null_terminated(list, num) })
     })
 }
 
 pub(super) unsafe extern "C" fn ferroce_rdma_free_devices(list: *mut *mut ibv_context) {
-    guard((), || {
-        if list.is_null() {
-            return;
-        }
-        let mut n = 0;
-        // SAFETY: a NULL-terminated array from ferroce_rdma_get_devices.
-        while !unsafe { *list.add(n) }.is_null() {
-            n += 1;
-        }
-        // SAFETY: it was a boxed slice of n + 1 pointers.
-        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(list, n + 1)) });
-    });
+    // SAFETY: `list` is NULL or an array from ferroce_rdma_get_devices.
+    guard((), || unsafe { free_null_terminated(list) });
 }

@@ -10,9 +10,10 @@
 use std::ffi::{c_char, c_int, c_void};
 
 use crate::abi::{
-    ibv_ah_attr, ibv_comp_channel, ibv_context, ibv_cq, ibv_gid, ibv_pd, ibv_qp, ibv_qp_cap,
-    ibv_srq,
+    ibv_ah_attr, ibv_comp_channel, ibv_context, ibv_cq, ibv_gid, ibv_pd, ibv_qp, ibv_srq,
 };
+/// What `rdma_create_qp_ex` takes: the verbs ABI's own struct.
+pub use crate::abi::{ibv_qp_init_attr_ex, ibv_rx_hash_conf};
 
 /// `struct sockaddr_storage`: 128 bytes, 8-aligned. Kept as bytes: the
 /// family at 0 (host order), then `sockaddr_in`'s or `sockaddr_in6`'s
@@ -162,38 +163,6 @@ pub struct rdma_addrinfo {
     pub ai_connect_len: usize,
     pub ai_connect: *mut c_void,
     pub ai_next: *mut Self,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ibv_rx_hash_conf {
-    pub rx_hash_function: u8,
-    pub rx_hash_key_len: u8,
-    pub rx_hash_key: *mut u8,
-    pub rx_hash_fields_mask: u64,
-}
-
-/// `struct ibv_qp_init_attr_ex` (`<infiniband/verbs.h>`), what
-/// `rdma_create_qp_ex` takes; its first fields are `ibv_qp_init_attr`'s.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ibv_qp_init_attr_ex {
-    pub qp_context: *mut c_void,
-    pub send_cq: *mut ibv_cq,
-    pub recv_cq: *mut ibv_cq,
-    pub srq: *mut ibv_srq,
-    pub cap: ibv_qp_cap,
-    pub qp_type: u32,
-    pub sq_sig_all: c_int,
-    pub comp_mask: u32,
-    pub pd: *mut ibv_pd,
-    pub xrcd: *mut c_void,
-    pub create_flags: u32,
-    pub max_tso_header: u16,
-    pub rwq_ind_tbl: *mut c_void,
-    pub rx_hash_conf: ibv_rx_hash_conf,
-    pub source_qpn: u32,
-    pub send_ops_flags: u64,
 }
 
 /// `enum rdma_cm_event_type`.

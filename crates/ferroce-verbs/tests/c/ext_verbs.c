@@ -365,6 +365,12 @@ int main(void)
 	ibv_wr_send(xa);
 	ibv_wr_set_inline_data(xa, a, INLINE + 1);
 	CHECK(ibv_wr_complete(xa) == ENOSPC, "inline data past max_inline_data: wr_complete ENOSPC, as rxe");
+	/* A length that would wrap the running total is refused, not added. */
+	struct ibv_data_buf wrap[2] = { { a, 1 }, { a, SIZE_MAX } };
+	ibv_wr_start(xa);
+	ibv_wr_send(xa);
+	ibv_wr_set_inline_data_list(xa, 2, wrap);
+	CHECK(ibv_wr_complete(xa) == ENOSPC, "an inline list whose lengths wrap: ENOSPC");
 	struct ibv_sge big = { (uintptr_t)a, INLINE + 1, 0 };
 	struct ibv_send_wr iw = { .wr_id = 10, .sg_list = &big, .num_sge = 1, .opcode = IBV_WR_SEND,
 				  .send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED },

@@ -45,16 +45,7 @@ impl Guid {
     /// and the universal/local bit flipped (RFC 4291 appendix A; the
     /// kernel's `addrconf_addr_eui48`, which rxe uses for its GUIDs).
     pub const fn from_mac(mac: [u8; 6]) -> Self {
-        Self(u64::from_be_bytes([
-            mac[0] ^ 0x02,
-            mac[1],
-            mac[2],
-            0xff,
-            0xfe,
-            mac[3],
-            mac[4],
-            mac[5],
-        ]))
+        Self(u64::from_be_bytes(ferroce_io::route::neigh::eui64(mac)))
     }
 
     /// The GUID in wire (network) order, as `ibv_device_attr` holds it.

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::{Guid, Interface};
+use super::Interface;
 
 /// GID table slots (rxe's `RXE_PORT_GID_TBL_LEN`). ferroce's table holds
 /// the interface's addresses; more than this many are not listed.
@@ -125,12 +125,8 @@ pub fn gid_table_for(iface: &Interface) -> Vec<Gid> {
     };
     match iface.mac {
         Some(mac) => {
-            let mut raw = [0u8; 16];
-            raw[0] = 0xfe;
-            raw[1] = 0x80;
-            raw[8..].copy_from_slice(&Guid::from_mac(mac).to_be_bytes());
             push(Gid {
-                raw,
+                raw: ferroce_io::route::neigh::link_local_from_mac(mac).octets(),
                 kind: GidType::RoceV2,
                 netdev: iface.name.clone(),
             });
