@@ -165,7 +165,14 @@ pub(super) unsafe extern "C" fn ferroce_rdma_get_cm_event(
                 };
                 // SAFETY: one valid pollfd; a short timeout, since events
                 // of other channels' IDs keep the descriptor readable.
-                unsafe { libc::poll(&mut p, 1, 10) };
+                let ready = unsafe { libc::poll(&mut p, 1, 10) } > 0;
+                if ready {
+                    // Readable, yet nothing here was ours: another
+                    // channel's events wait there. Poll again at once and
+                    // this loop spins until they are taken; a 1 ms pause
+                    // bounds it.
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
                 continue;
             };
             if let Some(p) = deliver(ev) {
