@@ -97,25 +97,35 @@ impl Drop for TempDir {
 /// capturing (and 2 s more: it says so a little before the first packets
 /// are taken). Needs root.
 pub(crate) fn tshark(filter: &str, pcap: &Path) -> Child {
-    let mut t = Command::new("tshark")
-        .args(["-i", "lo", "-f", filter, "-w"])
-        .arg(pcap)
+    let mut t = Command::new("tshark");
+    t.args(["-i", "lo", "-f", filter, "-w"]).arg(pcap);
+    let t = capture_started(t, "Capturing on");
+    std::thread::sleep(Duration::from_secs(2));
+    t
+}
+
+/// Spawns a capture program (tshark, tcpdump) and returns once its
+/// standard error says `ready` (tshark: "Capturing on", tcpdump:
+/// "listening on"): a fixed sleep instead lost the first packets on a cold
+/// machine. Panics naming what it said if it has not within 20 s.
+pub(crate) fn capture_started(mut cmd: Command, ready: &str) -> Child {
+    let name = format!("{:?}", cmd.get_program());
+    let mut t = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("tshark is not installed: run scripts/setup-test-deps.sh");
+        .unwrap_or_else(|e| panic!("{name} did not start ({e}): run scripts/setup-test-deps.sh"));
     let mut err = t.stderr.take().unwrap();
     let (start, mut seen) = (Instant::now(), Vec::new());
-    while !String::from_utf8_lossy(&seen).contains("Capturing on") {
+    while !String::from_utf8_lossy(&seen).contains(ready) {
         let mut b = [0u8; 256];
         let n = std::io::Read::read(&mut err, &mut b).unwrap_or(0);
         seen.extend_from_slice(&b[..n]);
         assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "tshark did not start (root needed): {}",
+            n > 0 && start.elapsed() < Duration::from_secs(20),
+            "{name} did not start capturing (root needed): {}",
             String::from_utf8_lossy(&seen)
         );
     }
-    std::thread::sleep(Duration::from_secs(2));
     t
 }
