@@ -14,57 +14,11 @@ mod common;
 
 use std::io::Read;
 use std::net::{IpAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use common::{finish, lib_dir};
-
-/// One test at a time: they all bind UDP 4791 on the same addresses.
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The tool's path, or a failure naming the package to install.
-fn tool(name: &str, package: &str) -> PathBuf {
-    let path = Path::new("/usr/bin").join(name);
-    assert!(
-        path.exists(),
-        "{name} is missing: install Debian's {package} (scripts/setup-test-deps.sh)"
-    );
-    path
-}
-
-fn is_root() -> bool {
-    // The effective uid, from /proc.
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
-}
-
-/// How a tool runs: as this user, or as `nobody` through setpriv.
-#[derive(Clone, Copy, Debug)]
-enum As {
-    Me,
-    Nobody,
-}
-
-/// The users to run the pair tests as: this one, and `nobody` if we are
-/// root (the point of the library is unprivileged use).
-fn users() -> Vec<As> {
-    if is_root() && Path::new("/usr/bin/setpriv").exists() {
-        vec![As::Me, As::Nobody]
-    } else {
-        vec![As::Me]
-    }
-}
+use common::{As, finish, lib_dir, serial, tool, users};
 
 fn command(who: As, devices: &str, prog: &Path, args: &[&str]) -> Command {
     let mut c = match who {
