@@ -35,8 +35,14 @@ impl AsyncQueue {
 
     /// Moves the engine's waiting events here (with the engine locked).
     pub(crate) fn collect(&self, ep: &mut Endpoint) {
+        // Every driver round calls this, and almost every round has no
+        // event: lock only when there is one.
+        let Some(first) = ep.poll_async_event() else {
+            return;
+        };
         let mut events = self.lock();
         let was_empty = events.is_empty();
+        events.push_back(first);
         while let Some(e) = ep.poll_async_event() {
             events.push_back(e);
         }
