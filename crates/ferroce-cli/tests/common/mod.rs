@@ -127,5 +127,8 @@ pub(crate) fn capture_started(mut cmd: Command, ready: &str) -> Child {
             String::from_utf8_lossy(&seen)
         );
     }
+    // Keep reading what it says: with the pipe closed, its next line to
+    // standard error would kill it (SIGPIPE) in the middle of the capture.
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
     t
 }
