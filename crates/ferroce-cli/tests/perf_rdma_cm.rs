@@ -130,6 +130,7 @@ fn the_exchange_on_the_wire_is_perftests() {
         .args(["--listen", "-L", "127.0.4.17"])
         .stdout(Stdio::null())
         .spawn()
+        .map(common::Spawned::from)
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     let client = common::ferroce_cmd()

@@ -8,10 +8,10 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
-use common::{ferroce, text, tshark};
+use common::{Spawned, ferroce, text, tshark};
 
 /// `ferroce ARGS` with GSO off: loopback never cuts a GSO train, so a
 /// capture would show a train of packets as one datagram (the examples'
@@ -23,11 +23,12 @@ fn cmd(args: &[&str]) -> std::process::Command {
 }
 
 /// Starts a server and waits for its `start` line.
-fn server(args: &[&str]) -> Child {
+fn server(args: &[&str]) -> Spawned {
     let mut child = cmd(&[&["rdma-server"], args].concat())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
+        .map(Spawned::from)
         .expect("start ferroce");
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().unwrap())
@@ -55,7 +56,7 @@ fn client(args: &[&str]) -> Output {
     }
 }
 
-fn finish(child: Child) -> Output {
+fn finish(child: Spawned) -> Output {
     child.wait_with_output().unwrap()
 }
 

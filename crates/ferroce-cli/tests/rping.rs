@@ -8,10 +8,10 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::process::{Child, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
-use common::{ferroce, spawn, text};
+use common::{Spawned, ferroce, spawn, text};
 use ferroce::cm::{CmEventKind, ConnParam, EventChannel, PortSpace};
 use ferroce::{Access, QpInitAttr, QpType, SendWr};
 
@@ -30,7 +30,7 @@ fn expected(n: u32, size: usize) -> String {
 }
 
 /// Waits for `child` (up to 60 s; killed and failed past that).
-fn finish(child: Child, who: &str) -> Output {
+fn finish(child: Spawned, who: &str) -> Output {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut child = child;
     while child.try_wait().expect("wait").is_none() {

@@ -15,7 +15,7 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::shared;
 
@@ -41,38 +41,8 @@ fn captured_traffic_passes_independent_checks() {
     let dir = std::env::temp_dir().join(format!("ferroce-capture-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join("lo.pcap");
-    let mut tshark = Command::new("tshark")
-        .args([
-            "-i",
-            "lo",
-            "-f",
-            "udp port 4791 and net 127.0.0.64/29",
-            "-w",
-        ])
-        .arg(&pcap)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("tshark is not installed: run scripts/setup-test-deps.sh");
-    // tshark announces "Capturing on ..." once the capture runs.
-    let mut err = tshark.stderr.take().unwrap();
-    let started = Instant::now();
-    let mut seen = Vec::new();
-    while !String::from_utf8_lossy(&seen).contains("Capturing on") {
-        let mut b = [0u8; 256];
-        let n = std::io::Read::read(&mut err, &mut b).unwrap_or(0);
-        assert!(
-            n > 0 || started.elapsed() < Duration::from_secs(20),
-            "tshark did not start: {}",
-            String::from_utf8_lossy(&seen)
-        );
-        seen.extend_from_slice(&b[..n]);
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "tshark did not start (root needed): {}",
-            String::from_utf8_lossy(&seen)
-        );
-    }
+    // Started as every capture test starts one (waits until it captures).
+    let mut tshark = common::tshark("udp port 4791 and net 127.0.0.64/29", &pcap);
     let common = [
         "-L",
         "127.0.0.66",
@@ -96,6 +66,7 @@ fn captured_traffic_passes_independent_checks() {
             .args(["-L", "127.0.0.65"])
             .stdout(Stdio::null())
             .spawn()
+            .map(common::Spawned::from)
             .unwrap();
         std::thread::sleep(Duration::from_millis(300));
         ferroce(&[&run[..], &["-L", "127.0.0.66", "127.0.0.65"]].concat());

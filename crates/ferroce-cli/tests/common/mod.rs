@@ -37,13 +37,59 @@ pub(crate) fn ferroce(args: &[&str]) -> Output {
 }
 
 /// Starts `ferroce ARGS` with its output captured.
-pub(crate) fn spawn(args: &[&str]) -> Child {
+pub(crate) fn spawn(args: &[&str]) -> Spawned {
     ferroce_cmd()
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start ferroce")
+        .into()
+}
+
+/// A started process, killed and reaped if it is dropped before it was
+/// waited for: a test that panics half-way must not leave a server behind
+/// holding its addresses and ports for the next run.
+pub(crate) struct Spawned(Option<Child>);
+
+impl Spawned {
+    /// Waits for the process to exit and collects its output.
+    pub(crate) fn wait_with_output(mut self) -> std::io::Result<Output> {
+        self.0
+            .take()
+            .expect("not yet waited for")
+            .wait_with_output()
+    }
+}
+
+impl From<Child> for Spawned {
+    fn from(child: Child) -> Self {
+        Self(Some(child))
+    }
+}
+
+impl std::ops::Deref for Spawned {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        self.0.as_ref().expect("not yet waited for")
+    }
+}
+
+impl std::ops::DerefMut for Spawned {
+    fn deref_mut(&mut self) -> &mut Child {
+        self.0.as_mut().expect("not yet waited for")
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            // Harmless after an earlier `wait()`: std knows the child has
+            // exited and sends no signal.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// Standard output and standard error, for assertions.
@@ -96,7 +142,7 @@ impl Drop for TempDir {
 /// Starts tshark on `lo` for `filter`, writing `pcap`, once it says it is
 /// capturing (and 2 s more: it says so a little before the first packets
 /// are taken). Needs root.
-pub(crate) fn tshark(filter: &str, pcap: &Path) -> Child {
+pub(crate) fn tshark(filter: &str, pcap: &Path) -> Spawned {
     let mut t = Command::new("tshark");
     t.args(["-i", "lo", "-f", filter, "-w"]).arg(pcap);
     let t = capture_started(t, "Capturing on");
@@ -108,7 +154,7 @@ pub(crate) fn tshark(filter: &str, pcap: &Path) -> Child {
 /// standard error says `ready` (tshark: "Capturing on", tcpdump:
 /// "listening on"): a fixed sleep instead lost the first packets on a cold
 /// machine. Panics naming what it said if it has not within 20 s.
-pub(crate) fn capture_started(mut cmd: Command, ready: &str) -> Child {
+pub(crate) fn capture_started(mut cmd: Command, ready: &str) -> Spawned {
     let name = format!("{:?}", cmd.get_program());
     let mut t = cmd
         .stdout(Stdio::null())
@@ -130,5 +176,5 @@ pub(crate) fn capture_started(mut cmd: Command, ready: &str) -> Child {
     // Keep reading what it says: with the pipe closed, its next line to
     // standard error would kill it (SIGPIPE) in the middle of the capture.
     std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    t
+    t.into()
 }
