@@ -279,10 +279,16 @@ fn a_roce_v1_capture_decodes_clean() {
     );
     // The summary goes to stderr.
     assert!(err.contains(" 0 malformed, 0 bad ICRC"), "{err}");
-    if let Ok(t) = Command::new("tshark")
-        .args(["-r", pcap_s, "-Y", "eth.type == 0x8915 && infiniband"])
-        .output()
+    let summary = common::peercheck(&pcap);
+    assert!(
+        summary.contains("v1"),
+        "peercheck saw no RoCE v1: {summary}"
+    );
     {
+        let t = Command::new("tshark")
+            .args(["-r", pcap_s, "-Y", "eth.type == 0x8915 && infiniband"])
+            .output()
+            .expect("tshark is missing: run scripts/setup-test-deps.sh");
         let roce = String::from_utf8_lossy(&t.stdout).lines().count();
         assert!(roce >= 100, "tshark sees {roce} RoCE v1 packets");
         let bad = Command::new("tshark")

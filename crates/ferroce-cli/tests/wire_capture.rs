@@ -17,8 +17,6 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::shared;
-
 /// The `ferroce` binary, with GSO off (see the module docs).
 fn ferroce_cmd() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ferroce"));
@@ -93,22 +91,6 @@ fn captured_traffic_passes_independent_checks() {
         .unwrap_or(0);
     assert!(roce > 200, "too few RoCE packets captured: {summary}");
 
-    let py = shared().join("peercheck/.venv/bin/python");
-    assert!(
-        py.exists(),
-        "peercheck's venv is missing: run scripts/setup-test-deps.sh"
-    );
-    let check = Command::new(py)
-        .arg(shared().join("peercheck/peercheck.py"))
-        .args(["--summary"])
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&check.stdout);
-    assert!(
-        check.status.success(),
-        "peercheck --summary failed:\n{text}\n{}",
-        String::from_utf8_lossy(&check.stderr)
-    );
+    common::peercheck(&pcap);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -139,6 +139,29 @@ impl Drop for TempDir {
     }
 }
 
+/// Runs the shared peercheck (Scapy and its own decoder, ICRC recomputed
+/// for every packet) over `pcap` and fails the test unless it finds every
+/// packet sound; returns its summary.
+pub(crate) fn peercheck(pcap: &Path) -> String {
+    let py = shared().join("peercheck/.venv/bin/python");
+    assert!(
+        py.exists(),
+        "peercheck's venv is missing: run scripts/setup-test-deps.sh"
+    );
+    let check = Command::new(py)
+        .arg(shared().join("peercheck/peercheck.py"))
+        .arg("--summary")
+        .arg(pcap)
+        .output()
+        .expect("run peercheck");
+    let (out, err) = text(&check);
+    assert!(
+        check.status.success(),
+        "peercheck --summary failed:\n{out}\n{err}"
+    );
+    out
+}
+
 /// Starts tshark on `lo` for `filter`, writing `pcap`, once it says it is
 /// capturing (and 2 s more: it says so a little before the first packets
 /// are taken). Needs root.
