@@ -15,11 +15,12 @@
 //! | `mr` | registered memory (owned by the engine) and key checks |
 //! | `srq` | shared receive queues and their limit event |
 //! | `log` | what the engine tells `tracing` (nothing is printed unless a subscriber asks) |
+//! | [`cc`] | congestion control: ECN, CNPs, DCQCN and the pacer |
 //!
-//! Not yet: XRC, memory windows, atomic write and flush, congestion
-//! control, multicast.
+//! Not yet: XRC, memory windows, atomic write and flush, multicast.
 #![forbid(unsafe_code)]
 
+pub mod cc;
 mod cq;
 pub mod endpoint;
 mod log;
@@ -36,6 +37,7 @@ pub mod verbs;
 #[cfg(test)]
 mod tests;
 
+pub use cc::{CongestionConfig, DcqcnConfig, NpConfig};
 pub use cq::CqFired;
 pub use endpoint::Grh;
 pub use endpoint::{
@@ -44,6 +46,7 @@ pub use endpoint::{
 };
 pub use endpoint::{GSI_QKEY, GSI_QPN, MAD_LEN, MAX_QUEUED_MADS, Mad, MadStats};
 pub use endpoint::{MAX_DEFERRED, MAX_DEFERRED_TOTAL};
+pub use endpoint::{MAX_QUEUED_CNPS, QpCongestion};
 pub use ferroce_mem::Backing;
 pub use mr::{MrInfo, RangeError, Region};
 pub use qp::QpInit;

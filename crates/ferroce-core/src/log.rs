@@ -81,7 +81,7 @@ pub(crate) fn drops_since(before: Option<Stats>, after: &Stats) {
 /// The drop counters of `a` and `b`, by cause. Destructured in full, so
 /// that a counter added to [`Stats`] must be placed here (or below as not a
 /// drop) before this compiles.
-fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 16] {
+fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 18] {
     let Stats {
         rx_packets: _,
         tx_packets: _,
@@ -104,6 +104,12 @@ fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 16] {
         rx_deferred: _,
         rx_deferred_dropped,
         tx_region_busy,
+        rx_ce: _,
+        cnps_sent: _,
+        cnps_dropped,
+        cnps_received: _,
+        rx_bad_cnp,
+        rate_cuts: _,
     } = *a;
     [
         ("malformed", rx_malformed, b.rx_malformed),
@@ -130,6 +136,8 @@ fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 16] {
             b.rx_deferred_dropped,
         ),
         ("region_busy", tx_region_busy, b.tx_region_busy),
+        ("cnp_dropped", cnps_dropped, b.cnps_dropped),
+        ("bad_cnp", rx_bad_cnp, b.rx_bad_cnp),
     ]
 }
 

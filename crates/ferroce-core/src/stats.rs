@@ -47,4 +47,18 @@ pub struct Stats {
     /// Packets not sent because the application was writing the region
     /// their payload comes from (recovered as losses).
     pub tx_region_busy: u64,
+    /// Packets received marked Congestion Experienced (IP ECN = CE, or
+    /// a RoCE v1 GRH's traffic class) for a QP that takes them.
+    pub rx_ce: u64,
+    /// CNPs sent: CE-marked packets answered (at most one per QP per
+    /// `min_time_between_cnps`).
+    pub cnps_sent: u64,
+    /// CNPs not sent because [`crate::MAX_QUEUED_CNPS`] were waiting.
+    pub cnps_dropped: u64,
+    /// CNPs received for an RC or UC QP.
+    pub cnps_received: u64,
+    /// CNPs dropped: for a UD QP (DCQCN runs on connected QPs).
+    pub rx_bad_cnp: u64,
+    /// Rate cuts DCQCN made on CNPs.
+    pub rate_cuts: u64,
 }

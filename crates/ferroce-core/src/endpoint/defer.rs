@@ -86,7 +86,7 @@ impl Endpoint {
             };
             self.deferred_total -= queue.len();
             while let Some((from, grh, data)) = queue.pop_front() {
-                self.receive(now, from, grh.as_deref(), &data);
+                self.receive(now, from, grh.as_deref(), super::Ecn::NotEct, &data);
                 if self.is_deferring(qpn) {
                     // Still held: the rest stay behind it, in order.
                     if let Some(q) = self.deferred.get_mut(&qpn) {

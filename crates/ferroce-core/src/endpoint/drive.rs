@@ -6,9 +6,10 @@
 
 use std::net::IpAddr;
 
-use ferroce_wire::TransportPacket;
+use ferroce_wire::{Opcode, TransportPacket};
 
-use super::{BURST, Endpoint, GSI_QPN, MAX_IN_FLIGHT, Transmit};
+use super::congestion::{paced_until, request_sent};
+use super::{BURST, Ecn, Endpoint, GSI_QPN, MAX_IN_FLIGHT, PacketKind, Transmit};
 use crate::log;
 use crate::qp::{completer, replies, requester, responder};
 use crate::tables::Tables;
@@ -21,29 +22,55 @@ pub type Grh = [u8; 40];
 
 impl Endpoint {
     /// A received transport packet (BTH through ICRC, ICRC already checked)
-    /// from `from`. Malformed or unexpected packets are dropped and counted.
+    /// from `from`, not ECN-marked. Malformed or unexpected packets are
+    /// dropped and counted.
     pub fn handle_datagram(&mut self, now: Instant, from: IpAddr, data: &[u8]) {
-        self.handle_packet(now, from, None, data);
+        self.handle_packet(now, from, None, Ecn::NotEct, data);
+    }
+
+    /// As [`Self::handle_datagram`], with the ECN field of the IP header
+    /// it came in: a packet marked [`Ecn::Ce`] makes its QP answer with a
+    /// CNP (see [`crate::cc`]).
+    pub fn handle_datagram_ecn(&mut self, now: Instant, from: IpAddr, ecn: Ecn, data: &[u8]) {
+        self.handle_packet(now, from, None, ecn, data);
     }
 
     /// A received RoCE v1 packet: as [`Self::handle_datagram`], with the
     /// GRH it came with (`from` is its SGID as an IP address, IPv4 for an
-    /// IPv4-mapped GID). A UD receive gets that GRH as it is.
+    /// IPv4-mapped GID). A UD receive gets that GRH as it is; the ECN bits
+    /// of its traffic class count as an IP header's.
     pub fn handle_v1_packet(&mut self, now: Instant, from: IpAddr, grh: &Grh, data: &[u8]) {
-        self.handle_packet(now, from, Some(grh), data);
+        // Version (4 bits), then the traffic class across bytes 0 and 1.
+        let traffic_class = (grh[0] << 4) | (grh[1] >> 4);
+        let ecn = Ecn::from_traffic_class(traffic_class);
+        self.handle_packet(now, from, Some(grh), ecn, data);
     }
 
-    fn handle_packet(&mut self, now: Instant, from: IpAddr, grh: Option<&Grh>, data: &[u8]) {
+    fn handle_packet(
+        &mut self,
+        now: Instant,
+        from: IpAddr,
+        grh: Option<&Grh>,
+        ecn: Ecn,
+        data: &[u8],
+    ) {
         let _rx = log::rx_span(from, data).entered();
         let before = log::drops_before(&self.stats);
         self.stats.rx_packets += 1;
-        self.receive(now, from, grh, data);
+        self.receive(now, from, grh, ecn, data);
         log::drops_since(before, &self.stats);
     }
 
-    /// Takes a packet (a new one, or a deferred one tried again); `grh` is
-    /// a RoCE v1 packet's.
-    pub(super) fn receive(&mut self, now: Instant, from: IpAddr, grh: Option<&Grh>, data: &[u8]) {
+    /// Takes a packet (a new one, or a deferred one tried again, whose
+    /// `ecn` was acted on when it first came); `grh` is a RoCE v1 packet's.
+    pub(super) fn receive(
+        &mut self,
+        now: Instant,
+        from: IpAddr,
+        grh: Option<&Grh>,
+        ecn: Ecn,
+        data: &[u8],
+    ) {
         let Ok(pkt) = TransportPacket::new_checked(data) else {
             self.stats.rx_malformed += 1;
             return;
@@ -59,6 +86,10 @@ impl Endpoint {
         };
         if !q.receiving() {
             self.stats.rx_wrong_state += 1;
+            return;
+        }
+        if pkt.bth().opcode() == Opcode::CNP {
+            self.on_cnp(now, from, dqpn, pkt.bth().pkey());
             return;
         }
         let transport = pkt.info().transport;
@@ -90,10 +121,16 @@ impl Endpoint {
             self.stats.rx_bad_pkey += 1;
             return;
         }
+        if ecn == Ecn::Ce {
+            self.on_ce(now, dqpn);
+        }
         if self.deferred.contains_key(&dqpn) {
             self.defer(now, dqpn, from, grh, data);
             return;
         }
+        let Some(q) = self.qps.get_mut(&dqpn) else {
+            return;
+        };
         let mut tables = Tables {
             mrs: &mut self.mrs,
             cqs: &mut self.cqs,
@@ -142,7 +179,16 @@ impl Endpoint {
     /// (responses do not): many QPs at their full window would otherwise
     /// overrun the peer's receive buffer, and the losses cost a timeout
     /// each.
+    ///
+    /// CNPs go first of all. With ECN on (the default), packets whose path
+    /// leaves the ECN bits clear leave ECT(0).
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        let mut t = self.next_cnp().or_else(|| self.next_transmit(now))?;
+        self.mark_ecn(&mut t);
+        Some(t)
+    }
+
+    fn next_transmit(&mut self, now: Instant) -> Option<Transmit> {
         if let Some(t) = self.gsi.next_transmit(&mut self.pool) {
             self.stats.tx_packets += 1;
             return Some(t);
@@ -166,6 +212,17 @@ impl Endpoint {
                 continue; // destroyed
             };
             let mut t = replies::next_response(q, &self.mrs, &mut self.pool);
+            if t.is_none()
+                && requester::has_work(q)
+                && let Some(at) = paced_until(q, now)
+            {
+                // Held to DCQCN's rate: woken by its timer at `at`.
+                q.cc.release_at = Some(at);
+                q.scheduled = false;
+                self.burst = 0;
+                self.recount(qpn);
+                continue;
+            }
             if t.is_none() && capped {
                 if !requester::has_work(q) {
                     q.scheduled = false;
@@ -186,6 +243,11 @@ impl Endpoint {
             }
             if t.is_none() {
                 t = requester::next_packet(q, &self.mrs, &mut self.pool, now, false);
+            }
+            if let Some(Ok(t)) = &t
+                && t.kind == PacketKind::Request
+            {
+                request_sent(q, now, t.data.len());
             }
             let Some(t) = t else {
                 q.scheduled = false;
@@ -265,7 +327,7 @@ impl Endpoint {
     }
 
     /// Runs the timers due at `now`: retransmission, the end of RNR waits,
-    /// and another try of the packets set aside for a held region.
+    /// the pacer's releases, and another try of the packets set aside for a held region.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.retry_deferred(now);
         for (t, qpn) in self.timers.take_due(now) {
@@ -276,11 +338,17 @@ impl Endpoint {
                 continue; // an earlier entry of this QP took its place
             }
             q.timer_filed = None;
+            let released = q.cc.release_at.is_some_and(|r| r <= now);
+            if released {
+                q.cc.release_at = None; // the pacer lets it send again
+            }
             if q.next_deadline().is_some_and(|d| d <= now) {
                 let _timer = log::timer_span(qpn).entered();
                 completer::on_timeout(q, &mut self.cqs, &mut self.stats, now);
                 self.touched(qpn);
                 self.raise_events(qpn);
+            } else if released {
+                self.touched(qpn);
             } else {
                 self.recount(qpn); // moved later, or stopped: file it again
             }

@@ -3,7 +3,8 @@
 //!
 //! Contract, in quinn-proto's style:
 //! * inputs: [`Endpoint::handle_datagram`] with a received transport packet
-//!   (BTH through ICRC; the I/O layer has already verified the ICRC) and
+//!   (BTH through ICRC; the I/O layer has already verified the ICRC), or
+//!   [`Endpoint::handle_datagram_ecn`] with its IP header's ECN field, and
 //!   [`Endpoint::handle_timeout`] when [`Endpoint::poll_timeout`]'s instant
 //!   has passed;
 //! * outputs: [`Endpoint::poll_transmit`] until it returns `None`,
@@ -35,6 +36,7 @@ use crate::timers::Timers;
 pub(crate) use crate::transmit::BufPool;
 pub use crate::transmit::{Ecn, EmitError, PacketKind, Transmit};
 
+mod congestion;
 mod defer;
 mod drive;
 mod gsi;
@@ -44,6 +46,7 @@ use crate::verbs::{
     AsyncEvent, LocalErrors, Mtu, QpAttr, QpState, QpType, QueuedRecv, QueuedSend, RecvWr, SendOp,
     SendWr, VerbsError, WcOpcode, WcStatus, WorkCompletion,
 };
+pub use congestion::{MAX_QUEUED_CNPS, QpCongestion};
 pub use defer::{MAX_DEFERRED, MAX_DEFERRED_TOTAL};
 pub use drive::Grh;
 pub use gsi::{GSI_QKEY, GSI_QPN, MAD_LEN, MAX_QUEUED_MADS, Mad, MadStats};
@@ -112,6 +115,10 @@ pub struct Endpoint {
     /// QP1, outside the application's QP table (see `gsi`).
     gsi: gsi::Gsi,
     pub(crate) stats: Stats,
+    /// The device's congestion control settings.
+    cc: crate::cc::CongestionConfig,
+    /// CNPs waiting to be polled, at most [`MAX_QUEUED_CNPS`].
+    cnps: VecDeque<Transmit>,
 }
 
 impl Endpoint {
@@ -139,6 +146,8 @@ impl Endpoint {
             gsi: gsi::Gsi::default(),
             stats: Stats::default(),
             port_mtu: Mtu::Mtu1024,
+            cc: crate::cc::CongestionConfig::default(),
+            cnps: VecDeque::new(),
         }
     }
 

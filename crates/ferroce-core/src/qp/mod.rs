@@ -264,6 +264,22 @@ pub(crate) struct Qp {
     /// How a bad scatter/gather list in its posts is reported (kept
     /// through Reset: it is the QP's, not its connection's).
     pub(crate) local_errors: LocalErrors,
+    /// Congestion control: its notification and reaction points, pacer.
+    pub(crate) cc: QpCc,
+}
+
+/// A QP's share of congestion control (see [`crate::cc`]).
+#[derive(Debug, Default)]
+pub(crate) struct QpCc {
+    pub(crate) np: crate::cc::np::Np,
+    /// DCQCN, from the QP's first CNP on.
+    pub(crate) rp: Option<crate::cc::dcqcn::Dcqcn>,
+    pub(crate) pacer: crate::cc::pacer::Pacer,
+    /// The pacer holds its requests until then (filed as a timer).
+    pub(crate) release_at: Option<Instant>,
+    pub(crate) ce_received: u64,
+    pub(crate) cnps_sent: u64,
+    pub(crate) cnps_received: u64,
 }
 
 impl Qp {
@@ -315,15 +331,21 @@ impl Qp {
             counted_in_flight: 0,
             timer_filed: None,
             local_errors: LocalErrors::Immediate,
+            cc: QpCc::default(),
         }
     }
 
-    /// The earliest of its timers (retransmission, end of an RNR wait).
+    /// The earliest of its timers (retransmission, end of an RNR wait,
+    /// the pacer's release).
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        [self.comp.retransmit_at, self.comp.rnr_until]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.comp.retransmit_at,
+            self.comp.rnr_until,
+            self.cc.release_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Where its packets go (a QP without a path yet sends nothing).

@@ -34,6 +34,8 @@ fn moved(before: Stats, after: Stats) -> Vec<(&'static str, u64)> {
             ("rx_unexpected", s.rx_unexpected),
             ("tx_packets", s.tx_packets),
             ("rnr_naks_sent", s.rnr_naks_sent),
+            ("rx_bad_cnp", s.rx_bad_cnp),
+            ("cnps_received", s.cnps_received),
         ]
     };
     f(after)
@@ -140,6 +142,9 @@ fn stray_packets_are_dropped_and_counted() {
         qkey: 0x2222_2222,
         src_qp: a.qpn,
     });
+    // A CNP without its 16 reserved bytes.
+    let mut short_cnp = other(Opcode::CNP, b.qpn, 0);
+    short_cnp.truncate(12 + 4);
     let cases: Vec<(&str, IpAddr, Vec<u8>, &str)> = vec![
         ("empty", peer, Vec::new(), "rx_malformed"),
         ("shorter than a BTH", peer, vec![0; 11], "rx_malformed"),
@@ -194,7 +199,25 @@ fn stray_packets_are_dropped_and_counted() {
             other(Opcode::UD_SEND_ONLY, b.qpn, 8),
             "rx_unexpected",
         ),
-        ("CNP", peer, other(Opcode::CNP, b.qpn, 0), "rx_unexpected"),
+        (
+            "CNP to a UD QP",
+            peer,
+            other(Opcode::CNP, ud, 0),
+            "rx_bad_cnp",
+        ),
+        (
+            "CNP from a stranger",
+            STRANGER,
+            other(Opcode::CNP, b.qpn, 0),
+            "rx_wrong_source",
+        ),
+        (
+            "CNP to no QP",
+            peer,
+            other(Opcode::CNP, 0xab_cdef, 0),
+            "rx_unknown_qp",
+        ),
+        ("CNP cut short", peer, short_cnp, "rx_malformed"),
         (
             "RC to a UD QP",
             peer,
