@@ -35,7 +35,7 @@ pub enum PacketKind {
 }
 
 /// The ECN field of the IP header (RFC 3168).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Ecn {
     NotEct,
     Ect1,

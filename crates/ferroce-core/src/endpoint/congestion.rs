@@ -167,6 +167,11 @@ pub(super) fn paced_until(q: &mut Qp, now: Instant) -> Option<Instant> {
     q.cc.pacer.wait(now)
 }
 
+/// Whether DCQCN holds QP `q` below the line rate.
+pub(super) fn rate_limited(q: &Qp) -> bool {
+    q.cc.rp.as_ref().is_some_and(|rp| rp.limited())
+}
+
 /// QP `q` sent a request of `bytes` at `now`: DCQCN's byte counter, and
 /// the pacer's next release.
 pub(super) fn request_sent(q: &mut Qp, now: Instant, bytes: usize) {

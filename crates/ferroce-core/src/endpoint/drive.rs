@@ -8,7 +8,7 @@ use std::net::IpAddr;
 
 use ferroce_wire::{Opcode, TransportPacket};
 
-use super::congestion::{paced_until, request_sent};
+use super::congestion::{paced_until, rate_limited, request_sent};
 use super::{BURST, Ecn, Endpoint, GSI_QPN, MAX_IN_FLIGHT, PacketKind, Transmit};
 use crate::log;
 use crate::qp::{completer, replies, requester, responder};
@@ -242,7 +242,11 @@ impl Endpoint {
                 }
             }
             if t.is_none() {
-                t = requester::next_packet(q, &self.mrs, &mut self.pool, now, false);
+                // A paced QP asks for an ACK with every request: stopped
+                // between releases, it would otherwise hold unacknowledged
+                // packets until the retransmission timeout.
+                let ask_ack = rate_limited(q);
+                t = requester::next_packet(q, &self.mrs, &mut self.pool, now, ask_ack);
             }
             if let Some(Ok(t)) = &t
                 && t.kind == PacketKind::Request

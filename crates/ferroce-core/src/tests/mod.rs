@@ -22,6 +22,7 @@
 
 mod calls;
 mod conform;
+mod dcqcn;
 mod deferred;
 mod ecn;
 mod errors;
@@ -478,6 +479,6 @@ proptest::proptest! {
         reorder in 0.0f64..0.3,
         ecn_mark in 0.0f64..0.3,
     ) {
-        run_mix(seed, Faults { loss, duplicate, reorder, corrupt: 0.0, ecn_mark }, &ops);
+        run_mix(seed, Faults { loss, duplicate, reorder, corrupt: 0.0, ecn_mark, ce_mark: 0.0 }, &ops);
     }
 }

@@ -387,6 +387,7 @@ fn unsignaled_wrs_give_no_completion_and_the_rest_stay_in_order() {
         reorder: 0.2,
         corrupt: 0.0,
         ecn_mark: 0.0,
+        ce_mark: 0.0,
     };
     for seed in 61..69 {
         assert_eq!(signaled_mix(seed, false, lossy), [1, 4, 7], "seed {seed}");
@@ -455,6 +456,7 @@ fn multi_packet_messages_cross_the_psn_wrap() {
         reorder: 0.2,
         corrupt: 0.0,
         ecn_mark: 0.0,
+        ce_mark: 0.0,
     };
     for op in 0..3 {
         across_the_wrap(80, op, Faults::default());

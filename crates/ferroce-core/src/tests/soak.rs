@@ -60,6 +60,7 @@ fn rc_write_soak_arrives_byte_identical() {
         reorder: 0.05,
         corrupt: 0.0,
         ecn_mark: 0.0,
+        ce_mark: 0.0,
     };
     // Messages of the largest size the engine takes, one WR each.
     let msg = MAX_MSG_SIZE as usize;

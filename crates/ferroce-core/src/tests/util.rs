@@ -14,7 +14,7 @@ use crate::verbs::WorkCompletion;
 use crate::verbs::{
     Access, Mtu, Path, QpAttr, QpState, QpType, RecvWr, RemoteSlice, RoceMode, SendWr, Sge,
 };
-use crate::{Endpoint, EndpointConfig, Instant, MrInfo, QpInit};
+use crate::{Ecn, Endpoint, EndpointConfig, Instant, MrInfo, QpInit};
 use ferroce_wire::{Opcode, Psn, TransportRepr};
 
 /// Fault rates in [0, 1], per packet.
@@ -30,11 +30,15 @@ pub(crate) struct Faults {
     /// switch marks the IP ECN field, which the I/O layer owns); FECN is
     /// outside the ICRC, so a marked packet stays valid.
     pub(crate) ecn_mark: f64,
+    /// Chance a packet is marked CE in its IP header on the way, as a
+    /// RoCE v2 switch marks it: delivered with
+    /// [`Endpoint::handle_datagram_ecn`].
+    pub(crate) ce_mark: f64,
 }
 
 /// A packet on the wire: arrival time, sequence (ties), receiver, whether
-/// it is RoCE v1 (a GRH rather than IP/UDP), bytes.
-type InFlight = (Instant, u64, usize, bool, Vec<u8>);
+/// it is RoCE v1 (a GRH rather than IP/UDP), its IP ECN field, bytes.
+type InFlight = (Instant, u64, usize, bool, Ecn, Vec<u8>);
 
 pub(crate) struct Pair {
     pub(crate) now: Instant,
@@ -49,6 +53,10 @@ pub(crate) struct Pair {
     pub(crate) delivered: u64,
     /// Packets marked by `Faults::ecn_mark`.
     pub(crate) ecn_marked: u64,
+    /// Packets marked CE by `Faults::ce_mark`.
+    pub(crate) ce_marked: u64,
+    /// Request bytes (transport) each endpoint sent.
+    pub(crate) request_bytes: [u64; 2],
     pub(crate) dropped: u64,
     /// RoCE v1 packets delivered (with the GRH [`v1_grh`] makes).
     pub(crate) v1_delivered: u64,
@@ -74,6 +82,8 @@ impl Pair {
             in_flight: BinaryHeap::new(),
             delivered: 0,
             ecn_marked: 0,
+            ce_marked: 0,
+            request_bytes: [0; 2],
             dropped: 0,
             v1_delivered: 0,
         }
@@ -98,6 +108,10 @@ impl Pair {
                     1
                 };
                 let v1 = t.path.roce == RoceMode::V1;
+                if t.kind == crate::PacketKind::Request {
+                    self.request_bytes[i] += t.data.len() as u64;
+                }
+                let sent_ecn = t.ecn;
                 let mut data = Some(t.data);
                 for copy in 0..copies {
                     if self.chance(self.faults.loss) || self.chance(self.faults.corrupt) {
@@ -120,7 +134,13 @@ impl Pair {
                         bytes[4] |= 0x80;
                         self.ecn_marked += 1;
                     }
-                    self.in_flight.push(Reverse((at, self.seq, to, v1, bytes)));
+                    let mut ecn = sent_ecn;
+                    if ecn != Ecn::NotEct && self.chance(self.faults.ce_mark) {
+                        ecn = Ecn::Ce;
+                        self.ce_marked += 1;
+                    }
+                    let packet = (at, self.seq, to, v1, ecn, bytes);
+                    self.in_flight.push(Reverse(packet));
                 }
             }
         }
@@ -133,7 +153,7 @@ impl Pair {
         if let Some(Reverse((at, ..))) = self.in_flight.peek()
             && *at <= self.now
         {
-            let Some(Reverse((_, _, to, v1, data))) = self.in_flight.pop() else {
+            let Some(Reverse((_, _, to, v1, ecn, data))) = self.in_flight.pop() else {
                 return false;
             };
             let from = self.addrs[1 - to];
@@ -154,7 +174,7 @@ impl Pair {
                 self.eps[to].handle_v1_packet(self.now, from, &grh, &data);
                 self.v1_delivered += 1;
             } else {
-                self.eps[to].handle_datagram(self.now, from, &data);
+                self.eps[to].handle_datagram_ecn(self.now, from, ecn, &data);
             }
             self.delivered += 1;
             return true;
