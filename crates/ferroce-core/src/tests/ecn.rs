@@ -1,7 +1,7 @@
 //! Congestion marking on the simulated network: marked packets (BTH FECN
-//! set in flight) are ordinary valid packets to the engine. Reacting to
-//! marks (CNPs, DCQCN) is congestion control's job, not written yet; this
-//! pins down that marking never costs data or correctness meanwhile.
+//! set in flight) are ordinary valid packets to the engine. Only the IP
+//! header's CE mark (`handle_datagram_ecn`) is answered with CNPs, as on a
+//! RoCE v2 NIC; see `dcqcn.rs` for that.
 
 use super::util::{Faults, Pair, connect, pattern, rmem, sge};
 use crate::verbs::{Mtu, QpType, SendOp, WcStatus};
