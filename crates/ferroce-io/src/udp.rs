@@ -36,7 +36,9 @@
 //! goes with the send as an `IP_TOS` / `IPV6_TCLASS` control message (the
 //! sockets themselves keep 0), so one socket serves flows of several
 //! classes. A GSO train shares one IP header, so trains are cut where the
-//! TOS changes.
+//! TOS changes. On receive, the socket asks for each datagram's TOS
+//! (`IP_RECVTOS` / `IPV6_RECVTCLASS`), which [`Receiver::deliver_with_tos`]
+//! hands on with it, so that a congestion mark (ECN CE) reaches the engine.
 //!
 //! Receiving treats every datagram as hostile: the cheap checks come
 //! first (length, opcode, headers against length, then the caller's
@@ -118,6 +120,13 @@ pub trait Receiver {
     /// A datagram that passed every check: the transport (BTH through
     /// ICRC) from `from:src_port`.
     fn deliver(&mut self, from: IpAddr, src_port: u16, transport: &[u8]);
+    /// As [`Self::deliver`], with the IP header's TOS / traffic class byte
+    /// (ECN in its low 2 bits). By default the byte is dropped and
+    /// `deliver` called; a receiver that reacts to ECN takes this one.
+    fn deliver_with_tos(&mut self, from: IpAddr, src_port: u16, tos: u8, transport: &[u8]) {
+        let _ = tos;
+        self.deliver(from, src_port, transport);
+    }
 }
 
 /// A closure that takes every datagram (no [`Receiver::accepts`] filter).
@@ -132,12 +141,19 @@ impl<F: FnMut(IpAddr, u16, &[u8])> Receiver for TakeAll<F> {
     }
 }
 
+/// The ECN field of a TOS byte, and its Congestion Experienced value.
+const ECN_MASK: u8 = 0b11;
+const ECN_CE: u8 = 0b11;
+
 /// Traffic and drop counters. A received datagram is checked from the
 /// cheapest test to the dearest, and counted under the first it fails.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UdpStats {
     /// Datagrams received (each of a GRO train counted).
     pub rx_datagrams: u64,
+    /// Datagrams delivered marked Congestion Experienced in their IP ECN
+    /// field.
+    pub rx_ce: u64,
     /// Dropped: larger than [`UdpConfig::max_datagram`] (or than the
     /// receive buffer).
     pub rx_truncated: u64,
@@ -228,6 +244,7 @@ impl UdpBackend {
         rx.bind(&SocketAddr::new(cfg.local, cfg.port).into())?;
         // Without GRO support the kernel hands over datagrams one by one.
         cfg.gro = cfg.gro && sys::set_udp_gro(rx.as_raw_fd()).is_ok();
+        sys::set_recv_tos(rx.as_raw_fd(), cfg.local.is_ipv6())?;
         tracing::debug!(local = %cfg.local, port = cfg.port, gso = cfg.gso, gro = cfg.gro, "UDP backend bound");
         let (slots, slot_len) = if cfg.gro {
             // A train is at most 64 KiB; fewer, larger buffers.
@@ -577,7 +594,10 @@ impl UdpBackend {
                     why.count(&mut self.stats);
                     continue;
                 }
-                rx.deliver(ip, port, data);
+                if r.tos & ECN_MASK == ECN_CE {
+                    self.stats.rx_ce += 1;
+                }
+                rx.deliver_with_tos(ip, port, r.tos, data);
             }
         }
         Ok(n)

@@ -163,6 +163,17 @@ fn from_storage(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
 const UDP_SEGMENT: libc::c_int = 103;
 const UDP_GRO: libc::c_int = 104;
 
+/// Have each received datagram carry its IP header's TOS (IPv4,
+/// `IP_RECVTOS`) or traffic class (IPv6, `IPV6_RECVTCLASS`) as a control
+/// message, for its ECN field.
+pub(crate) fn set_recv_tos(fd: RawFd, ipv6: bool) -> io::Result<()> {
+    if ipv6 {
+        setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1)
+    } else {
+        setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)
+    }
+}
+
 /// Receive coalesced trains of equal-size datagrams (UDP GRO): one buffer
 /// then holds several, and [`Received::segment`] gives their size.
 pub(crate) fn set_udp_gro(fd: RawFd) -> io::Result<()> {
@@ -189,8 +200,9 @@ pub(crate) struct OutMsg {
 /// `CMSG_SPACE(2) + CMSG_SPACE(4)` = 48 bytes on 64-bit Linux.
 type SendControl = [u64; 8];
 
-/// Room for the control messages a receive can carry (only `UDP_GRO`'s
-/// segment size is asked for).
+/// Room for the control messages a receive can carry: `UDP_GRO`'s segment
+/// size and the TOS / traffic class, an int each (32 bytes on 64-bit
+/// Linux).
 type RecvControl = [u64; 8];
 
 /// The C structures of the batched calls, allocated once and filled in
@@ -364,6 +376,10 @@ pub(crate) struct Received {
     pub(crate) segment: usize,
     /// The datagram did not fit its buffer.
     pub(crate) truncated: bool,
+    /// Its IP header's TOS / traffic class byte (0 when the socket was not
+    /// asked for it): with GRO, every datagram of a train has the same, as
+    /// the kernel coalesces only datagrams whose TOS matches.
+    pub(crate) tos: u8,
 }
 
 /// Receives up to `bufs.len()` datagrams with one non-blocking `recvmmsg`.
@@ -432,35 +448,52 @@ pub(crate) fn recv_batch(
             continue;
         }
         if let Some(from) = from_storage(&addrs[i].0) {
+            let (segment, tos) = recv_control(&h.msg_hdr);
             out.push(Received {
                 index: i,
                 from,
                 len: h.msg_len as usize,
-                segment: gro_segment(&h.msg_hdr),
+                segment,
                 truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+                tos,
             });
         }
     }
     Ok(got as usize)
 }
 
-/// The `UDP_GRO` segment size among a received message's control messages.
-fn gro_segment(h: &libc::msghdr) -> usize {
+/// The `UDP_GRO` segment size (0 if none) and the TOS / traffic class
+/// (0 if none) among a received message's control messages.
+fn recv_control(h: &libc::msghdr) -> (usize, u8) {
+    let (mut segment, mut tos) = (0, 0);
     // SAFETY: `h` is a header recvmmsg filled: msg_control points at our
     // control buffer and msg_controllen says how much of it the kernel
     // wrote, which is all CMSG_FIRSTHDR/CMSG_NXTHDR walk; each cmsghdr they
-    // return lies inside it, and an int of data follows a UDP_GRO header.
+    // return lies inside it. A header's data is read only if its cmsg_len
+    // covers it: an int after UDP_GRO and IPV6_TCLASS, a byte after IP_TOS
+    // (Linux delivers the IPv4 TOS as one byte).
     unsafe {
         let mut cm = libc::CMSG_FIRSTHDR(h);
         while !cm.is_null() {
-            if (*cm).cmsg_level == libc::SOL_UDP && (*cm).cmsg_type == UDP_GRO {
-                let size = libc::CMSG_DATA(cm).cast::<libc::c_int>().read_unaligned();
-                return usize::try_from(size).unwrap_or(0);
+            let (level, kind, len) = ((*cm).cmsg_level, (*cm).cmsg_type, (*cm).cmsg_len);
+            let int_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as usize;
+            let byte_len = libc::CMSG_LEN(1) as usize;
+            let data = libc::CMSG_DATA(cm);
+            match (level, kind) {
+                (libc::SOL_UDP, UDP_GRO) if len >= int_len => {
+                    let size = data.cast::<libc::c_int>().read_unaligned();
+                    segment = usize::try_from(size).unwrap_or(0);
+                }
+                (libc::IPPROTO_IP, libc::IP_TOS) if len >= byte_len => tos = data.read(),
+                (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if len >= int_len => {
+                    tos = data.cast::<libc::c_int>().read_unaligned() as u8;
+                }
+                _ => {}
             }
             cm = libc::CMSG_NXTHDR(h, cm);
         }
     }
-    0
+    (segment, tos)
 }
 
 /// One entry of `getifaddrs`: an interface name (for IPv4, the address's
