@@ -111,6 +111,10 @@ impl Receiver for EngineRx<'_> {
     fn deliver(&mut self, from: IpAddr, _src_port: u16, transport: &[u8]) {
         self.ep.handle_datagram(self.now, from, transport);
     }
+    fn deliver_with_tos(&mut self, from: IpAddr, _src_port: u16, tos: u8, transport: &[u8]) {
+        let ecn = ferroce_core::Ecn::from_traffic_class(tos);
+        self.ep.handle_datagram_ecn(self.now, from, ecn, transport);
+    }
 }
 
 fn send_udp(backend: &mut UdpBackend, out: &mut [Transmit], port: u16, failed: &mut bool) -> usize {

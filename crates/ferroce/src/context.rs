@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use ferroce_core::{Endpoint, EndpointConfig};
+use ferroce_core::{CongestionConfig, Endpoint, EndpointConfig};
 use ferroce_io::{UdpBackend, UdpConfig};
 
 use crate::backend::{Backend, BackendKind, NeighCache, RawDevice};
@@ -38,6 +38,9 @@ pub struct DeviceConfig {
     /// that owns `local` (RoCE v1 and v2; needs CAP_NET_RAW; `port` and
     /// `peer_port` must then be 4791, the port RoCE v2 frames go to).
     pub backend: BackendKind,
+    /// Congestion control: ECN marking, CNPs and DCQCN (see
+    /// [`CongestionConfig`]). On by default, as on a RoCE NIC.
+    pub congestion: CongestionConfig,
 }
 
 impl DeviceConfig {
@@ -51,6 +54,7 @@ impl DeviceConfig {
             seed: None,
             gso: std::env::var_os("FERROCE_GSO").is_none_or(|v| v != "0"),
             backend: BackendKind::Udp,
+            congestion: CongestionConfig::default(),
         }
     }
 }
@@ -93,6 +97,7 @@ impl Context {
         // process on this address (same node GUID, same QPN) does not
         // reject this one's as stale (REJ 10).
         engine.start_qpns_at(0x11 + ((seed >> 17) % 0xffee) as u32);
+        engine.set_congestion_control(cfg.congestion);
         // UD messages are as large as the port's active MTU, as rxe's.
         if let Ok(port) = crate::device::query_port(cfg.local) {
             engine.set_port_mtu(port.active_mtu);
@@ -121,6 +126,19 @@ impl Context {
         shared_cm(&ctx).set_device(Arc::downgrade(&ctx.device));
         crate::cm::registry::register(&ctx);
         Ok(ctx)
+    }
+
+    /// QP `qpn`'s congestion control: DCQCN's rates and alpha, and its CE
+    /// marks, CNPs and rate cuts (the device's totals are in
+    /// [`Self::stats`]).
+    pub fn qp_congestion(&self, qpn: u32) -> Result<crate::QpCongestion> {
+        let now = self.shared.now();
+        Ok(self.shared.engine().qp_congestion(qpn, now)?)
+    }
+
+    /// The device's congestion-control settings.
+    pub fn congestion_control(&self) -> CongestionConfig {
+        self.shared.engine().congestion_control()
     }
 
     /// The device's address (its RoCE v2 GID).

@@ -47,6 +47,7 @@ pub use ferroce_core::verbs::{
     WcOpcode, WcStatus, WorkCompletion,
 };
 pub use ferroce_core::{Backing, MAX_MSG_SIZE, MadStats, MrInfo, RangeError, Stats};
+pub use ferroce_core::{CongestionConfig, DcqcnConfig, NpConfig, QpCongestion};
 pub use ferroce_io::UdpStats;
 pub use ferroce_wire::Psn;
 pub use mr::MemoryRegion;

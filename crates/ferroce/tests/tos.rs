@@ -1,6 +1,7 @@
 //! A QP's path traffic class (`ConnectOptions::traffic_class`, rdma_cm's
 //! ToS) is the IP header's TOS of every packet it sends: requests one way,
-//! ACKs the other, each side with its own class.
+//! ACKs the other, each side with its own class. A class whose ECN bits
+//! are clear leaves ECT(0), the device's ECN being on by default.
 //!
 //! Reads the wire with a packet capture (an `AF_PACKET` socket), so it
 //! needs root (CAP_NET_RAW), as CI has, and fails otherwise. Run it in a
@@ -156,7 +157,10 @@ fn every_packet_carries_its_qps_traffic_class() {
 /// Set in the child process of `rdma_cm_connections_take_the_ports_default_or_their_own`.
 const CHILD: &str = "FERROCE_TOS_TEST_CHILD";
 /// `default_roce_tos` in the child's settings file, and the listener's own ToS.
+/// DSCP 18 and the ECN bits clear: the device's ECN (on by default) sends
+/// it as ECT(0), [`DEFAULT_TOS_SENT`].
 const DEFAULT_TOS: u8 = 0x48;
+const DEFAULT_TOS_SENT: u8 = DEFAULT_TOS | 0b10;
 const LISTENER_TOS: u8 = 0x22;
 /// rxe's (and ferroce's) UDP source port for QP1: the CM's MADs.
 const QP1_PORT: u16 = 55410;
@@ -196,7 +200,7 @@ fn rdma_cm_connections_take_the_ports_default_or_their_own() {
         }
         if src == client {
             assert_eq!(
-                tos, DEFAULT_TOS,
+                tos, DEFAULT_TOS_SENT,
                 "the client's packet left with TOS {tos:#04x}"
             );
             counted.0 += 1;

@@ -374,12 +374,16 @@ impl RawReceiver for EngineRawRx<'_> {
                 }
             }
             Network::V2Ipv4 { ip, .. } if IpAddr::V4(ip.dst) == self.local => {
+                let ecn = ferroce_core::Ecn::from_traffic_class(p.ecn());
+                let from = IpAddr::V4(ip.src);
                 self.ep
-                    .handle_datagram(self.now, IpAddr::V4(ip.src), p.transport);
+                    .handle_datagram_ecn(self.now, from, ecn, p.transport);
             }
             Network::V2Ipv6 { ip, .. } if IpAddr::V6(ip.dst) == self.local => {
+                let ecn = ferroce_core::Ecn::from_traffic_class(p.ecn());
+                let from = IpAddr::V6(ip.src);
                 self.ep
-                    .handle_datagram(self.now, IpAddr::V6(ip.src), p.transport);
+                    .handle_datagram_ecn(self.now, from, ecn, p.transport);
             }
             _ => self.not_ours += 1,
         }
