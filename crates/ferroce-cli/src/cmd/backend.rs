@@ -1,16 +1,31 @@
-//! The device options the tools share: the backend (`--raw`) and the GID
+//! The device options the tools share: the backend (`--raw`), the GID
 //! index a connection's path is set from (`-g`, as `ibv_rc_pingpong -g`),
-//! whose type picks RoCE v1 or v2.
+//! whose type picks RoCE v1 or v2, and congestion control (`--cc`,
+//! `--line-rate`).
 
 use std::net::IpAddr;
 
-use clap::Args;
-use ferroce::{BackendKind, Context, DeviceConfig, RoceMode};
+use clap::{Args, ValueEnum};
+use ferroce::{BackendKind, CongestionConfig, Context, DeviceConfig, RoceMode};
 
 use crate::error::Error;
 
-/// `--raw` and `-g`.
-#[derive(Debug, Args, Clone, Copy, Default)]
+/// Which congestion control a device runs (`--cc`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub(crate) enum CcMode {
+    /// ECN, CNPs and DCQCN with mlx5's defaults (as a RoCE NIC ships).
+    #[default]
+    Mlx5,
+    /// ECN, CNPs and DCQCN with the DCQCN paper's settings.
+    Paper,
+    /// ECN and CNPs, but no rate cuts (CNPs are counted).
+    NoDcqcn,
+    /// Nothing: Not-ECT packets, no CNPs, no pacing (as rxe).
+    Off,
+}
+
+/// `--raw`, `-g`, `--cc` and `--line-rate`.
+#[derive(Debug, Args, Clone, Copy)]
 pub(crate) struct BackendArgs {
     /// Open the device on the raw-Ethernet backend (AF_PACKET on the
     /// interface of -L): RoCE v1 and v2, a GID table of both types. Needs
@@ -22,6 +37,24 @@ pub(crate) struct BackendArgs {
     /// Default: the device's RoCE v2 GID.
     #[arg(long = "gid-index", short = 'g', value_name = "INDEX")]
     pub(crate) gid_index: Option<usize>,
+    /// Congestion control: ECN marks, CNPs and DCQCN.
+    #[arg(long, value_enum, default_value_t = CcMode::Mlx5)]
+    pub(crate) cc: CcMode,
+    /// The line rate DCQCN starts at and regains, in Mb/s.
+    #[arg(long = "line-rate", value_name = "MBPS", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) line_rate: u64,
+}
+
+impl Default for BackendArgs {
+    fn default() -> Self {
+        Self {
+            raw: false,
+            gid_index: None,
+            cc: CcMode::Mlx5,
+            line_rate: CongestionConfig::default().line_rate_mbps,
+        }
+    }
 }
 
 impl BackendArgs {
@@ -33,8 +66,38 @@ impl BackendArgs {
             } else {
                 BackendKind::Udp
             },
+            congestion: self.congestion(),
             ..DeviceConfig::new(local)
         }
+    }
+
+    /// The congestion control of `--cc` at `--line-rate`.
+    pub(crate) fn congestion(&self) -> CongestionConfig {
+        let mut c = match self.cc {
+            CcMode::Mlx5 => CongestionConfig::default(),
+            CcMode::Paper => CongestionConfig::paper(),
+            CcMode::NoDcqcn => CongestionConfig {
+                dcqcn: None,
+                ..CongestionConfig::default()
+            },
+            CcMode::Off => CongestionConfig::OFF,
+        };
+        c.line_rate_mbps = self.line_rate;
+        c
+    }
+
+    /// The flags that give a child process these settings.
+    pub(crate) fn cc_args(&self) -> [String; 4] {
+        let cc = self
+            .cc
+            .to_possible_value()
+            .map(|v| v.get_name().to_string());
+        [
+            "--cc".into(),
+            cc.unwrap_or_default(),
+            "--line-rate".into(),
+            self.line_rate.to_string(),
+        ]
     }
 
     /// The RoCE version of `-g` on `ctx` (v2 without it).

@@ -156,6 +156,7 @@ fn loopback(args: &PerfArgs) -> Result<bool, Error> {
         .args(args.lat.then_some("--lat"))
         .args(args.stats.then_some("--stats"))
         .args(args.backend.raw.then_some("--raw"))
+        .args(args.backend.cc_args())
         .args(
             args.backend
                 .gid_index

@@ -187,10 +187,15 @@ impl Side {
             self.ctx.stats(),
             self.ctx.udp_stats()
         );
-        let text = match self.ctx.raw_stats() {
+        let mut text = match self.ctx.raw_stats() {
             Some(raw) => format!("{text}{}: {raw:?}\n", self.local),
             None => text,
         };
+        for qp in &self.qps {
+            if let Ok(c) = self.ctx.qp_congestion(qp.qpn()) {
+                text += &format!("{}: {}\n", self.local, congestion_line(qp.qpn(), &c));
+            }
+        }
         let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
     }
 
@@ -294,4 +299,20 @@ impl Side {
         }
         Ok(())
     }
+}
+
+/// One QP's congestion control, for `--stats`.
+pub(crate) fn congestion_line(qpn: u32, c: &ferroce::QpCongestion) -> String {
+    format!(
+        "QP {qpn:#08x} congestion: rate {:.0} Mb/s (target {:.0}, alpha {:.3}{}), \
+         CE received {}, CNPs sent {}, CNPs received {}, rate cuts {}",
+        c.rate_mbps,
+        c.target_mbps,
+        c.alpha,
+        if c.limited { ", paced" } else { "" },
+        c.ce_received,
+        c.cnps_sent,
+        c.cnps_received,
+        c.rate_cuts
+    )
 }
