@@ -144,6 +144,7 @@ impl Endpoint {
     pub(super) fn next_cnp(&mut self) -> Option<Transmit> {
         let t = self.cnps.pop_front()?;
         self.stats.cnps_sent += 1;
+        self.stats.tx_packets += 1;
         Some(t)
     }
 
