@@ -71,7 +71,8 @@ pub struct DcqcnConfig {
 }
 
 impl DcqcnConfig {
-    /// mlx5's defaults (ConnectX-4 and later, as NVIDIA documents them).
+    /// mlx5's defaults (ConnectX-4 and later); the README says which were
+    /// checked against NVIDIA's parameter page.
     pub const MLX5: Self = Self {
         rpg_time_reset: Duration::from_micros(300),
         rpg_byte_reset: 32_767,
