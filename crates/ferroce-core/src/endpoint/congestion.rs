@@ -165,7 +165,8 @@ pub(super) fn paced_until(q: &mut Qp, now: Instant) -> Option<Instant> {
     if !rp.limited() {
         return None;
     }
-    q.cc.pacer.wait(now)
+    let rate = rp.rate();
+    q.cc.pacer.wait(now, rate)
 }
 
 /// Whether DCQCN holds QP `q` below the line rate.

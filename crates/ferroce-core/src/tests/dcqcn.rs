@@ -144,3 +144,44 @@ fn with_congestion_control_off_nothing_is_marked_or_answered() {
     let s = p.eps[1].stats();
     assert_eq!((s.rx_ce, s.cnps_sent), (4, 0));
 }
+
+#[test]
+fn poll_timeout_reports_the_pacers_next_release() {
+    let (mut p, [a, b]) = setup();
+    // One CNP: the sender is paced at half the line rate.
+    let mut cnp = ferroce_wire::samples::transport(ferroce_wire::Opcode::CNP, 0, 0);
+    cnp.bth.dest_qp = a.qpn;
+    let mut bytes = vec![0; cnp.buffer_len()];
+    cnp.emit(&mut bytes, &[]).unwrap();
+    p.eps[0].handle_datagram(p.now, p.addrs[1], &bytes);
+    let rate = p.eps[0].qp_congestion(a.qpn, p.now).unwrap().rate_mbps;
+    assert!(rate < LINE_MBPS as f64 * 0.51, "{rate}");
+    let write = SendOp::Write {
+        remote: rmem(b.mr.addr, b.mr.rkey),
+    };
+    let list = sge(&a, 0, 1 << 20);
+    p.eps[0].post_send(a.qpn, send_wr(1, write, &list)).unwrap();
+    // The burst allowance goes at once, then nothing until the release.
+    let burst: Vec<_> = std::iter::from_fn(|| p.eps[0].poll_transmit(p.now)).collect();
+    let sent: usize = burst.iter().map(|t| t.data.len()).sum();
+    assert!(
+        (64 << 10..(64 << 10) + 2100).contains(&sent),
+        "{sent} bytes"
+    );
+    // The bucket is just below empty: the next release comes within one
+    // packet's time (1040 bytes at 5 Gb/s: 1.66 µs), lets one packet go,
+    // and the one after comes a packet's time later.
+    let one = 1040.0 * 8.0 * 1000.0 / rate;
+    let release = p.eps[0].poll_timeout().unwrap();
+    assert!(release > p.now && (release.as_nanos() as f64) <= one + 1.0);
+    p.eps[0].handle_timeout(release);
+    let next: Vec<_> = std::iter::from_fn(|| p.eps[0].poll_transmit(release)).collect();
+    assert_eq!(next.len(), 1, "one packet per release");
+    let again = p.eps[0].poll_timeout().unwrap();
+    let gap = (again.as_nanos() - release.as_nanos()) as f64;
+    // At the rate of now: the bytes sent moved DCQCN's byte counter, and
+    // its fast recovery raised the rate since the cut.
+    let rate = p.eps[0].qp_congestion(a.qpn, release).unwrap().rate_mbps;
+    let one = 1040.0 * 8.0 * 1000.0 / rate;
+    assert!((gap - one).abs() < 2.0, "{gap} ns, one packet {one} ns");
+}
