@@ -257,7 +257,7 @@ fn open_backend(cfg: &DeviceConfig, seed: u64) -> Result<(Backend, Option<Arc<Ne
                 )));
             }
             let iface = crate::device::bound_interface(cfg.local)?;
-            let neigh = Arc::new(NeighCache::new(&iface.name));
+            let neigh = NeighCache::start(&iface.name)?;
             let raw = RawDevice::open(&iface.name, cfg.local, neigh.clone(), seed)?;
             Ok((Backend::Raw(Box::new(raw)), Some(neigh)))
         }

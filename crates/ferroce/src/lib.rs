@@ -34,7 +34,7 @@ mod srq;
 #[cfg(feature = "tokio")]
 pub use async_cq::AsyncChannel;
 pub use backend::BackendKind;
-pub use backend::raw::RawDeviceStats;
+pub use backend::raw::{NeighStats, RawDeviceStats};
 pub use channel::CompletionChannel;
 pub use context::{Context, DeviceConfig};
 pub use cq::CompletionQueue;

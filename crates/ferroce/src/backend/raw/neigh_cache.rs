@@ -1,0 +1,304 @@
+//! Peers' MAC addresses on one interface, for the raw device's frames:
+//! learnt from the kernel's neighbour table (`ferroce_io::route::neigh`)
+//! and kept fresh as a NIC driver's neighbour handling keeps them.
+//!
+//! Contract:
+//! * [`NeighCache::resolve`] (the API, when a path is set) asks the
+//!   kernel and waits for it; [`NeighCache::lookup`] (the driver, per
+//!   packet) never waits: a known peer's MAC, or `None` after asking the
+//!   kernel at most every [`RETRY_RESOLVE`] without waiting.
+//! * A thread of the cache's own ([`NeighCache::start`]) wakes every
+//!   [`TICK`] and, off the driver thread, re-asks the kernel for every
+//!   entry used within [`REFRESH_AFTER`] whose answer is older than that
+//!   (`RTM_GETNEIGH`; a stale kernel entry is also re-confirmed with
+//!   `NTF_USE`, since frames sent through a packet socket never pass the
+//!   kernel's neighbour code that would confirm it for its own traffic).
+//!   A new MAC (the peer's address moved, or its interface changed its
+//!   MAC and announced it) is used from then on; a peer the kernel is
+//!   still resolving keeps its last MAC meanwhile. So a change reaches the
+//!   frames within [`REFRESH_AFTER`] + [`TICK`] of the kernel learning it.
+//! * Entries unused for [`FORGET_AFTER`] are dropped (a later packet to
+//!   the peer resolves it again, parked meanwhile), so that a device that
+//!   talked to many peers once keeps no more than it uses.
+//! * The thread holds the cache weakly and ends within a tick of the
+//!   device closing.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use ferroce_io::route::neigh;
+
+/// How long a driver round waits before asking the kernel again for a
+/// peer it could not resolve.
+pub(crate) const RETRY_RESOLVE: Duration = Duration::from_millis(5);
+
+/// An entry in use is re-asked of the kernel once its answer is this old.
+pub(crate) const REFRESH_AFTER: Duration = Duration::from_secs(5);
+
+/// An entry not used for this long is dropped.
+pub(crate) const FORGET_AFTER: Duration = Duration::from_secs(60);
+
+/// How often the refresh thread looks at the entries.
+pub(crate) const TICK: Duration = Duration::from_secs(1);
+
+/// Peers whose last request time is kept at most (then forgotten).
+const MAX_ASKED: usize = 1024;
+
+/// The neighbour cache's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NeighStats {
+    /// Entries re-asked of the kernel by the refresh thread.
+    pub refreshed: u64,
+    /// Refreshes that found a new MAC for the peer.
+    pub mac_changes: u64,
+    /// Entries dropped, unused for [`FORGET_AFTER`].
+    pub forgotten: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    mac: [u8; 6],
+    /// When the kernel last answered for it.
+    checked: Instant,
+    /// When a packet last went to it.
+    used: Instant,
+}
+
+/// Peers' MAC addresses on one interface.
+#[derive(Debug)]
+pub(crate) struct NeighCache {
+    pub(crate) interface: String,
+    entries: Mutex<HashMap<IpAddr, Entry>>,
+    /// When the driver last asked the kernel for a peer it lacked.
+    asked: Mutex<HashMap<IpAddr, Instant>>,
+    stats: Mutex<NeighStats>,
+}
+
+impl NeighCache {
+    pub(crate) fn new(interface: &str) -> Self {
+        Self {
+            interface: interface.into(),
+            entries: Mutex::default(),
+            asked: Mutex::default(),
+            stats: Mutex::default(),
+        }
+    }
+
+    /// A cache for `interface` with its refresh thread running.
+    pub(crate) fn start(interface: &str) -> io::Result<Arc<Self>> {
+        let cache = Arc::new(Self::new(interface));
+        let weak = Arc::downgrade(&cache);
+        std::thread::Builder::new()
+            .name("ferroce-neigh".into())
+            .spawn(move || refresh_loop(&weak))?;
+        Ok(cache)
+    }
+
+    /// The MAC of `peer`, resolved now if not known, waiting up to
+    /// `wait`; the error names the peer, the interface and what to check.
+    pub(crate) fn resolve(&self, peer: IpAddr, wait: Duration) -> io::Result<[u8; 6]> {
+        let peer = peer.to_canonical();
+        let now = Instant::now();
+        if let Some(e) = lock(&self.entries).get_mut(&peer) {
+            e.used = now;
+            return Ok(e.mac);
+        }
+        let mac = neigh::resolve(peer, &self.interface, wait)
+            .map_err(|e| io::Error::new(io::ErrorKind::HostUnreachable, e))?;
+        self.learn(peer, mac, Instant::now());
+        Ok(mac)
+    }
+
+    fn learn(&self, peer: IpAddr, mac: [u8; 6], now: Instant) {
+        let entry = Entry {
+            mac,
+            checked: now,
+            used: now,
+        };
+        lock(&self.entries).insert(peer, entry);
+    }
+
+    /// The MAC of `peer` if known; otherwise asks the kernel (without
+    /// waiting, at most every [`RETRY_RESOLVE`]) and returns `None`.
+    pub(crate) fn lookup(&self, peer: IpAddr) -> Option<[u8; 6]> {
+        let peer = peer.to_canonical();
+        let now = Instant::now();
+        if let Some(e) = lock(&self.entries).get_mut(&peer) {
+            e.used = now;
+            return Some(e.mac);
+        }
+        let due = lock(&self.asked)
+            .get(&peer)
+            .is_none_or(|t| now.duration_since(*t) >= RETRY_RESOLVE);
+        if !due {
+            return None;
+        }
+        {
+            let mut asked = lock(&self.asked);
+            // Bounded: MADs from many (spoofed) sources make replies to
+            // as many peers.
+            if asked.len() >= MAX_ASKED {
+                asked.clear();
+            }
+            asked.insert(peer, now);
+        }
+        self.resolve(peer, Duration::ZERO).ok()
+    }
+
+    /// One refresh round at `now`: drops the entries unused for
+    /// [`FORGET_AFTER`], then asks `kernel` (outside the lock) for each
+    /// entry in use whose answer is [`REFRESH_AFTER`] old; `None` (not
+    /// resolved yet) keeps the MAC the entry had.
+    pub(crate) fn refresh(&self, now: Instant, mut kernel: impl FnMut(IpAddr) -> Option<[u8; 6]>) {
+        let due: Vec<IpAddr> = {
+            let mut entries = lock(&self.entries);
+            let before = entries.len();
+            entries.retain(|_, e| now.saturating_duration_since(e.used) < FORGET_AFTER);
+            lock(&self.stats).forgotten += (before - entries.len()) as u64;
+            entries
+                .iter()
+                .filter(|(_, e)| {
+                    now.saturating_duration_since(e.checked) >= REFRESH_AFTER
+                        && now.saturating_duration_since(e.used) < REFRESH_AFTER
+                })
+                .map(|(peer, _)| *peer)
+                .collect()
+        };
+        for peer in due {
+            let answer = kernel(peer);
+            let mut stats = lock(&self.stats);
+            stats.refreshed += 1;
+            let mut entries = lock(&self.entries);
+            let Some(e) = entries.get_mut(&peer) else {
+                continue;
+            };
+            e.checked = now;
+            if let Some(mac) = answer
+                && mac != e.mac
+            {
+                tracing::info!(%peer, interface = %self.interface, old = ?e.mac, new = ?mac,
+                    "peer's MAC address changed");
+                e.mac = mac;
+                stats.mac_changes += 1;
+            }
+        }
+    }
+
+    /// The cache's counters.
+    pub(crate) fn stats(&self) -> NeighStats {
+        *lock(&self.stats)
+    }
+
+    /// How many peers the cache holds.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        lock(&self.entries).len()
+    }
+}
+
+/// The refresh thread: a round every [`TICK`] while the cache lives.
+fn refresh_loop(cache: &Weak<NeighCache>) {
+    loop {
+        std::thread::sleep(TICK);
+        let Some(cache) = cache.upgrade() else {
+            return;
+        };
+        let interface = cache.interface.clone();
+        cache.refresh(Instant::now(), |peer| {
+            neigh::resolve(peer, &interface, Duration::ZERO).ok()
+        });
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2));
+    const Q: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 3));
+    const OLD: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const NEW: [u8; 6] = [2, 0, 0, 0, 0, 9];
+
+    fn mac_of(c: &NeighCache, peer: IpAddr) -> Option<[u8; 6]> {
+        lock(&c.entries).get(&peer).map(|e| e.mac)
+    }
+
+    fn use_at(c: &NeighCache, peer: IpAddr, at: Instant) {
+        lock(&c.entries).get_mut(&peer).unwrap().used = at;
+    }
+
+    #[test]
+    fn an_entry_in_use_is_re_asked_after_its_age_and_takes_a_new_mac() {
+        let c = NeighCache::new("eth0");
+        let t0 = Instant::now();
+        c.learn(P, OLD, t0);
+        let mut asked = Vec::new();
+        let young = t0 + REFRESH_AFTER / 2;
+        c.refresh(young, |p| {
+            asked.push(p);
+            Some(NEW)
+        });
+        assert!(asked.is_empty(), "re-asked before its age");
+        let old_enough = t0 + REFRESH_AFTER;
+        use_at(&c, P, old_enough - Duration::from_millis(1));
+        c.refresh(old_enough, |p| {
+            asked.push(p);
+            Some(NEW)
+        });
+        assert_eq!(asked, [P]);
+        assert_eq!(mac_of(&c, P), Some(NEW));
+        let s = c.stats();
+        assert_eq!((s.refreshed, s.mac_changes), (1, 1));
+    }
+
+    #[test]
+    fn an_unanswered_refresh_keeps_the_mac_and_an_idle_entry_is_not_asked() {
+        let c = NeighCache::new("eth0");
+        let t0 = Instant::now();
+        c.learn(P, OLD, t0);
+        c.learn(Q, OLD, t0);
+        let at = t0 + REFRESH_AFTER * 2;
+        use_at(&c, P, at);
+        let mut asked = Vec::new();
+        c.refresh(at, |p| {
+            asked.push(p);
+            None
+        });
+        assert_eq!(asked, [P], "only the entry in use");
+        assert_eq!(mac_of(&c, P), Some(OLD));
+        assert_eq!(c.stats().mac_changes, 0);
+    }
+
+    #[test]
+    fn entries_unused_for_long_are_forgotten() {
+        let c = NeighCache::new("eth0");
+        let t0 = Instant::now();
+        c.learn(P, OLD, t0);
+        c.learn(Q, OLD, t0);
+        let later = t0 + FORGET_AFTER;
+        use_at(&c, Q, later - Duration::from_secs(1));
+        c.refresh(later, |_| Some(OLD));
+        assert_eq!((mac_of(&c, P), mac_of(&c, Q)), (None, Some(OLD)));
+        assert_eq!((c.len(), c.stats().forgotten), (1, 1));
+    }
+
+    #[test]
+    fn the_refresh_thread_ends_with_the_cache() {
+        let c = Arc::new(NeighCache::new("lo"));
+        let weak = Arc::downgrade(&c);
+        let thread = std::thread::spawn(move || refresh_loop(&weak));
+        drop(c);
+        let start = Instant::now();
+        while !thread.is_finished() {
+            assert!(start.elapsed() < TICK * 3, "the refresh thread outlived its cache");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
