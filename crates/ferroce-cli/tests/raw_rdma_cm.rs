@@ -2,13 +2,14 @@
 //! between two network namespaces that each test creates and removes (also
 //! when it fails), with the port's `default_roce_mode` set to `IB/RoCE v1`
 //! in a settings file (`FERROCE_CONFIG`):
-//! * rping and `perf --perftest -R` connect and run, each namespace in
-//!   turn the server;
+//! * rping and `perf --perftest -R` (RC) and udaddy (UD, SIDR) connect
+//!   and run, each namespace in turn the server;
 //! * a capture on both ends holds the CM's MADs (REQ, REP, RTU, DREQ,
-//!   DREP) and the connection's packets as RoCE v1 only, clean in
-//!   `ferroce dump --check` and tshark;
+//!   DREP, SIDR_REQ, SIDR_REP) and the connections' packets as RoCE v1
+//!   only, clean in `ferroce dump --check` and tshark;
 //! * the passive side answers in the request's version: a server whose own
-//!   mode is RoCE v2 accepts a RoCE v1 client over RoCE v1;
+//!   mode is RoCE v2 accepts a RoCE v1 client over RoCE v1 (rping), and
+//!   answers a v1 SIDR request and v1 datagrams in v1 (udaddy);
 //! * RoCE v1 on a device of the UDP backend is refused at once, naming
 //!   `--raw`.
 //!
@@ -76,6 +77,33 @@ fn rping_over_roce_v1_both_ways() {
     rping_pair(&ns, false, [env, env]);
 }
 
+fn udaddy_pair(ns: &Netns, server_in_a: bool, env: [&[(&str, &str)]; 2]) {
+    let (srv, cli) = if server_in_a { (A, B) } else { (B, A) };
+    let server = ["udaddy", "-b", srv, "--raw", "-c", "2", "-C", "20"];
+    let client = [
+        "udaddy", "-s", srv, "-b", cli, "--raw", "-c", "2", "-C", "20",
+    ];
+    let (s, c) = ns.pair_from(server_in_a, &server, &client, env);
+    let what = format!("udaddy, server on {srv}");
+    assert_ok(&format!("{what}: client"), &c);
+    assert_ok(&format!("{what}: server"), &s);
+    assert!(
+        text(&c).0.contains("data transfers complete"),
+        "{what}: {}",
+        text(&c).0
+    );
+}
+
+#[test]
+fn udaddy_over_roce_v1_both_ways() {
+    let Some(ns) = Netns::new("ud") else { return };
+    let s = Settings::new("ud");
+    let v1 = s.mode("v1.conf", V1);
+    let env: &[(&str, &str)] = &[("FERROCE_CONFIG", &v1)];
+    udaddy_pair(&ns, true, [env, env]);
+    udaddy_pair(&ns, false, [env, env]);
+}
+
 #[test]
 fn perf_rdma_cm_over_roce_v1_both_ways() {
     let Some(ns) = Netns::new("perf") else { return };
@@ -106,9 +134,10 @@ fn perf_rdma_cm_over_roce_v1_both_ways() {
 }
 
 /// The kernel's rule: the passive side takes the GID type of the request,
-/// whatever its own port's mode. The server's settings say RoCE v2, the
-/// client's RoCE v1: the connection runs, and every frame either side
-/// sends (the server's REP and DREP included) is RoCE v1.
+/// whatever its own port's mode. The servers' settings say RoCE v2, the
+/// clients' RoCE v1: rping and udaddy run, and every frame either side
+/// sends (the servers' REP, DREP, SIDR_REP and replies included) is RoCE
+/// v1.
 #[test]
 fn a_roce_v1_request_is_answered_in_roce_v1_and_captured_clean() {
     let Some(ns) = Netns::new("cap") else { return };
@@ -125,6 +154,7 @@ fn a_roce_v1_request_is_answered_in_roce_v1_and_captured_clean() {
     let server_env: &[(&str, &str)] = &[("FERROCE_CONFIG", &v2)];
     let client_env: &[(&str, &str)] = &[("FERROCE_CONFIG", &v1)];
     rping_pair(&ns, true, [server_env, client_env]);
+    udaddy_pair(&ns, true, [server_env, client_env]);
     std::thread::sleep(Duration::from_millis(500));
     for mut d in dumps {
         let _ = Command::new("kill").arg(d.id().to_string()).status();
@@ -139,6 +169,31 @@ fn a_roce_v1_request_is_answered_in_roce_v1_and_captured_clean() {
     for mad in ["CM REP", "CM DREP"] {
         assert!(server_frames.contains(mad), "server: no {mad}: {server_frames}");
     }
+    for frames in [&client_frames, &server_frames] {
+        assert!(frames.contains("RoCEv1 UD_SEND_ONLY_WITH_IMMEDIATE"), "{frames}");
+    }
+    // SIDR_REQ (0x17) from the client, SIDR_REP (0x18) from the server.
+    for (pcap, want) in pcaps.iter().zip(["0x0017", "0x0018"]) {
+        if let Some(ids) = sidr_attributes(pcap) {
+            assert_eq!(ids, [want; 2], "{}", pcap.display());
+        }
+    }
+}
+
+/// The attribute IDs of the SIDR MADs in `pcap`, as tshark reads them
+/// (`None` without tshark).
+fn sidr_attributes(pcap: &Path) -> Option<Vec<String>> {
+    let filter = "eth.type == 0x8915 && (infiniband.mad.attributeid == 0x17 || \
+                  infiniband.mad.attributeid == 0x18)";
+    let Ok(t) = Command::new("tshark")
+        .args(["-r", pcap.to_str().unwrap(), "-Y", filter])
+        .args(["-T", "fields", "-e", "infiniband.mad.attributeid"])
+        .output()
+    else {
+        return None;
+    };
+    let ids = String::from_utf8_lossy(&t.stdout);
+    Some(ids.lines().map(str::to_owned).collect())
 }
 
 /// `ferroce dump --check` and tshark on `pcap`: clean, RoCE v1 only, with
