@@ -104,6 +104,19 @@ fn udaddy_over_roce_v1_both_ways() {
     udaddy_pair(&ns, false, [env, env]);
 }
 
+/// The other way round: a server whose mode is RoCE v1 takes a RoCE v2
+/// client's request (the raw backend receives both versions, and the
+/// passive side follows the request).
+#[test]
+fn a_roce_v2_client_reaches_a_roce_v1_server() {
+    let Some(ns) = Netns::new("v2v1") else { return };
+    let s = Settings::new("v2v1");
+    let (v1, v2) = (s.mode("v1.conf", V1), s.mode("v2.conf", "RoCE v2"));
+    let server_env: &[(&str, &str)] = &[("FERROCE_CONFIG", &v1)];
+    let client_env: &[(&str, &str)] = &[("FERROCE_CONFIG", &v2)];
+    rping_pair(&ns, true, [server_env, client_env]);
+}
+
 #[test]
 fn perf_rdma_cm_over_roce_v1_both_ways() {
     let Some(ns) = Netns::new("perf") else { return };
