@@ -26,7 +26,9 @@ const NEW_MAC: &str = "02:63:6d:00:00:2a";
 
 #[test]
 fn a_peer_that_changes_its_mac_is_followed() {
-    let Some(ns) = Netns::new("neigh") else { return };
+    let Some(ns) = Netns::new("neigh") else {
+        return;
+    };
     if Command::new("tcpdump").arg("--version").output().is_err() {
         eprintln!("SKIPPED: no tcpdump");
         return;

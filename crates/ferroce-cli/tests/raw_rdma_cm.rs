@@ -64,12 +64,18 @@ fn rping_pair(ns: &Netns, server_in_a: bool, env: [&[(&str, &str)]; 2]) {
     let what = format!("rping, server on {srv}");
     assert_ok(&format!("{what}: client"), &c);
     assert_ok(&format!("{what}: server"), &s);
-    assert!(text(&c).0.contains("rdma-ping-19"), "{what}: {}", text(&c).0);
+    assert!(
+        text(&c).0.contains("rdma-ping-19"),
+        "{what}: {}",
+        text(&c).0
+    );
 }
 
 #[test]
 fn rping_over_roce_v1_both_ways() {
-    let Some(ns) = Netns::new("rping") else { return };
+    let Some(ns) = Netns::new("rping") else {
+        return;
+    };
     let s = Settings::new("rping");
     let v1 = s.mode("v1.conf", V1);
     let env: &[(&str, &str)] = &[("FERROCE_CONFIG", &v1)];
@@ -177,13 +183,22 @@ fn a_roce_v1_request_is_answered_in_roce_v1_and_captured_clean() {
     let client_frames = check_capture(&pcaps[0]);
     let server_frames = check_capture(&pcaps[1]);
     for mad in ["CM REQ", "CM RTU", "CM DREQ"] {
-        assert!(client_frames.contains(mad), "client: no {mad}: {client_frames}");
+        assert!(
+            client_frames.contains(mad),
+            "client: no {mad}: {client_frames}"
+        );
     }
     for mad in ["CM REP", "CM DREP"] {
-        assert!(server_frames.contains(mad), "server: no {mad}: {server_frames}");
+        assert!(
+            server_frames.contains(mad),
+            "server: no {mad}: {server_frames}"
+        );
     }
     for frames in [&client_frames, &server_frames] {
-        assert!(frames.contains("RoCEv1 UD_SEND_ONLY_WITH_IMMEDIATE"), "{frames}");
+        assert!(
+            frames.contains("RoCEv1 UD_SEND_ONLY_WITH_IMMEDIATE"),
+            "{frames}"
+        );
     }
     // SIDR_REQ (0x17) from the client, SIDR_REP (0x18) from the server.
     for (pcap, want) in pcaps.iter().zip(["0x0017", "0x0018"]) {

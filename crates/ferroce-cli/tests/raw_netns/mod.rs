@@ -134,9 +134,17 @@ impl Drop for Netns {
 /// sometimes captures nothing).
 pub(crate) fn tcpdump(ns: &str, pcap: &Path) -> Child {
     let mut t = Command::new("ip");
-    t.args(["netns", "exec", ns, "tcpdump", "--immediate-mode", "-B", "32768"])
-        .args(["-i", "eth0", "-U", "-w"])
-        .arg(pcap);
+    t.args([
+        "netns",
+        "exec",
+        ns,
+        "tcpdump",
+        "--immediate-mode",
+        "-B",
+        "32768",
+    ])
+    .args(["-i", "eth0", "-U", "-w"])
+    .arg(pcap);
     let child = common::capture_started(t, "listening on");
     std::thread::sleep(Duration::from_millis(1500));
     child

@@ -129,7 +129,10 @@ fn mads_keep_their_roce_version_both_ways() {
     use crate::{GSI_QPN, MAD_LEN};
     let mut p = Pair::new(77);
     let b = p.addrs[1];
-    for (n, roce) in [RoceMode::V1, RoceMode::V2, RoceMode::V1].into_iter().enumerate() {
+    for (n, roce) in [RoceMode::V1, RoceMode::V2, RoceMode::V1]
+        .into_iter()
+        .enumerate()
+    {
         let v1_before = p.v1_delivered;
         let mad = [n as u8 + 1; MAD_LEN];
         p.eps[0].send_mad_via(roce, b, GSI_QPN, &mad).unwrap();

@@ -14,8 +14,8 @@ use ferroce_core::Mad;
 
 use super::device::{DeviceCm, Orphan, peer};
 use crate::Result;
-use crate::roce_config::PortSettings;
 use crate::driver::Shared;
+use crate::roce_config::PortSettings;
 
 /// How long a port's settings read for one connection serve the next.
 const SETTINGS_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
@@ -160,8 +160,7 @@ impl Shared {
         }
         let mut dcm = self.cm.lock();
         for mad in &mads {
-            dcm.cm
-                .handle_mad(now, peer(mad), &mad.data[..]);
+            dcm.cm.handle_mad(now, peer(mad), &mad.data[..]);
         }
         self.cm.dirty.store(false, Ordering::Release);
         let orphans: Vec<Orphan> =

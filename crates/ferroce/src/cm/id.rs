@@ -15,7 +15,9 @@ use ferroce_cm::rdma_cm::PortSpace;
 use super::channel::EventQueue;
 pub(crate) use super::state::{ConnParam, IdState, Phase, QpSlot, Route, wrong_state};
 use super::{CmEvent, CmEventKind, CmIdError, registry};
-use crate::{Context, ProtectionDomain, RoceMode, QpAttr, QpInitAttr, QpState, QpType, QueuePair, Result};
+use crate::{
+    Context, ProtectionDomain, QpAttr, QpInitAttr, QpState, QpType, QueuePair, Result, RoceMode,
+};
 
 /// What an ID's handles, its events and the device's CM share.
 pub(crate) struct IdInner {
@@ -215,7 +217,11 @@ impl CmId {
         let host_route = super::route::resolve(dst, src)?;
         let local_ip = super::route::local_of(&host_route);
         let device = registry::device_for(local_ip)?;
-        let settings = device.shared.cm.port_settings().map_err(CmIdError::Config)?;
+        let settings = device
+            .shared
+            .cm
+            .port_settings()
+            .map_err(CmIdError::Config)?;
         let roce = roce_of(settings.mode, &device)?;
         if st.bound.is_none() {
             let port = src.map_or(0, |s| s.port());

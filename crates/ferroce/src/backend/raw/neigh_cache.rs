@@ -297,7 +297,10 @@ mod tests {
         drop(c);
         let start = Instant::now();
         while !thread.is_finished() {
-            assert!(start.elapsed() < TICK * 3, "the refresh thread outlived its cache");
+            assert!(
+                start.elapsed() < TICK * 3,
+                "the refresh thread outlived its cache"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
