@@ -44,27 +44,21 @@ impl Netns {
         ns
     }
 
-    /// `prog args` in namespace `ns` on the library's raw-backend device
-    /// on `addr`, with `env` set.
+    /// `prog args` in namespace `ns`, on ferroce's libraries with a
+    /// raw-backend device on `addr`, with `env` set.
     fn run(ns: &str, addr: &str, prog: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
-        let c = common::command(As::Me, addr, std::path::Path::new(prog), args);
-        let program = c.get_program().to_owned();
-        let inner: Vec<_> = c.get_args().map(ToOwned::to_owned).collect();
-        let mut wrapped = Command::new("ip");
-        wrapped.args(["netns", "exec", ns]).arg(program).args(inner);
-        for (k, v) in c.get_envs() {
-            match v {
-                Some(v) => wrapped.env(k, v),
-                None => wrapped.env_remove(k),
-            };
-        }
-        wrapped
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns, prog])
+            .args(args)
+            .env("LD_LIBRARY_PATH", common::lib_dir())
+            .env("FERROCE_DEVICES", addr)
             .env("FERROCE_BACKEND", "raw")
+            .env_remove("FERROCE_LOG")
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        wrapped
+        c
     }
 }
 

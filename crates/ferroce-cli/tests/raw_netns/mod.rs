@@ -6,6 +6,9 @@
 //!
 //! raw_backend.rs has a helper of the same shape (namespaces `fraw2-`);
 //! this one adds runs started from either side and a capture per side.
+//! Not every test file uses every helper.
+
+#![allow(dead_code)]
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -74,15 +77,22 @@ impl Netns {
         Some(ns)
     }
 
-    /// `ferroce ARGS` in namespace `ns`, with `env` set, its output piped.
+    /// `ferroce ARGS` in namespace `ns`, with `env` set, its output piped,
+    /// stopped after 60 s.
     pub(crate) fn ferroce(ns: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
+        Self::ferroce_for(ns, args, env, 60)
+    }
+
+    /// [`Self::ferroce`], stopped after `secs` seconds.
+    pub(crate) fn ferroce_for(ns: &str, args: &[&str], env: &[(&str, &str)], secs: u32) -> Command {
         let mut c = Command::new("ip");
+        let secs = secs.to_string();
         c.args([
             "netns",
             "exec",
             ns,
             "timeout",
-            "60",
+            &secs,
             env!("CARGO_BIN_EXE_ferroce"),
         ])
         .args(args)
