@@ -3,7 +3,8 @@
 //! when it fails), with the port's `default_roce_mode` set to `IB/RoCE v1`
 //! in a settings file (`FERROCE_CONFIG`):
 //! * rping and `perf --perftest -R` (RC) and udaddy (UD, SIDR) connect
-//!   and run, each namespace in turn the server;
+//!   and run, each namespace in turn the server (rping also between IPv6
+//!   addresses);
 //! * a capture on both ends holds the CM's MADs (REQ, REP, RTU, DREQ,
 //!   DREP, SIDR_REQ, SIDR_REP) and the connections' packets as RoCE v1
 //!   only, clean in `ferroce dump --check` and tshark;
@@ -23,7 +24,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::text;
-use raw_netns::{A, B, Netns, assert_ok};
+use raw_netns::{A, A6, B, B6, Netns, assert_ok};
 
 /// A settings file in a directory of its own, removed on drop.
 struct Settings {
@@ -56,6 +57,16 @@ const V1: &str = "IB/RoCE v1";
 
 fn rping_pair(ns: &Netns, server_in_a: bool, env: [&[(&str, &str)]; 2]) {
     let (srv, cli) = if server_in_a { (A, B) } else { (B, A) };
+    rping_between(ns, server_in_a, (srv, cli), env);
+}
+
+/// rping from `addrs.1` to `addrs.0`, the server in a (`server_in_a`) or b.
+fn rping_between(
+    ns: &Netns,
+    server_in_a: bool,
+    (srv, cli): (&str, &str),
+    env: [&[(&str, &str)]; 2],
+) {
     let server = ["rping", "-s", "-a", srv, "--raw", "-C", "20"];
     let client = [
         "rping", "-c", "-a", srv, "-I", cli, "--raw", "-C", "20", "-V", "-v",
@@ -81,6 +92,8 @@ fn rping_over_roce_v1_both_ways() {
     let env: &[(&str, &str)] = &[("FERROCE_CONFIG", &v1)];
     rping_pair(&ns, true, [env, env]);
     rping_pair(&ns, false, [env, env]);
+    // IPv6 addresses: their own GIDs in the GRH.
+    rping_between(&ns, true, (A6, B6), [env, env]);
 }
 
 fn udaddy_pair(ns: &Netns, server_in_a: bool, env: [&[(&str, &str)]; 2]) {

@@ -1,5 +1,5 @@
 //! Two network namespaces joined by a veth pair (`eth0` in each, [`A`] and
-//! [`B`] on it) for the raw backend's rdma_cm tests, created by a test and
+//! [`A6`], [`B`] and [`B6`] on it) for the raw backend's rdma_cm tests, created by a test and
 //! removed when it ends (also when it fails). Names carry `fcm` (this
 //! file's tests' tag), the test's tag and the process ID, so that
 //! concurrent runs never meet.
@@ -18,6 +18,8 @@ use super::common::{self, text};
 
 pub(crate) const A: &str = "10.79.0.1";
 pub(crate) const B: &str = "10.79.0.2";
+pub(crate) const A6: &str = "fd79::1";
+pub(crate) const B6: &str = "fd79::2";
 
 fn is_root() -> bool {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -69,8 +71,11 @@ impl Netns {
             "-n", &ns.a, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns",
             &ns.b,
         ]);
-        for (n, addr) in [(&ns.a, A), (&ns.b, B)] {
+        for (n, addr, addr6) in [(&ns.a, A, A6), (&ns.b, B, B6)] {
             ip(&["-n", n, "addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
+            // No duplicate address detection: usable at once.
+            let v6 = format!("{addr6}/64");
+            ip(&["-n", n, "addr", "add", &v6, "dev", "eth0", "nodad"]);
             ip(&["-n", n, "link", "set", "eth0", "up"]);
             ip(&["-n", n, "link", "set", "lo", "up"]);
         }
