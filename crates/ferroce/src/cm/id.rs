@@ -439,8 +439,7 @@ fn roce_of(mode: crate::roce_config::RoceMode, device: &Context) -> Result<RoceM
     use crate::roce_config::{ConfigError, RoceMode as Mode, SettingError};
     match mode {
         Mode::V2 => Ok(RoceMode::V2),
-        // Only a raw-backend device has a neighbour cache.
-        Mode::V1 if device.shared.neigh.is_some() => Ok(RoceMode::V1),
+        Mode::V1 if device.backend() == crate::BackendKind::Raw => Ok(RoceMode::V1),
         Mode::V1 => Err(CmIdError::Config(ConfigError::Setting(SettingError::RoceV1OnUdp)).into()),
     }
 }
