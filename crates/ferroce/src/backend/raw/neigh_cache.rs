@@ -63,8 +63,12 @@ struct Entry {
     mac: [u8; 6],
     /// When the kernel last answered for it.
     checked: Instant,
-    /// When a packet last went to it.
+    /// When a packet last went to it, to a refresh round's precision.
     used: Instant,
+    /// A packet went to it since the last refresh round: the driver's
+    /// per-packet lookup sets a flag rather than read the clock, and the
+    /// round turns it into `used`.
+    used_lately: bool,
 }
 
 /// Peers' MAC addresses on one interface.
@@ -101,9 +105,8 @@ impl NeighCache {
     /// `wait`; the error names the peer, the interface and what to check.
     pub(crate) fn resolve(&self, peer: IpAddr, wait: Duration) -> io::Result<[u8; 6]> {
         let peer = peer.to_canonical();
-        let now = Instant::now();
         if let Some(e) = lock(&self.entries).get_mut(&peer) {
-            e.used = now;
+            e.used_lately = true;
             return Ok(e.mac);
         }
         let mac = neigh::resolve(peer, &self.interface, wait)
@@ -117,6 +120,7 @@ impl NeighCache {
             mac,
             checked: now,
             used: now,
+            used_lately: false,
         };
         lock(&self.entries).insert(peer, entry);
     }
@@ -125,11 +129,11 @@ impl NeighCache {
     /// waiting, at most every [`RETRY_RESOLVE`]) and returns `None`.
     pub(crate) fn lookup(&self, peer: IpAddr) -> Option<[u8; 6]> {
         let peer = peer.to_canonical();
-        let now = Instant::now();
         if let Some(e) = lock(&self.entries).get_mut(&peer) {
-            e.used = now;
+            e.used_lately = true;
             return Some(e.mac);
         }
+        let now = Instant::now();
         let due = lock(&self.asked)
             .get(&peer)
             .is_none_or(|t| now.duration_since(*t) >= RETRY_RESOLVE);
@@ -155,6 +159,11 @@ impl NeighCache {
     pub(crate) fn refresh(&self, now: Instant, mut kernel: impl FnMut(IpAddr) -> Option<[u8; 6]>) {
         let due: Vec<IpAddr> = {
             let mut entries = lock(&self.entries);
+            for e in entries.values_mut() {
+                if std::mem::take(&mut e.used_lately) {
+                    e.used = now;
+                }
+            }
             let before = entries.len();
             entries.retain(|_, e| now.saturating_duration_since(e.used) < FORGET_AFTER);
             lock(&self.stats).forgotten += (before - entries.len()) as u64;
@@ -232,6 +241,29 @@ mod tests {
 
     fn use_at(c: &NeighCache, peer: IpAddr, at: Instant) {
         lock(&c.entries).get_mut(&peer).unwrap().used = at;
+    }
+
+    #[test]
+    fn a_lookup_marks_the_entry_used_as_of_the_next_round() {
+        let c = NeighCache::new("eth0");
+        let t0 = Instant::now();
+        c.learn(P, OLD, t0);
+        c.learn(Q, OLD, t0);
+        assert_eq!(c.lookup(P), Some(OLD));
+        let at = t0 + REFRESH_AFTER * 2;
+        let mut asked = Vec::new();
+        c.refresh(at, |p| {
+            asked.push(p);
+            Some(OLD)
+        });
+        assert_eq!(asked, [P], "the looked-up entry only");
+        asked.clear();
+        // Not looked up since: idle for the next rounds.
+        c.refresh(at + REFRESH_AFTER, |p| {
+            asked.push(p);
+            Some(OLD)
+        });
+        assert!(asked.is_empty(), "{asked:?}");
     }
 
     #[test]
