@@ -106,6 +106,16 @@ impl Context {
             cfg.local,
             cfg.peer_port,
         )?);
+        if let Some(neigh) = &shared.neigh {
+            // The cache's thread learnt a peer the driver lacked: a round
+            // sends what the driver parked for it.
+            let weak = Arc::downgrade(&shared);
+            neigh.set_waker(move || {
+                if let Some(s) = weak.upgrade() {
+                    s.kick();
+                }
+            });
+        }
         let s = shared.clone();
         let driver = std::thread::Builder::new()
             .name("ferroce-driver".into())

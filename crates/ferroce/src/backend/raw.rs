@@ -13,13 +13,14 @@
 //! * Peers' MAC addresses come from a [`NeighCache`] shared with the API,
 //!   which resolves a connected QP's peer when its path is set (an
 //!   unresolvable peer fails `modify_qp`, as rdma-core's does when the
-//!   kernel cannot resolve the destination MAC). The driver never waits
-//!   for a resolution: a packet to an unknown peer (a MAD to a new CM
-//!   peer, say) is parked while the kernel resolves it (asked at most
-//!   every [`neigh_cache::RETRY_RESOLVE`]), sent as soon as the peer is known, and
+//!   kernel cannot resolve the destination MAC). The driver never talks
+//!   to the kernel for a peer: a packet to an unknown peer (a MAD to a new
+//!   CM peer, say) is parked while the cache's thread has the kernel
+//!   resolve it (asked every [`neigh_cache::RETRY_RESOLVE`]), sent in the
+//!   round the thread's wake-up brings once the peer is known, and
 //!   dropped and counted (`tx_unresolved`) after [`PARK_FOR`] or past
 //!   [`MAX_PARKED`]. The cache refreshes the entries in use and forgets
-//!   idle ones off the driver thread (see [`neigh_cache`]).
+//!   idle ones off the driver thread too (see [`neigh_cache`]).
 //! * v1 packets carry flow label 0 and the path's traffic class and hop
 //!   limit; v2 ones the path's traffic class as DSCP/ECN and its hop limit
 //!   as TTL, with UDP checksum 0 (as rxe).

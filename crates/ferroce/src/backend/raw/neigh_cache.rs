@@ -5,10 +5,15 @@
 //! Contract:
 //! * [`NeighCache::resolve`] (the API, when a path is set) asks the
 //!   kernel and waits for it; [`NeighCache::lookup`] (the driver, per
-//!   packet) never waits: a known peer's MAC, or `None` after asking the
-//!   kernel at most every [`RETRY_RESOLVE`] without waiting.
-//! * A thread of the cache's own ([`NeighCache::start`]) wakes every
-//!   [`TICK`] and, off the driver thread, re-asks the kernel for every
+//!   packet) never talks to the kernel: a known peer's MAC, or `None`
+//!   after handing the peer to the cache's thread.
+//! * A thread of the cache's own ([`NeighCache::start`]) asks the kernel
+//!   for the peers the driver lacked, every [`RETRY_RESOLVE`] until it
+//!   knows them (then it wakes the driver, which sends what it parked) or
+//!   [`WANT_FOR`] has passed; at most [`MAX_WANTED`] at a time, so that
+//!   MADs from many (spoofed) sources cost the driver nothing and the
+//!   thread a bounded amount.
+//! * The same thread, every [`TICK`], re-asks the kernel for every
 //!   entry used within [`REFRESH_AFTER`] whose answer is older than that
 //!   (`RTM_GETNEIGH`; a stale kernel entry is also re-confirmed with
 //!   `NTF_USE`, since frames sent through a packet socket never pass the
@@ -26,7 +31,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use ferroce_io::route::neigh;
@@ -44,8 +49,13 @@ pub(crate) const FORGET_AFTER: Duration = Duration::from_secs(60);
 /// How often the refresh thread looks at the entries.
 pub(crate) const TICK: Duration = Duration::from_secs(1);
 
-/// Peers whose last request time is kept at most (then forgotten).
-const MAX_ASKED: usize = 1024;
+/// Peers the driver lacked, kept at most this many (more are not asked
+/// for until some are known or given up).
+pub(crate) const MAX_WANTED: usize = 1024;
+
+/// How long the thread asks for a peer the driver lacked (the driver drops
+/// what it parked for it after as long).
+pub(crate) const WANT_FOR: Duration = Duration::from_secs(1);
 
 /// The neighbour cache's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -71,13 +81,25 @@ struct Entry {
     used_lately: bool,
 }
 
+/// What the thread calls when it learnt a peer the driver lacked.
+struct Waker(Box<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for Waker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Waker")
+    }
+}
+
 /// Peers' MAC addresses on one interface.
 #[derive(Debug)]
 pub(crate) struct NeighCache {
     pub(crate) interface: String,
     entries: Mutex<HashMap<IpAddr, Entry>>,
-    /// When the driver last asked the kernel for a peer it lacked.
-    asked: Mutex<HashMap<IpAddr, Instant>>,
+    /// Peers the driver lacked, and since when: the thread asks for them.
+    wanted: Mutex<HashMap<IpAddr, Instant>>,
+    /// Wakes the thread when `wanted` gains a peer.
+    wake: Condvar,
+    on_learn: OnceLock<Waker>,
     stats: Mutex<NeighStats>,
 }
 
@@ -86,7 +108,9 @@ impl NeighCache {
         Self {
             interface: interface.into(),
             entries: Mutex::default(),
-            asked: Mutex::default(),
+            wanted: Mutex::default(),
+            wake: Condvar::new(),
+            on_learn: OnceLock::new(),
             stats: Mutex::default(),
         }
     }
@@ -97,8 +121,14 @@ impl NeighCache {
         let weak = Arc::downgrade(&cache);
         std::thread::Builder::new()
             .name("ferroce-neigh".into())
-            .spawn(move || refresh_loop(&weak))?;
+            .spawn(move || run(&weak))?;
         Ok(cache)
+    }
+
+    /// Makes the thread call `wake` when it learnt a peer the driver
+    /// lacked (once; later calls are ignored).
+    pub(crate) fn set_waker(&self, wake: impl Fn() + Send + Sync + 'static) {
+        let _ = self.on_learn.set(Waker(Box::new(wake)));
     }
 
     /// The MAC of `peer`, resolved now if not known, waiting up to
@@ -125,31 +155,56 @@ impl NeighCache {
         lock(&self.entries).insert(peer, entry);
     }
 
-    /// The MAC of `peer` if known; otherwise asks the kernel (without
-    /// waiting, at most every [`RETRY_RESOLVE`]) and returns `None`.
+    /// The MAC of `peer` if known; otherwise hands the peer to the thread
+    /// (see the module docs) and returns `None`.
     pub(crate) fn lookup(&self, peer: IpAddr) -> Option<[u8; 6]> {
         let peer = peer.to_canonical();
         if let Some(e) = lock(&self.entries).get_mut(&peer) {
             e.used_lately = true;
             return Some(e.mac);
         }
-        let now = Instant::now();
-        let due = lock(&self.asked)
-            .get(&peer)
-            .is_none_or(|t| now.duration_since(*t) >= RETRY_RESOLVE);
-        if !due {
-            return None;
+        let mut wanted = lock(&self.wanted);
+        if !wanted.contains_key(&peer) && wanted.len() < MAX_WANTED {
+            wanted.insert(peer, Instant::now());
+            self.wake.notify_one();
         }
-        {
-            let mut asked = lock(&self.asked);
-            // Bounded: MADs from many (spoofed) sources make replies to
-            // as many peers.
-            if asked.len() >= MAX_ASKED {
-                asked.clear();
+        None
+    }
+
+    /// Asks `kernel` for each peer the driver lacked: learns those it
+    /// knows (then calls the waker), gives up those wanted for
+    /// [`WANT_FOR`].
+    fn resolve_wanted(&self, now: Instant, mut kernel: impl FnMut(IpAddr) -> Option<[u8; 6]>) {
+        let peers: Vec<(IpAddr, Instant)> = lock(&self.wanted)
+            .iter()
+            .map(|(p, since)| (*p, *since))
+            .collect();
+        let mut learnt = false;
+        for (peer, since) in peers {
+            let known = lock(&self.entries).contains_key(&peer);
+            let mac = if known { None } else { kernel(peer) };
+            if let Some(mac) = mac {
+                self.learn(peer, mac, now);
+                learnt = true;
             }
-            asked.insert(peer, now);
+            if known || mac.is_some() || now.saturating_duration_since(since) >= WANT_FOR {
+                lock(&self.wanted).remove(&peer);
+            }
         }
-        self.resolve(peer, Duration::ZERO).ok()
+        if learnt && let Some(w) = self.on_learn.get() {
+            (w.0)();
+        }
+    }
+
+    /// Waits up to `tick` for a wanted peer, or [`RETRY_RESOLVE`] if some
+    /// are wanted already.
+    fn wait_for_work(&self, tick: Duration) {
+        let wanted = lock(&self.wanted);
+        let _ = if wanted.is_empty() {
+            self.wake.wait_timeout_while(wanted, tick, |w| w.is_empty())
+        } else {
+            self.wake.wait_timeout(wanted, RETRY_RESOLVE)
+        };
     }
 
     /// One refresh round at `now`: drops the entries unused for
@@ -208,17 +263,23 @@ impl NeighCache {
     }
 }
 
-/// The refresh thread: a round every [`TICK`] while the cache lives.
-fn refresh_loop(cache: &Weak<NeighCache>) {
+/// The cache's thread while the cache lives: the peers the driver lacked
+/// as soon as it lacks them, a refresh round every [`TICK`].
+fn run(cache: &Weak<NeighCache>) {
+    let mut last_round = Instant::now();
     loop {
-        std::thread::sleep(TICK);
         let Some(cache) = cache.upgrade() else {
             return;
         };
+        cache.wait_for_work(TICK.saturating_sub(last_round.elapsed()));
         let interface = cache.interface.clone();
-        cache.refresh(Instant::now(), |peer| {
-            neigh::resolve(peer, &interface, Duration::ZERO).ok()
-        });
+        let kernel = |peer| neigh::resolve(peer, &interface, Duration::ZERO).ok();
+        let now = Instant::now();
+        cache.resolve_wanted(now, kernel);
+        if now.saturating_duration_since(last_round) >= TICK {
+            cache.refresh(now, kernel);
+            last_round = now;
+        }
     }
 }
 
@@ -241,6 +302,47 @@ mod tests {
 
     fn use_at(c: &NeighCache, peer: IpAddr, at: Instant) {
         lock(&c.entries).get_mut(&peer).unwrap().used = at;
+    }
+
+    #[test]
+    fn a_peer_the_driver_lacks_is_asked_for_off_its_thread_and_wakes_it() {
+        let c = NeighCache::new("eth0");
+        let woken = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let w = woken.clone();
+        c.set_waker(move || {
+            w.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+        assert_eq!(c.lookup(P), None);
+        assert_eq!(c.lookup(P), None, "asked for once");
+        assert_eq!(lock(&c.wanted).len(), 1);
+        let t0 = Instant::now();
+        let mut asked = Vec::new();
+        c.resolve_wanted(t0, |p| {
+            asked.push(p);
+            None
+        });
+        assert_eq!(
+            (asked.len(), woken.load(std::sync::atomic::Ordering::SeqCst)),
+            (1, 0)
+        );
+        c.resolve_wanted(t0, |_| Some(NEW));
+        assert_eq!(woken.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert!(lock(&c.wanted).is_empty());
+        assert_eq!(c.lookup(P), Some(NEW));
+    }
+
+    #[test]
+    fn wanted_peers_are_bounded_and_given_up() {
+        let c = NeighCache::new("eth0");
+        for i in 0..MAX_WANTED as u32 + 10 {
+            let peer = IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            assert_eq!(c.lookup(peer), None);
+        }
+        assert_eq!(lock(&c.wanted).len(), MAX_WANTED);
+        let later = Instant::now() + WANT_FOR;
+        c.resolve_wanted(later, |_| None);
+        assert!(lock(&c.wanted).is_empty(), "given up after WANT_FOR");
+        assert_eq!(c.len(), 0);
     }
 
     #[test]
@@ -325,7 +427,7 @@ mod tests {
     fn the_refresh_thread_ends_with_the_cache() {
         let c = Arc::new(NeighCache::new("lo"));
         let weak = Arc::downgrade(&c);
-        let thread = std::thread::spawn(move || refresh_loop(&weak));
+        let thread = std::thread::spawn(move || run(&weak));
         drop(c);
         let start = Instant::now();
         while !thread.is_finished() {
