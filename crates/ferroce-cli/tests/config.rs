@@ -80,13 +80,10 @@ fn refusals_name_the_cause_and_change_nothing() {
     let before = std::fs::read_to_string(&f).unwrap();
     for (args, says) in [
         (
-            vec!["config", "set", MODE, "RoCE v1"],
-            "raw-Ethernet backend (issue 14)",
+            vec!["config", "set", MODE, "RoCE v3"],
+            "`IB/RoCE v1` (exactly",
         ),
-        (
-            vec!["config", "set", MODE, "IB/RoCE v1"],
-            "raw-Ethernet backend (issue 14)",
-        ),
+        (vec!["config", "set", MODE, "roce v2"], "is not a RoCE mode"),
         (vec!["config", "set", TOS, "256"], "0 to 255"),
         (
             vec!["config", "set", "ferroce0/ports/2/default_roce_tos", "1"],
@@ -104,12 +101,12 @@ fn refusals_name_the_cause_and_change_nothing() {
     }
     assert_eq!(std::fs::read_to_string(&f).unwrap(), before);
     // A malformed file is an error naming its line, for every command.
-    std::fs::write(&f, format!("{before}{MODE} = RoCE v1\n")).unwrap();
+    std::fs::write(&f, format!("{before}{MODE} = RoCE v3\n")).unwrap();
     let out = with_file(&f, &["config"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(&format!("{}:3: RoCE v1 needs", f.display())),
+        err.contains(&format!("{}:3: `RoCE v3` is not a RoCE mode", f.display())),
         "{err}"
     );
 }

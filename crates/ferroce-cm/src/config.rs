@@ -4,21 +4,32 @@
 use core::time::Duration;
 use std::net::IpAddr;
 
+use ferroce_core::verbs::RoceMode;
 use ferroce_wire::Psn;
 use ferroce_wire::mad::{CmPath, TRANSPORT_RC};
 
-/// Where a MAD came from or goes to: the peer's IP address and the QP that
-/// sent it (QP1 for every CM MAD the kernel sends).
+/// Where a MAD came from or goes to: the peer's IP address, the QP that
+/// sent it (QP1 for every CM MAD the kernel sends), and the RoCE version
+/// of its frames (the GID type of the path): a communication's MADs all go
+/// in the version its first one came in or was sent in, as the kernel's
+/// CM answers with an address handle made from the request's work
+/// completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PeerAddr {
     pub ip: IpAddr,
     pub qpn: u32,
+    pub roce: RoceMode,
 }
 
 impl PeerAddr {
-    /// The peer's GSI QP (QP1).
+    /// The peer's GSI QP (QP1) over RoCE v2.
     pub const fn gsi(ip: IpAddr) -> Self {
-        Self { ip, qpn: 1 }
+        Self::gsi_via(RoceMode::V2, ip)
+    }
+
+    /// The peer's GSI QP over RoCE version `roce`.
+    pub const fn gsi_via(roce: RoceMode, ip: IpAddr) -> Self {
+        Self { ip, qpn: 1, roce }
     }
 }
 

@@ -32,6 +32,40 @@ pub enum BackendKind {
     Raw,
 }
 
+/// The environment variable that picks the backend of the devices a
+/// process opens without naming one itself: those of the C libraries
+/// (`ibv_open_device`, and rdma_cm's) and those rdma_cm opens for an
+/// address ([`crate::cm`]). `udp` (the default, also when unset or empty)
+/// or `raw`.
+pub const BACKEND_ENV: &str = "FERROCE_BACKEND";
+
+impl BackendKind {
+    /// The backend [`BACKEND_ENV`] names; another value is an error
+    /// naming the variable and the values it takes.
+    pub fn from_env() -> std::io::Result<Self> {
+        match std::env::var(BACKEND_ENV) {
+            Ok(v) => Self::parse(&v),
+            Err(_) => Ok(Self::Udp),
+        }
+    }
+
+    /// `udp`, `raw` or empty (UDP), as [`BACKEND_ENV`] takes them.
+    pub fn parse(name: &str) -> std::io::Result<Self> {
+        match name.trim() {
+            "" | "udp" => Ok(Self::Udp),
+            "raw" => Ok(Self::Raw),
+            other => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{BACKEND_ENV}={other:?} names no backend: set it to `udp` (RoCE v2 \
+                     through UDP sockets, the default) or `raw` (whole frames, RoCE v1 and \
+                     v2; needs CAP_NET_RAW)"
+                ),
+            )),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) enum Backend {
     Udp(Box<UdpBackend>),

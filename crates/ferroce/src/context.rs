@@ -111,6 +111,16 @@ impl Context {
             cfg.local,
             cfg.peer_port,
         )?);
+        if let Some(neigh) = &shared.neigh {
+            // The cache's thread learnt a peer the driver lacked: a round
+            // sends what the driver parked for it.
+            let weak = Arc::downgrade(&shared);
+            neigh.set_waker(move || {
+                if let Some(s) = weak.upgrade() {
+                    s.kick();
+                }
+            });
+        }
         let s = shared.clone();
         let driver = std::thread::Builder::new()
             .name("ferroce-driver".into())
@@ -275,7 +285,7 @@ fn open_backend(cfg: &DeviceConfig, seed: u64) -> Result<(Backend, Option<Arc<Ne
                 )));
             }
             let iface = crate::device::bound_interface(cfg.local)?;
-            let neigh = Arc::new(NeighCache::new(&iface.name));
+            let neigh = NeighCache::start(&iface.name)?;
             let raw = RawDevice::open(&iface.name, cfg.local, neigh.clone(), seed)?;
             Ok((Backend::Raw(Box::new(raw)), Some(neigh)))
         }

@@ -33,8 +33,8 @@ mod srq;
 
 #[cfg(feature = "tokio")]
 pub use async_cq::AsyncChannel;
-pub use backend::BackendKind;
-pub use backend::raw::RawDeviceStats;
+pub use backend::raw::{NeighStats, RawDeviceStats};
+pub use backend::{BACKEND_ENV, BackendKind};
 pub use channel::CompletionChannel;
 pub use context::{Context, DeviceConfig};
 pub use cq::CompletionQueue;

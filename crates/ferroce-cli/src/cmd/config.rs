@@ -8,8 +8,8 @@
 //! * `ferroce config get ferroce0/ports/1/default_roce_tos`: the value, as
 //!   `cat` on the configfs file prints it;
 //! * `ferroce config set ferroce0/ports/1/default_roce_tos 32`: checks the
-//!   value as configfs would (RoCE v1 refused until the raw-Ethernet
-//!   backend exists) and rewrites the user's settings file atomically
+//!   value as configfs would (`IB/RoCE v1` or `RoCE v2`; v1 connections
+//!   need the raw-Ethernet backend) and rewrites the user's settings file atomically
 //!   (`--system`: /etc/ferroce/rdma_cm.conf; `FERROCE_CONFIG` names
 //!   another).
 

@@ -76,6 +76,12 @@ pub(crate) struct UdaddyArgs {
     /// for UDP, the default and only one ferroce has.
     #[arg(short = 'p', value_name = "port_space_number", value_parser = parse_port_space)]
     port_space_number: Option<PortSpace>,
+    /// Open the device on -b on the raw-Ethernet backend (needs
+    /// CAP_NET_RAW and -b): frames built by ferroce, RoCE v2 or, with the
+    /// port's default_roce_mode set to `IB/RoCE v1` (`ferroce config`),
+    /// RoCE v1 (ferroce's, not udaddy's).
+    #[arg(long, requires = "bind")]
+    raw: bool,
 }
 
 /// Connections per run: the CM's limit of requests in setup at once.
@@ -123,6 +129,15 @@ pub(crate) fn run(args: &UdaddyArgs) -> Result<bool, Error> {
     let src = match &args.bind {
         Some(b) => Some(cmtest::resolve("-b", b, 0)?.ip()),
         None => None,
+    };
+    // Held for the run: rdma_cm binds its IDs to the device the process
+    // has on the address, opening a UDP-backend one only if there is none.
+    let _raw_device = match (args.raw, src) {
+        (true, Some(ip)) => Some(crate::error::open_device(ferroce::DeviceConfig {
+            backend: ferroce::BackendKind::Raw,
+            ..ferroce::DeviceConfig::new(ip)
+        })?),
+        _ => None,
     };
     let mut test = Test {
         args,
@@ -474,6 +489,7 @@ fn reply_dest(conn: usize, res: &Resources, wc: &WorkCompletion) -> Result<UdDes
     let local = res.qp.qpn();
     let mut path = path_to(from, local, qpn);
     path.udp_src_port = ferroce_wire::udp::ud_source_port(local);
+    path.roce = grh_roce(&grh);
     let qkey = PortSpace::Udp.default_qkey().unwrap_or_default();
     Ok(UdDest { path, qpn, qkey })
 }
@@ -496,9 +512,37 @@ fn grh_source(grh: &[u8; GRH as usize]) -> Option<IpAddr> {
     None
 }
 
+/// The RoCE version of a received GRH: a RoCE v1 packet's own GRH names
+/// the next header 0x1B (IBA's BTH), where RoCE v2 has an IPv4 header or an
+/// IPv6 one naming UDP. The reply goes in the same version, as the
+/// kernel's `ib_init_ah_attr_from_wc` answers in the request's GID type.
+fn grh_roce(grh: &[u8; GRH as usize]) -> ferroce::RoceMode {
+    const NEXT_HEADER: usize = 6;
+    const BTH: u8 = 0x1b;
+    if grh[0] >> 4 == 6 && grh[NEXT_HEADER] == BTH {
+        ferroce::RoceMode::V1
+    } else {
+        ferroce::RoceMode::V2
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_grh_tells_roce_v1_from_v2() {
+        let mut v1 = [0u8; 40];
+        v1[0] = 0x60;
+        v1[6] = 0x1b;
+        assert_eq!(grh_roce(&v1), ferroce::RoceMode::V1);
+        let mut v2 = v1;
+        v2[6] = 17; // UDP
+        assert_eq!(grh_roce(&v2), ferroce::RoceMode::V2);
+        let mut v4 = [0u8; 40];
+        v4[20] = 0x45;
+        assert_eq!(grh_roce(&v4), ferroce::RoceMode::V2);
+    }
 
     #[test]
     fn the_grh_gives_the_source_of_either_family() {

@@ -9,5 +9,6 @@ mod hostile;
 mod lossy;
 mod rdma_cm;
 mod rdma_cm_capture;
+mod roce_version;
 mod sim;
 mod strays;

@@ -77,7 +77,12 @@ impl Endpoint {
         };
         let dqpn = pkt.bth().dest_qp();
         if dqpn == GSI_QPN {
-            self.gsi.receive(&pkt, from);
+            let roce = if grh.is_some() {
+                RoceMode::V1
+            } else {
+                RoceMode::V2
+            };
+            self.gsi.receive(&pkt, from, roce);
             return;
         }
         let Some(q) = self.qps.get_mut(&dqpn) else {

@@ -16,8 +16,9 @@
 //!   [`Endpoint::poll_mad`]; past the bound the oldest is dropped and
 //!   counted ([`MadStats::rx_overflow`]), so that MADs nobody reads (no CM
 //!   above yet) cost bounded memory and no caller has to drain them.
-//! * Out: [`Endpoint::send_mad`] queues a UD SEND_ONLY from QP 1 with the
-//!   GSI Q_Key, sent by [`Endpoint::poll_transmit`] ahead of the
+//! * Out: [`Endpoint::send_mad`] (RoCE v2) or [`Endpoint::send_mad_via`]
+//!   (either version) queues a UD SEND_ONLY from QP 1 with the GSI Q_Key,
+//!   sent by [`Endpoint::poll_transmit`] ahead of the
 //!   application's QPs (MADs are few and small; a CM retry timer should
 //!   not wait behind a bulk transfer).
 //!
@@ -36,7 +37,7 @@ use ferroce_wire::{Opcode, Psn, TransportPacket};
 use super::{Endpoint, Transmit};
 use crate::qp::{DEFAULT_PKEY, pkey_matches, transport_repr};
 use crate::transmit::BufPool;
-use crate::verbs::{Path, VerbsError};
+use crate::verbs::{Path, RoceMode, VerbsError};
 
 /// QP1's number.
 pub const GSI_QPN: u32 = 1;
@@ -57,8 +58,11 @@ const HOP_LIMIT: u8 = 64;
 /// A MAD received on QP1.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mad {
-    /// The sender's address (its RoCE v2 GID as an IP address).
+    /// The sender's address (its GID as an IP address).
     pub from: IpAddr,
+    /// The RoCE version it came in: v1 (a GRH in an Ethernet frame) or v2
+    /// (UDP). The CM answers in the same version, as the kernel's does.
+    pub roce: RoceMode,
     /// The sending QP (DETH source QP): 1 for the CM.
     pub src_qp: u32,
     /// The index of the P_Key it came in under: 0, the only one (0xFFFF).
@@ -83,11 +87,20 @@ pub struct MadStats {
     pub rx_overflow: u64,
 }
 
+/// Where a queued MAD goes: the peer's address and QP, and the RoCE
+/// version of its frame.
+#[derive(Debug, Clone, Copy)]
+struct OutMad {
+    to: IpAddr,
+    dest_qp: u32,
+    roce: RoceMode,
+}
+
 /// QP1's queues and send PSN.
 #[derive(Debug, Default)]
 pub(super) struct Gsi {
     rx: VecDeque<Mad>,
-    tx: VecDeque<(IpAddr, u32, Box<[u8; MAD_LEN]>)>,
+    tx: VecDeque<(OutMad, Box<[u8; MAD_LEN]>)>,
     /// The next send PSN; the kernel's MAD layer starts QP1 at 0.
     psn: u32,
     stats: MadStats,
@@ -95,7 +108,8 @@ pub(super) struct Gsi {
 
 impl Gsi {
     /// A packet for QPN 1: queued if it is a MAD, else counted.
-    pub(super) fn receive(&mut self, pkt: &TransportPacket<&[u8]>, from: IpAddr) {
+    /// `roce` is the version it came in (a GRH: v1).
+    pub(super) fn receive(&mut self, pkt: &TransportPacket<&[u8]>, from: IpAddr, roce: RoceMode) {
         let s = &mut self.stats;
         if pkt.bth().opcode() != Opcode::UD_SEND_ONLY {
             s.rx_bad_opcode += 1;
@@ -124,6 +138,7 @@ impl Gsi {
         s.rx_mads += 1;
         self.rx.push_back(Mad {
             from,
+            roce,
             src_qp: deth.src_qp(),
             pkey_index: 0,
             data: Box::new(data),
@@ -132,7 +147,7 @@ impl Gsi {
 
     /// The next queued MAD as a packet, if any.
     pub(super) fn next_transmit(&mut self, pool: &mut BufPool) -> Option<Transmit> {
-        let (to, dest_qp, mad) = self.tx.pop_front()?;
+        let (OutMad { to, dest_qp, roce }, mad) = self.tx.pop_front()?;
         let psn = Psn::new(self.psn);
         self.psn = (self.psn + 1) & 0xff_ffff;
         let mut t = transport_repr(Opcode::UD_SEND_ONLY, psn, dest_qp, MAD_LEN);
@@ -147,7 +162,7 @@ impl Gsi {
             udp_src_port: ferroce_wire::udp::ud_source_port(GSI_QPN),
             traffic_class: 0,
             hop_limit: HOP_LIMIT,
-            roce: crate::verbs::RoceMode::V2,
+            roce,
         };
         // Built from constants and a checked length, so it cannot fail;
         // were it to, the MAD is lost as on the wire and the CM resends.
@@ -163,9 +178,21 @@ impl Endpoint {
         self.gsi.rx.pop_front()
     }
 
-    /// Queues `mad` to go from QP1 to QP `dest_qp` (1 for the CM) at `to`,
-    /// with the GSI Q_Key; [`Self::poll_transmit`] sends it.
+    /// Queues `mad` to go from QP1 to QP `dest_qp` (1 for the CM) at `to`
+    /// over RoCE v2, with the GSI Q_Key; [`Self::poll_transmit`] sends it.
     pub fn send_mad(&mut self, to: IpAddr, dest_qp: u32, mad: &[u8]) -> Result<(), VerbsError> {
+        self.send_mad_via(RoceMode::V2, to, dest_qp, mad)
+    }
+
+    /// [`Self::send_mad`] in a frame of RoCE version `roce` (v1 needs a
+    /// backend that sends Ethernet frames; the UDP one drops it, counted).
+    pub fn send_mad_via(
+        &mut self,
+        roce: RoceMode,
+        to: IpAddr,
+        dest_qp: u32,
+        mad: &[u8],
+    ) -> Result<(), VerbsError> {
         let Ok(data) = <[u8; MAD_LEN]>::try_from(mad) else {
             return Err(VerbsError::BadValue {
                 what: "MAD length (a MAD is 256 bytes)",
@@ -185,7 +212,8 @@ impl Endpoint {
                 depth: MAX_QUEUED_MADS as u32,
             });
         }
-        self.gsi.tx.push_back((to, dest_qp, Box::new(data)));
+        let out = OutMad { to, dest_qp, roce };
+        self.gsi.tx.push_back((out, Box::new(data)));
         Ok(())
     }
 

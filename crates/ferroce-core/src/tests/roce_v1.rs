@@ -121,3 +121,26 @@ fn a_v1_path_to_a_v2_path_does_not_connect() {
     assert_eq!(p.eps[1].stats().rx_wrong_roce, 3);
     assert!(p.completions(1, b.cq).is_empty());
 }
+
+/// QP1 answers in the version a MAD came in: a MAD sent over v1 reaches
+/// the peer as v1 and is handed up marked v1, one over v2 as v2.
+#[test]
+fn mads_keep_their_roce_version_both_ways() {
+    use crate::{GSI_QPN, MAD_LEN};
+    let mut p = Pair::new(77);
+    let b = p.addrs[1];
+    for (n, roce) in [RoceMode::V1, RoceMode::V2, RoceMode::V1]
+        .into_iter()
+        .enumerate()
+    {
+        let v1_before = p.v1_delivered;
+        let mad = [n as u8 + 1; MAD_LEN];
+        p.eps[0].send_mad_via(roce, b, GSI_QPN, &mad).unwrap();
+        p.settle(100);
+        let got = p.eps[1].poll_mad().expect("the MAD reached QP1");
+        assert_eq!((got.roce, got.data[0]), (roce, n as u8 + 1));
+        let v1_now = u64::from(roce == RoceMode::V1);
+        assert_eq!(p.v1_delivered - v1_before, v1_now, "MAD {n} over {roce:?}");
+    }
+    assert_eq!(p.eps[1].mad_stats().rx_mads, 3);
+}

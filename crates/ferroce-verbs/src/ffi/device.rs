@@ -113,7 +113,18 @@ fn open_shared(d: &Device) -> Result<Context, c_int> {
     let ctx = match &open.ctx {
         Some(c) => c.clone(),
         None => {
-            let c = Context::open_with(DeviceConfig::new(d.addr)).map_err(|e| errno(&e))?;
+            // The backend FERROCE_BACKEND names (UDP by default). A bad
+            // value is said on stderr, as libibverbs warns of a driver it
+            // cannot load: EINVAL alone would not name the variable.
+            let backend = ferroce::BackendKind::from_env().map_err(|e| {
+                eprintln!("libibverbs (ferroce): {e}");
+                libc::EINVAL
+            })?;
+            let cfg = DeviceConfig {
+                backend,
+                ..DeviceConfig::new(d.addr)
+            };
+            let c = Context::open_with(cfg).map_err(|e| errno(&e))?;
             open.ctx = Some(c.clone());
             c
         }

@@ -13,13 +13,14 @@
 //! * Peers' MAC addresses come from a [`NeighCache`] shared with the API,
 //!   which resolves a connected QP's peer when its path is set (an
 //!   unresolvable peer fails `modify_qp`, as rdma-core's does when the
-//!   kernel cannot resolve the destination MAC). The driver never waits
-//!   for a resolution: a packet to an unknown peer (a MAD to a new CM
-//!   peer, say) is parked while the kernel resolves it (asked at most
-//!   every [`RETRY_RESOLVE`]), sent as soon as the peer is known, and
+//!   kernel cannot resolve the destination MAC). The driver never talks
+//!   to the kernel for a peer: a packet to an unknown peer (a MAD to a new
+//!   CM peer, say) is parked while the cache's thread has the kernel
+//!   resolve it (asked every [`neigh_cache::RETRY_RESOLVE`]), sent in the
+//!   round the thread's wake-up brings once the peer is known, and
 //!   dropped and counted (`tx_unresolved`) after [`PARK_FOR`] or past
-//!   [`MAX_PARKED`]. Entries are kept for the
-//!   device's life (a peer that changes its MAC needs a new device).
+//!   [`MAX_PARKED`]. The cache refreshes the entries in use and forgets
+//!   idle ones off the driver thread too (see [`neigh_cache`]).
 //! * v1 packets carry flow label 0 and the path's traffic class and hop
 //!   limit; v2 ones the path's traffic class as DSCP/ECN and its hop limit
 //!   as TTL, with UDP checksum 0 (as rxe).
@@ -31,27 +32,22 @@
 //!   Nth frame: a go-back-N resend of a multiple of N frames then lost its
 //!   first frame every time, until the retry count ran out.
 
-use std::collections::HashMap;
+mod neigh_cache;
+
 use std::io;
 use std::net::{IpAddr, Ipv6Addr};
 use std::os::fd::RawFd;
-use std::sync::Mutex;
 use std::time::{Duration, Instant as StdInstant};
 
 use ferroce_core::verbs::RoceMode;
 use ferroce_core::{Endpoint, Instant, Transmit};
 use ferroce_io::raw::frame::{FrameBuilder, FrameSpec, L3, RxPacket};
 use ferroce_io::raw::{RawBackend, RawConfig, RawReceiver, RawStats};
-use ferroce_io::route::neigh;
 use ferroce_wire::Network;
 use tracing::debug;
 
-/// How long a driver round waits before asking the kernel again for a
-/// peer it could not resolve.
-pub(crate) const RETRY_RESOLVE: Duration = Duration::from_millis(5);
-
-/// Peers whose last request time is kept at most (then forgotten).
-const MAX_ASKED: usize = 1024;
+pub(crate) use neigh_cache::NeighCache;
+pub use neigh_cache::NeighStats;
 
 /// Packets to peers being resolved, kept at most this many and this long
 /// (then dropped and counted).
@@ -77,67 +73,8 @@ pub struct RawDeviceStats {
     pub rx_not_ours: u64,
     /// Frames dropped on purpose (`FERROCE_RAW_DROP_ONE_IN`).
     pub tx_injected_drops: u64,
-}
-
-/// Peers' MAC addresses on one interface.
-#[derive(Debug)]
-pub(crate) struct NeighCache {
-    pub(crate) interface: String,
-    macs: Mutex<HashMap<IpAddr, [u8; 6]>>,
-    /// When the driver last asked the kernel for a peer it lacked.
-    asked: Mutex<HashMap<IpAddr, StdInstant>>,
-}
-
-impl NeighCache {
-    pub(crate) fn new(interface: &str) -> Self {
-        Self {
-            interface: interface.into(),
-            macs: Mutex::default(),
-            asked: Mutex::default(),
-        }
-    }
-
-    /// The MAC of `peer`, resolved now if not known, waiting up to
-    /// `wait`; the error names the peer, the interface and what to check.
-    pub(crate) fn resolve(&self, peer: IpAddr, wait: Duration) -> io::Result<[u8; 6]> {
-        let peer = peer.to_canonical();
-        if let Some(mac) = lock(&self.macs).get(&peer) {
-            return Ok(*mac);
-        }
-        let mac = neigh::resolve(peer, &self.interface, wait)
-            .map_err(|e| io::Error::new(io::ErrorKind::HostUnreachable, e))?;
-        lock(&self.macs).insert(peer, mac);
-        Ok(mac)
-    }
-
-    /// The MAC of `peer` if known; otherwise asks the kernel (without
-    /// waiting, at most every [`RETRY_RESOLVE`]) and returns `None`.
-    fn lookup(&self, peer: IpAddr) -> Option<[u8; 6]> {
-        if let Some(mac) = lock(&self.macs).get(&peer.to_canonical()) {
-            return Some(*mac);
-        }
-        let now = StdInstant::now();
-        let due = lock(&self.asked)
-            .get(&peer)
-            .is_none_or(|t| now.duration_since(*t) >= RETRY_RESOLVE);
-        if !due {
-            return None;
-        }
-        {
-            let mut asked = lock(&self.asked);
-            // Bounded: MADs from many (spoofed) sources make replies to
-            // as many peers.
-            if asked.len() >= MAX_ASKED {
-                asked.clear();
-            }
-            asked.insert(peer, now);
-        }
-        self.resolve(peer, Duration::ZERO).ok()
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    /// The neighbour cache's refreshes, MAC changes and dropped entries.
+    pub neigh: NeighStats,
 }
 
 /// The GID of an address: IPv4 mapped, IPv6 as it is.
@@ -213,6 +150,7 @@ impl RawDevice {
     pub(crate) fn stats(&mut self) -> RawDeviceStats {
         RawDeviceStats {
             backend: self.backend.stats(),
+            neigh: self.neigh.stats(),
             ..self.stats
         }
     }

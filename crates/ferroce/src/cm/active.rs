@@ -55,7 +55,7 @@ pub(crate) fn connect(inner: &Arc<IdInner>, param: &ConnParam) -> Result<()> {
         destination: remote.ip(),
     };
     let service = RdmaService::new(inner.port_space, remote.port()).service_id();
-    let peer = PeerAddr::gsi(remote.ip());
+    let peer = PeerAddr::gsi_via(st.roce, remote.ip());
     if !inner.port_space.connects() {
         let params = SidrParams {
             peer,
@@ -234,6 +234,7 @@ pub(crate) fn on_sidr_rep(
     let mut path = crate::path_to(remote.ip(), local_qpn, qpn);
     path.udp_src_port = ferroce_wire::udp::ud_source_port(local_qpn);
     path.traffic_class = st.tos();
+    path.roce = st.roce;
     let param = ConnInfo {
         private_data: private_data.clone(),
         qp_num: qpn,

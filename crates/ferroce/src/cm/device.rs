@@ -259,10 +259,11 @@ impl DeviceCm {
     }
 }
 
-/// Finds the peer of a MAD for the CM: its IP and sending QP.
-pub(crate) fn peer(from: IpAddr, src_qp: u32) -> PeerAddr {
+/// The peer of a MAD for the CM: its IP, sending QP and RoCE version.
+pub(crate) fn peer(mad: &ferroce_core::Mad) -> PeerAddr {
     PeerAddr {
-        ip: from,
-        qpn: src_qp,
+        ip: mad.from,
+        qpn: mad.src_qp,
+        roce: mad.roce,
     }
 }

@@ -15,6 +15,7 @@ use ferroce_core::Mad;
 use super::device::{DeviceCm, Orphan, peer};
 use crate::Result;
 use crate::driver::Shared;
+use crate::roce_config::PortSettings;
 
 /// How long a port's settings read for one connection serve the next.
 const SETTINGS_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
@@ -32,11 +33,12 @@ pub(crate) struct CmHub {
     next: AtomicU64,
     /// Orphans wait.
     dirty: AtomicBool,
-    /// The port's `default_roce_tos` and when it was read: it serves the
-    /// connections resolved within [`SETTINGS_FRESH`] (reading the settings
-    /// files per connection would cost a connection setup more than the
-    /// CM's own work; a change reaches new connections within that time).
-    tos: Mutex<Option<(std::time::Instant, u8)>>,
+    /// The port's settings (`default_roce_tos`, `default_roce_mode`) and
+    /// when they were read: they serve the connections resolved within
+    /// [`SETTINGS_FRESH`] (reading the settings files per connection would
+    /// cost a connection setup more than the CM's own work; a change
+    /// reaches new connections within that time).
+    settings: Mutex<Option<(std::time::Instant, PortSettings)>>,
     /// The device's depth limits, read at the first connection.
     pub(crate) limits: OnceLock<DeviceLimits>,
 }
@@ -49,7 +51,7 @@ impl CmHub {
             next: AtomicU64::new(NO_TIMER),
             dirty: AtomicBool::new(false),
             limits: OnceLock::new(),
-            tos: Mutex::new(None),
+            settings: Mutex::new(None),
         }
     }
 
@@ -78,19 +80,22 @@ impl CmHub {
         self.lock().cm.stats().clone()
     }
 
-    /// `default_roce_tos` of the device's port (`ferroce config`), for
-    /// connections that set no ToS of their own. A settings file that does
-    /// not parse is an error naming it.
-    pub(crate) fn default_tos(&self) -> std::result::Result<u8, crate::roce_config::ConfigError> {
-        let mut cached = self.tos.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((at, tos)) = *cached
+    /// The settings of the device's port (`ferroce config`): the ToS of
+    /// connections that set none of their own, and the RoCE version of
+    /// those it starts. A settings file that does not parse is an error
+    /// naming it.
+    pub(crate) fn port_settings(
+        &self,
+    ) -> std::result::Result<PortSettings, crate::roce_config::ConfigError> {
+        let mut cached = self.settings.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, port)) = *cached
             && at.elapsed() < SETTINGS_FRESH
         {
-            return Ok(tos);
+            return Ok(port);
         }
         let port = crate::roce_config::port_settings(crate::DEVICE_NAME, 1)?;
-        *cached = Some((std::time::Instant::now(), port.tos));
-        Ok(port.tos)
+        *cached = Some((std::time::Instant::now(), port));
+        Ok(port)
     }
 
     /// The sizes of the CM's tables.
@@ -155,8 +160,7 @@ impl Shared {
         }
         let mut dcm = self.cm.lock();
         for mad in &mads {
-            dcm.cm
-                .handle_mad(now, peer(mad.from, mad.src_qp), &mad.data[..]);
+            dcm.cm.handle_mad(now, peer(mad), &mad.data[..]);
         }
         self.cm.dirty.store(false, Ordering::Release);
         let orphans: Vec<Orphan> =
@@ -179,7 +183,7 @@ impl Shared {
         dcm.process_events(self, now);
         let mut ep = self.engine();
         while let Some((to, mad)) = dcm.cm.poll_transmit() {
-            if let Err(e) = ep.send_mad(to.ip, to.qpn, &mad) {
+            if let Err(e) = ep.send_mad_via(to.roce, to.ip, to.qpn, &mad) {
                 tracing::debug!(error = %e, "CM MAD not queued; the CM resends it");
             }
         }

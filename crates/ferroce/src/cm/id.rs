@@ -15,7 +15,9 @@ use ferroce_cm::rdma_cm::PortSpace;
 use super::channel::EventQueue;
 pub(crate) use super::state::{ConnParam, IdState, Phase, QpSlot, Route, wrong_state};
 use super::{CmEvent, CmEventKind, CmIdError, registry};
-use crate::{Context, ProtectionDomain, QpAttr, QpInitAttr, QpState, QpType, QueuePair, Result};
+use crate::{
+    Context, ProtectionDomain, QpAttr, QpInitAttr, QpState, QpType, QueuePair, Result, RoceMode,
+};
 
 /// What an ID's handles, its events and the device's CM share.
 pub(crate) struct IdInner {
@@ -215,7 +217,12 @@ impl CmId {
         let host_route = super::route::resolve(dst, src)?;
         let local_ip = super::route::local_of(&host_route);
         let device = registry::device_for(local_ip)?;
-        let default_tos = device.shared.cm.default_tos().map_err(CmIdError::Config)?;
+        let settings = device
+            .shared
+            .cm
+            .port_settings()
+            .map_err(CmIdError::Config)?;
+        let roce = roce_of(settings.mode, &device)?;
         if st.bound.is_none() {
             let port = src.map_or(0, |s| s.port());
             let bound =
@@ -226,7 +233,8 @@ impl CmId {
         st.local = Some(SocketAddr::new(local_ip, port));
         st.remote = Some(SocketAddr::new(dst.ip().to_canonical(), dst.port()));
         st.device = Some(device);
-        st.default_tos = default_tos;
+        st.default_tos = settings.tos;
+        st.roce = roce;
         st.route = Some(super::route::path_of(&host_route));
         st.phase = Phase::AddrResolved;
         drop(st);
@@ -421,5 +429,17 @@ impl CmId {
         queue
             .wait_for(timeout, &want)?
             .ok_or_else(|| CmIdError::TimedOut("a connect request").into())
+    }
+}
+
+/// The RoCE version of the connections an ID starts on `device`: its
+/// port's `default_roce_mode`, the kernel's default GID type. RoCE v1 on a
+/// device of the UDP backend is refused, naming the fix.
+fn roce_of(mode: crate::roce_config::RoceMode, device: &Context) -> Result<RoceMode> {
+    use crate::roce_config::{ConfigError, RoceMode as Mode, SettingError};
+    match mode {
+        Mode::V2 => Ok(RoceMode::V2),
+        Mode::V1 if device.backend() == crate::BackendKind::Raw => Ok(RoceMode::V1),
+        Mode::V1 => Err(CmIdError::Config(ConfigError::Setting(SettingError::RoceV1OnUdp)).into()),
     }
 }

@@ -40,6 +40,11 @@
 //!   RTS when the REP arrives, before the RTU; on the passive side INIT,
 //!   RTR and RTS in [`CmId::accept`], before the REP. Its packets use the
 //!   UDP source port rxe derives from the connection's IP ports.
+//! - RoCE version, as the kernel's `cma.c`: an ID that connects takes its
+//!   port's `default_roce_mode` ([`crate::roce_config`]) when it resolves
+//!   its address (RoCE v1 on a UDP-backend device is refused there); an ID
+//!   made by a request takes the version the request came in. The
+//!   connection's MADs and its QP's path (or UD destination) use it.
 //! - Events come in the order the CM makes them, on the channel the ID was
 //!   created on (for a CONNECT_REQUEST, the listener's), and need no
 //!   acknowledgement. Resolution is immediate (ADDR_RESOLVED and

@@ -1,7 +1,7 @@
 //! The passive side: listen, a REQ or SIDR_REQ becoming a CONNECT_REQUEST
 //! on a new ID, accept (QP to RTS, then the REP), and reject.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use ferroce_cm::rdma_cm::{
@@ -86,7 +86,7 @@ pub(crate) fn on_req(dcm: &mut DeviceCm, now: Instant, comm: CommId, peer: PeerA
         srq: req.srq,
         qp_num: req.local_qpn,
     };
-    let mut st = child_state(&listener, device, peer.ip, &header, service.port);
+    let mut st = child_state(&listener, device, peer, &header, service.port);
     st.route = Some(Route {
         mtu,
         hop_limit: req.primary_path.hop_limit,
@@ -105,11 +105,12 @@ pub(crate) fn on_req(dcm: &mut DeviceCm, now: Instant, comm: CommId, peer: PeerA
 
 /// The state of a new passive ID: the listener's device and options, the
 /// addresses from rdma_cm's header (the peer's from the MAD if the header
-/// names none of this family).
+/// names none of this family), and the RoCE version the request came in,
+/// as the kernel's CM takes the GID type of the request's work completion.
 fn child_state(
     listener: &Arc<IdInner>,
     device: Context,
-    peer_ip: IpAddr,
+    peer: PeerAddr,
     header: &CmaHeader,
     port: u16,
 ) -> IdState {
@@ -117,8 +118,9 @@ fn child_state(
     let mut st = IdState::new();
     st.phase = Phase::Requested;
     st.local = Some(SocketAddr::new(device.local(), port));
+    st.roce = peer.roce;
     let source = if header.source.is_unspecified() {
-        peer_ip
+        peer.ip
     } else {
         header.source
     };
@@ -158,7 +160,7 @@ pub(crate) fn on_sidr_req(
         private_data: private_data[CMA_HEADER_LEN..].to_vec(),
         ..ConnInfo::default()
     };
-    let mut st = child_state(&listener, device, peer.ip, &header, service.port);
+    let mut st = child_state(&listener, device, peer, &header, service.port);
     st.comm = Some(comm);
     let child = CmId::with_state(listener.queue.clone(), listener.port_space, st);
     dcm.ids.insert(comm.0, Arc::downgrade(&child.inner));

@@ -106,7 +106,9 @@ fn rtr(st: &IdState, x: &Exchange<'_>) -> Result<QpAttr> {
             (local.port(), remote.port()),
         ),
     };
-    attr.path = Some(transitions::path(remote.ip(), req, ports, st.tos()));
+    let mut path = transitions::path(remote.ip(), req, ports, st.tos());
+    path.roce = st.roce;
+    attr.path = Some(path);
     Ok(attr)
 }
 

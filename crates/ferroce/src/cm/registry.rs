@@ -60,16 +60,20 @@ pub(crate) fn devices() -> Vec<Context> {
     handles.into_iter().map(Context::from_handle).collect()
 }
 
-/// The open device on `addr`, or a new one (RoCE port 4791 both ways).
+/// The open device on `addr`, or a new one (RoCE port 4791 both ways) on
+/// the backend `FERROCE_BACKEND` names ([`crate::BACKEND_ENV`]).
 pub(crate) fn device_for(addr: IpAddr) -> Result<Context, CmIdError> {
     let addr = addr.to_canonical();
     if let Some(ctx) = devices().into_iter().find(|c| c.local() == addr) {
         return Ok(ctx);
     }
-    Context::open_with(DeviceConfig::new(addr)).map_err(|e| CmIdError::NoDevice {
-        addr,
-        cause: e.to_string(),
-    })
+    let no_device = |cause: String| CmIdError::NoDevice { addr, cause };
+    let backend = crate::BackendKind::from_env().map_err(|e| no_device(e.to_string()))?;
+    let cfg = DeviceConfig {
+        backend,
+        ..DeviceConfig::new(addr)
+    };
+    Context::open_with(cfg).map_err(|e| no_device(e.to_string()))
 }
 
 fn clashes(

@@ -125,6 +125,10 @@ pub(crate) struct IdState {
     pub(crate) tos: Option<u8>,
     /// The port's `default_roce_tos` as the address resolution found it.
     pub(crate) default_tos: u8,
+    /// The RoCE version of the connection's MADs and QP path: the port's
+    /// `default_roce_mode` on the active side, the request's on the
+    /// passive side.
+    pub(crate) roce: ferroce_core::verbs::RoceMode,
     pub(crate) options: QpOptions,
     /// DISCONNECTED was reported (the peer's DREQ) and must not be twice.
     pub(crate) disconnect_reported: bool,
@@ -158,6 +162,7 @@ impl IdState {
             info: ConnInfo::default(),
             tos: None,
             default_tos: 0,
+            roce: ferroce_core::verbs::RoceMode::V2,
             options: QpOptions::default(),
             disconnect_reported: false,
             wildcard: false,

@@ -37,7 +37,8 @@ pub(crate) fn init_qp(qp: &QueuePair, port_space: PortSpace) -> Result<()> {
 /// The path of an rdma_cm connection: its UDP source port comes from the
 /// REQ's flow label, as rxe derives it on both sides; rdma_cm fills that
 /// label from the IP ports of the two ends (`flow_label_from_ports`), and
-/// the ports stand in for a REQ that carries none.
+/// the ports stand in for a REQ that carries none. RoCE v2; the caller
+/// sets the ID's version.
 pub(crate) fn path(remote: IpAddr, req: &CmReq, ports: (u16, u16), tos: u8) -> Path {
     let label = flow_label(req, ports);
     Path {

@@ -169,7 +169,7 @@ fn parse_lines<'t>(text: &'t str, path: &Path) -> Result<Vec<(usize, Key, &'t st
 }
 
 /// Sets `key` to `value` in the file at `path`: checks both as configfs
-/// would (RoCE v1 refused), then rewrites that key's line, or adds one,
+/// would, then rewrites that key's line, or adds one,
 /// leaving every other line as it was. The file is replaced atomically (a
 /// new file beside it, then a rename), its directory created if need be.
 /// A malformed file is left alone and reported.

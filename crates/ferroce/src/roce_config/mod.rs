@@ -7,10 +7,14 @@
 //! [`RoceSettings::port`] for the device and port of each connection: a
 //! connection that does not set its own ToS sends with the port's
 //! `default_roce_tos` as its path's traffic class (the IP header's DSCP and
-//! ECN bits), as the kernel's `cma.c` does. The mode is always RoCE v2
-//! today: RoCE v1 connections exist on the raw-Ethernet backend, but the CM
-//! does not send its MADs in RoCE v1 frames yet, so a file or a command
-//! that chooses it is refused with [`SettingError::RoceV1Unsupported`].
+//! ECN bits, or a RoCE v1 GRH's traffic class), as the kernel's `cma.c`
+//! does. `default_roce_mode` is the RoCE version (the kernel's default GID
+//! type) of the connections an ID starts on the port: their MADs and their
+//! QP's path. RoCE v1 needs a device on the raw-Ethernet backend; the file
+//! may say it for any device, and an ID on a device of the UDP backend is
+//! then refused when it resolves its address ([`SettingError::RoceV1OnUdp`]
+//! says why). The passive side answers in the version of the request,
+//! whatever its own port's mode.
 //!
 //! # The file
 //!
@@ -32,7 +36,7 @@
 //!
 //! Values are read as Linux 6.1's configfs reads them (checked in the rxe
 //! rig): a mode is exactly `RoCE v2` or `IB/RoCE v1` (and here also
-//! `RoCE v1`, the documents' spelling, so that its refusal says why); a ToS
+//! `RoCE v1`, the documents' and rdma-core's spelling); a ToS
 //! is 0-255 in decimal, `0x` hex or `0` octal (`040` is 32), as
 //! `kstrtou8(.., 0, ..)`; one trailing newline is allowed. In the file,
 //! spaces around `=` are not part of the value.
@@ -133,8 +137,8 @@ pub fn parse_tos(text: &str) -> Result<u8, SettingError> {
 /// One port's settings, as the rdma_cm layer uses them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct PortSettings {
-    /// `default_roce_mode`: always [`RoceMode::V2`] until the raw-Ethernet
-    /// backend exists (loading refuses V1).
+    /// `default_roce_mode`: the RoCE version of the connections the port
+    /// starts (v1 only on the raw-Ethernet backend).
     pub mode: RoceMode,
     /// `default_roce_tos`: the traffic class (IPv4 TOS / IPv6 traffic
     /// class: DSCP and ECN) of connections that do not set their own.
@@ -171,13 +175,9 @@ impl Attribute {
     }
 
     /// Parses `text` as this attribute's value and sets it in `p`.
-    /// RoCE v1 is refused (see [`SettingError::RoceV1Unsupported`]).
     pub fn set_in(self, p: &mut PortSettings, text: &str) -> Result<(), SettingError> {
         match self {
-            Self::DefaultRoceMode => match RoceMode::parse(text)? {
-                RoceMode::V1 => return Err(SettingError::RoceV1Unsupported),
-                mode => p.mode = mode,
-            },
+            Self::DefaultRoceMode => p.mode = RoceMode::parse(text)?,
             Self::DefaultRoceTos => p.tos = parse_tos(text)?,
         }
         Ok(())
@@ -270,9 +270,10 @@ pub enum SettingError {
     BadTos(String),
     /// A number past 255.
     TosOutOfRange(String),
-    /// RoCE v1 for rdma_cm: the CM does not send its MADs in RoCE v1 frames
-    /// yet (RoCE v1 connections made without it exist on the raw backend).
-    RoceV1Unsupported,
+    /// `default_roce_mode` is RoCE v1 for a port whose device is on the
+    /// UDP backend, which sends RoCE v2 only: reported when an ID resolves
+    /// its address there.
+    RoceV1OnUdp,
     /// The same key twice in one file.
     Duplicate {
         /// The key.
@@ -309,7 +310,8 @@ impl fmt::Display for SettingError {
             ),
             Self::BadMode(m) => write!(
                 f,
-                "`{}` is not a RoCE mode: write `RoCE v2` (exactly, as configfs takes it)",
+                "`{}` is not a RoCE mode: write `RoCE v2` or `IB/RoCE v1` (exactly, as \
+                 configfs takes them)",
                 m.trim_end_matches('\n')
             ),
             Self::BadTos(t) => write!(
@@ -323,12 +325,13 @@ impl fmt::Display for SettingError {
                 "ToS {} is out of range: it is one byte of the IP header, 0 to 255",
                 t.trim_end_matches('\n')
             ),
-            Self::RoceV1Unsupported => write!(
+            Self::RoceV1OnUdp => write!(
                 f,
-                "RoCE v1 needs rdma_cm's MADs in RoCE v1 frames, which ferroce's CM does not \
-                 send yet (RoCE v1 connections without rdma_cm run on the raw-Ethernet backend \
-                 (issue 14): `--raw -g` in the tools, RoceMode::V1 in the API), so set \
-                 default_roce_mode to `RoCE v2`"
+                "default_roce_mode is RoCE v1, but the device is on the UDP backend, which \
+                 sends RoCE v2 only: open it on the raw-Ethernet backend (`--raw` in the \
+                 ferroce tools, DeviceConfig::backend = BackendKind::Raw), or set \
+                 default_roce_mode to `RoCE v2` (`ferroce config set \
+                 {DEVICE_NAME}/ports/1/default_roce_mode 'RoCE v2'`)"
             ),
             Self::Duplicate { key, first_line } => write!(
                 f,

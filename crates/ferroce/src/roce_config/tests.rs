@@ -195,22 +195,31 @@ fn a_malformed_file_names_file_line_and_fix() {
 }
 
 #[test]
-fn roce_v1_is_refused_naming_the_raw_ethernet_backend() {
+fn roce_v1_is_taken_in_both_spellings_and_written_as_configfs_prints_it() {
     for v1 in ["RoCE v1", "IB/RoCE v1"] {
         let text = format!("ferroce0/ports/1/default_roce_mode = {v1}\n");
-        let err = RoceSettings::parse(&text, Path::new("f")).unwrap_err();
-        assert_eq!(err.setting(), Some(&SettingError::RoceV1Unsupported));
-        let msg = err.to_string();
-        assert!(msg.starts_with("f:1: RoCE v1 needs"), "{msg}");
-        assert!(msg.contains("raw-Ethernet backend (issue 14)"), "{msg}");
-        assert!(msg.contains("`RoCE v2`"), "{msg}");
+        let settings = RoceSettings::parse(&text, Path::new("f")).unwrap();
+        assert_eq!(settings.port("ferroce0", 1).mode, RoceMode::V1, "{v1}");
     }
     let dir = TempDir::new("v1");
     let path = dir.0.join(FILE_NAME);
     let k = key("ferroce0/ports/1/default_roce_mode");
-    let err = write_setting(&path, &k, "RoCE v1").unwrap_err();
-    assert_eq!(err.setting(), Some(&SettingError::RoceV1Unsupported));
-    assert!(!path.exists(), "a refused setting wrote the file");
+    write_setting(&path, &k, "RoCE v1").unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains("ferroce0/ports/1/default_roce_mode = IB/RoCE v1\n"),
+        "{text}"
+    );
+    let back = RoceSettings::load_from(std::slice::from_ref(&path)).unwrap();
+    assert_eq!(back.port("ferroce0", 1).mode, RoceMode::V1);
+}
+
+#[test]
+fn roce_v1_on_the_udp_backend_names_the_raw_backend_and_the_fix() {
+    let msg = SettingError::RoceV1OnUdp.to_string();
+    assert!(msg.contains("UDP backend"), "{msg}");
+    assert!(msg.contains("`--raw`"), "{msg}");
+    assert!(msg.contains("'RoCE v2'"), "{msg}");
 }
 
 #[test]

@@ -123,8 +123,8 @@ pub(crate) struct RpingArgs {
     #[arg(long, default_value_t = 4791)]
     pub(crate) peer_roce_port: u16,
     /// Open the device on the raw-Ethernet backend (needs CAP_NET_RAW):
-    /// RoCE v2 frames built by ferroce (rdma_cm over RoCE v1 is not there
-    /// yet).
+    /// frames built by ferroce, RoCE v2 or, with the port's
+    /// default_roce_mode set to `IB/RoCE v1` (`ferroce config`), RoCE v1.
     #[arg(long)]
     pub(crate) raw: bool,
 }

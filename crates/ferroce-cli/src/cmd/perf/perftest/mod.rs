@@ -211,7 +211,8 @@ fn open_exchange(args: &PerfArgs, mtu: Mtu) -> Result<(Wire, Agreed, IpAddr), Er
             .ok_or_else(|| Error::Usage("--perftest needs a server address or --listen".into()))?;
         let local = args.local.unwrap_or(Ipv4Addr::new(127, 0, 0, 2).into());
         let link = if args.rdma_cm {
-            Link::Rdma(Box::new(rdma_cm::Comm::connect(local, server, args.port)?))
+            let device = args.backend.device(local);
+            Link::Rdma(Box::new(rdma_cm::Comm::connect(device, server, args.port)?))
         } else {
             Link::Tcp(tcp::connect_retry(server, args.port)?)
         };
@@ -221,7 +222,7 @@ fn open_exchange(args: &PerfArgs, mtu: Mtu) -> Result<(Wire, Agreed, IpAddr), Er
     }
     let local = args.local.unwrap_or(Ipv4Addr::new(127, 0, 0, 1).into());
     if args.rdma_cm {
-        let comm = rdma_cm::Comm::accept(local, args.port)?;
+        let comm = rdma_cm::Comm::accept(args.backend.device(local), args.port)?;
         let mut w = Wire {
             link: Link::Rdma(Box::new(comm)),
             client: false,

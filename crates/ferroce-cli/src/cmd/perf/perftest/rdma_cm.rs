@@ -75,10 +75,16 @@ pub(super) struct Comm {
 
 impl Comm {
     /// The client's side: connects to `server`, retrying while nothing
-    /// listens there (REJ 8) for up to 10 s, as the TCP exchange does.
-    pub(super) fn connect(local: IpAddr, server: &str, port: u16) -> Result<Self, Error> {
+    /// listens there (REJ 8) for up to 10 s, as the TCP exchange does; the
+    /// device opened as `device` says (the backend of `--raw`).
+    pub(super) fn connect(
+        device: ferroce::DeviceConfig,
+        server: &str,
+        port: u16,
+    ) -> Result<Self, Error> {
         let dst = resolve(server, port)?;
-        let ctx = open_device(ferroce::DeviceConfig::new(local))?;
+        let local = device.local;
+        let ctx = open_device(device)?;
         let start = Instant::now();
         loop {
             let ch = EventChannel::new()?;
@@ -104,8 +110,9 @@ impl Comm {
 
     /// The server's side: listens on every address of `local`'s family at
     /// `port` (perftest binds INADDR_ANY), accepts the first request.
-    pub(super) fn accept(local: IpAddr, port: u16) -> Result<Self, Error> {
-        let ctx = open_device(ferroce::DeviceConfig::new(local))?;
+    pub(super) fn accept(device: ferroce::DeviceConfig, port: u16) -> Result<Self, Error> {
+        let local = device.local;
+        let ctx = open_device(device)?;
         let ch = EventChannel::new()?;
         let listen = listener(&ch, local, port)?;
         let req = wait_request(&listen, None)?;
