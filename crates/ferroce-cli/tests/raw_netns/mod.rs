@@ -147,7 +147,7 @@ impl Drop for Netns {
 /// tcpdump on `eth0` of `ns` into `pcap`, once it captures (see
 /// raw_backend.rs: `--immediate-mode` and a 32 MiB ring, or it drops and
 /// sometimes captures nothing).
-pub(crate) fn tcpdump(ns: &str, pcap: &Path) -> Child {
+pub(crate) fn tcpdump(ns: &str, pcap: &Path) -> common::Spawned {
     let mut t = Command::new("ip");
     t.args([
         "netns",
