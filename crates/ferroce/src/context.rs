@@ -38,6 +38,10 @@ pub struct DeviceConfig {
     /// that owns `local` (RoCE v1 and v2; needs CAP_NET_RAW; `port` and
     /// `peer_port` must then be 4791, the port RoCE v2 frames go to).
     pub backend: BackendKind,
+    /// Raw backend only: VLAN, traffic class to 802.1Q priority, PFC
+    /// (off by default) and the receive ring's size
+    /// ([`crate::RawOptions`]).
+    pub raw: crate::RawOptions,
 }
 
 impl DeviceConfig {
@@ -51,6 +55,7 @@ impl DeviceConfig {
             seed: None,
             gso: std::env::var_os("FERROCE_GSO").is_none_or(|v| v != "0"),
             backend: BackendKind::Udp,
+            raw: crate::RawOptions::default(),
         }
     }
 }
@@ -258,7 +263,7 @@ fn open_backend(cfg: &DeviceConfig, seed: u64) -> Result<(Backend, Option<Arc<Ne
             }
             let iface = crate::device::bound_interface(cfg.local)?;
             let neigh = Arc::new(NeighCache::new(&iface.name));
-            let raw = RawDevice::open(&iface.name, cfg.local, neigh.clone(), seed)?;
+            let raw = RawDevice::open(&iface.name, cfg.local, neigh.clone(), seed, &cfg.raw)?;
             Ok((Backend::Raw(Box::new(raw)), Some(neigh)))
         }
     }

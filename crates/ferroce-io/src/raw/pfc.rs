@@ -223,6 +223,13 @@ impl Pfc {
             .is_some_and(Option::is_some)
     }
 
+    /// Whether `priority` is paused at `now`, without ending any pause.
+    pub fn is_paused_at(&self, priority: u8, now: u64) -> bool {
+        self.until
+            .get(usize::from(priority))
+            .is_some_and(|u| u.is_some_and(|end| end > now))
+    }
+
     /// Whether any priority is paused (as of the last call with a time).
     pub fn any_paused(&self) -> bool {
         self.until.iter().any(Option::is_some)
