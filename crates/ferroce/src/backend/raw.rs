@@ -87,7 +87,8 @@ pub struct RawDeviceStats {
     pub rx_not_ours: u64,
     /// Frames dropped on purpose (`FERROCE_RAW_DROP_ONE_IN`).
     pub tx_injected_drops: u64,
-    /// Packets that waited for a PFC pause to end before they went out.
+    /// Packets that waited before they went out, with PFC on: for their
+    /// priority's pause to end, or for the sends' pacing at the link speed.
     pub tx_held: u64,
     /// PFC frames not sent: the send ring was full.
     pub tx_pfc_lost: u64,

@@ -23,6 +23,9 @@
 //!   thousand held frames released after an XON overran a 256-frame ring
 //!   before the receiver, descheduled for milliseconds on a loaded
 //!   machine, could send its next XOFF.
+//! * Packets parked while a peer's MAC is resolved (a first CM MAD) go
+//!   when it is known, without waiting for a pause or the pacing: a
+//!   handful, once per peer.
 //! * A test knob makes the receiver slow on purpose: with
 //!   `FERROCE_RAW_SLOW_RX_US=N` in the environment, each receive takes at
 //!   most [`SLOW_RX_FRAMES`] frames from the ring and then sleeps N µs
@@ -71,7 +74,7 @@ pub(crate) struct Qos {
     epoch: StdInstant,
     /// The slow-receiver test knob (see the module docs).
     slow_rx: Option<Duration>,
-    /// Packets that waited for a pause.
+    /// Packets that waited (for a pause, or for the pacing).
     pub(crate) tx_held: u64,
     /// PFC frames the send ring had no room for.
     pub(crate) tx_pfc_lost: u64,
