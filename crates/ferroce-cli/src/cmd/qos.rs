@@ -78,8 +78,8 @@ impl QosArgs {
 
 /// `--stats`' PFC lines for a raw device on `local`: one per priority that
 /// saw a pause frame either way (pause frames received and sent, each
-/// with its XONs, and the time that priority's frames were held), or one
-/// saying there were none.
+/// with its XONs, and the time that priority's frames were held); nothing
+/// when no PFC or PAUSE frame came or went (PFC off, or never needed).
 pub(crate) fn pfc_lines(local: std::net::IpAddr, s: &ferroce::PfcStats) -> String {
     let mut out = String::new();
     for p in 0..8 {
@@ -91,9 +91,6 @@ pub(crate) fn pfc_lines(local: std::net::IpAddr, s: &ferroce::PfcStats) -> Strin
              paused {} us\n",
             s.rx_pause[p], s.rx_resume[p], s.tx_pause[p], s.tx_resume[p], s.paused_us[p]
         );
-    }
-    if out.is_empty() {
-        out = format!("{local}: pfc: no pause frames either way\n");
     }
     if s.rx_link_pause > 0 {
         out += &format!(
