@@ -268,3 +268,7 @@ impl Qos {
             .map_or_else(PfcStats::default, |p| p.stats(self.now()))
     }
 }
+
+#[cfg(test)]
+#[path = "pfc_tests.rs"]
+mod tests;
