@@ -28,6 +28,10 @@ pub(crate) struct QosArgs {
     /// backlog reaches --pfc-xoff.
     #[arg(long, requires = "raw")]
     pub(crate) pfc: bool,
+    /// With --pfc: the priorities PFC is on for, comma-separated (`3` or
+    /// `3,4`) [default: all eight].
+    #[arg(long, value_name = "P,..", value_parser = parse_priorities, requires = "pfc")]
+    pub(crate) pfc_priorities: Option<u8>,
     /// With --pfc: frames waiting in the receive ring at which to send
     /// XOFF [default: 512].
     #[arg(long, value_name = "FRAMES", requires = "pfc")]
@@ -60,7 +64,7 @@ impl QosArgs {
                 xon: self.pfc_xon.unwrap_or(d.xon),
                 pause_quanta: self.pfc_quanta.unwrap_or(d.pause_quanta),
                 link_mbps: self.pfc_link_mbps,
-                ..d
+                priorities: self.pfc_priorities.unwrap_or(d.priorities),
             }
         });
         RawOptions {
@@ -74,6 +78,15 @@ impl QosArgs {
             rx_frames: self.rx_ring.unwrap_or(defaults.rx_frames),
         }
     }
+}
+
+/// A list of priorities (`3,4`) as PFC's class-enable mask.
+fn parse_priorities(s: &str) -> Result<u8, String> {
+    s.split(',')
+        .try_fold(0u8, |mask, p| match p.trim().parse::<u8>() {
+            Ok(p) if p < 8 => Ok(mask | 1 << p),
+            _ => Err(format!("{p:?} is not a priority (0-7)")),
+        })
 }
 
 /// `--stats`' PFC lines for a raw device on `local`: one per priority that
@@ -99,4 +112,17 @@ pub(crate) fn pfc_lines(local: std::net::IpAddr, s: &ferroce::PfcStats) -> Strin
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priorities_parse_to_a_mask() {
+        assert_eq!(parse_priorities("3"), Ok(0b1000));
+        assert_eq!(parse_priorities("3, 4"), Ok(0b1_1000));
+        assert!(parse_priorities("8").unwrap_err().contains("\"8\""));
+        assert!(parse_priorities("").is_err());
+    }
 }
