@@ -47,6 +47,8 @@
 mod block;
 mod filter;
 pub mod frame;
+pub mod pfc;
+pub mod qos;
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
@@ -298,13 +300,29 @@ impl RawBackend {
     /// Hands every frame of every filled block to `f` (frame bytes, the
     /// 802.1Q TCI the kernel took off, whether the ring cut it short), and
     /// returns the blocks to the kernel; returns the number of frames.
-    pub fn recv_frames(&mut self, mut f: impl FnMut(&[u8], Option<u16>, bool)) -> usize {
-        let mut n = 0;
-        let slots = match &self.rx {
+    pub fn recv_frames(&mut self, f: impl FnMut(&[u8], Option<u16>, bool)) -> usize {
+        self.recv_frames_at_most(usize::MAX, f)
+    }
+
+    /// The number of slots (frames, or blocks of the V3 ring) in the
+    /// receive ring.
+    pub fn rx_slots(&self) -> usize {
+        match &self.rx {
             Rx::Blocks(r) => r.blocks(),
             Rx::Frames(r) => r.frames(),
-        };
-        for _ in 0..slots {
+        }
+    }
+
+    /// [`recv_frames`](Self::recv_frames) from at most `max` slots (frames
+    /// of the V2 ring, blocks of the V3 one); the rest stay in the ring.
+    pub fn recv_frames_at_most(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(&[u8], Option<u16>, bool),
+    ) -> usize {
+        let mut n = 0;
+        let slots = self.rx_slots();
+        for _ in 0..slots.min(max) {
             let at = self.next_block;
             let walked = match &mut self.rx {
                 Rx::Blocks(r) => r.with_block(at, |b| walk_block(b, &mut f)),
@@ -322,8 +340,14 @@ impl RawBackend {
     /// and MAC control handed to `rx`, the rest counted and dropped.
     /// Returns the number of frames taken from the ring.
     pub fn recv(&mut self, rx: &mut impl RawReceiver) -> usize {
+        self.recv_at_most(usize::MAX, rx)
+    }
+
+    /// [`recv`](Self::recv) from at most `max` slots of the ring (see
+    /// [`recv_frames_at_most`](Self::recv_frames_at_most)).
+    pub fn recv_at_most(&mut self, max: usize, rx: &mut impl RawReceiver) -> usize {
         let mut stats = self.stats;
-        let n = self.recv_frames(|data, tci, cut| {
+        let n = self.recv_frames_at_most(max, |data, tci, cut| {
             if cut {
                 stats.rx_truncated += 1;
                 return;
@@ -351,6 +375,28 @@ impl RawBackend {
         stats.rx_frames = self.stats.rx_frames;
         self.stats = stats;
         n
+    }
+
+    /// The receive backlog: frames the kernel has written to the ring and
+    /// nobody has taken yet, by 802.1Q priority (untagged: 0), looking at
+    /// no more than `max` slots ahead. Nothing is taken.
+    pub fn rx_backlog(&self, max: usize) -> [u32; 8] {
+        let mut backlog = [0u32; 8];
+        let mut count = |_: &[u8], tci: Option<u16>, _: bool| {
+            backlog[usize::from(qos::priority_of(tci))] += 1;
+        };
+        let slots = self.rx_slots();
+        for k in 0..slots.min(max) {
+            let at = (self.next_block + k) % slots;
+            let seen = match &self.rx {
+                Rx::Blocks(r) => r.peek_block(at, |b| walk_block(b, &mut count)),
+                Rx::Frames(r) => r.peek_frame(at, |s| walk_slot(s, &mut count)),
+            };
+            if seen.is_none() {
+                break;
+            }
+        }
+        backlog
     }
 
     /// The UDP sockets holding port 4791 (see the module docs).

@@ -100,6 +100,15 @@ impl Backend {
         }
     }
 
+    /// How long until a PFC pause ends while packets wait for it (raw
+    /// backend with PFC on), so that the driver wakes then.
+    pub(crate) fn wake_in(&self) -> Option<std::time::Duration> {
+        match self {
+            Self::Udp(_) => None,
+            Self::Raw(r) => r.wake_in(),
+        }
+    }
+
     /// Receives what is waiting into `ep`; returns the packets taken.
     pub(crate) fn recv(&mut self, ep: &mut Endpoint, now: Instant) -> usize {
         match self {

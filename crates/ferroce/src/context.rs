@@ -41,6 +41,10 @@ pub struct DeviceConfig {
     /// Congestion control: ECN marking, CNPs and DCQCN (see
     /// [`CongestionConfig`]). On by default, as on a RoCE NIC.
     pub congestion: CongestionConfig,
+    /// Raw backend only: VLAN, traffic class to 802.1Q priority, PFC
+    /// (off by default) and the receive ring's size
+    /// ([`crate::RawOptions`]).
+    pub raw: crate::RawOptions,
 }
 
 impl DeviceConfig {
@@ -55,6 +59,7 @@ impl DeviceConfig {
             gso: std::env::var_os("FERROCE_GSO").is_none_or(|v| v != "0"),
             backend: BackendKind::Udp,
             congestion: CongestionConfig::default(),
+            raw: crate::RawOptions::default(),
         }
     }
 }
@@ -286,7 +291,7 @@ fn open_backend(cfg: &DeviceConfig, seed: u64) -> Result<(Backend, Option<Arc<Ne
             }
             let iface = crate::device::bound_interface(cfg.local)?;
             let neigh = NeighCache::start(&iface.name)?;
-            let raw = RawDevice::open(&iface.name, cfg.local, neigh.clone(), seed)?;
+            let raw = RawDevice::open(&iface.name, cfg.local, neigh.clone(), seed, &cfg.raw)?;
             Ok((Backend::Raw(Box::new(raw)), Some(neigh)))
         }
     }

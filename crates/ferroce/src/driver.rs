@@ -472,10 +472,12 @@ impl Shared {
             self.wake_cq_waiters();
         }
         let cm_worked = self.cm_round(now, mads);
-        io.next_timer = match (engine_timer, self.cm.next_timer()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        // Packets held by a PFC pause go when it ends: wake then.
+        let pause_end = io.backend.wake_in().map(|d| now.after(d));
+        io.next_timer = [engine_timer, self.cm.next_timer(), pause_end]
+            .into_iter()
+            .flatten()
+            .min();
         (received > 0 || sent > 0 || cm_worked, io.next_timer)
     }
 }

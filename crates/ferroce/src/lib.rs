@@ -17,6 +17,7 @@ mod async_events;
 mod backend;
 mod channel;
 pub mod cm;
+mod config_raw;
 mod context;
 mod cq;
 mod device;
@@ -36,6 +37,9 @@ pub use async_cq::AsyncChannel;
 pub use backend::raw::{NeighStats, RawDeviceStats};
 pub use backend::{BACKEND_ENV, BackendKind};
 pub use channel::CompletionChannel;
+pub use config_raw::{
+    DEFAULT_LINK_MBPS, DEFAULT_ROCE_PRIORITY, PcpMap, PfcConfig, PfcStats, RawOptions,
+};
 pub use context::{Context, DeviceConfig};
 pub use cq::CompletionQueue;
 pub use device::*;

@@ -37,6 +37,15 @@ pub(crate) struct BackendArgs {
     /// Default: the device's RoCE v2 GID.
     #[arg(long = "gid-index", short = 'g', value_name = "INDEX")]
     pub(crate) gid_index: Option<usize>,
+    /// RC local ACK timeout, 4.096 µs x 2^N (perftest's -u; default 14,
+    /// 67 ms). A receiver slowed on purpose with PFC holding its sender
+    /// may need longer.
+    #[arg(long = "qp-timeout", value_name = "N",
+          value_parser = clap::value_parser!(u8).range(1..=31))]
+    pub(crate) qp_timeout: Option<u8>,
+    /// VLAN, priorities and PFC (with --raw).
+    #[command(flatten)]
+    pub(crate) qos: super::qos::QosArgs,
     /// Congestion control: ECN marks, CNPs and DCQCN.
     #[arg(long, value_enum, default_value_t = CcMode::Mlx5)]
     pub(crate) cc: CcMode,
@@ -53,6 +62,8 @@ impl Default for BackendArgs {
             gid_index: None,
             cc: CcMode::Mlx5,
             line_rate: CongestionConfig::default().line_rate_mbps,
+            qp_timeout: None,
+            qos: Default::default(),
         }
     }
 }
@@ -67,6 +78,7 @@ impl BackendArgs {
                 BackendKind::Udp
             },
             congestion: self.congestion(),
+            raw: self.qos.options(),
             ..DeviceConfig::new(local)
         }
     }

@@ -12,6 +12,7 @@ pub(crate) mod ibstat;
 pub(crate) mod limits;
 pub(crate) mod perf;
 pub(crate) mod pingpong;
+pub(crate) mod qos;
 pub(crate) mod rdma_example;
 pub(crate) mod rping;
 pub(crate) mod sample;

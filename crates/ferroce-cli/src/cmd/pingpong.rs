@@ -154,6 +154,8 @@ struct Local {
     mr: MemoryRegion,
     /// The RoCE version of -g.
     roce: ferroce::RoceMode,
+    /// `--qp-timeout`, if given.
+    qp_timeout: Option<u8>,
     // Dropped last: the objects above hold it open.
     _ctx: Context,
 }
@@ -211,6 +213,7 @@ impl Local {
             cq,
             mr,
             roce,
+            qp_timeout: args.backend.qp_timeout,
             _ctx: ctx,
         };
         // Receives go up before the exchange, as the examples do, so the
@@ -253,6 +256,7 @@ impl Local {
             max_dest_rd_atomic: 1,
             access: Access::LOCAL_WRITE,
             roce: self.roce,
+            timeout: self.qp_timeout.unwrap_or(ConnectOptions::default().timeout),
             ..ConnectOptions::default()
         };
         self.qp.connect(&remote, &opts)

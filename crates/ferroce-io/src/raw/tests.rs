@@ -1,6 +1,7 @@
 //! The raw backend between two network namespaces joined by a veth pair
 //! (root only; skipped with a message otherwise).
 
+mod backlog;
 mod capture;
 mod netns;
 

@@ -246,6 +246,28 @@ impl Ring {
         Some(r)
     }
 
+    /// If part `i` is ours, lends it to `f` and leaves it ours (a look
+    /// ahead, for the receive backlog); `None` if it is the kernel's.
+    fn peek_received<R>(
+        &self,
+        i: usize,
+        status_at: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<R> {
+        let status = self.status(i, status_at).load(Ordering::Acquire);
+        if status & libc::TP_STATUS_USER == 0 {
+            return None;
+        }
+        // SAFETY: as in `lend_received`: inside the mapping, and the kernel
+        // does not write a part whose status is TP_STATUS_USER (observed
+        // with Acquire above); only `lend_received`, which needs
+        // `&mut self`, hands it back, so it stays ours for this borrow.
+        let part = unsafe {
+            std::slice::from_raw_parts(self.base.as_ptr().add(i * self.block_size), self.block_size)
+        };
+        Some(f(part))
+    }
+
     /// Makes `fd` a TPACKET_V2 socket with a ring (`which`:
     /// PACKET_RX_RING or PACKET_TX_RING) of `frames` frames of
     /// `frame_size` bytes, one frame a block, and maps it.
@@ -322,6 +344,11 @@ impl RxRing {
     pub(crate) fn with_block<R>(&mut self, i: usize, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         self.ring.lend_received(i, BLOCK_STATUS, f)
     }
+
+    /// Block `i` lent to `f` if it is ours, and left ours.
+    pub(crate) fn peek_block<R>(&self, i: usize, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        self.ring.peek_received(i, BLOCK_STATUS, f)
+    }
 }
 
 /// A TPACKET_V2 receive ring: one frame per slot, each handed over as soon
@@ -350,6 +377,11 @@ impl RxFrameRing {
     /// it is still the kernel's.
     pub(crate) fn with_frame<R>(&mut self, i: usize, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         self.ring.lend_received(i, TX_STATUS, f)
+    }
+
+    /// Slot `i` lent to `f` if it holds a frame, and left ours.
+    pub(crate) fn peek_frame<R>(&self, i: usize, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        self.ring.peek_received(i, TX_STATUS, f)
     }
 }
 

@@ -24,6 +24,11 @@
 //! * v1 packets carry flow label 0 and the path's traffic class and hop
 //!   limit; v2 ones the path's traffic class as DSCP/ECN and its hop limit
 //!   as TTL, with UDP checksum 0 (as rxe).
+//! * Priorities and PFC ([`pfc`]): frames carry the 802.1Q tag of their
+//!   traffic class ([`crate::config_raw`]); with PFC on, a paused
+//!   priority's packets are held (never dropped), received PFC frames
+//!   pause and resume priorities, and after each receive the ring's
+//!   backlog per priority may send XOFF or XON.
 //! * Fault injection for tests on a real link (no netem in every kernel):
 //!   with `FERROCE_RAW_DROP_ONE_IN=N` in the environment, each frame the
 //!   device would send is dropped with probability 1/N instead and counted
@@ -44,10 +49,14 @@ use ferroce_core::{Endpoint, Instant, Transmit};
 use ferroce_io::raw::frame::{FrameBuilder, FrameSpec, L3, RxPacket};
 use ferroce_io::raw::{RawBackend, RawConfig, RawReceiver, RawStats};
 use ferroce_wire::Network;
+use ferroce_wire::pfc::MacControlRepr;
 use tracing::debug;
 
+use crate::config_raw::{PfcStats, RawOptions};
 pub(crate) use neigh_cache::NeighCache;
 pub use neigh_cache::NeighStats;
+
+mod pfc;
 
 /// Packets to peers being resolved, kept at most this many and this long
 /// (then dropped and counted).
@@ -75,6 +84,13 @@ pub struct RawDeviceStats {
     pub tx_injected_drops: u64,
     /// The neighbour cache's refreshes, MAC changes and dropped entries.
     pub neigh: NeighStats,
+    /// Packets that waited before they went out, with PFC on: for their
+    /// priority's pause to end, or for the sends' pacing at the link speed.
+    pub tx_held: u64,
+    /// PFC frames not sent: the send ring was full.
+    pub tx_pfc_lost: u64,
+    /// PFC per priority: pause frames received and sent, time paused.
+    pub pfc: PfcStats,
 }
 
 /// The GID of an address: IPv4 mapped, IPv6 as it is.
@@ -100,6 +116,8 @@ pub(crate) struct RawDevice {
     parked: std::collections::VecDeque<(StdInstant, Transmit)>,
     /// The xorshift64 state that draws the drops of `drop_one_in`.
     loss_draw: u64,
+    /// Tags, held packets and PFC state.
+    qos: pfc::Qos,
 }
 
 impl RawDevice {
@@ -120,8 +138,12 @@ impl RawDevice {
         local: IpAddr,
         neigh: std::sync::Arc<NeighCache>,
         seed: u64,
+        opts: &RawOptions,
     ) -> io::Result<Self> {
+        opts.check()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let mut cfg = RawConfig::new(interface);
+        cfg.rx_frames = opts.rx_frames;
         // Frame by frame: the block ring hands frames over only when a
         // block fills or its 1 ms timer fires, 1 ms in every round trip.
         cfg.rx_frame_by_frame = true;
@@ -140,6 +162,7 @@ impl RawDevice {
             // Any non-zero state will do; xorshift never leaves zero.
             loss_draw: seed | 1,
             parked: std::collections::VecDeque::new(),
+            qos: pfc::Qos::new(opts, interface),
         })
     }
 
@@ -151,6 +174,9 @@ impl RawDevice {
         RawDeviceStats {
             backend: self.backend.stats(),
             neigh: self.neigh.stats(),
+            tx_held: self.qos.tx_held,
+            tx_pfc_lost: self.qos.tx_pfc_lost,
+            pfc: self.qos.stats(),
             ..self.stats
         }
     }
@@ -188,7 +214,7 @@ impl RawDevice {
         Some(FrameSpec {
             dst_mac,
             src_mac: self.backend.mac(),
-            vlan: None,
+            vlan: self.qos.tag(t.tos()),
             l3,
         })
     }
@@ -211,9 +237,17 @@ impl RawDevice {
                 taken += 1;
                 continue;
             };
+            if self.qos.must_hold(t.tos()) {
+                if !self.qos.hold(mac, t) {
+                    break; // its priority's queue is full: back-pressure
+                }
+                taken += 1;
+                continue;
+            }
             if !self.queue(t, mac) {
                 break; // the ring is full: the rest wait for the next round
             }
+            self.qos.sent(t.data.len());
             taken += 1;
         }
         self.flush(failed);
@@ -223,8 +257,9 @@ impl RawDevice {
     /// Sends the parked packets whose peer is known now, drops those
     /// parked too long; every driver round calls it.
     pub(crate) fn send_parked(&mut self) {
+        self.qos.refill();
+        let mut queued = self.release_held();
         let mut keep = std::collections::VecDeque::new();
-        let mut queued = false;
         while let Some((since, t)) = self.parked.pop_front() {
             match self.neigh.lookup(t.path.remote) {
                 Some(mac) if self.queue(&t, mac) => queued = true,
@@ -237,6 +272,29 @@ impl RawDevice {
         if queued {
             self.flush(&mut false);
         }
+    }
+
+    /// Queues the packets PFC held whose priority may send again (until
+    /// the ring is full); returns whether it queued any.
+    fn release_held(&mut self) -> bool {
+        let mut unsent = Vec::new();
+        let mut queued = false;
+        for (mac, t) in self.qos.take_ready() {
+            if unsent.is_empty() && self.queue(&t, mac) {
+                self.qos.sent(t.data.len());
+                queued = true;
+            } else {
+                unsent.push((mac, t));
+            }
+        }
+        self.qos.put_back(unsent);
+        queued
+    }
+
+    /// How long until a PFC pause ends while packets wait for it: the
+    /// driver sleeps no longer than that.
+    pub(crate) fn wake_in(&self) -> Option<Duration> {
+        self.qos.wake_in()
     }
 
     /// Queues the frame of `t` to `mac`; false if the ring is full (a
@@ -272,6 +330,8 @@ impl RawDevice {
     }
 
     /// Hands what the receive ring holds to `ep`; returns the frames taken.
+    /// With PFC on, then looks at the ring's backlog and sends the PFC
+    /// frame it calls for.
     pub(crate) fn recv(&mut self, ep: &mut Endpoint, now: Instant) -> usize {
         let mut rx = EngineRawRx {
             ep,
@@ -279,10 +339,48 @@ impl RawDevice {
             local: self.local,
             local_gid: gid_of(self.local),
             not_ours: 0,
+            mac_control: Vec::new(),
         };
-        let n = self.backend.recv(&mut rx);
+        let (budget, slow) = self.qos.rx_budget();
+        let n = self.backend.recv_at_most(budget, &mut rx);
         self.stats.rx_not_ours += rx.not_ours;
+        for repr in &rx.mac_control {
+            self.qos.on_mac_control(repr);
+        }
+        self.watch_backlog();
+        if let Some(d) = slow.filter(|_| n > 0) {
+            let backend = &mut self.backend;
+            self.qos.slow_rx_wait(d, |q| {
+                let backlog = backend.rx_backlog(usize::MAX);
+                if let Some(repr) = q.on_backlog(&backlog) {
+                    send_pfc(backend, &mut q.tx_pfc_lost, &repr);
+                }
+            });
+        }
         n
+    }
+
+    /// With PFC on, sends the PFC frame the receive ring's backlog calls
+    /// for, if any.
+    fn watch_backlog(&mut self) {
+        if self.qos.pfc_on() {
+            let backlog = self.backend.rx_backlog(usize::MAX);
+            if let Some(repr) = self.qos.on_backlog(&backlog) {
+                send_pfc(&mut self.backend, &mut self.qos.tx_pfc_lost, &repr);
+            }
+        }
+    }
+}
+
+/// Sends a PFC frame now (MAC control is never paused itself); counts it
+/// in `lost` if the send ring is full.
+fn send_pfc(backend: &mut RawBackend, lost: &mut u64, repr: &MacControlRepr) {
+    let frame = ferroce_wire::pfc::frame(backend.mac(), repr);
+    if !backend.queue_frame(&frame) {
+        *lost += 1;
+    } else if let Err(e) = backend.flush() {
+        debug!(error = %e, "PFC frame not sent");
+        *lost += 1;
     }
 }
 
@@ -293,6 +391,8 @@ struct EngineRawRx<'a> {
     local: IpAddr,
     local_gid: Ipv6Addr,
     not_ours: u64,
+    /// MAC control frames received (PFC), for the device to act on.
+    mac_control: Vec<MacControlRepr>,
 }
 
 impl RawReceiver for EngineRawRx<'_> {
@@ -325,5 +425,10 @@ impl RawReceiver for EngineRawRx<'_> {
             }
             _ => self.not_ours += 1,
         }
+    }
+
+    fn mac_control(&mut self, _src: [u8; 6], repr: MacControlRepr) {
+        // Bounded by the frames one receive takes from the ring.
+        self.mac_control.push(repr);
     }
 }

@@ -113,6 +113,9 @@ pub(super) struct Side {
     index: HashMap<u32, usize>,
     /// The RoCE version the QPs connect with (`-g`).
     roce: ferroce::RoceMode,
+    /// The RC local ACK timeout exponent (`--qp-timeout`), if not the
+    /// default.
+    qp_timeout: Option<u8>,
     // Dropped last: the objects above hold it open.
     ctx: Context,
 }
@@ -143,6 +146,7 @@ impl Side {
         let roce = backend.roce(&ctx)?;
         let mut side = Self::open_on(ctx, p, |pd, attr, _| pd.create_qp(attr))?;
         side.roce = roce;
+        side.qp_timeout = backend.qp_timeout;
         Ok(side)
     }
 
@@ -173,6 +177,7 @@ impl Side {
             qps,
             index,
             roce: ferroce::RoceMode::V2,
+            qp_timeout: None,
             ctx,
         })
     }
@@ -188,7 +193,11 @@ impl Side {
             self.ctx.udp_stats()
         );
         let mut text = match self.ctx.raw_stats() {
-            Some(raw) => format!("{text}{}: {raw:?}\n", self.local),
+            Some(raw) => format!(
+                "{text}{}: {raw:?}\n{}",
+                self.local,
+                crate::cmd::qos::pfc_lines(self.local, &raw.pfc)
+            ),
             None => text,
         };
         for qp in &self.qps {
@@ -292,6 +301,7 @@ impl Side {
             max_rd_atomic: MAX_RD_ATOMIC,
             max_dest_rd_atomic: MAX_RD_ATOMIC,
             roce: self.roce,
+            timeout: self.qp_timeout.unwrap_or(ConnectOptions::default().timeout),
             ..ConnectOptions::default()
         };
         for (qp, remote) in self.qps.iter().zip(peer) {

@@ -127,6 +127,9 @@ pub(crate) struct RpingArgs {
     /// default_roce_mode set to `IB/RoCE v1` (`ferroce config`), RoCE v1.
     #[arg(long)]
     pub(crate) raw: bool,
+    /// VLAN, priorities and PFC (with --raw).
+    #[command(flatten)]
+    pub(crate) qos: crate::cmd::qos::QosArgs,
 }
 
 impl RpingArgs {
@@ -144,6 +147,7 @@ impl RpingArgs {
             } else {
                 ferroce::BackendKind::Udp
             },
+            raw: self.qos.options(),
             ..DeviceConfig::new(local)
         }
     }
