@@ -1,0 +1,441 @@
+//! The discrete-event loop: one heap of events ordered by (time, sequence
+//! number), so that events at the same picosecond run in the order they
+//! were scheduled and a run depends on nothing but the scenario and its
+//! seed. Switches and hosts decide; this module schedules what follows.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+
+use crate::host::{self, Flow, Host};
+use crate::port::{PAUSE_FRAME_BYTES, Packet, Port, Ps};
+use crate::scenario::{Scenario, ScenarioError};
+use crate::series::Series;
+use crate::switch::{Arrival, Switch, mix};
+use crate::topology::{NodeId, Wiring};
+
+enum Event {
+    /// A packet's last bit reached `port` of `to`.
+    Arrive {
+        to: NodeId,
+        port: u16,
+        pkt: Packet,
+    },
+    /// `port` of `node` finished serializing.
+    TxDone {
+        node: NodeId,
+        port: u16,
+    },
+    /// A PFC frame reached `port` of `to`.
+    Pause {
+        to: NodeId,
+        port: u16,
+        prio: u8,
+        quanta: u16,
+    },
+    /// The pause of `prio` at `port` of `node` may run out now.
+    PauseEnd {
+        node: NodeId,
+        port: u16,
+        prio: u8,
+    },
+    /// A switch still above XOFF re-sends its PAUSE before it runs out.
+    PfcRefresh {
+        switch: u32,
+        port: u16,
+        prio: u8,
+    },
+    /// A host's engine timer.
+    HostWake {
+        host: u32,
+    },
+    FlowStart {
+        flow: usize,
+    },
+    FlowStop {
+        flow: usize,
+    },
+    Sample,
+}
+
+struct Scheduled {
+    at: Ps,
+    seq: u64,
+    event: Event,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scheduled {
+    /// Reversed: the heap's top is the earliest.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+/// Events run, for the speed figures.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counts {
+    pub events: u64,
+    /// Packet arrivals and transmit completions (the per-hop work).
+    pub packet_events: u64,
+    /// Packets dropped at hosts for an address no host has.
+    pub misrouted: u64,
+}
+
+pub struct Sim {
+    pub now: Ps,
+    pub end: Ps,
+    seq: u64,
+    heap: BinaryHeap<Scheduled>,
+    pub hosts: Vec<Host>,
+    pub switches: Vec<Switch>,
+    pub flows: Vec<Flow>,
+    pub scenario: Scenario,
+    /// RED's coin.
+    red_rng: ChaCha8Rng,
+    /// Message sizes.
+    work_rng: ChaCha8Rng,
+    pub counts: Counts,
+    pub series: Series,
+    sample_every: Ps,
+}
+
+fn us(t: f64) -> Ps {
+    (t * 1e6).round() as Ps
+}
+
+impl Sim {
+    pub fn new(scenario: Scenario) -> Result<Self, ScenarioError> {
+        scenario.check()?;
+        let w = Wiring::build(&scenario);
+        let port_of = |node: NodeId, idx: usize| {
+            let (link, peer) = w.ports[w.index(node)][idx];
+            let l = w.links[link];
+            // The peer's port on the same link.
+            let back = w.ports[w.index(peer)]
+                .iter()
+                .position(|&(k, _)| k == link)
+                .unwrap_or(0);
+            Port::new(peer, back as u16, l.rate_gbps, l.delay_ns)
+        };
+        let host_ports = (0..w.hosts)
+            .map(|h| port_of(NodeId::Host(h as u32), 0))
+            .collect();
+        let (hosts, flows) = host::build(&scenario, host_ports)
+            .map_err(|e| ScenarioError(format!("the engine refused the scenario's QPs: {e:?}")))?;
+        let switches = (0..w.switches)
+            .map(|s| {
+                let id = NodeId::Switch(s as u32);
+                let ports = (0..w.ports[w.index(id)].len())
+                    .map(|i| port_of(id, i))
+                    .collect();
+                Switch::new(
+                    ports,
+                    w.routes[s].clone(),
+                    mix(scenario.seed ^ s as u64),
+                    scenario.switch,
+                )
+            })
+            .collect();
+        let series = Series::new(&scenario, &w, flows.len());
+        let mut sim = Self {
+            now: 0,
+            end: us(scenario.duration_us),
+            seq: 0,
+            heap: BinaryHeap::new(),
+            hosts,
+            switches,
+            flows,
+            red_rng: ChaCha8Rng::seed_from_u64(mix(scenario.seed ^ 0x7265_64)),
+            work_rng: ChaCha8Rng::seed_from_u64(mix(scenario.seed ^ 0x776f_726b)),
+            sample_every: us(scenario.sample_us).max(1),
+            scenario,
+            counts: Counts::default(),
+            series,
+        };
+        let times: Vec<(Ps, Option<Ps>)> = sim
+            .flows
+            .iter()
+            .map(|f| (us(f.cfg.start_us), f.cfg.stop_us.map(us)))
+            .collect();
+        for (i, (start, stop)) in times.into_iter().enumerate() {
+            sim.schedule(start, Event::FlowStart { flow: i });
+            if let Some(stop) = stop {
+                sim.schedule(stop, Event::FlowStop { flow: i });
+            }
+        }
+        sim.schedule(sim.sample_every, Event::Sample);
+        Ok(sim)
+    }
+
+    fn schedule(&mut self, at: Ps, event: Event) {
+        self.seq += 1;
+        self.heap.push(Scheduled {
+            at,
+            seq: self.seq,
+            event,
+        });
+    }
+
+    /// Runs every event up to the scenario's end.
+    pub fn run(&mut self) {
+        while let Some(top) = self.heap.peek() {
+            if top.at > self.end {
+                break;
+            }
+            let Some(Scheduled { at, event, .. }) = self.heap.pop() else {
+                break;
+            };
+            self.now = at;
+            self.counts.events += 1;
+            self.dispatch(event);
+        }
+        self.now = self.end;
+    }
+
+    fn dispatch(&mut self, event: Event) {
+        match event {
+            Event::Arrive { to, port, pkt } => {
+                self.counts.packet_events += 1;
+                match to {
+                    NodeId::Host(h) => self.host_receive(h as usize, pkt),
+                    NodeId::Switch(s) => self.switch_receive(s as usize, port, pkt),
+                }
+            }
+            Event::TxDone { node, port } => {
+                self.counts.packet_events += 1;
+                self.port_mut(node, port).busy = false;
+                self.try_send(node, port);
+            }
+            Event::Pause {
+                to,
+                port,
+                prio,
+                quanta,
+            } => {
+                let now = self.now;
+                match self.port_mut(to, port).on_pause(now, prio, quanta) {
+                    Some(until) => self.schedule(
+                        until,
+                        Event::PauseEnd {
+                            node: to,
+                            port,
+                            prio,
+                        },
+                    ),
+                    None => self.try_send(to, port),
+                }
+            }
+            Event::PauseEnd { node, port, prio } => {
+                let now = self.now;
+                if self.port_mut(node, port).pause_ends(now, prio) {
+                    self.try_send(node, port);
+                }
+            }
+            Event::PfcRefresh { switch, port, prio } => {
+                if self.switches[switch as usize].xoff[usize::from(port)][usize::from(prio)] {
+                    self.send_pause(switch as usize, port, prio, true);
+                }
+            }
+            Event::HostWake { host } => self.host_wake(host as usize),
+            Event::FlowStart { flow } => {
+                let f = &mut self.flows[flow];
+                f.active = true;
+                let src = f.cfg.src;
+                f.refill(&mut self.hosts[src].ep, self.now, &mut self.work_rng);
+                self.try_send(NodeId::Host(src as u32), 0);
+            }
+            Event::FlowStop { flow } => self.flows[flow].active = false,
+            Event::Sample => {
+                self.series
+                    .sample(self.now, &self.hosts, &self.switches, &self.flows);
+                let next = self.now + self.sample_every;
+                self.schedule(next, Event::Sample);
+            }
+        }
+    }
+
+    fn port_mut(&mut self, node: NodeId, port: u16) -> &mut Port {
+        match node {
+            NodeId::Host(h) => &mut self.hosts[h as usize].port,
+            NodeId::Switch(s) => &mut self.switches[s as usize].ports[usize::from(port)],
+        }
+    }
+
+    /// Puts `pkt` on the wire at `port` of `node`, which is free.
+    fn transmit(&mut self, node: NodeId, port: u16, pkt: Packet) {
+        let now = self.now;
+        let p = self.port_mut(node, port);
+        let done = now + p.serialize(pkt.wire_len());
+        let arrive = done + p.delay;
+        let (to, to_port) = (p.peer, p.peer_port);
+        p.busy = true;
+        self.schedule(done, Event::TxDone { node, port });
+        self.schedule(
+            arrive,
+            Event::Arrive {
+                to,
+                port: to_port,
+                pkt,
+            },
+        );
+    }
+
+    /// Starts the next packet at a free port, if it has one it may send.
+    fn try_send(&mut self, node: NodeId, port: u16) {
+        match node {
+            NodeId::Host(h) => self.host_send(h as usize),
+            NodeId::Switch(s) => {
+                let sw = &mut self.switches[s as usize];
+                if sw.ports[usize::from(port)].busy {
+                    return;
+                }
+                let Some((pkt, resume)) = sw.next(usize::from(port)) else {
+                    return;
+                };
+                if let Some((in_port, prio)) = resume {
+                    self.send_pause(s as usize, in_port, prio, false);
+                }
+                self.transmit(node, port, pkt);
+            }
+        }
+    }
+
+    /// A PFC frame from switch `s` out of `port` for `prio`: XOFF (the
+    /// configured pause time, refreshed at half of it while still above
+    /// XON) or XON (zero quanta). PFC frames go ahead of queued data, at
+    /// the propagation delay plus their own serialization.
+    fn send_pause(&mut self, s: usize, port: u16, prio: u8, xoff: bool) {
+        let Some(pfc) = self.scenario.switch.pfc else {
+            return;
+        };
+        let sw = &mut self.switches[s];
+        sw.pauses_sent += 1;
+        let p = &sw.ports[usize::from(port)];
+        let at = self.now + p.serialize(PAUSE_FRAME_BYTES) + p.delay;
+        let (to, to_port) = (p.peer, p.peer_port);
+        let quanta = if xoff { pfc.pause_quanta } else { 0 };
+        let refresh = self.now + (p.pause_length(pfc.pause_quanta) / 2).max(1);
+        self.schedule(
+            at,
+            Event::Pause {
+                to,
+                port: to_port,
+                prio,
+                quanta,
+            },
+        );
+        if xoff {
+            self.schedule(
+                refresh,
+                Event::PfcRefresh {
+                    switch: s as u32,
+                    port,
+                    prio,
+                },
+            );
+        }
+    }
+
+    fn switch_receive(&mut self, s: usize, in_port: u16, pkt: Packet) {
+        let prio = pkt.prio;
+        match self.switches[s].arrive(in_port, pkt, &mut self.red_rng) {
+            Arrival::Dropped => {}
+            Arrival::Queued { egress, pause } => {
+                if pause {
+                    self.send_pause(s, in_port, prio, true);
+                }
+                self.try_send(NodeId::Switch(s as u32), egress);
+            }
+        }
+    }
+
+    /// The NIC pulls the engine's next packet if its port is free, then
+    /// files the engine's next timer (any input may have moved it).
+    fn host_send(&mut self, h: usize) {
+        self.host_pull(h);
+        self.rearm(h);
+    }
+
+    fn host_pull(&mut self, h: usize) {
+        let prio = self.scenario.priority;
+        let hosts = self.hosts.len();
+        let host = &mut self.hosts[h];
+        if host.port.busy || host.port.paused(prio) {
+            return;
+        }
+        let (t, dst) = loop {
+            let t = host.ep.poll_transmit(host::engine_time(self.now));
+            let Some(t) = t else { return };
+            match host::host_of(t.path.remote, hosts) {
+                Some(dst) => break (t, dst),
+                // Not a host of this fabric: gone, as a NIC's unroutable packet.
+                None => self.counts.misrouted += 1,
+            }
+        };
+        let pkt = Packet {
+            src: h as u32,
+            dst: dst as u32,
+            udp_src_port: t.path.udp_src_port,
+            ecn: t.ecn,
+            prio,
+            in_port: 0,
+            data: t.data,
+        };
+        self.transmit(NodeId::Host(h as u32), 0, pkt);
+    }
+
+    fn host_receive(&mut self, h: usize, pkt: Packet) {
+        let now = self.now;
+        self.series
+            .count_arrival(h, &pkt, &self.hosts[h], &mut self.flows);
+        let from = host::host_addr(pkt.src as usize);
+        let host = &mut self.hosts[h];
+        host::deliver(&mut host.ep, now, from, pkt.ecn, &pkt.data);
+        host.ep.recycle(pkt.data);
+        host.completions(&mut self.flows, now, &mut self.work_rng);
+        self.host_send(h);
+    }
+
+    fn host_wake(&mut self, h: usize) {
+        let now = self.now;
+        let host = &mut self.hosts[h];
+        if host.wake != Some(now) {
+            return; // superseded
+        }
+        host.wake = None;
+        host.ep.handle_timeout(host::engine_time(now));
+        host.completions(&mut self.flows, now, &mut self.work_rng);
+        self.host_send(h);
+    }
+
+    /// Files the host's next engine timer. A wake already filed for an
+    /// earlier time stays (it finds nothing due, and files the next):
+    /// filing anew on every ACK that moves the timer later would fill the
+    /// heap with stale wakes.
+    fn rearm(&mut self, h: usize) {
+        let now = self.now;
+        let host = &mut self.hosts[h];
+        let Some(t) = host.ep.poll_timeout() else {
+            return;
+        };
+        let at = (t.as_nanos() * 1000).max(now);
+        if host.wake.is_some_and(|w| w <= at) {
+            return;
+        }
+        host.wake = Some(at);
+        self.schedule(at, Event::HostWake { host: h as u32 });
+    }
+}
