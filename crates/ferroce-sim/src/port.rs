@@ -67,6 +67,8 @@ pub struct Port {
     paused_before: Ps,
     /// PAUSE frames received (XOFF and XON).
     pub pause_frames: u64,
+    /// Packets sent.
+    pub tx_packets: u64,
 }
 
 impl Port {
@@ -80,6 +82,7 @@ impl Port {
             pause: [Pause::default(); PRIORITIES],
             paused_before: 0,
             pause_frames: 0,
+            tx_packets: 0,
         }
     }
 

@@ -51,6 +51,8 @@ pub struct Report {
     pub retransmits: u64,
     pub events: u64,
     pub packet_events: u64,
+    /// Packets each port sent, labelled as the pause series are.
+    pub port_packets: Vec<(String, u64)>,
     pub series: Series,
 }
 
@@ -119,7 +121,13 @@ impl Report {
             .iter()
             .map(|h| &h.port)
             .chain(sim.switches.iter().flat_map(|s| s.ports.iter()));
-        let pause_ps: u64 = ports.map(|p| p.paused_time(end)).sum();
+        let pause_ps: u64 = ports.clone().map(|p| p.paused_time(end)).sum();
+        let port_packets = s
+            .pause_labels
+            .iter()
+            .cloned()
+            .zip(ports.map(|p| p.tx_packets))
+            .collect();
         let Counts {
             events,
             packet_events,
@@ -140,6 +148,7 @@ impl Report {
             retransmits: sim.hosts.iter().map(|h| h.ep.stats().retransmits).sum(),
             events,
             packet_events,
+            port_packets,
             series: sim.series.clone(),
         }
     }

@@ -282,6 +282,7 @@ impl Sim {
         let arrive = done + p.delay;
         let (to, to_port) = (p.peer, p.peer_port);
         p.busy = true;
+        p.tx_packets += 1;
         self.schedule(done, Event::TxDone { node, port });
         self.schedule(
             arrive,

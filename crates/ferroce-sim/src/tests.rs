@@ -1,1 +1,303 @@
+//! The simulator's promises: determinism, line rate on an idle link (and
+//! the engine's window where it binds), drops without PFC and none with
+//! it, pause propagated hop by hop, RED's marking probability, ECMP's
+//! spread, and the shipped scenarios parse.
 
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+
+use crate::port::FRAME_OVERHEAD;
+use crate::scenario::{Red, Scenario};
+use crate::switch::red_marks;
+use crate::{Report, run};
+
+fn scenario(text: &str) -> Scenario {
+    Scenario::from_toml(text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn run_toml(text: &str) -> Report {
+    run(scenario(text)).expect("the scenario runs")
+}
+
+/// The last value of a port's cumulative pause time, us.
+fn paused_us(r: &Report, port: &str) -> f64 {
+    let s = &r.series;
+    let i = s
+        .pause_labels
+        .iter()
+        .position(|l| l == port)
+        .expect("a port of the fabric");
+    s.pause_us[i].last().copied().unwrap_or(0.0)
+}
+
+const INCAST_RED: &str = r#"
+seed = 7
+duration_us = 300
+sample_us = 5
+[topology]
+kind = "incast"
+senders = 4
+[workload]
+sizes = [{ bytes = 4096, weight = 1.0 }, { bytes = 65536, weight = 1.0 }]
+[switch.red]
+kmin_bytes = 5000
+kmax_bytes = 200000
+pmax = 0.2
+[switch.pfc]
+xoff_bytes = 100000
+xon_bytes = 50000
+"#;
+
+fn outputs(r: &Report) -> Vec<(String, Vec<u8>)> {
+    let dir = std::env::temp_dir().join(format!("ferroce-sim-test-{}-{:p}", std::process::id(), r));
+    r.write_csv(&dir).expect("writes the CSV files");
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+        .expect("the output directory")
+        .map(|e| {
+            let p = e.expect("an entry").path();
+            (
+                p.display()
+                    .to_string()
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned(),
+                std::fs::read(&p).expect("a file"),
+            )
+        })
+        .collect();
+    files.sort();
+    let _ = std::fs::remove_dir_all(&dir);
+    files
+}
+
+#[test]
+fn same_seed_same_bytes() {
+    let a = run_toml(INCAST_RED);
+    let b = run_toml(INCAST_RED);
+    assert!(a.ce_marks > 0, "the run exercises RED's coin");
+    assert_eq!(a, b);
+    let (fa, fb) = (outputs(&a), outputs(&b));
+    assert_eq!(fa.len(), 5);
+    assert_eq!(fa, fb, "the same seed wrote different files");
+    let c = run_toml(&INCAST_RED.replace("seed = 7", "seed = 8"));
+    assert_ne!(
+        a.series, c.series,
+        "another seed should change RED's marks and the sizes"
+    );
+}
+
+/// One flow on an idle 100 Gb/s path with 1 us links: the engine's window
+/// (128 PSNs) is far above the bandwidth-delay product, so the flow fills
+/// the link.
+#[test]
+fn one_flow_reaches_line_rate() {
+    let r = run_toml(
+        r#"
+duration_us = 500
+[topology]
+kind = "incast"
+senders = 1
+[workload]
+sizes = [{ bytes = 65536, weight = 1.0 }]
+"#,
+    );
+    let f = &r.flows[0];
+    assert!(f.wire_gbps > 99.0, "wire rate {} Gb/s", f.wire_gbps);
+    assert!(f.goodput_gbps > 95.0, "goodput {} Gb/s", f.goodput_gbps);
+    assert_eq!(
+        (r.drops, r.retransmits, r.ce_marks, r.pause_frames),
+        (0, 0, 0, 0)
+    );
+}
+
+/// With 25 us links (a 100 us round trip), the window binds. The engine
+/// has 128 PSNs in flight at most and asks for an ACK every 64 packets
+/// (as rxe), so a window's worth goes out per round trip plus the time to
+/// send the 64 packets an ACK covers.
+#[test]
+fn one_flow_long_path_is_window_bound() {
+    let r = run_toml(
+        r#"
+duration_us = 3000
+[link]
+delay_ns = 25000
+[topology]
+kind = "incast"
+senders = 1
+"#,
+    );
+    let frame = (4096 + 12 + 4 + FRAME_OVERHEAD) as f64;
+    let serialize_us = frame * 8.0 / 100e3;
+    let rtt_us = 4.0 * 25.0 + 2.0 * serialize_us;
+    let window_gbps = 128.0 * frame * 8.0 / (rtt_us + 64.0 * serialize_us) / 1e3;
+    let got = r.flows[0].wire_gbps;
+    assert!(window_gbps < 40.0);
+    assert!(
+        (got - window_gbps).abs() < 0.05 * window_gbps,
+        "rate {got:.1} Gb/s, window allows {window_gbps:.1}"
+    );
+}
+
+const INCAST_16: &str = r#"
+duration_us = 400
+[topology]
+kind = "incast"
+senders = 16
+[workload]
+sizes = [{ bytes = 65536, weight = 1.0 }]
+[switch]
+buffer_bytes = 1048576
+"#;
+
+#[test]
+fn incast_without_pfc_drops() {
+    let r = run_toml(INCAST_16);
+    assert!(r.drops > 0, "{}", r.summary());
+    assert_eq!(r.pause_frames, 0);
+    assert!(r.retransmits > 0, "losses are repaired by the engine");
+}
+
+#[test]
+fn incast_with_pfc_does_not_drop() {
+    // 16 ports x (XOFF + a round trip of headroom) fits the 1 MiB buffer.
+    let r = run_toml(&format!(
+        "{INCAST_16}\n[switch.pfc]\nxoff_bytes = 32768\nxon_bytes = 16384\n"
+    ));
+    assert_eq!(r.drops, 0, "{}", r.summary());
+    assert!(r.pause_frames > 0);
+    assert!(r.pause_us > 0.0);
+    assert!(paused_us(&r, "h0") > 0.0, "senders are paused");
+    let total: f64 = r.flows.iter().map(|f| f.wire_gbps).sum();
+    assert!(total > 95.0, "the bottleneck stays busy: {total:.1} Gb/s");
+    assert_eq!(r.retransmits, 0);
+}
+
+/// Three flows into host 3 on the right switch, two from the left: the
+/// right switch pauses the left one, whose queue then fills and pauses
+/// its hosts: pause travels hop by hop.
+#[test]
+fn pause_propagates_hop_by_hop() {
+    let r = run_toml(
+        r#"
+duration_us = 400
+[topology]
+kind = "dumbbell"
+pairs = 2
+[switch.pfc]
+xoff_bytes = 32768
+xon_bytes = 16384
+[[flow]]
+src = 0
+dst = 3
+[[flow]]
+src = 1
+dst = 3
+[[flow]]
+src = 2
+dst = 3
+"#,
+    );
+    assert!(
+        paused_us(&r, "sw0>sw1") > 0.0,
+        "the left switch is paused by the right one"
+    );
+    assert!(
+        paused_us(&r, "h0") > 0.0 && paused_us(&r, "h1") > 0.0,
+        "then its hosts"
+    );
+    assert_eq!(r.drops, 0);
+}
+
+/// RED's coin over many packets at three queue depths: never below Kmin,
+/// always above Kmax, and pmax x (q - Kmin) / (Kmax - Kmin) between,
+/// within 5 standard deviations.
+#[test]
+fn red_marks_with_the_configured_probability() {
+    let red = Red {
+        kmin_bytes: 10_000,
+        kmax_bytes: 110_000,
+        pmax: 0.4,
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(99);
+    let n = 100_000;
+    let count = |q: u64, rng: &mut ChaCha8Rng| (0..n).filter(|_| red_marks(&red, q, rng)).count();
+    assert_eq!(count(10_000, &mut rng), 0);
+    assert_eq!(count(110_000, &mut rng), n);
+    for q in [35_000, 60_000, 85_000] {
+        let p = red.pmax * (q - red.kmin_bytes) as f64 / (red.kmax_bytes - red.kmin_bytes) as f64;
+        let got = count(q, &mut rng) as f64 / n as f64;
+        let sigma = (p * (1.0 - p) / n as f64).sqrt();
+        assert!(
+            (got - p).abs() < 5.0 * sigma,
+            "q {q}: marked {got:.4}, expected {p:.4}"
+        );
+    }
+}
+
+/// A sender that does not mark ECT is never marked.
+#[test]
+fn red_leaves_not_ect_alone() {
+    let r = run_toml(&INCAST_RED.replace("seed = 7", "seed = 7\necn = false"));
+    assert_eq!(r.ce_marks, 0);
+}
+
+/// 16 flows from leaf 0 to leaf 1 over 4 spines: every spine carries some,
+/// none most.
+#[test]
+fn ecmp_spreads_flows_over_spines() {
+    let r = run_toml(
+        r#"
+duration_us = 100
+[topology]
+kind = "leaf-spine"
+leaves = 2
+spines = 4
+hosts_per_leaf = 16
+[workload]
+sizes = [{ bytes = 65536, weight = 1.0 }]
+"#,
+    );
+    // Packets leaf 0 (sw0) sent up to each spine (sw2 .. sw5).
+    let per_spine: Vec<u64> = (2..6)
+        .map(|sp| {
+            let up = format!("sw0>sw{sp}");
+            r.port_packets
+                .iter()
+                .find(|(l, _)| *l == up)
+                .expect("an uplink")
+                .1
+        })
+        .collect();
+    let total: u64 = per_spine.iter().sum();
+    assert!(per_spine.iter().all(|&n| n > 0), "{per_spine:?}");
+    assert!(per_spine.iter().all(|&n| n < total / 2), "{per_spine:?}");
+}
+
+#[test]
+fn shipped_scenarios_parse() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).expect("the scenarios directory") {
+        let p = e.expect("an entry").path();
+        let text = std::fs::read_to_string(&p).expect("a scenario");
+        Scenario::from_toml(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        n += 1;
+    }
+    assert!(n >= 4, "{n} scenarios shipped");
+}
+
+#[test]
+fn bad_scenarios_name_the_field() {
+    let e = Scenario::from_toml("duration_us = 10\n[topology]\nkind = \"incast\"\nsenders = 2\n[switch.red]\nkmin_bytes = 10\nkmax_bytes = 5\npmax = 0.1\n")
+        .expect_err("kmin above kmax");
+    assert!(e.0.contains("kmin_bytes"), "{e}");
+    let e = Scenario::from_toml("duration_us = 10\n[topology]\nkind = \"ring\"\n")
+        .expect_err("no such topology");
+    assert!(e.0.contains("ring"), "{e}");
+    let e = Scenario::from_toml(
+        "duration_us = 10\nmtu = 1500\n[topology]\nkind = \"incast\"\nsenders = 2\n",
+    )
+    .expect_err("no such MTU");
+    assert!(e.0.contains("mtu"), "{e}");
+}
