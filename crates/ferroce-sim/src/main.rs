@@ -1,13 +1,24 @@
 //! `ferroce-sim SCENARIO.toml [OUT_DIR]`: runs a scenario, prints its
 //! summary and wall-clock speed, and writes the CSV files and plots into
 //! OUT_DIR (default: `sim-out/<scenario file stem>`).
+//!
+//! `ferroce-sim --bench [SIMULATED_MS]`: the speed bench of issue 15 item
+//! 7, the shipped 64:1 incast at 100 Gb/s for SIMULATED_MS (default 1000),
+//! printing packet events per second and wall time per simulated second
+//! (build with `--release`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+/// The bench's fabric: 64 senders into one receiver at 100 Gb/s.
+const BENCH_SCENARIO: &str = include_str!("../scenarios/incast64.toml");
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--bench") {
+        return bench(args.get(1).map(String::as_str));
+    }
     let Some(file) = args.first() else {
         eprintln!(
             "usage: ferroce-sim SCENARIO.toml [OUT_DIR]   (examples in crates/ferroce-sim/scenarios/)"
@@ -60,5 +71,52 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     println!("outputs in {}", out.display());
+    ExitCode::SUCCESS
+}
+
+fn bench(ms: Option<&str>) -> ExitCode {
+    let ms: f64 = match ms.map(str::parse).unwrap_or(Ok(1000.0)) {
+        Ok(ms) if ms > 0.0 => ms,
+        _ => {
+            eprintln!(
+                "--bench takes the simulated time in milliseconds, above 0 (e.g. --bench 1000)"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let mut scenario = match ferroce_sim::Scenario::from_toml(BENCH_SCENARIO) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("the bench scenario: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    scenario.duration_us = ms * 1000.0;
+    let wall = Instant::now();
+    let report = match ferroce_sim::run(scenario) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("the bench scenario: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let secs = wall.elapsed().as_secs_f64();
+    let total: f64 = report.flows.iter().map(|f| f.wire_gbps).sum();
+    println!(
+        "64:1 incast at 100 Gb/s, {ms} ms simulated: {total:.1} Gb/s into the receiver, {} PAUSE frames",
+        report.pause_frames
+    );
+    println!(
+        "{} events ({} packet events) in {secs:.2} s: {:.2} M packet events/s, {:.1} s of wall time per simulated second{}",
+        report.events,
+        report.packet_events,
+        report.packet_events as f64 / secs / 1e6,
+        secs / (ms / 1000.0),
+        if cfg!(debug_assertions) {
+            " (debug build: use --release)"
+        } else {
+            ""
+        }
+    );
     ExitCode::SUCCESS
 }

@@ -46,6 +46,7 @@ enum Event {
         switch: u32,
         port: u16,
         prio: u8,
+        episode: u32,
     },
     /// A host's engine timer.
     HostWake {
@@ -244,8 +245,15 @@ impl Sim {
                     self.try_send(node, port);
                 }
             }
-            Event::PfcRefresh { switch, port, prio } => {
-                if self.switches[switch as usize].xoff[usize::from(port)][usize::from(prio)] {
+            Event::PfcRefresh {
+                switch,
+                port,
+                prio,
+                episode,
+            } => {
+                let sw = &self.switches[switch as usize];
+                let (p, q) = (usize::from(port), usize::from(prio));
+                if sw.xoff[p][q] && sw.xoff_episode[p][q] == episode {
                     self.send_pause(switch as usize, port, prio, true);
                 }
             }
@@ -329,6 +337,7 @@ impl Sim {
         let (to, to_port) = (p.peer, p.peer_port);
         let quanta = if xoff { pfc.pause_quanta } else { 0 };
         let refresh = self.now + (p.pause_length(pfc.pause_quanta) / 2).max(1);
+        let episode = sw.xoff_episode[usize::from(port)][usize::from(prio)];
         self.schedule(
             at,
             Event::Pause {
@@ -345,6 +354,7 @@ impl Sim {
                     switch: s as u32,
                     port,
                     prio,
+                    episode,
                 },
             );
         }

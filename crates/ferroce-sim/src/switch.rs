@@ -37,6 +37,9 @@ pub struct Switch {
     ingress: Vec<[u64; PRIORITIES]>,
     /// Whether the sender on each ingress port and priority is paused by us.
     pub xoff: Vec<[bool; PRIORITIES]>,
+    /// Counts the XOFF episodes of each ingress port and priority, so that
+    /// only the current episode's refresh timer re-sends PAUSE.
+    pub xoff_episode: Vec<[u32; PRIORITIES]>,
     /// `routes[host]`: the ports on a shortest path to `host`.
     routes: Vec<Vec<u16>>,
     salt: u64,
@@ -55,6 +58,7 @@ impl Switch {
             egress: (0..n).map(|_| Egress::default()).collect(),
             ingress: vec![[0; PRIORITIES]; n],
             xoff: vec![[false; PRIORITIES]; n],
+            xoff_episode: vec![[0; PRIORITIES]; n],
             routes,
             salt,
             config,
@@ -104,6 +108,7 @@ impl Switch {
         let pause = match self.config.pfc {
             Some(pfc) if !*xoff && *held > pfc.xoff_bytes => {
                 *xoff = true;
+                self.xoff_episode[usize::from(in_port)][prio] += 1;
                 true
             }
             _ => false,
