@@ -83,7 +83,7 @@ pub fn write(r: &Report, dir: &Path) -> Result<(), String> {
             )
         })
         .collect();
-    queues.sort_by(|a, b| b.0.cmp(&a.0));
+    queues.sort_by_key(|q| std::cmp::Reverse(q.0));
     let queues = Chart {
         title: "egress queue depth (deepest queues)",
         y_label: "KiB",

@@ -287,10 +287,10 @@ impl Scenario {
     /// Refuses what the simulator cannot run, naming the field and the fix.
     pub fn check(&self) -> Result<(), ScenarioError> {
         let fail = |m: String| Err(ScenarioError(m));
-        if !(self.duration_us > 0.0) {
+        if !positive(self.duration_us) {
             return fail("duration_us must be above 0 (simulated microseconds to run)".into());
         }
-        if !(self.sample_us > 0.0) {
+        if !positive(self.sample_us) {
             return fail("sample_us must be above 0 (the time series' interval)".into());
         }
         if ferroce_core::verbs::Mtu::from_bytes(self.mtu).is_none() {
@@ -312,7 +312,7 @@ impl Scenario {
                 Topology::Incast { .. } => None,
             },
         ];
-        if rates.into_iter().flatten().any(|r| !(r > 0.0)) {
+        if rates.into_iter().flatten().any(|r| !positive(r)) {
             return fail("link rates must be above 0 Gb/s".into());
         }
         if let Some(r) = self.switch.red
@@ -343,7 +343,7 @@ impl Scenario {
                 ));
             }
             let sizes = f.sizes.as_ref().unwrap_or(&self.workload.sizes);
-            if sizes.is_empty() || sizes.iter().any(|s| s.bytes == 0 || !(s.weight > 0.0)) {
+            if sizes.is_empty() || sizes.iter().any(|s| s.bytes == 0 || !positive(s.weight)) {
                 return fail(format!(
                     "flow {i}: sizes need at least one entry, each with bytes > 0 and weight > 0"
                 ));
@@ -363,6 +363,11 @@ impl Scenario {
         }
         Ok(())
     }
+}
+
+/// Above zero and finite (false for NaN).
+fn positive(x: f64) -> bool {
+    x.is_finite() && x > 0.0
 }
 
 mod defaults {

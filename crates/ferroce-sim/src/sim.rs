@@ -16,6 +16,11 @@ use crate::series::Series;
 use crate::switch::{Arrival, Switch, mix};
 use crate::topology::{NodeId, Wiring};
 
+/// Salts that give RED's coin and the workload's sizes their own random
+/// streams from the one seed, so that marking does not shift the sizes.
+const RED_STREAM: u64 = 1 << 62;
+const WORKLOAD_STREAM: u64 = 1 << 63;
+
 enum Event {
     /// A packet's last bit reached `port` of `to`.
     Arrive {
@@ -159,8 +164,8 @@ impl Sim {
             hosts,
             switches,
             flows,
-            red_rng: ChaCha8Rng::seed_from_u64(mix(scenario.seed ^ 0x7265_64)),
-            work_rng: ChaCha8Rng::seed_from_u64(mix(scenario.seed ^ 0x776f_726b)),
+            red_rng: ChaCha8Rng::seed_from_u64(mix(scenario.seed ^ RED_STREAM)),
+            work_rng: ChaCha8Rng::seed_from_u64(mix(scenario.seed ^ WORKLOAD_STREAM)),
             sample_every: us(scenario.sample_us).max(1),
             scenario,
             counts: Counts::default(),
