@@ -23,6 +23,23 @@ const MAX_LINES: usize = 8;
 
 const SIZE: (u32, u32) = (960, 540);
 
+/// The rate plot averages over 1/SMOOTHING of the run.
+const SMOOTHING: usize = 50;
+
+/// The mean of each value and the `window - 1` before it.
+fn trailing_mean(v: &[f64], window: usize) -> Vec<f64> {
+    let mut sum = 0.0;
+    (0..v.len())
+        .map(|i| {
+            sum += v[i];
+            if i >= window {
+                sum -= v[i - window];
+            }
+            sum / (i + 1).min(window) as f64
+        })
+        .collect()
+}
+
 /// Where a font may be.
 const FONT_PATHS: [&str; 2] = [
     "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
@@ -60,14 +77,23 @@ struct Chart<'a> {
 pub fn write(r: &Report, dir: &Path) -> Result<(), String> {
     font()?;
     let s = &r.series;
+    // Rates swing at the sample interval (PFC turns senders on and off);
+    // the plot shows their trailing mean over 1/SMOOTHING of the run, the
+    // CSV the samples themselves.
+    let window = (s.times_us.len() / SMOOTHING).max(1);
+    let step_us = s.times_us.first().copied().unwrap_or(0.0);
+    let title = format!(
+        "per-flow rate (mean over {:.0} us)",
+        window as f64 * step_us
+    );
     let rates = Chart {
-        title: "per-flow rate",
+        title: &title,
         y_label: "Gb/s",
         lines: s
             .flow_gbps
             .iter()
             .enumerate()
-            .map(|(i, v)| (format!("flow {i}"), v.clone()))
+            .map(|(i, v)| (format!("flow {i}"), trailing_mean(v, window)))
             .collect(),
     };
     let mut queues: Vec<(u64, String, Vec<f64>)> = s
