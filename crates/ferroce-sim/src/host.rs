@@ -87,10 +87,11 @@ pub struct Flow {
 /// Creates every host and every flow's QP pair, connected and ready.
 pub(crate) fn build(s: &Scenario, ports: Vec<Port>) -> Result<(Vec<Host>, Vec<Flow>), VerbsError> {
     let flows_cfg = s.flows();
+    // One CQ per host, deep enough for every flow's completions.
     let depth_total: u32 = flows_cfg
         .iter()
         .map(|f| f.depth.unwrap_or(s.workload.depth))
-        .sum();
+        .fold(0, u32::saturating_add);
     let mut hosts: Vec<Host> = ports
         .into_iter()
         .enumerate()
@@ -98,7 +99,7 @@ pub(crate) fn build(s: &Scenario, ports: Vec<Port>) -> Result<(Vec<Host>, Vec<Fl
             let mut ep = Endpoint::new(EndpointConfig {
                 seed: mix(s.seed ^ (h as u64) << 20),
             });
-            let cq = ep.create_cq((depth_total + 64).max(1024))?;
+            let cq = ep.create_cq(depth_total.saturating_add(64).max(1024))?;
             Ok(Host {
                 ep,
                 port,

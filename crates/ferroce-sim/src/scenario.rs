@@ -9,6 +9,14 @@ use serde::Deserialize;
 /// Priorities a port has (IEEE 802.1Qbb's eight).
 pub const PRIORITIES: usize = 8;
 
+/// Limits that keep a mistyped scenario from taking the machine's memory:
+/// samples of the time series, hosts (each an endpoint), link delay.
+const MAX_SAMPLES: u64 = 10_000_000;
+const MAX_HOSTS: usize = 16_384;
+const MAX_DELAY_NS: u64 = 1_000_000_000;
+/// Messages a flow keeps posted (its send queue's depth).
+const MAX_DEPTH: u32 = 4096;
+
 /// One simulation: what to build and what to run on it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -325,7 +333,20 @@ impl Scenario {
         {
             return fail("[switch.pfc]: need xon_bytes <= xoff_bytes and pause_quanta > 0".into());
         }
+        if self.duration_us / self.sample_us > MAX_SAMPLES as f64 {
+            return fail(format!(
+                "duration_us / sample_us is above {MAX_SAMPLES} samples: raise sample_us"
+            ));
+        }
+        if self.link.delay_ns > MAX_DELAY_NS {
+            return fail(format!("[link] delay_ns is above {MAX_DELAY_NS} (1 s)"));
+        }
         let hosts = self.hosts();
+        if hosts > MAX_HOSTS {
+            return fail(format!(
+                "the topology has {hosts} hosts, above {MAX_HOSTS}: make it smaller"
+            ));
+        }
         if hosts < 2 {
             return fail(
                 "the topology has fewer than 2 hosts: raise senders, pairs or hosts_per_leaf"
@@ -357,8 +378,8 @@ impl Scenario {
                     ferroce_core::MAX_MSG_SIZE
                 ));
             }
-            if f.depth.unwrap_or(self.workload.depth) == 0 {
-                return fail(format!("flow {i}: depth must be at least 1"));
+            if !(1..=MAX_DEPTH).contains(&f.depth.unwrap_or(self.workload.depth)) {
+                return fail(format!("flow {i}: depth must be 1 .. {MAX_DEPTH}"));
             }
         }
         Ok(())

@@ -108,7 +108,8 @@ impl Switch {
         let pause = match self.config.pfc {
             Some(pfc) if !*xoff && *held > pfc.xoff_bytes => {
                 *xoff = true;
-                self.xoff_episode[usize::from(in_port)][prio] += 1;
+                let episode = &mut self.xoff_episode[usize::from(in_port)][prio];
+                *episode = episode.wrapping_add(1);
                 true
             }
             _ => false,

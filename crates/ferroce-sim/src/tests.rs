@@ -51,6 +51,7 @@ xon_bytes = 50000
 fn outputs(r: &Report) -> Vec<(String, Vec<u8>)> {
     let dir = std::env::temp_dir().join(format!("ferroce-sim-test-{}-{:p}", std::process::id(), r));
     r.write_csv(&dir).expect("writes the CSV files");
+    crate::plot::write(r, &dir).expect("draws the plots");
     let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
         .expect("the output directory")
         .map(|e| {
@@ -78,7 +79,7 @@ fn same_seed_same_bytes() {
     assert!(a.ce_marks > 0, "the run exercises RED's coin");
     assert_eq!(a, b);
     let (fa, fb) = (outputs(&a), outputs(&b));
-    assert_eq!(fa.len(), 5);
+    assert_eq!(fa.len(), 11, "summary, 4 CSV files, 3 plots as PNG and SVG");
     assert_eq!(fa, fb, "the same seed wrote different files");
     let c = run_toml(&INCAST_RED.replace("seed = 7", "seed = 8"));
     assert_ne!(
