@@ -121,17 +121,67 @@ pub struct Red {
 }
 
 /// PFC thresholds on the bytes that came in on one port at one priority
-/// and still wait in the switch: above `xoff_bytes` the switch pauses the
-/// sender of that port, at or below `xon_bytes` it lets it go again.
+/// and still wait in the switch, static or dynamic (set one kind):
+/// * static: above `xoff_bytes` the switch pauses the sender of that port,
+///   at or below `xon_bytes` it lets it go again;
+/// * dynamic, as shared-buffer switch chips (and the HPCC ns-3 model) do:
+///   the limit is the free buffer x 2^-`alpha_shift`, so that it shrinks
+///   as the buffer fills; the sender goes again once its bytes plus
+///   `resume_offset_bytes` are back under the limit.
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pfc {
-    pub xoff_bytes: u64,
-    pub xon_bytes: u64,
+    #[serde(default)]
+    pub xoff_bytes: Option<u64>,
+    #[serde(default)]
+    pub xon_bytes: Option<u64>,
+    #[serde(default)]
+    pub alpha_shift: Option<u32>,
+    #[serde(default = "defaults::resume_offset_bytes")]
+    pub resume_offset_bytes: u64,
     /// Pause time a PAUSE frame asks for, in quanta of 512 bit times; the
     /// switch sends another before it runs out while still above XON.
     #[serde(default = "defaults::pause_quanta")]
     pub pause_quanta: u16,
+}
+
+impl Pfc {
+    /// Whether `held` bytes from one ingress port and priority pause its
+    /// sender, with `free` bytes of the buffer unused.
+    pub fn pauses(&self, held: u64, free: u64) -> bool {
+        match (self.alpha_shift, self.xoff_bytes) {
+            (Some(shift), _) => held > free >> shift,
+            (None, Some(xoff)) => held > xoff,
+            (None, None) => false,
+        }
+    }
+
+    /// Whether a paused sender may go again.
+    pub fn resumes(&self, held: u64, free: u64) -> bool {
+        match (self.alpha_shift, self.xon_bytes) {
+            (Some(shift), _) => held == 0 || held + self.resume_offset_bytes <= free >> shift,
+            (None, Some(xon)) => held <= xon,
+            (None, None) => true,
+        }
+    }
+
+    fn check(&self) -> Result<(), ScenarioError> {
+        let fix = "[switch.pfc]: set xoff_bytes and xon_bytes (static, xon_bytes <= xoff_bytes) or alpha_shift (dynamic, 0 .. 16), not both";
+        let ok = match (self.xoff_bytes, self.xon_bytes, self.alpha_shift) {
+            (Some(xoff), Some(xon), None) => xon <= xoff,
+            (None, None, Some(shift)) => shift <= 16,
+            _ => false,
+        };
+        if !ok {
+            return Err(ScenarioError(fix.into()));
+        }
+        if self.pause_quanta == 0 {
+            return Err(ScenarioError(
+                "[switch.pfc]: pause_quanta must be above 0".into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// How hosts and switches are wired.
@@ -328,10 +378,8 @@ impl Scenario {
         {
             return fail("[switch.red]: need kmin_bytes <= kmax_bytes and 0 <= pmax <= 1".into());
         }
-        if let Some(p) = self.switch.pfc
-            && (p.xon_bytes > p.xoff_bytes || p.pause_quanta == 0)
-        {
-            return fail("[switch.pfc]: need xon_bytes <= xoff_bytes and pause_quanta > 0".into());
+        if let Some(p) = self.switch.pfc {
+            p.check()?;
         }
         if self.duration_us / self.sample_us > MAX_SAMPLES as f64 {
             return fail(format!(
@@ -423,6 +471,10 @@ mod defaults {
     /// 12 MiB, a shallow-buffered data-centre switch's order of size.
     pub(super) fn buffer_bytes() -> u64 {
         12 << 20
+    }
+    /// As the HPCC ns-3 switch model: 3 KiB.
+    pub(super) fn resume_offset_bytes() -> u64 {
+        3 << 10
     }
     /// The largest a PAUSE frame can ask.
     pub(super) fn pause_quanta() -> u16 {

@@ -105,8 +105,9 @@ impl Switch {
         let held = &mut self.ingress[usize::from(in_port)][prio];
         *held += len;
         let xoff = &mut self.xoff[usize::from(in_port)][prio];
+        let free = self.config.buffer_bytes.saturating_sub(self.used);
         let pause = match self.config.pfc {
-            Some(pfc) if !*xoff && *held > pfc.xoff_bytes => {
+            Some(pfc) if !*xoff && pfc.pauses(*held, free) => {
                 *xoff = true;
                 let episode = &mut self.xoff_episode[usize::from(in_port)][prio];
                 *episode = episode.wrapping_add(1);
@@ -133,8 +134,9 @@ impl Switch {
         let held = &mut self.ingress[usize::from(p.in_port)][prio];
         *held -= len;
         let xoff = &mut self.xoff[usize::from(p.in_port)][prio];
+        let free = self.config.buffer_bytes.saturating_sub(self.used);
         let resume = match self.config.pfc {
-            Some(pfc) if *xoff && *held <= pfc.xon_bytes => {
+            Some(pfc) if *xoff && pfc.resumes(*held, free) => {
                 *xoff = false;
                 Some((p.in_port, prio as u8))
             }

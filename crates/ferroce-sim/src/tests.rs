@@ -174,6 +174,16 @@ fn incast_with_pfc_does_not_drop() {
     assert_eq!(r.retransmits, 0);
 }
 
+/// Dynamic thresholds (the free buffer x 2^-alpha_shift): no drops in a
+/// 1 MiB buffer either, and the senders are paused.
+#[test]
+fn incast_with_dynamic_pfc_does_not_drop() {
+    let r = run_toml(&format!("{INCAST_16}\n[switch.pfc]\nalpha_shift = 5\n"));
+    assert_eq!(r.drops, 0, "{}", r.summary());
+    assert!(r.pause_frames > 0);
+    assert!(paused_us(&r, "h0") > 0.0, "senders are paused");
+}
+
 /// Three flows into host 3 on the right switch, two from the left: the
 /// right switch pauses the left one, whose queue then fills and pauses
 /// its hosts: pause travels hop by hop.
@@ -293,6 +303,9 @@ fn bad_scenarios_name_the_field() {
     let e = Scenario::from_toml("duration_us = 10\n[topology]\nkind = \"incast\"\nsenders = 2\n[switch.red]\nkmin_bytes = 10\nkmax_bytes = 5\npmax = 0.1\n")
         .expect_err("kmin above kmax");
     assert!(e.0.contains("kmin_bytes"), "{e}");
+    let both = "duration_us = 10\n[topology]\nkind = \"incast\"\nsenders = 2\n[switch.pfc]\nxoff_bytes = 10\nxon_bytes = 5\nalpha_shift = 2\n";
+    let e = Scenario::from_toml(both).expect_err("static and dynamic PFC at once");
+    assert!(e.0.contains("alpha_shift"), "{e}");
     let e = Scenario::from_toml("duration_us = 10\n[topology]\nkind = \"ring\"\n")
         .expect_err("no such topology");
     assert!(e.0.contains("ring"), "{e}");
