@@ -8,6 +8,7 @@ use std::path::Path;
 
 use crate::series::Series;
 use crate::sim::{Counts, Sim};
+pub use crate::switch::PauseCounts;
 
 /// One flow's figures.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +47,8 @@ pub struct Report {
     /// Time ports spent paused by PFC, summed over ports.
     pub pause_us: f64,
     pub pause_frames: u64,
+    /// The same by kind: XOFF, refresh, XON.
+    pub pause_sent: PauseCounts,
     pub drops: u64,
     pub ce_marks: u64,
     pub retransmits: u64,
@@ -142,7 +145,15 @@ impl Report {
             queue_p99_bytes,
             queue_p99_port,
             pause_us: pause_ps as f64 / 1e6,
-            pause_frames: sim.switches.iter().map(|s| s.pauses_sent).sum(),
+            pause_frames: sim.switches.iter().map(|s| s.sent.total()).sum(),
+            pause_sent: sim
+                .switches
+                .iter()
+                .fold(PauseCounts::default(), |a, s| PauseCounts {
+                    xoff: a.xoff + s.sent.xoff,
+                    refresh: a.refresh + s.sent.refresh,
+                    xon: a.xon + s.sent.xon,
+                }),
             drops: sim.switches.iter().map(|s| s.drops).sum(),
             ce_marks: sim.switches.iter().map(|s| s.marks).sum(),
             retransmits: sim.hosts.iter().map(|h| h.ep.stats().retransmits).sum(),
@@ -206,8 +217,12 @@ impl Report {
         );
         let _ = writeln!(
             o,
-            "PFC pause              {:.1} us over all ports, {} PAUSE frames sent",
-            self.pause_us, self.pause_frames
+            "PFC pause              {:.1} us over all ports, {} PAUSE frames sent ({} XOFF, {} refresh, {} XON)",
+            self.pause_us,
+            self.pause_frames,
+            self.pause_sent.xoff,
+            self.pause_sent.refresh,
+            self.pause_sent.xon
         );
         let _ = writeln!(o, "drops                  {} (buffer full)", self.drops);
         let _ = writeln!(
@@ -224,12 +239,40 @@ impl Report {
         o
     }
 
-    /// Writes summary.txt and the time series as CSV: rates.csv,
+    /// The per-flow figures of the summary, one row per flow.
+    pub fn flows_csv(&self) -> String {
+        let mut o = String::from(
+            "flow,src,dst,start_us,wire_gbps,goodput_gbps,bytes_done,messages,msg_p50_us,msg_p99_us,fct_us,ce,cnps,errors\n",
+        );
+        for (i, f) in self.flows.iter().enumerate() {
+            let fct = f.fct_us.map_or(String::new(), |t| format!("{t:.3}"));
+            let _ = writeln!(
+                o,
+                "{i},{},{},{},{:.3},{:.3},{},{},{:.3},{:.3},{fct},{},{},{}",
+                f.src,
+                f.dst,
+                f.start_us,
+                f.wire_gbps,
+                f.goodput_gbps,
+                f.bytes_done,
+                f.messages,
+                f.msg_p50_us,
+                f.msg_p99_us,
+                f.ce,
+                f.cnps,
+                f.errors
+            );
+        }
+        o
+    }
+
+    /// Writes summary.txt, flows.csv and the time series as CSV: rates.csv,
     /// queues.csv, pause.csv, cnp.csv (long format: one row per sample and
     /// series; queues and ports that never queued or paused are left out).
     pub fn write_csv(&self, dir: &Path) -> io::Result<()> {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join("summary.txt"), self.summary())?;
+        std::fs::write(dir.join("flows.csv"), self.flows_csv())?;
         let s = &self.series;
         let mut rates = String::from("time_us,flow,gbps\n");
         let mut cnp = String::from("time_us,flow,ce,cnps\n");

@@ -13,7 +13,7 @@ use crate::host::{self, Flow, Host};
 use crate::port::{PAUSE_FRAME_BYTES, Packet, Port, Ps};
 use crate::scenario::{Scenario, ScenarioError};
 use crate::series::Series;
-use crate::switch::{Arrival, Switch, mix};
+use crate::switch::{Arrival, PauseKind, Switch, mix};
 use crate::topology::{NodeId, Wiring};
 
 /// Salts that give RED's coin and the workload's sizes their own random
@@ -259,7 +259,7 @@ impl Sim {
                 let sw = &self.switches[switch as usize];
                 let (p, q) = (usize::from(port), usize::from(prio));
                 if sw.xoff[p][q] && sw.xoff_episode[p][q] == episode {
-                    self.send_pause(switch as usize, port, prio, true);
+                    self.send_pause(switch as usize, port, prio, PauseKind::Refresh);
                 }
             }
             Event::HostWake { host } => self.host_wake(host as usize),
@@ -320,7 +320,7 @@ impl Sim {
                     return;
                 };
                 if let Some((in_port, prio)) = resume {
-                    self.send_pause(s as usize, in_port, prio, false);
+                    self.send_pause(s as usize, in_port, prio, PauseKind::Xon);
                 }
                 self.transmit(node, port, pkt);
             }
@@ -331,12 +331,18 @@ impl Sim {
     /// configured pause time, refreshed at half of it while still above
     /// XON) or XON (zero quanta). PFC frames go ahead of queued data, at
     /// the propagation delay plus their own serialization.
-    fn send_pause(&mut self, s: usize, port: u16, prio: u8, xoff: bool) {
+    fn send_pause(&mut self, s: usize, port: u16, prio: u8, kind: PauseKind) {
         let Some(pfc) = self.scenario.switch.pfc else {
             return;
         };
         let sw = &mut self.switches[s];
-        sw.pauses_sent += 1;
+        let xoff = kind != PauseKind::Xon;
+        let count = match kind {
+            PauseKind::Xoff => &mut sw.sent.xoff,
+            PauseKind::Refresh => &mut sw.sent.refresh,
+            PauseKind::Xon => &mut sw.sent.xon,
+        };
+        *count += 1;
         let p = &sw.ports[usize::from(port)];
         let at = self.now + p.serialize(PAUSE_FRAME_BYTES) + p.delay;
         let (to, to_port) = (p.peer, p.peer_port);
@@ -371,7 +377,7 @@ impl Sim {
             Arrival::Dropped => {}
             Arrival::Queued { egress, pause } => {
                 if pause {
-                    self.send_pause(s, in_port, prio, true);
+                    self.send_pause(s, in_port, prio, PauseKind::Xoff);
                 }
                 self.try_send(NodeId::Switch(s as u32), egress);
             }

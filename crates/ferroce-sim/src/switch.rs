@@ -23,6 +23,31 @@ pub enum Arrival {
     Queued { egress: u16, pause: bool },
 }
 
+/// Why a switch sends a PAUSE frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PauseKind {
+    /// Bytes held crossed XOFF.
+    Xoff,
+    /// Still above XON when the last PAUSE is half spent.
+    Refresh,
+    /// Bytes held fell to XON: zero quanta.
+    Xon,
+}
+
+/// PAUSE frames a switch sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PauseCounts {
+    pub xoff: u64,
+    pub refresh: u64,
+    pub xon: u64,
+}
+
+impl PauseCounts {
+    pub fn total(&self) -> u64 {
+        self.xoff + self.refresh + self.xon
+    }
+}
+
 #[derive(Debug, Default)]
 struct Egress {
     queues: [VecDeque<Packet>; PRIORITIES],
@@ -47,7 +72,8 @@ pub struct Switch {
     used: u64,
     pub drops: u64,
     pub marks: u64,
-    pub pauses_sent: u64,
+    /// PAUSE frames sent, by kind.
+    pub sent: PauseCounts,
 }
 
 impl Switch {
@@ -65,7 +91,7 @@ impl Switch {
             used: 0,
             drops: 0,
             marks: 0,
-            pauses_sent: 0,
+            sent: PauseCounts::default(),
         }
     }
 

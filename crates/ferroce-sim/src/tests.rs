@@ -79,7 +79,7 @@ fn same_seed_same_bytes() {
     assert!(a.ce_marks > 0, "the run exercises RED's coin");
     assert_eq!(a, b);
     let (fa, fb) = (outputs(&a), outputs(&b));
-    assert_eq!(fa.len(), 11, "summary, 4 CSV files, 3 plots as PNG and SVG");
+    assert_eq!(fa.len(), 12, "summary, 5 CSV files, 3 plots as PNG and SVG");
     assert_eq!(fa, fb, "the same seed wrote different files");
     let c = run_toml(&INCAST_RED.replace("seed = 7", "seed = 8"));
     assert_ne!(
@@ -172,6 +172,32 @@ fn incast_with_pfc_does_not_drop() {
     let total: f64 = r.flows.iter().map(|f| f.wire_gbps).sum();
     assert!(total > 95.0, "the bottleneck stays busy: {total:.1} Gb/s");
     assert_eq!(r.retransmits, 0);
+}
+
+/// A PAUSE is re-sent at most once per half pause time of each XOFF
+/// episode: refreshes stay under (time paused) / (half the pause time),
+/// plus one per episode. (Each XOFF once started its own refresh chain,
+/// and the chains piled up: 1 M frames where 46 k were due.)
+#[test]
+fn pause_refreshes_are_bounded() {
+    // XON close under XOFF: a resumed sender crosses XOFF again well
+    // within half a pause time, the case where chains piled up.
+    let text = INCAST_16.replace("duration_us = 400", "duration_us = 2000");
+    let r = run_toml(&format!(
+        "{text}\n[switch.pfc]\nxoff_bytes = 49152\nxon_bytes = 40960\n"
+    ));
+    let half_pause_us = 65535.0 * 64.0 * 8.0 / 100e3 / 2.0;
+    let sent = r.pause_sent;
+    assert!(
+        sent.xoff > 100,
+        "the scenario has many XOFF episodes: {sent:?}"
+    );
+    let bound = (r.pause_us / half_pause_us) as u64 + sent.xoff;
+    assert!(sent.refresh <= bound, "{sent:?}, bound {bound}");
+    assert!(
+        sent.xon <= sent.xoff && sent.xoff <= sent.xon + 16,
+        "{sent:?}"
+    );
 }
 
 /// Dynamic thresholds (the free buffer x 2^-alpha_shift): no drops in a
