@@ -311,6 +311,59 @@ sizes = [{ bytes = 65536, weight = 1.0 }]
     assert!(per_spine.iter().all(|&n| n < total / 2), "{per_spine:?}");
 }
 
+/// A flow that starts late and stops early sends only in between (give
+/// or take the messages it had posted), and a flow with a byte count
+/// finishes and reports its completion time.
+#[test]
+fn flows_start_stop_and_finish() {
+    let r = run_toml(
+        r#"
+duration_us = 600
+sample_us = 10
+[topology]
+kind = "dumbbell"
+pairs = 2
+[workload]
+sizes = [{ bytes = 4096, weight = 3.0 }, { bytes = 65536, weight = 1.0 }]
+[[flow]]
+src = 0
+dst = 2
+start_us = 100
+stop_us = 300
+[[flow]]
+src = 1
+dst = 3
+bytes = 1000000
+"#,
+    );
+    let s = &r.series;
+    let late = &s.flow_gbps[0];
+    let at = |us: f64| {
+        s.times_us
+            .iter()
+            .position(|&t| t >= us)
+            .expect("a sample then")
+    };
+    assert!(
+        late[..at(100.0)].iter().all(|&g| g == 0.0),
+        "nothing before its start"
+    );
+    assert!(
+        late[at(120.0)..at(300.0)].iter().any(|&g| g > 10.0),
+        "it runs"
+    );
+    assert!(
+        late[at(350.0)..].iter().all(|&g| g == 0.0),
+        "nothing after its stop"
+    );
+    let sized = &r.flows[1];
+    assert_eq!(sized.bytes_done, 1_000_000);
+    let fct = sized.fct_us.expect("the flow finished");
+    // 1 MB at about 100 Gb/s: 80 us and a little.
+    assert!((80.0..200.0).contains(&fct), "fct {fct} us");
+    assert!(sized.msg_p99_us >= sized.msg_p50_us && sized.messages > 1);
+}
+
 #[test]
 fn shipped_scenarios_parse() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
