@@ -118,26 +118,28 @@ pub struct Sim {
     sample_every: Ps,
 }
 
+/// Microseconds to picoseconds (negative and NaN to 0, as `as` saturates).
 fn us(t: f64) -> Ps {
     (t * 1e6).round() as Ps
+}
+
+/// The `idx`-th port of `node`, facing its peer's port on the same link.
+fn port_of(w: &Wiring, node: NodeId, idx: usize) -> Port {
+    let (link, peer) = w.ports[w.index(node)][idx];
+    let l = w.links[link];
+    let back = w.ports[w.index(peer)]
+        .iter()
+        .position(|&(k, _)| k == link)
+        .unwrap_or(0);
+    Port::new(peer, back as u16, l.rate_gbps, l.delay_ns)
 }
 
 impl Sim {
     pub fn new(scenario: Scenario) -> Result<Self, ScenarioError> {
         scenario.check()?;
         let w = Wiring::build(&scenario);
-        let port_of = |node: NodeId, idx: usize| {
-            let (link, peer) = w.ports[w.index(node)][idx];
-            let l = w.links[link];
-            // The peer's port on the same link.
-            let back = w.ports[w.index(peer)]
-                .iter()
-                .position(|&(k, _)| k == link)
-                .unwrap_or(0);
-            Port::new(peer, back as u16, l.rate_gbps, l.delay_ns)
-        };
         let host_ports = (0..w.hosts)
-            .map(|h| port_of(NodeId::Host(h as u32), 0))
+            .map(|h| port_of(&w, NodeId::Host(h as u32), 0))
             .collect();
         let (hosts, flows) = host::build(&scenario, host_ports)
             .map_err(|e| ScenarioError(format!("the engine refused the scenario's QPs: {e:?}")))?;
@@ -145,14 +147,11 @@ impl Sim {
             .map(|s| {
                 let id = NodeId::Switch(s as u32);
                 let ports = (0..w.ports[w.index(id)].len())
-                    .map(|i| port_of(id, i))
+                    .map(|i| port_of(&w, id, i))
                     .collect();
-                Switch::new(
-                    ports,
-                    w.routes[s].clone(),
-                    mix(scenario.seed ^ s as u64),
-                    scenario.switch,
-                )
+                // Each switch its own ECMP salt, so tiers do not pick alike.
+                let salt = mix(scenario.seed ^ s as u64);
+                Switch::new(ports, w.routes[s].clone(), salt, scenario.switch)
             })
             .collect();
         let series = Series::new(&scenario, &w, flows.len());
@@ -171,19 +170,24 @@ impl Sim {
             counts: Counts::default(),
             series,
         };
-        let times: Vec<(Ps, Option<Ps>)> = sim
+        sim.schedule_workload();
+        sim.schedule(sim.sample_every, Event::Sample);
+        Ok(sim)
+    }
+
+    /// Every flow's start and stop.
+    fn schedule_workload(&mut self) {
+        let times: Vec<(Ps, Option<Ps>)> = self
             .flows
             .iter()
             .map(|f| (us(f.cfg.start_us), f.cfg.stop_us.map(us)))
             .collect();
-        for (i, (start, stop)) in times.into_iter().enumerate() {
-            sim.schedule(start, Event::FlowStart { flow: i });
+        for (flow, (start, stop)) in times.into_iter().enumerate() {
+            self.schedule(start, Event::FlowStart { flow });
             if let Some(stop) = stop {
-                sim.schedule(stop, Event::FlowStop { flow: i });
+                self.schedule(stop, Event::FlowStop { flow });
             }
         }
-        sim.schedule(sim.sample_every, Event::Sample);
-        Ok(sim)
     }
 
     fn schedule(&mut self, at: Ps, event: Event) {
