@@ -17,14 +17,22 @@ use rand_chacha::ChaCha8Rng;
 use rustc_hash::FxHashMap;
 
 use crate::port::{Port, Ps};
-use crate::scenario::{FlowConfig, Scenario, SizeWeight};
+use crate::scenario::{FlowConfig, PRIORITIES, Scenario, SizeWeight};
 use crate::switch::{mix, unit};
 
 /// The first address hosts get (10.0.0.1 is host 0).
 const FIRST_ADDR: u32 = 0x0a00_0001;
 
-/// The DSCP RoCE traffic is commonly given (26, AF31).
-const ROCE_DSCP: u8 = 26;
+/// The DSCP a priority is written as, and read back from (DSCP / 8): 26
+/// (AF31, the usual RoCE marking) for priority 3.
+pub(crate) fn dscp_of(priority: u8) -> u8 {
+    priority * 8 + 2
+}
+
+/// The priority of a packet sent with IP TOS byte `tos`.
+pub(crate) fn priority_of(tos: u8) -> u8 {
+    (tos >> 2) / 8
+}
 
 /// Completions taken from a CQ per call.
 const WC_BATCH: usize = 64;
@@ -53,6 +61,11 @@ pub struct Host {
     pub wake: Option<Ps>,
     /// This host's QPs: QPN to flow.
     pub qp_flow: FxHashMap<u32, usize>,
+    /// Bit p set: a flow of this host's travels on priority p.
+    pub priorities: u8,
+    /// Packets taken from the engine for a priority that was paused then,
+    /// waiting for it to resume (the NIC's per-priority queues).
+    pub held: [VecDeque<crate::port::Packet>; PRIORITIES],
     wcs: Vec<WorkCompletion>,
 }
 
@@ -106,6 +119,8 @@ pub(crate) fn build(s: &Scenario, ports: Vec<Port>) -> Result<(Vec<Host>, Vec<Fl
                 cq,
                 wake: None,
                 qp_flow: FxHashMap::default(),
+                priorities: 0,
+                held: Default::default(),
                 wcs: vec![WorkCompletion::default(); WC_BATCH],
             })
         })
@@ -123,16 +138,12 @@ pub(crate) fn build(s: &Scenario, ports: Vec<Port>) -> Result<(Vec<Host>, Vec<Fl
         let b = open_qp(&mut hosts[dst], depth, max)?;
         let port = 0xc000
             | (mix(u64::from(a.0) << 32 | u64::from(b.0) ^ (i as u64) << 56) as u16 & 0x3fff);
+        let priority = cfg.priority.unwrap_or(s.priority);
         for (h, me, peer, peer_addr) in [(src, a, b, dst), (dst, b, a, src)] {
-            connect(
-                s,
-                &mut hosts[h].ep,
-                me.0,
-                peer.0,
-                host_addr(peer_addr),
-                port,
-            )?;
+            let to = (peer.0, host_addr(peer_addr), port);
+            connect(s, &mut hosts[h].ep, me.0, to, dscp_of(priority))?;
             hosts[h].qp_flow.insert(me.0, i);
+            hosts[h].priorities |= 1 << priority;
         }
         flows.push(Flow {
             cfg,
@@ -181,14 +192,14 @@ fn open_qp(
     Ok((qpn, mr))
 }
 
-/// Takes QP `qpn` from Reset to RTS, connected to `peer_qpn` at `peer`.
+/// Takes QP `qpn` from Reset to RTS, connected to (QPN, address, UDP
+/// source port) `to`, its packets marked with `dscp`.
 fn connect(
     s: &Scenario,
     ep: &mut Endpoint,
     qpn: u32,
-    peer_qpn: u32,
-    peer: IpAddr,
-    udp_src_port: u16,
+    (peer_qpn, peer, udp_src_port): (u32, IpAddr, u16),
+    dscp: u8,
 ) -> Result<(), VerbsError> {
     let ect = if s.ecn {
         Ecn::Ect0.bits()
@@ -198,7 +209,7 @@ fn connect(
     let path = Path {
         remote: peer,
         udp_src_port,
-        traffic_class: ROCE_DSCP << 2 | ect,
+        traffic_class: dscp << 2 | ect,
         hop_limit: 64,
         roce: RoceMode::V2,
     };

@@ -36,7 +36,10 @@ pub struct Scenario {
     /// Path MTU of every QP, in bytes (256 .. 4096).
     #[serde(default = "defaults::mtu")]
     pub mtu: usize,
-    /// The priority (PCP) the RoCE traffic travels on, ACKs included.
+    /// The priority the RoCE traffic travels on, ACKs included, unless a
+    /// flow sets its own. Hosts write it into the DSCP (8 x priority + 2:
+    /// 26 for priority 3, the usual RoCE marking) and the fabric reads it
+    /// back (DSCP / 8), as switches trusting DSCP map it.
     #[serde(default = "defaults::priority")]
     pub priority: u8,
     /// Whether hosts send ECN-capable packets (ECT(0)), which switches
@@ -273,6 +276,9 @@ pub struct FlowConfig {
     pub sizes: Option<Vec<SizeWeight>>,
     #[serde(default)]
     pub depth: Option<u32>,
+    /// The flow's priority (default: the scenario's), its ACKs' too.
+    #[serde(default)]
+    pub priority: Option<u8>,
 }
 
 /// A scenario that cannot run, and why.
@@ -338,6 +344,7 @@ impl Scenario {
                 bytes: w.bytes,
                 sizes: None,
                 depth: None,
+                priority: None,
             })
             .collect()
     }
@@ -425,6 +432,9 @@ impl Scenario {
                     "flow {i}: a message is at most {} bytes",
                     ferroce_core::MAX_MSG_SIZE
                 ));
+            }
+            if f.priority.is_some_and(|p| usize::from(p) >= PRIORITIES) {
+                return fail(format!("flow {i}: priority must be 0 .. 7"));
             }
             if !(1..=MAX_DEPTH).contains(&f.depth.unwrap_or(self.workload.depth)) {
                 return fail(format!("flow {i}: depth must be 1 .. {MAX_DEPTH}"));

@@ -11,7 +11,7 @@ use rand_core::SeedableRng;
 
 use crate::host::{self, Flow, Host};
 use crate::port::{PAUSE_FRAME_BYTES, Packet, Port, Ps};
-use crate::scenario::{Scenario, ScenarioError};
+use crate::scenario::{PRIORITIES, Scenario, ScenarioError};
 use crate::series::Series;
 use crate::switch::{Arrival, PauseKind, Switch, mix};
 use crate::topology::{NodeId, Wiring};
@@ -395,30 +395,54 @@ impl Sim {
         self.rearm(h);
     }
 
+    /// The NIC's next packet: one held for a priority that has resumed
+    /// (highest priority first), else the engine's next. A packet whose
+    /// priority is paused is held, and the NIC pulls again; while every
+    /// priority the host's flows use is paused, it pulls nothing, so the
+    /// engine's timers see the pause.
     fn host_pull(&mut self, h: usize) {
-        let prio = self.scenario.priority;
         let hosts = self.hosts.len();
         let host = &mut self.hosts[h];
-        if host.port.busy || host.port.paused(prio) {
+        if host.port.busy {
             return;
         }
-        let (t, dst) = loop {
-            let t = host.ep.poll_transmit(host::engine_time(self.now));
-            let Some(t) = t else { return };
-            match host::host_of(t.path.remote, hosts) {
-                Some(dst) => break (t, dst),
-                // Not a host of this fabric: gone, as a NIC's unroutable packet.
-                None => self.counts.misrouted += 1,
+        let port = &host.port;
+        if let Some(q) = host.held.iter_mut().rev().enumerate().find_map(|(i, q)| {
+            let prio = (PRIORITIES - 1 - i) as u8;
+            (!q.is_empty() && !port.paused(prio)).then_some(q)
+        }) && let Some(pkt) = q.pop_front()
+        {
+            self.transmit(NodeId::Host(h as u32), 0, pkt);
+            return;
+        }
+        let pkt = loop {
+            let all_paused = (0..PRIORITIES as u8)
+                .filter(|p| host.priorities & (1 << p) != 0)
+                .all(|p| host.port.paused(p));
+            if all_paused {
+                return;
             }
-        };
-        let pkt = Packet {
-            src: h as u32,
-            dst: dst as u32,
-            udp_src_port: t.path.udp_src_port,
-            ecn: t.ecn,
-            prio,
-            in_port: 0,
-            data: t.data,
+            let Some(t) = host.ep.poll_transmit(host::engine_time(self.now)) else {
+                return;
+            };
+            let Some(dst) = host::host_of(t.path.remote, hosts) else {
+                // Not a host of this fabric: gone, as a NIC's unroutable packet.
+                self.counts.misrouted += 1;
+                continue;
+            };
+            let pkt = Packet {
+                src: h as u32,
+                dst: dst as u32,
+                udp_src_port: t.path.udp_src_port,
+                ecn: t.ecn,
+                prio: host::priority_of(t.tos()),
+                in_port: 0,
+                data: t.data,
+            };
+            if !host.port.paused(pkt.prio) {
+                break pkt;
+            }
+            host.held[usize::from(pkt.prio)].push_back(pkt);
         };
         self.transmit(NodeId::Host(h as u32), 0, pkt);
     }

@@ -364,6 +364,23 @@ bytes = 1000000
     assert!(sized.msg_p99_us >= sized.msg_p50_us && sized.messages > 1);
 }
 
+/// PFC pauses per priority: the shipped victim scenario's victim flow
+/// (host 2 to host 6) suffers with the incast on its priority, and not
+/// on a priority of its own.
+#[test]
+fn pause_spares_other_priorities() {
+    let text = include_str!("../scenarios/pfc-victim.toml")
+        .replace("duration_us = 2000", "duration_us = 600");
+    let shared = run_toml(&text);
+    let own = run_toml(&text.replace("src = 2\ndst = 6", "src = 2\ndst = 6\npriority = 1"));
+    let (victim, spared) = (shared.flows[5].wire_gbps, own.flows[5].wire_gbps);
+    assert!(
+        spared > 3.0 * victim,
+        "victim {victim:.1} Gb/s, on its own priority {spared:.1}"
+    );
+    assert_eq!((shared.drops, own.drops), (0, 0));
+}
+
 #[test]
 fn shipped_scenarios_parse() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
