@@ -112,15 +112,18 @@ impl Default for SwitchConfig {
 }
 
 /// RED as RoCE switches configure it for DCQCN: no drops, only marks. An
-/// ECN-capable packet joining an egress queue of `q` bytes is marked CE
-/// with probability 0 below `kmin`, `pmax` x (q - kmin) / (kmax - kmin)
-/// between, and 1 above `kmax`.
+/// ECN-capable packet joining an egress queue of `q` bytes (or, with
+/// `at_dequeue`, leaving one with `q` bytes behind it, as the HPCC ns-3
+/// switch decides) is marked CE with probability 0 up to `kmin`,
+/// `pmax` x (q - kmin) / (kmax - kmin) between, and 1 from `kmax` on.
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Red {
     pub kmin_bytes: u64,
     pub kmax_bytes: u64,
     pub pmax: f64,
+    #[serde(default)]
+    pub at_dequeue: bool,
 }
 
 /// PFC thresholds on the bytes that came in on one port at one priority

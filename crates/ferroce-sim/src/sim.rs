@@ -320,7 +320,7 @@ impl Sim {
                 if sw.ports[usize::from(port)].busy {
                     return;
                 }
-                let Some((pkt, resume)) = sw.next(usize::from(port)) else {
+                let Some((pkt, resume)) = sw.next(usize::from(port), &mut self.red_rng) else {
                     return;
                 };
                 if let Some((in_port, prio)) = resume {

@@ -117,11 +117,9 @@ impl Switch {
         let egress = self.route(&p);
         let e = &mut self.egress[usize::from(egress)];
         if let Some(red) = self.config.red
-            && matches!(p.ecn, Ecn::Ect0 | Ecn::Ect1)
-            && red_marks(&red, e.bytes, rng)
+            && !red.at_dequeue
         {
-            p.ecn = Ecn::Ce;
-            self.marks += 1;
+            self.marks += u64::from(mark(&red, &mut p, e.bytes, rng));
         }
         let prio = usize::from(p.prio);
         p.in_port = in_port;
@@ -147,15 +145,24 @@ impl Switch {
     /// The next packet egress `port` may send now (highest priority not
     /// paused), and the (ingress port, priority) whose sender may resume
     /// because of it (its bytes fell to XON).
-    pub fn next(&mut self, port: usize) -> Option<(Packet, Option<(u16, u8)>)> {
+    pub fn next(
+        &mut self,
+        port: usize,
+        rng: &mut ChaCha8Rng,
+    ) -> Option<(Packet, Option<(u16, u8)>)> {
         let paused = |prio: usize| self.ports[port].paused(prio as u8);
         let e = &mut self.egress[port];
         let prio = (0..PRIORITIES)
             .rev()
             .find(|&q| !e.queues[q].is_empty() && !paused(q))?;
-        let p = e.queues[prio].pop_front()?;
+        let mut p = e.queues[prio].pop_front()?;
         let len = p.wire_len();
         e.bytes -= len;
+        if let Some(red) = self.config.red
+            && red.at_dequeue
+        {
+            self.marks += u64::from(mark(&red, &mut p, e.bytes, rng));
+        }
         self.used -= len;
         let held = &mut self.ingress[usize::from(p.in_port)][prio];
         *held -= len;
@@ -172,7 +179,16 @@ impl Switch {
     }
 }
 
-/// RED's decision for a packet joining a queue of `queued` bytes.
+/// Marks `p` CE if it is ECN-capable and RED says so; true if it did.
+fn mark(red: &Red, p: &mut Packet, queued: u64, rng: &mut ChaCha8Rng) -> bool {
+    let marked = matches!(p.ecn, Ecn::Ect0 | Ecn::Ect1) && red_marks(red, queued, rng);
+    if marked {
+        p.ecn = Ecn::Ce;
+    }
+    marked
+}
+
+/// RED's decision for a packet at a queue of `queued` bytes.
 pub(crate) fn red_marks(red: &Red, queued: u64, rng: &mut ChaCha8Rng) -> bool {
     if queued <= red.kmin_bytes {
         return false;

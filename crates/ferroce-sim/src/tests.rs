@@ -255,6 +255,7 @@ fn red_marks_with_the_configured_probability() {
         kmin_bytes: 10_000,
         kmax_bytes: 110_000,
         pmax: 0.4,
+        at_dequeue: false,
     };
     let mut rng = ChaCha8Rng::seed_from_u64(99);
     let n = 100_000;
@@ -270,6 +271,16 @@ fn red_marks_with_the_configured_probability() {
             "q {q}: marked {got:.4}, expected {p:.4}"
         );
     }
+}
+
+/// Marking as packets leave the queue: marks too, with the queue behind
+/// them.
+#[test]
+fn red_marks_at_dequeue() {
+    let r = run_toml(&INCAST_RED.replace("pmax = 0.2", "pmax = 0.2\nat_dequeue = true"));
+    let enqueue = run_toml(INCAST_RED);
+    assert!(r.ce_marks > 0);
+    assert_ne!(r.ce_marks, enqueue.ce_marks);
 }
 
 /// A sender that does not mark ECT is never marked.
