@@ -51,6 +51,8 @@ impl PauseCounts {
 #[derive(Debug, Default)]
 struct Egress {
     queues: [VecDeque<Packet>; PRIORITIES],
+    /// Bytes queued per priority (what RED looks at) and in all.
+    queued: [u64; PRIORITIES],
     bytes: u64,
 }
 
@@ -116,14 +118,15 @@ impl Switch {
         }
         let egress = self.route(&p);
         let e = &mut self.egress[usize::from(egress)];
+        let prio = usize::from(p.prio);
         if let Some(red) = self.config.red
             && !red.at_dequeue
         {
-            self.marks += u64::from(mark(&red, &mut p, e.bytes, rng));
+            self.marks += u64::from(mark(&red, &mut p, e.queued[prio], rng));
         }
-        let prio = usize::from(p.prio);
         p.in_port = in_port;
         e.bytes += len;
+        e.queued[prio] += len;
         e.queues[prio].push_back(p);
         self.used += len;
         let held = &mut self.ingress[usize::from(in_port)][prio];
@@ -158,10 +161,11 @@ impl Switch {
         let mut p = e.queues[prio].pop_front()?;
         let len = p.wire_len();
         e.bytes -= len;
+        e.queued[prio] -= len;
         if let Some(red) = self.config.red
             && red.at_dequeue
         {
-            self.marks += u64::from(mark(&red, &mut p, e.bytes, rng));
+            self.marks += u64::from(mark(&red, &mut p, e.queued[prio], rng));
         }
         self.used -= len;
         let held = &mut self.ingress[usize::from(p.in_port)][prio];
