@@ -24,7 +24,9 @@
 //! | `host` | endpoints, QPs, the workload, [`deliver`] |
 //! | `sim` | the event heap |
 //! | `series`, [`report`], [`plot`] | outputs |
+//! | [`cli`] | the command line (`ferroce-sim`, `ferroce sim`) |
 
+pub mod cli;
 mod host;
 pub mod plot;
 mod port;
