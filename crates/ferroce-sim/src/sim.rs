@@ -452,9 +452,11 @@ impl Sim {
         self.series
             .count_arrival(h, &pkt, &self.hosts[h], &mut self.flows);
         let from = host::host_addr(pkt.src as usize);
+        host::deliver(&mut self.hosts[h].ep, now, from, pkt.ecn, &pkt.data);
+        // The buffer goes back to the engine that built it, as a NIC
+        // driver hands back a sent packet's buffer.
+        self.hosts[pkt.src as usize].ep.recycle(pkt.data);
         let host = &mut self.hosts[h];
-        host::deliver(&mut host.ep, now, from, pkt.ecn, &pkt.data);
-        host.ep.recycle(pkt.data);
         host.completions(&mut self.flows, now, &mut self.work_rng);
         self.host_send(h);
     }
