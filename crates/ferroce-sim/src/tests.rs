@@ -392,6 +392,41 @@ fn pause_spares_other_priorities() {
     assert_eq!((shared.drops, own.drops), (0, 0));
 }
 
+/// The command line runs a scenario file into a directory, and refuses
+/// a missing file and a bad argument with their own exit codes.
+#[test]
+fn command_line_writes_outputs() {
+    use std::process::ExitCode;
+    let dir = std::env::temp_dir().join(format!("ferroce-sim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let file = dir.join("s.toml");
+    std::fs::write(
+        &file,
+        "duration_us = 50\n[topology]\nkind = \"incast\"\nsenders = 2\n",
+    )
+    .expect("written");
+    let out = dir.join("out");
+    let args = [file.display().to_string(), out.display().to_string()];
+    assert_eq!(crate::cli::main(&args), ExitCode::SUCCESS);
+    for f in [
+        "summary.txt",
+        "flows.csv",
+        "rates.csv",
+        "rates.svg",
+        "queues.png",
+        "pause.svg",
+    ] {
+        assert!(out.join(f).is_file(), "{f} written");
+    }
+    let missing = [dir.join("none.toml").display().to_string()];
+    assert_eq!(crate::cli::main(&missing), ExitCode::FAILURE);
+    assert_eq!(
+        crate::cli::main(&["--bench".into(), "zero".into()]),
+        ExitCode::from(2)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn shipped_scenarios_parse() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
