@@ -61,6 +61,11 @@ impl Series {
         }
     }
 
+    /// Values one sample adds.
+    pub fn width(&self) -> usize {
+        3 * self.flow_gbps.len() + self.queue_bytes.len() + self.pause_us.len()
+    }
+
     /// Books a packet reaching host `h`: its flow's rate, CE and CNPs.
     pub fn count_arrival(&mut self, h: usize, p: &Packet, host: &Host, flows: &mut [Flow]) {
         let Ok(t) = TransportPacket::new_checked(&p.data[..]) else {

@@ -21,6 +21,9 @@ use crate::topology::{NodeId, Wiring};
 const RED_STREAM: u64 = 1 << 62;
 const WORKLOAD_STREAM: u64 = 1 << 63;
 
+/// Values the time series may hold (8 bytes each): 2.4 GB.
+const MAX_SERIES_VALUES: f64 = 3e8;
+
 enum Event {
     /// A packet's last bit reached `port` of `to`.
     Arrive {
@@ -155,6 +158,12 @@ impl Sim {
             })
             .collect();
         let series = Series::new(&scenario, &w, flows.len());
+        let values = scenario.duration_us / scenario.sample_us * series.width() as f64;
+        if values > MAX_SERIES_VALUES {
+            return Err(ScenarioError(format!(
+                "the time series would hold {values:.0} values (samples x series), above {MAX_SERIES_VALUES:.0}: raise sample_us"
+            )));
+        }
         let mut sim = Self {
             now: 0,
             end: us(scenario.duration_us),
