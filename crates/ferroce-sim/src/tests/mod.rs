@@ -321,6 +321,11 @@ fn shipped_scenarios_parse() {
 
 #[test]
 fn bad_scenarios_name_the_field() {
+    let huge = scenario(
+        "duration_us = 1000000\nsample_us = 1\n[topology]\nkind = \"incast\"\nsenders = 64\n",
+    );
+    let e = run(huge).expect_err("too many samples to keep");
+    assert!(e.0.contains("sample_us"), "{e}");
     let e = Scenario::from_toml("duration_us = 10\n[topology]\nkind = \"incast\"\nsenders = 2\n[switch.red]\nkmin_bytes = 10\nkmax_bytes = 5\npmax = 0.1\n")
         .expect_err("kmin above kmax");
     assert!(e.0.contains("kmin_bytes"), "{e}");
