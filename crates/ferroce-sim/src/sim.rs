@@ -141,6 +141,14 @@ impl Sim {
     pub fn new(scenario: Scenario) -> Result<Self, ScenarioError> {
         scenario.check()?;
         let w = Wiring::build(&scenario);
+        // Checked before the hosts' memory is taken.
+        let series = Series::new(&scenario, &w, scenario.flows().len());
+        let values = scenario.duration_us / scenario.sample_us * series.width() as f64;
+        if values > MAX_SERIES_VALUES {
+            return Err(ScenarioError(format!(
+                "the time series would hold {values:.0} values (samples x series), above {MAX_SERIES_VALUES:.0}: raise sample_us"
+            )));
+        }
         let host_ports = (0..w.hosts)
             .map(|h| port_of(&w, NodeId::Host(h as u32), 0))
             .collect();
@@ -157,13 +165,6 @@ impl Sim {
                 Switch::new(ports, w.routes[s].clone(), salt, scenario.switch)
             })
             .collect();
-        let series = Series::new(&scenario, &w, flows.len());
-        let values = scenario.duration_us / scenario.sample_us * series.width() as f64;
-        if values > MAX_SERIES_VALUES {
-            return Err(ScenarioError(format!(
-                "the time series would hold {values:.0} values (samples x series), above {MAX_SERIES_VALUES:.0}: raise sample_us"
-            )));
-        }
         let mut sim = Self {
             now: 0,
             end: us(scenario.duration_us),
