@@ -14,6 +14,8 @@ pub const PRIORITIES: usize = 8;
 const MAX_SAMPLES: u64 = 10_000_000;
 const MAX_HOSTS: usize = 16_384;
 const MAX_DELAY_NS: u64 = 1_000_000_000;
+/// Memory the flows' registered regions may take (4 GiB).
+const MAX_REGION_BYTES: u64 = 4 << 30;
 /// Messages a flow keeps posted (its send queue's depth).
 const MAX_DEPTH: u32 = 4096;
 
@@ -442,6 +444,20 @@ impl Scenario {
             if !(1..=MAX_DEPTH).contains(&f.depth.unwrap_or(self.workload.depth)) {
                 return fail(format!("flow {i}: depth must be 1 .. {MAX_DEPTH}"));
             }
+        }
+        // Each flow registers its largest message at both ends.
+        let regions: u64 = self
+            .flows()
+            .iter()
+            .map(|f| {
+                let sizes = f.sizes.as_ref().unwrap_or(&self.workload.sizes);
+                2 * u64::from(sizes.iter().map(|s| s.bytes).max().unwrap_or(0))
+            })
+            .sum();
+        if regions > MAX_REGION_BYTES {
+            return fail(format!(
+                "the flows' regions (2 x the largest message per flow) need {regions} bytes, above {MAX_REGION_BYTES}: use fewer flows or smaller messages"
+            ));
         }
         Ok(())
     }
