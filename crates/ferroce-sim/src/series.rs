@@ -8,7 +8,6 @@ use ferroce_wire::{Opcode, TransportPacket};
 
 use crate::host::{Flow, Host};
 use crate::port::{Packet, Ps};
-use crate::scenario::Scenario;
 use crate::switch::Switch;
 use crate::topology::{NodeId, Wiring};
 
@@ -37,7 +36,7 @@ fn node_label(n: NodeId) -> String {
 }
 
 impl Series {
-    pub fn new(_s: &Scenario, w: &Wiring, flows: usize) -> Self {
+    pub fn new(w: &Wiring, flows: usize) -> Self {
         let mut queue_labels = Vec::new();
         let mut pause_labels: Vec<String> = (0..w.hosts).map(|h| format!("h{h}")).collect();
         for sw in 0..w.switches {

@@ -142,7 +142,7 @@ impl Sim {
         scenario.check()?;
         let w = Wiring::build(&scenario);
         // Checked before the hosts' memory is taken.
-        let series = Series::new(&scenario, &w, scenario.flows().len());
+        let series = Series::new(&w, scenario.flows().len());
         let values = scenario.duration_us / scenario.sample_us * series.width() as f64;
         if values > MAX_SERIES_VALUES {
             return Err(ScenarioError(format!(
