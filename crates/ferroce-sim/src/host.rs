@@ -333,7 +333,7 @@ impl Host {
 }
 
 /// Every packet reaches an engine here, with the ECN codepoint the fabric
-/// left on it.
+/// left on it, at simulated time `now` (picoseconds).
 ///
 /// The engine does not take the codepoint yet: another branch adds
 /// `Endpoint::handle_datagram_ecn` (CNPs, DCQCN). Until it is merged, CE
