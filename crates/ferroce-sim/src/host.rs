@@ -11,7 +11,7 @@ use ferroce_core::verbs::{
     Access, Mtu, Path, QpAttr, QpState, QpType, RemoteSlice, RoceMode, SendOp, SendWr, Sge,
     VerbsError, WorkCompletion,
 };
-use ferroce_core::{Ecn, Endpoint, EndpointConfig, Instant, QpInit};
+use ferroce_core::{CongestionConfig, Ecn, Endpoint, EndpointConfig, Instant, QpInit};
 use ferroce_wire::Psn;
 use rand_chacha::ChaCha8Rng;
 use rustc_hash::FxHashMap;
@@ -111,6 +111,11 @@ pub(crate) fn build(s: &Scenario, ports: Vec<Port>) -> Result<(Vec<Host>, Vec<Fl
         .map(|(h, port)| {
             let mut ep = Endpoint::new(EndpointConfig {
                 seed: mix(s.seed ^ (h as u64) << 20),
+            });
+            // The engine marks ECT(0) itself unless told not to.
+            ep.set_congestion_control(CongestionConfig {
+                ecn: s.ecn,
+                ..ep.congestion_control()
             });
             let cq = ep.create_cq(depth_total.saturating_add(64).max(1024))?;
             Ok(Host {
@@ -333,12 +338,8 @@ impl Host {
 }
 
 /// Every packet reaches an engine here, with the ECN codepoint the fabric
-/// left on it, at simulated time `now` (picoseconds).
-///
-/// The engine does not take the codepoint yet: another branch adds
-/// `Endpoint::handle_datagram_ecn` (CNPs, DCQCN). Until it is merged, CE
-/// is counted by the simulator but the engine does not react to it.
+/// left on it, at simulated time `now` (picoseconds): a CE mark makes the
+/// engine send a CNP, as on the wire.
 pub fn deliver(ep: &mut Endpoint, now: Ps, from: IpAddr, ecn: Ecn, data: &[u8]) {
-    let _ = ecn;
-    ep.handle_datagram(engine_time(now), from, data);
+    ep.handle_datagram_ecn(engine_time(now), from, ecn, data);
 }
