@@ -16,7 +16,16 @@
 //!   ignores this host's own outgoing frames), and a send socket with a
 //!   TPACKET_V2 ring, optionally bypassing the qdisc layer
 //!   (`PACKET_QDISC_BYPASS`: less work per frame, but no traffic shaping
-//!   and tcpdump on the sending host does not see the frames).
+//!   and tcpdump on the sending host does not see the frames; only
+//!   without segmentation offload, see [`RawConfig::qdisc_bypass`]).
+//! * Segmentation offload ([`vnet`], RoCE v2 only; on unless
+//!   [`RawConfig::gso`] is off or the kernel refuses): both sockets carry
+//!   a virtio-net header with each frame.
+//!   [`queue_train`](RawBackend::queue_train) sends a train of one flow's
+//!   packets as one super-frame that the kernel or the NIC cuts into
+//!   frames (one slot, one pass through the stack, for up to 64 packets);
+//!   a super-frame that arrives whole (a veth passes them through) is cut
+//!   by [`recv`](RawBackend::recv) and each piece checked like any frame.
 //! * Sending: [`queue`](RawBackend::queue) writes frames straight into free
 //!   ring slots ([`frame::FrameBuilder`] builds them); [`flush`](RawBackend::flush)
 //!   is the one system call that sends everything queued. A full ring is
@@ -47,6 +56,7 @@
 mod block;
 mod filter;
 pub mod frame;
+pub mod vnet;
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
@@ -59,6 +69,13 @@ use socket2::{Domain, Protocol, Socket, Type};
 use crate::sys::packet::{self, RxFrameRing, RxRing, Slot, TxRing};
 use block::{walk_block, walk_slot};
 use frame::{RxDrop, RxFrame, RxPacket};
+use vnet::{VNET_HDR_LEN, VnetHdr};
+
+/// The largest super-frame sent (see [`vnet`]): the most an IPv4 header's
+/// total length allows, less room for the receiving ring's slot header
+/// and an 802.1Q tag, so that it fits the 64 KiB receive slot of
+/// [`RawConfig::new`] (a larger one is cut by the ring and counted).
+pub const MAX_SUPER_FRAME: usize = (64 << 10) - 128;
 
 /// Backend settings.
 #[derive(Debug, Clone)]
@@ -84,16 +101,29 @@ pub struct RawConfig {
     /// 32-byte header (a power of two of at least the page size).
     pub tx_frames: u32,
     pub tx_frame_size: u32,
-    /// Send without the qdisc layer (`PACKET_QDISC_BYPASS`).
+    /// Send without the qdisc layer (`PACKET_QDISC_BYPASS`). Only without
+    /// segmentation offload: the bypass (Linux's `dev_direct_xmit`) drops
+    /// a super-frame the device cannot take whole where the qdisc path
+    /// segments it in software, so with virtio-net headers on the send
+    /// socket the qdisc layer stays (one pass per super-frame).
     pub qdisc_bypass: bool,
     /// Addresses whose UDP port 4791 to hold (see the module docs).
     pub hold_port: Vec<IpAddr>,
+    /// Segmentation offload ([`vnet`]): a virtio-net header before every
+    /// frame on both rings (`PACKET_VNET_HDR`), so that trains go out as
+    /// super-frames ([`RawBackend::queue_train`]) and super-frames that
+    /// arrive whole (over a veth) are cut up. If the kernel refuses the
+    /// header, the backend runs without (logged at debug level;
+    /// [`RawBackend::gso`] says which). Slots must then hold a super-frame
+    /// (64 KiB) to be of use.
+    pub gso: bool,
 }
 
 impl RawConfig {
     /// 32 MiB of receive ring in 1 MiB blocks handed over after 1 ms (or,
-    /// frame by frame, 2,048 slots of 16 KiB), 512
-    /// send slots of 16 KiB (a 9000-byte jumbo frame fits), qdisc bypass.
+    /// frame by frame, 512 slots of 64 KiB), 256 send slots of 64 KiB (a
+    /// super-frame of [`MAX_SUPER_FRAME`] fits), qdisc bypass, segmentation
+    /// offload.
     pub fn new(interface: &str) -> Self {
         Self {
             interface: interface.into(),
@@ -101,12 +131,13 @@ impl RawConfig {
             rx_blocks: 32,
             rx_block_timeout_ms: 1,
             rx_frame_by_frame: false,
-            rx_frames: 2048,
-            rx_frame_size: 16 << 10,
-            tx_frames: 512,
-            tx_frame_size: 16 << 10,
+            rx_frames: 512,
+            rx_frame_size: 64 << 10,
+            tx_frames: 256,
+            tx_frame_size: 64 << 10,
             qdisc_bypass: true,
             hold_port: Vec::new(),
+            gso: true,
         }
     }
 }
@@ -139,6 +170,18 @@ pub struct RawStats {
     pub tx_ring_full: u64,
     /// Frames the kernel refused to send (bad length).
     pub tx_refused: u64,
+    /// Super-frames queued, and the packets they carried.
+    pub tx_gso_frames: u64,
+    pub tx_gso_segments: u64,
+    /// Super-frames the kernel refused (segmentation is then turned off).
+    pub tx_gso_refused: u64,
+    /// Super-frames received whole (over a veth) and cut up, and the
+    /// frames cut from them (each then checked and counted like any other).
+    pub rx_gso_frames: u64,
+    pub rx_gso_segments: u64,
+    /// Dropped: a super-frame whose virtio-net header lies (see
+    /// [`vnet::split`]).
+    pub rx_bad_gso: u64,
 }
 
 /// Where [`RawBackend::recv`] hands what it receives.
@@ -175,6 +218,15 @@ pub struct RawBackend {
     next_block: usize,
     next_slot: usize,
     stats: RawStats,
+    /// Whether each socket carries virtio-net headers, and whether trains
+    /// are sent as super-frames (off after the kernel refused one).
+    vnet_rx: bool,
+    vnet_tx: bool,
+    gso: bool,
+    /// Which send slots hold a super-frame (to tell a refused one).
+    slot_gso: Vec<bool>,
+    /// Where super-frames are cut into frames.
+    scratch: Vec<u8>,
 }
 
 /// An error of `open`, naming the interface, the step and the fix.
@@ -202,15 +254,26 @@ impl RawBackend {
         let rx_fd = packet::packet_socket().map_err(err("packet socket"))?;
         let (ifindex, mac, mtu) =
             packet::interface_info(rx_fd.as_raw_fd(), name).map_err(err("no such interface"))?;
+        let vnet_rx = cfg.gso && vnet_header(&rx_fd, name);
         let rx = open_rx(&rx_fd, ifindex, cfg).map_err(|(what, e)| opening(name, what, e))?;
         let tx_fd = packet::packet_socket().map_err(err("packet socket"))?;
-        let tx = open_tx(&tx_fd, ifindex, cfg).map_err(|(what, e)| opening(name, what, e))?;
+        let vnet_tx = cfg.gso && vnet_header(&tx_fd, name);
+        let tx =
+            open_tx(&tx_fd, ifindex, cfg, vnet_tx).map_err(|(what, e)| opening(name, what, e))?;
+        let slot_gso = vec![false; tx.frames()];
         let holds = cfg
             .hold_port
             .iter()
             .map(|&a| hold_port(a, ifindex).map_err(err("hold UDP port 4791")))
             .collect::<io::Result<_>>()?;
-        tracing::debug!(interface = name, ifindex, mtu, "raw backend open");
+        tracing::debug!(
+            interface = name,
+            ifindex,
+            mtu,
+            vnet_rx,
+            vnet_tx,
+            "raw backend open"
+        );
         Ok(Self {
             rx,
             tx,
@@ -224,6 +287,11 @@ impl RawBackend {
             next_block: 0,
             next_slot: 0,
             stats: RawStats::default(),
+            vnet_rx,
+            vnet_tx,
+            gso: vnet_tx,
+            slot_gso,
+            scratch: Vec::new(),
         })
     }
 
@@ -243,7 +311,19 @@ impl RawBackend {
     }
     /// The largest frame a send slot holds.
     pub fn max_frame(&self) -> usize {
-        self.tx.capacity()
+        self.tx.capacity() - self.tx_prefix()
+    }
+    /// Whether [`queue_train`](Self::queue_train) sends super-frames (the
+    /// kernel took virtio-net headers and has not refused a super-frame).
+    pub fn gso(&self) -> bool {
+        self.gso
+    }
+    /// The largest super-frame to build for [`queue_train`](Self::queue_train).
+    pub fn max_train_frame(&self) -> usize {
+        self.max_frame().min(MAX_SUPER_FRAME)
+    }
+    fn tx_prefix(&self) -> usize {
+        if self.vnet_tx { VNET_HDR_LEN } else { 0 }
     }
     /// Readable when a receive block is ready (for `poll` and
     /// [`crate::Sleeper::sleep`]).
@@ -264,10 +344,52 @@ impl RawBackend {
     /// (`write` returned 0 or more than [`max_frame`](Self::max_frame)).
     /// Nothing leaves before [`flush`](Self::flush).
     pub fn queue(&mut self, write: impl FnOnce(&mut [u8]) -> usize) -> bool {
-        match self.tx.fill(self.next_slot, write) {
+        self.queue_slot(|slot| (write(slot), VnetHdr::default()))
+    }
+
+    /// Lets `write` put one super-frame of `segments` packets into the next
+    /// free send slot (returning its length and header, as
+    /// [`frame::FrameBuilder::build_train`] does, or `None`); the kernel
+    /// cuts it into `segments` frames. `false` as for [`queue`](Self::queue),
+    /// and whenever [`gso`](Self::gso) is off.
+    pub fn queue_train(
+        &mut self,
+        segments: usize,
+        write: impl FnOnce(&mut [u8]) -> Option<(usize, VnetHdr)>,
+    ) -> bool {
+        if !self.gso {
+            return false;
+        }
+        let queued = self.queue_slot(|slot| write(slot).unwrap_or_default());
+        if queued {
+            self.stats.tx_gso_frames += 1;
+            self.stats.tx_gso_segments += segments as u64;
+        }
+        queued
+    }
+
+    fn queue_slot(&mut self, write: impl FnOnce(&mut [u8]) -> (usize, VnetHdr)) -> bool {
+        let prefix = self.tx_prefix();
+        let mut gso = false;
+        let slot = self.tx.fill(self.next_slot, |slot| {
+            let Some((head, frame)) = slot.split_at_mut_checked(prefix) else {
+                return 0;
+            };
+            let (len, hdr) = write(frame);
+            if let Ok(head) = <&mut [u8; VNET_HDR_LEN]>::try_from(head) {
+                hdr.emit(head);
+            }
+            gso = hdr.is_gso();
+            if len == 0 { 0 } else { len + prefix }
+        });
+        match slot {
             Slot::Queued { refused } => {
                 self.stats.tx_frames += 1;
                 self.stats.tx_refused += u64::from(refused);
+                let was_gso = std::mem::replace(&mut self.slot_gso[self.next_slot], gso);
+                if refused && was_gso {
+                    self.gso_refused();
+                }
                 self.next_slot = (self.next_slot + 1) % self.tx.frames();
                 true
             }
@@ -290,6 +412,18 @@ impl RawBackend {
         })
     }
 
+    /// The kernel refused a super-frame: trains go frame by frame from now
+    /// on (the refused one is lost; RC retransmits it).
+    fn gso_refused(&mut self) {
+        self.stats.tx_gso_refused += 1;
+        if std::mem::replace(&mut self.gso, false) {
+            tracing::debug!(
+                interface = %self.interface,
+                "the kernel refused a RoCE v2 super-frame: sending frame by frame"
+            );
+        }
+    }
+
     /// Sends everything queued: one system call.
     pub fn flush(&mut self) -> io::Result<()> {
         self.tx.kick()
@@ -297,8 +431,22 @@ impl RawBackend {
 
     /// Hands every frame of every filled block to `f` (frame bytes, the
     /// 802.1Q TCI the kernel took off, whether the ring cut it short), and
-    /// returns the blocks to the kernel; returns the number of frames.
+    /// returns the blocks to the kernel; returns the number of frames. A
+    /// super-frame (see [`vnet`]) comes whole.
     pub fn recv_frames(&mut self, mut f: impl FnMut(&[u8], Option<u16>, bool)) -> usize {
+        self.walk(|data, tci, cut, _| f(data, tci, cut))
+    }
+
+    /// [`recv_frames`](Self::recv_frames), with each frame's virtio-net
+    /// header (all zero without one).
+    fn walk(&mut self, mut f: impl FnMut(&[u8], Option<u16>, bool, VnetHdr)) -> usize {
+        let prefix = if self.vnet_rx { VNET_HDR_LEN } else { 0 };
+        let mut each = |data: &[u8], tci: Option<u16>, cut: bool| {
+            let (head, frame) = data.split_at(prefix.min(data.len()));
+            let hdr = <&[u8; VNET_HDR_LEN]>::try_from(head)
+                .map_or_else(|_| VnetHdr::default(), VnetHdr::parse);
+            f(frame, tci, cut, hdr);
+        };
         let mut n = 0;
         let slots = match &self.rx {
             Rx::Blocks(r) => r.blocks(),
@@ -307,8 +455,8 @@ impl RawBackend {
         for _ in 0..slots {
             let at = self.next_block;
             let walked = match &mut self.rx {
-                Rx::Blocks(r) => r.with_block(at, |b| walk_block(b, &mut f)),
-                Rx::Frames(r) => r.with_frame(at, |s| walk_slot(s, &mut f)),
+                Rx::Blocks(r) => r.with_block(at, |b| walk_block(b, prefix, &mut each)),
+                Rx::Frames(r) => r.with_frame(at, |s| walk_slot(s, prefix, &mut each)),
             };
             let Some(count) = walked else { break };
             n += count;
@@ -319,35 +467,34 @@ impl RawBackend {
     }
 
     /// Receives what the ring holds: each frame parsed and checked, RoCE
-    /// and MAC control handed to `rx`, the rest counted and dropped.
-    /// Returns the number of frames taken from the ring.
+    /// and MAC control handed to `rx`, the rest counted and dropped; a
+    /// super-frame is cut into its frames first ([`vnet::split`]), each
+    /// checked on its own. Returns the number of frames taken from the ring.
     pub fn recv(&mut self, rx: &mut impl RawReceiver) -> usize {
         let mut stats = self.stats;
-        let n = self.recv_frames(|data, tci, cut| {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let n = self.walk(|data, tci, cut, hdr| {
             if cut {
                 stats.rx_truncated += 1;
-                return;
-            }
-            match frame::parse_rx_with(data, tci, |mac, qp| rx.accepts(mac, qp)) {
-                Ok(RxFrame::Roce(p)) => {
-                    stats.rx_roce += 1;
-                    rx.deliver(&p);
-                }
-                Ok(RxFrame::MacControl { src, repr }) => {
-                    stats.rx_mac_control += 1;
-                    rx.mac_control(src, repr);
-                }
-                Err(drop) => {
-                    tracing::trace!(?drop, "raw frame dropped");
-                    match drop {
-                        RxDrop::NotRoce => stats.rx_not_roce += 1,
-                        RxDrop::Malformed(_) => stats.rx_malformed += 1,
-                        RxDrop::BadIcrc => stats.rx_bad_icrc += 1,
-                        RxDrop::Unwanted => stats.rx_unwanted += 1,
+            } else if !hdr.is_gso() {
+                take_frame(&mut stats, rx, data, tci);
+            } else {
+                let cut_up = vnet::split(&hdr, data, &mut scratch, |segment| {
+                    take_frame(&mut stats, rx, segment, tci)
+                });
+                match cut_up {
+                    Ok(segments) => {
+                        stats.rx_gso_frames += 1;
+                        stats.rx_gso_segments += segments as u64;
+                    }
+                    Err(e) => {
+                        tracing::trace!(?e, "super-frame dropped");
+                        stats.rx_bad_gso += 1;
                     }
                 }
             }
         });
+        self.scratch = scratch;
         stats.rx_frames = self.stats.rx_frames;
         self.stats = stats;
         n
@@ -361,6 +508,41 @@ impl RawBackend {
     /// The send socket (for diagnostics; frames go through the ring).
     pub fn tx_fd(&self) -> RawFd {
         self.tx_fd.as_raw_fd()
+    }
+}
+
+/// Parses and checks one frame, hands it to `rx` or counts its drop.
+fn take_frame(stats: &mut RawStats, rx: &mut impl RawReceiver, data: &[u8], tci: Option<u16>) {
+    match frame::parse_rx_with(data, tci, |mac, qp| rx.accepts(mac, qp)) {
+        Ok(RxFrame::Roce(p)) => {
+            stats.rx_roce += 1;
+            rx.deliver(&p);
+        }
+        Ok(RxFrame::MacControl { src, repr }) => {
+            stats.rx_mac_control += 1;
+            rx.mac_control(src, repr);
+        }
+        Err(drop) => {
+            tracing::trace!(?drop, "raw frame dropped");
+            match drop {
+                RxDrop::NotRoce => stats.rx_not_roce += 1,
+                RxDrop::Malformed(_) => stats.rx_malformed += 1,
+                RxDrop::BadIcrc => stats.rx_bad_icrc += 1,
+                RxDrop::Unwanted => stats.rx_unwanted += 1,
+            }
+        }
+    }
+}
+
+/// Asks for virtio-net headers on a packet socket (before its ring is set
+/// up); false, logged at debug level, if the kernel refuses.
+fn vnet_header(fd: &OwnedFd, interface: &str) -> bool {
+    match packet::set_packet_option(fd.as_raw_fd(), libc::PACKET_VNET_HDR, 1) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(interface, error = %e, "PACKET_VNET_HDR refused: no segmentation offload");
+            false
+        }
     }
 }
 
@@ -394,12 +576,12 @@ fn open_rx(fd: &OwnedFd, ifindex: u32, cfg: &RawConfig) -> Step<Rx> {
 
 /// Options and ring of the send socket, then its binding (for no
 /// protocol: it receives nothing).
-fn open_tx(fd: &OwnedFd, ifindex: u32, cfg: &RawConfig) -> Step<TxRing> {
+fn open_tx(fd: &OwnedFd, ifindex: u32, cfg: &RawConfig, vnet: bool) -> Step<TxRing> {
     let fd = fd.as_raw_fd();
     let step = |what| move |e| (what, e);
     // A frame the kernel refuses is skipped (marked), not a stalled ring.
     packet::set_packet_option(fd, libc::PACKET_LOSS, 1).map_err(step("PACKET_LOSS"))?;
-    if cfg.qdisc_bypass {
+    if cfg.qdisc_bypass && !vnet {
         packet::set_packet_option(fd, libc::PACKET_QDISC_BYPASS, 1)
             .map_err(step("PACKET_QDISC_BYPASS"))?;
     }

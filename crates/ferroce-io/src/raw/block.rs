@@ -26,10 +26,15 @@ fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
 }
 
-/// Walks one filled block: calls `f` for each frame; returns how many.
+/// Walks one filled block: calls `f` for each frame, with the `prefix`
+/// bytes before it (a virtio-net header, or none); returns how many.
 /// The offsets come from the kernel but are checked like input: a frame
 /// outside the block ends the walk.
-pub(super) fn walk_block(block: &[u8], f: &mut impl FnMut(&[u8], Option<u16>, bool)) -> usize {
+pub(super) fn walk_block(
+    block: &[u8],
+    prefix: usize,
+    f: &mut impl FnMut(&[u8], Option<u16>, bool),
+) -> usize {
     let count = u32_at(block, v3::NUM_PKTS).unwrap_or(0);
     let mut at = u32_at(block, v3::FIRST_PKT).unwrap_or(0) as usize;
     let mut n = 0;
@@ -48,7 +53,10 @@ pub(super) fn walk_block(block: &[u8], f: &mut impl FnMut(&[u8], Option<u16>, bo
             break;
         };
         let start = at + usize::from(mac);
-        let Some(data) = block.get(start..start + snap as usize) else {
+        let Some(data) = start
+            .checked_sub(prefix)
+            .and_then(|from| block.get(from..start + snap as usize))
+        else {
             break;
         };
         let vlan = (status & libc::TP_STATUS_VLAN_VALID != 0).then_some(tci as u16);
@@ -72,9 +80,14 @@ pub(super) mod v2 {
     pub(super) const VLAN_TCI: usize = 24;
 }
 
-/// Hands the frame of one filled TPACKET_V2 slot to `f` (checked like the
-/// block walk: a frame outside the slot is skipped); returns 1 or 0.
-pub(super) fn walk_slot(slot: &[u8], f: &mut impl FnMut(&[u8], Option<u16>, bool)) -> usize {
+/// Hands the frame of one filled TPACKET_V2 slot to `f`, with the `prefix`
+/// bytes before it (checked like the block walk: a frame outside the slot
+/// is skipped); returns 1 or 0.
+pub(super) fn walk_slot(
+    slot: &[u8],
+    prefix: usize,
+    f: &mut impl FnMut(&[u8], Option<u16>, bool),
+) -> usize {
     let (Some(status), Some(len), Some(snap), Some(mac), Some(tci)) = (
         u32_at(slot, v2::STATUS),
         u32_at(slot, v2::LEN),
@@ -85,7 +98,10 @@ pub(super) fn walk_slot(slot: &[u8], f: &mut impl FnMut(&[u8], Option<u16>, bool
         return 0;
     };
     let start = usize::from(mac);
-    let Some(data) = slot.get(start..start + snap as usize) else {
+    let Some(data) = start
+        .checked_sub(prefix)
+        .and_then(|from| slot.get(from..start + snap as usize))
+    else {
         return 0;
     };
     let vlan = (status & libc::TP_STATUS_VLAN_VALID != 0).then_some(tci);

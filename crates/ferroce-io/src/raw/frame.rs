@@ -20,6 +20,8 @@ use ferroce_wire::transport::{BTH_LEN, ICRC_LEN};
 use ferroce_wire::udp::{self, UdpRepr};
 use ferroce_wire::{Error, LinkType, Network, RoceVersion};
 
+use super::vnet::{self, VnetHdr};
+
 /// The smallest Ethernet frame without its FCS; shorter frames are padded
 /// (a NIC would pad them; a veth does not).
 pub const MIN_FRAME_LEN: usize = 60;
@@ -140,7 +142,8 @@ impl FrameBuilder {
             ethertype,
         };
         let l3_start = eth.emit(out)?;
-        self.emit_l3(&spec.l3, transport.len(), &mut out[l3_start..])?;
+        let ident = self.take_idents(&spec.l3, 1);
+        emit_l3(&spec.l3, transport.len(), ident, &mut out[l3_start..])?;
         out[hlen..end].copy_from_slice(transport);
         let value = icrc::compute(scope, &out[l3_start..end])?;
         out[end - ICRC_LEN..end].copy_from_slice(&value.to_le_bytes());
@@ -148,96 +151,211 @@ impl FrameBuilder {
         Ok(len)
     }
 
-    fn emit_l3(&mut self, l3: &L3, tlen: usize, out: &mut [u8]) -> Result<(), Error> {
-        let udp_len = |field| {
-            u16::try_from(udp::HEADER_LEN + tlen).map_err(|_| Error::FieldOverflow {
-                field,
-                value: (udp::HEADER_LEN + tlen) as u64,
-            })
+    /// Writes one super-frame for a train of RoCE v2 packets of one flow
+    /// (`transports`, BTH through ICRC, all as long as the first but the
+    /// last, which may be shorter) into `out`, for the kernel to cut into
+    /// one frame each (see [`super::vnet`]); returns its length and the
+    /// virtio-net header that asks for the cut. Each packet's ICRC is
+    /// computed over the IP and UDP headers its segment will carry
+    /// (lengths of its own, IPv4 Identification the train's first plus
+    /// its index), and the UDP checksum holds the pseudo-header sum the
+    /// checksum offload completes. RoCE v1 cannot be cut (no UDP header):
+    /// refused, as are trains of mixed sizes or of more than
+    /// [`vnet::MAX_SEGMENTS`].
+    pub fn build_train<'t>(
+        &mut self,
+        spec: &FrameSpec,
+        transports: impl Iterator<Item = &'t [u8]> + Clone,
+        out: &mut [u8],
+    ) -> Result<(usize, VnetHdr), Error> {
+        let (ethertype, count) = match spec.l3 {
+            L3::V2Ipv4 { .. } => (
+                ferroce_wire::ethernet::ETHERTYPE_IPV4,
+                transports.clone().count(),
+            ),
+            L3::V2Ipv6 { .. } => (
+                ferroce_wire::ethernet::ETHERTYPE_IPV6,
+                transports.clone().count(),
+            ),
+            // No UDP header: nothing the kernel could cut by.
+            L3::V1 { .. } => {
+                return Err(Error::BadVersion {
+                    field: "train.roce_version",
+                    value: 1,
+                });
+            }
         };
-        let udp = |src_port, length| UdpRepr {
+        let seg = transports.clone().next().map_or(0, <[u8]>::len);
+        let total: usize = transports.clone().map(<[u8]>::len).sum();
+        let uneven = transports.clone().enumerate().find(|(i, t)| {
+            t.len() < BTH_LEN + ICRC_LEN || t.len() > seg || (t.len() < seg && i + 1 < count)
+        });
+        if let Some((_, t)) = uneven {
+            return Err(Error::BadLength {
+                field: "train.segment",
+                claimed: t.len(),
+                actual: seg,
+            });
+        }
+        if !(2..=vnet::MAX_SEGMENTS).contains(&count) {
+            return Err(Error::FieldOverflow {
+                field: "train.segments",
+                value: count as u64,
+            });
+        }
+        let hlen = Self::header_len(spec);
+        let len = hlen + total;
+        if out.len() < len {
+            return Err(Error::BufferTooSmall {
+                needed: len,
+                available: out.len(),
+            });
+        }
+        let eth = EthernetRepr {
+            dst: spec.dst_mac,
+            src: spec.src_mac,
+            vlan: spec.vlan,
+            ethertype,
+        };
+        let l3_start = eth.emit(out)?;
+        let udp_start = hlen - udp::HEADER_LEN;
+        let ident = self.take_idents(&spec.l3, count);
+        emit_l3(&spec.l3, total, ident, &mut out[l3_start..])?;
+        let rest = &mut out[udp_start..];
+        let udp_len = (udp::HEADER_LEN + total) as u32;
+        let sum = match spec.l3 {
+            L3::V2Ipv4 { src: s, dst: d, .. } => {
+                vnet::pseudo_header_sum(&s.octets(), &d.octets(), udp_len)
+            }
+            L3::V2Ipv6 { src: s, dst: d, .. } => {
+                vnet::pseudo_header_sum(&s.octets(), &d.octets(), udp_len)
+            }
+            L3::V1 { .. } => 0,
+        };
+        let mut udp = UdpRepr::parse(rest)?;
+        udp.checksum = sum;
+        udp.emit(rest)?;
+        // Each segment's own headers, for its ICRC only.
+        let mut seg_hdr = [0u8; ipv6::HEADER_LEN + udp::HEADER_LEN];
+        let ip_len = udp_start - l3_start;
+        let mut at = hlen;
+        for (i, t) in transports.enumerate() {
+            let end = at + t.len();
+            out[at..end].copy_from_slice(t);
+            emit_l3(
+                &spec.l3,
+                t.len(),
+                ident.wrapping_add(i as u16),
+                &mut seg_hdr,
+            )?;
+            let (ip_h, udp_h) = seg_hdr[..ip_len + udp::HEADER_LEN].split_at(ip_len);
+            let value = icrc::compute_v2_parts(ip_h, udp_h, &out[at..end - ICRC_LEN])?;
+            out[end - ICRC_LEN..end].copy_from_slice(&value.to_le_bytes());
+            at = end;
+        }
+        Ok((len, VnetHdr::udp_train(hlen, seg)))
+    }
+
+    /// The IPv4 Identification of the next packet, `count` of them taken
+    /// (0 for other network layers, which have none).
+    fn take_idents(&mut self, l3: &L3, count: usize) -> u16 {
+        let ident = self.next_ident;
+        if let L3::V2Ipv4 { .. } = l3 {
+            self.next_ident = ident.wrapping_add(count as u16);
+        }
+        ident
+    }
+}
+
+/// Writes the network header (and UDP's, for v2) of a packet of `tlen`
+/// transport bytes, with IPv4 Identification `ident`.
+fn emit_l3(l3: &L3, tlen: usize, ident: u16, out: &mut [u8]) -> Result<(), Error> {
+    let udp_len = |field| {
+        u16::try_from(udp::HEADER_LEN + tlen).map_err(|_| Error::FieldOverflow {
+            field,
+            value: (udp::HEADER_LEN + tlen) as u64,
+        })
+    };
+    let udp = |src_port, length| UdpRepr {
+        src_port,
+        dst_port: udp::ROCE_V2_PORT,
+        length,
+        checksum: 0,
+    };
+    match *l3 {
+        L3::V2Ipv4 {
+            src,
+            dst,
+            tos,
+            ttl,
             src_port,
-            dst_port: udp::ROCE_V2_PORT,
-            length,
-            checksum: 0,
-        };
-        match *l3 {
-            L3::V2Ipv4 {
-                src,
-                dst,
-                tos,
+        } => {
+            let ulen = udp_len("ipv4.total_len")?;
+            let total =
+                ulen.checked_add(ipv4::MIN_HEADER_LEN as u16)
+                    .ok_or(Error::FieldOverflow {
+                        field: "ipv4.total_len",
+                        value: u64::from(ulen) + ipv4::MIN_HEADER_LEN as u64,
+                    })?;
+            let ip = Ipv4Repr {
+                header_len: ipv4::MIN_HEADER_LEN as u8,
+                dscp: tos >> 2,
+                ecn: tos & 3,
+                total_len: total,
+                ident,
+                dont_frag: true,
+                more_frags: false,
+                frag_offset: 0,
                 ttl,
-                src_port,
-            } => {
-                let ulen = udp_len("ipv4.total_len")?;
-                let total =
-                    ulen.checked_add(ipv4::MIN_HEADER_LEN as u16)
-                        .ok_or(Error::FieldOverflow {
-                            field: "ipv4.total_len",
-                            value: u64::from(ulen) + ipv4::MIN_HEADER_LEN as u64,
-                        })?;
-                let ident = self.next_ident;
-                self.next_ident = ident.wrapping_add(1);
-                let ip = Ipv4Repr {
-                    header_len: ipv4::MIN_HEADER_LEN as u8,
-                    dscp: tos >> 2,
-                    ecn: tos & 3,
-                    total_len: total,
-                    ident,
-                    dont_frag: true,
-                    more_frags: false,
-                    frag_offset: 0,
-                    ttl,
-                    protocol: ipv4::PROTO_UDP,
-                    checksum: 0,
-                    src,
-                    dst,
-                };
-                ip.emit(out)?;
-                udp(src_port, ulen).emit(&mut out[ipv4::MIN_HEADER_LEN..])
-            }
-            L3::V2Ipv6 {
+                protocol: ipv4::PROTO_UDP,
+                checksum: 0,
                 src,
                 dst,
+            };
+            ip.emit(out)?;
+            udp(src_port, ulen).emit(&mut out[ipv4::MIN_HEADER_LEN..])
+        }
+        L3::V2Ipv6 {
+            src,
+            dst,
+            traffic_class,
+            flow_label,
+            hop_limit,
+            src_port,
+        } => {
+            let ulen = udp_len("ipv6.payload_len")?;
+            let ip = Ipv6Repr {
                 traffic_class,
                 flow_label,
+                payload_len: ulen,
+                next_header: ipv4::PROTO_UDP,
                 hop_limit,
-                src_port,
-            } => {
-                let ulen = udp_len("ipv6.payload_len")?;
-                let ip = Ipv6Repr {
-                    traffic_class,
-                    flow_label,
-                    payload_len: ulen,
-                    next_header: ipv4::PROTO_UDP,
-                    hop_limit,
-                    src,
-                    dst,
-                };
-                ip.emit(out)?;
-                udp(src_port, ulen).emit(&mut out[ipv6::HEADER_LEN..])
-            }
-            L3::V1 {
-                sgid,
-                dgid,
+                src,
+                dst,
+            };
+            ip.emit(out)?;
+            udp(src_port, ulen).emit(&mut out[ipv6::HEADER_LEN..])
+        }
+        L3::V1 {
+            sgid,
+            dgid,
+            traffic_class,
+            flow_label,
+            hop_limit,
+        } => {
+            let grh = Ipv6Repr {
                 traffic_class,
                 flow_label,
+                payload_len: u16::try_from(tlen).map_err(|_| Error::FieldOverflow {
+                    field: "grh.paylen",
+                    value: tlen as u64,
+                })?,
+                next_header: ipv6::NEXT_HEADER_IBA,
                 hop_limit,
-            } => {
-                let grh = Ipv6Repr {
-                    traffic_class,
-                    flow_label,
-                    payload_len: u16::try_from(tlen).map_err(|_| Error::FieldOverflow {
-                        field: "grh.paylen",
-                        value: tlen as u64,
-                    })?,
-                    next_header: ipv6::NEXT_HEADER_IBA,
-                    hop_limit,
-                    src: sgid,
-                    dst: dgid,
-                };
-                grh.emit(out)
-            }
+                src: sgid,
+                dst: dgid,
+            };
+            grh.emit(out)
         }
     }
 }

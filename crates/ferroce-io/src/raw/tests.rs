@@ -2,6 +2,7 @@
 //! (root only; skipped with a message otherwise).
 
 mod capture;
+mod gso;
 mod netns;
 
 use std::time::{Duration, Instant};

@@ -20,6 +20,13 @@
 //!   `tp_len` and hands it over by storing `TP_STATUS_SEND_REQUEST` with
 //!   Release ordering; [`TxRing::kick`] asks the kernel to send them.
 //!
+//! With `PACKET_VNET_HDR` (set before the ring), the first 10 bytes of a
+//! send frame's data, and the 10 bytes before a received frame's MAC
+//! header, are a virtio-net header: plain bytes in the same lent areas,
+//! no change to who owns what. The kernel checks a sent one (a frame with
+//! a bad one is marked `TP_STATUS_WRONG_FORMAT`); a received one is
+//! parsed by the caller as untrusted bytes like the rest.
+//!
 //! All other accesses are to the block or frame headers, by offset within
 //! the mapping, with bounds checked against its length. What the kernel
 //! writes inside a block (packet offsets and lengths) is parsed by the
@@ -112,7 +119,7 @@ fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) ->
 }
 
 /// An integer packet-socket option (`PACKET_VERSION`, `PACKET_QDISC_BYPASS`,
-/// `PACKET_IGNORE_OUTGOING`, `PACKET_LOSS`).
+/// `PACKET_IGNORE_OUTGOING`, `PACKET_LOSS`, `PACKET_VNET_HDR`).
 pub(crate) fn set_packet_option(
     fd: RawFd,
     name: libc::c_int,
