@@ -17,10 +17,16 @@
 //! and v1 packets always go one frame each.
 //!
 //! Receiving: a veth (or any software device) hands a super-frame through
-//! whole, with its GSO marks. [`split`] cuts it as the kernel would have:
-//! one frame per `gso_size` piece, each with the header the kernel would
-//! have given it, which the caller then checks in full (ICRC included)
-//! like any frame. The header's fields are input like any other: a
+//! whole, with its GSO marks, and the kernel's GRO merges received trains
+//! into one (for a UDP socket that takes them, as the backend's port hold
+//! does). [`split`] cuts it as the kernel would have: one frame per
+//! `gso_size` piece, each with the header the kernel would have given it,
+//! which the caller then checks in full (ICRC included) like any frame.
+//! GRO keeps only the first packet's IPv4 header and merges both trains
+//! whose Identifications count up and trains with one fixed Identification
+//! (rxe sends 0 in every packet), without saying which: the second
+//! segment is tried both ways, and the way whose ICRC checks is kept for
+//! the rest. The header's fields are input like any other: a
 //! super-frame whose header lies (a type other than UDP, no segment size,
 //! more than 64 segments, not RoCE v2) is refused.
 
@@ -120,13 +126,16 @@ enum Ip {
 /// Cuts the super-frame `frame` marked by `vnet` into the frames the kernel
 /// would have made of it, each written into `scratch` and handed to `f`
 /// (in order); returns the number of segments. Only the headers' lengths
-/// (and IPv4's Identification: the super-frame's plus the segment's index)
-/// change; the checks of each frame, ICRC included, are `f`'s.
+/// (and IPv4's Identification: the super-frame's plus the segment's
+/// index, or the super-frame's in every segment) change; the checks of
+/// each frame, ICRC included, are `f`'s. While the Identifications' way
+/// is not known, `f` is told the frame is a guess (`true`) and returns
+/// whether its ICRC checked; the other way is then tried, not a guess.
 pub fn split(
     vnet: &VnetHdr,
     frame: &[u8],
     scratch: &mut Vec<u8>,
-    mut f: impl FnMut(&[u8]),
+    mut f: impl FnMut(&[u8], bool) -> bool,
 ) -> Result<usize, BadGso> {
     if vnet.gso_type != GSO_UDP_L4 {
         return Err(BadGso::Type(vnet.gso_type));
@@ -166,7 +175,13 @@ pub fn split(
     if count > MAX_SEGMENTS {
         return Err(BadGso::TooManySegments(count));
     }
-    for (i, piece) in payload.chunks(size).enumerate() {
+    // Whether Identifications count up (`Some(1)`) or stay (`Some(0)`);
+    // IPv6 has none, and one segment tells nothing.
+    let mut step = match ip {
+        Ip::V4(_) => None,
+        Ip::V6(_) => Some(1),
+    };
+    let cut = |i: usize, piece: &[u8], step: u16, scratch: &mut Vec<u8>| {
         scratch.clear();
         scratch.resize(payload_at + piece.len(), 0);
         scratch[..udp_at].copy_from_slice(&frame[..udp_at]);
@@ -174,7 +189,7 @@ pub fn split(
         let emitted = match &ip {
             Ip::V4(h) => Ipv4Repr {
                 total_len: ulen + ipv4::MIN_HEADER_LEN as u16,
-                ident: h.ident.wrapping_add(i as u16),
+                ident: h.ident.wrapping_add((i as u16).wrapping_mul(step)),
                 ..*h
             }
             .emit(&mut scratch[l3_at..]),
@@ -192,7 +207,30 @@ pub fn split(
             .and_then(|()| udp.emit(&mut scratch[udp_at..]))
             .map_err(|_| BadGso::NotRoceV2)?;
         scratch[payload_at..].copy_from_slice(piece);
-        f(scratch);
+        Ok(())
+    };
+    for (i, piece) in payload.chunks(size).enumerate() {
+        match step {
+            Some(s) => {
+                cut(i, piece, s, scratch)?;
+                f(scratch, false);
+            }
+            None if i == 0 => {
+                cut(i, piece, 0, scratch)?;
+                f(scratch, false);
+            }
+            None => {
+                cut(i, piece, 1, scratch)?;
+                if f(scratch, true) {
+                    step = Some(1);
+                } else {
+                    cut(i, piece, 0, scratch)?;
+                    // Kept either way: a segment that checks neither way
+                    // leaves the counting-up rule, the kernel's own.
+                    step = Some(if f(scratch, false) { 0 } else { 1 });
+                }
+            }
+        }
     }
     Ok(count)
 }

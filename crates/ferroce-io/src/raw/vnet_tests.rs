@@ -68,7 +68,11 @@ fn a_cut_train_is_the_frames_built_one_by_one() {
         assert_eq!(usize::from(hdr.gso_size), packets[0].len());
         let mut one_by_one = FrameBuilder::new(0xfffd);
         let mut cut = Vec::new();
-        let segments = split(&hdr, &out[..len], &mut Vec::new(), |f| cut.push(f.to_vec())).unwrap();
+        let segments = split(&hdr, &out[..len], &mut Vec::new(), |f, _| {
+            cut.push(f.to_vec());
+            true
+        })
+        .unwrap();
         assert_eq!(segments, packets.len());
         let at = udp_checksum_at(&l3);
         for (segment, packet) in cut.iter_mut().zip(&packets) {
@@ -175,8 +179,10 @@ fn lying_virtio_headers_are_refused_not_trusted() {
     let mut scratch = Vec::new();
     let cut = |h: VnetHdr, f: &[u8], s: &mut Vec<u8>| {
         let mut ok = 0;
-        let r = split(&h, f, s, |seg| {
-            ok += usize::from(parse_rx(seg, None).is_ok())
+        let r = split(&h, f, s, |seg, _| {
+            let good = parse_rx(seg, None).is_ok();
+            ok += usize::from(good);
+            good
         });
         (r, ok)
     };
@@ -205,6 +211,35 @@ fn lying_virtio_headers_are_refused_not_trusted() {
     assert_eq!(cut(hdr, &v6, &mut scratch).0, Err(BadGso::NotRoceV2));
     // The right header cuts it into frames that all check.
     assert_eq!(cut(hdr, frame, &mut scratch), (Ok(4), 4));
+}
+
+/// GRO merges rxe's packets, which all carry Identification 0, keeping the
+/// first header: cut with Identifications counting up, every segment but
+/// the first would fail its ICRC; the fixed way is found and kept.
+#[test]
+fn a_merged_train_with_one_fixed_identification_is_cut_right() {
+    for first_ident in [0, 0x1234] {
+        let packets = train(4, 512, 200);
+        let hlen = FrameBuilder::header_len(&spec(SPEC4));
+        let mut merged = Vec::new();
+        for (i, p) in packets.iter().enumerate() {
+            let mut f = vec![0u8; 2048];
+            let n = FrameBuilder::new(first_ident)
+                .build(&spec(SPEC4), p, &mut f)
+                .unwrap();
+            let from = if i == 0 { 0 } else { hlen };
+            merged.extend_from_slice(&f[from..n]);
+        }
+        let hdr = VnetHdr::udp_train(hlen, packets[0].len());
+        let (mut ok, mut guesses) = (0, 0);
+        let r = split(&hdr, &merged, &mut Vec::new(), |seg, guess| {
+            let good = parse_rx(seg, None).is_ok();
+            ok += usize::from(good);
+            guesses += usize::from(guess);
+            good
+        });
+        assert_eq!((r, ok, guesses), (Ok(4), 4, 1));
+    }
 }
 
 #[test]
