@@ -434,12 +434,15 @@ impl RawBackend {
     /// returns the blocks to the kernel; returns the number of frames. A
     /// super-frame (see [`vnet`]) comes whole.
     pub fn recv_frames(&mut self, mut f: impl FnMut(&[u8], Option<u16>, bool)) -> usize {
-        self.walk(|data, tci, cut, _| f(data, tci, cut))
+        self.recv_frames_vnet(|data, tci, cut, _| f(data, tci, cut))
     }
 
     /// [`recv_frames`](Self::recv_frames), with each frame's virtio-net
-    /// header (all zero without one).
-    fn walk(&mut self, mut f: impl FnMut(&[u8], Option<u16>, bool, VnetHdr)) -> usize {
+    /// header (all zero without one): a super-frame's says how to cut it.
+    pub fn recv_frames_vnet(
+        &mut self,
+        mut f: impl FnMut(&[u8], Option<u16>, bool, VnetHdr),
+    ) -> usize {
         let prefix = if self.vnet_rx { VNET_HDR_LEN } else { 0 };
         let mut each = |data: &[u8], tci: Option<u16>, cut: bool| {
             let (head, frame) = data.split_at(prefix.min(data.len()));
@@ -473,7 +476,7 @@ impl RawBackend {
     pub fn recv(&mut self, rx: &mut impl RawReceiver) -> usize {
         let mut stats = self.stats;
         let mut scratch = std::mem::take(&mut self.scratch);
-        let n = self.walk(|data, tci, cut, hdr| {
+        let n = self.recv_frames_vnet(|data, tci, cut, hdr| {
             if cut {
                 stats.rx_truncated += 1;
             } else if !hdr.is_gso() {
