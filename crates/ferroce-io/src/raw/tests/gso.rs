@@ -99,3 +99,43 @@ fn the_kernel_cuts_trains_a_device_cannot_take_whole() {
     // and lengths are the ones the sender computed the ICRCs for.
     assert_eq!((s.rx_gso_frames, s.rx_roce), (0, 240));
 }
+
+/// A super-frame whose segment size lies (the kernel checks only that 64
+/// segments would cover it) crosses the veth whole; the receiver cuts it
+/// where the header says, every piece fails its checks and is counted,
+/// and nothing is delivered or panics.
+#[test]
+fn a_super_frame_with_a_lying_segment_size_is_counted_not_delivered() {
+    let Some(pair) = Pair::new("gs-lying") else {
+        return;
+    };
+    let mut a = open_in(&pair.a, vec![]);
+    let mut b = open_in(&pair.b, vec![B4.into()]);
+    let spec = FrameSpec {
+        dst_mac: b.mac(),
+        src_mac: a.mac(),
+        vlan: None,
+        l3: l3s()[0],
+    };
+    let packets = train(7, 20);
+    let mut builder = FrameBuilder::new(1);
+    for lie in [-100i32, -4, 4, 900] {
+        assert!(a.queue_train(packets.len(), |slot| {
+            let (n, hdr) = builder
+                .build_train(&spec, packets.iter().map(Vec::as_slice), slot)
+                .ok()?;
+            let gso_size = (i32::from(hdr.gso_size) + lie) as u16;
+            Some((n, crate::raw::vnet::VnetHdr { gso_size, ..hdr }))
+        }));
+    }
+    a.flush().unwrap();
+    let mut got = super::Collect::default();
+    for _ in 0..5 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        b.recv(&mut got);
+    }
+    let s = b.stats();
+    assert_eq!((got.0.len(), s.rx_roce), (0, 0), "{s:?}");
+    assert_eq!(s.rx_gso_frames, 4, "{s:?}");
+    assert!(s.rx_bad_icrc + s.rx_malformed >= s.rx_gso_segments, "{s:?}");
+}
