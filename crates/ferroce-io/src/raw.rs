@@ -225,8 +225,6 @@ pub struct RawBackend {
     gso: bool,
     /// Which send slots hold a super-frame (to tell a refused one).
     slot_gso: Vec<bool>,
-    /// Where super-frames are cut into frames.
-    scratch: Vec<u8>,
 }
 
 /// An error of `open`, naming the interface, the step and the fix.
@@ -291,7 +289,6 @@ impl RawBackend {
             vnet_tx,
             gso: vnet_tx,
             slot_gso,
-            scratch: Vec::new(),
         })
     }
 
@@ -434,7 +431,7 @@ impl RawBackend {
     /// returns the blocks to the kernel; returns the number of frames. A
     /// super-frame (see [`vnet`]) comes whole.
     pub fn recv_frames(&mut self, mut f: impl FnMut(&[u8], Option<u16>, bool)) -> usize {
-        self.recv_frames_vnet(|data, tci, cut, _| f(data, tci, cut))
+        self.walk(|data, tci, cut, _| f(data, tci, cut))
     }
 
     /// [`recv_frames`](Self::recv_frames), with each frame's virtio-net
@@ -443,10 +440,16 @@ impl RawBackend {
         &mut self,
         mut f: impl FnMut(&[u8], Option<u16>, bool, VnetHdr),
     ) -> usize {
+        self.walk(|data, tci, cut, hdr| f(data, tci, cut, hdr))
+    }
+
+    /// Walks the filled part of the ring, lending each frame (the ring's
+    /// own bytes, writable: a super-frame is cut in place).
+    fn walk(&mut self, mut f: impl FnMut(&mut [u8], Option<u16>, bool, VnetHdr)) -> usize {
         let prefix = if self.vnet_rx { VNET_HDR_LEN } else { 0 };
-        let mut each = |data: &[u8], tci: Option<u16>, cut: bool| {
-            let (head, frame) = data.split_at(prefix.min(data.len()));
-            let hdr = <&[u8; VNET_HDR_LEN]>::try_from(head)
+        let mut each = |data: &mut [u8], tci: Option<u16>, cut: bool| {
+            let (head, frame) = data.split_at_mut(prefix.min(data.len()));
+            let hdr = <&[u8; VNET_HDR_LEN]>::try_from(&*head)
                 .map_or_else(|_| VnetHdr::default(), VnetHdr::parse);
             f(frame, tci, cut, hdr);
         };
@@ -475,14 +478,13 @@ impl RawBackend {
     /// checked on its own. Returns the number of frames taken from the ring.
     pub fn recv(&mut self, rx: &mut impl RawReceiver) -> usize {
         let mut stats = self.stats;
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let n = self.recv_frames_vnet(|data, tci, cut, hdr| {
+        let n = self.walk(|data, tci, cut, hdr| {
             if cut {
                 stats.rx_truncated += 1;
             } else if !hdr.is_gso() {
                 take_frame(&mut stats, rx, data, tci, false);
             } else {
-                let cut_up = vnet::split(&hdr, data, &mut scratch, |segment, guess| {
+                let cut_up = vnet::split(&hdr, data, |segment, guess| {
                     take_frame(&mut stats, rx, segment, tci, guess)
                 });
                 match cut_up {
@@ -497,7 +499,6 @@ impl RawBackend {
                 }
             }
         });
-        self.scratch = scratch;
         stats.rx_frames = self.stats.rx_frames;
         self.stats = stats;
         n

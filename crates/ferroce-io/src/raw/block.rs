@@ -31,9 +31,9 @@ fn u16_at(b: &[u8], at: usize) -> Option<u16> {
 /// The offsets come from the kernel but are checked like input: a frame
 /// outside the block ends the walk.
 pub(super) fn walk_block(
-    block: &[u8],
+    block: &mut [u8],
     prefix: usize,
-    f: &mut impl FnMut(&[u8], Option<u16>, bool),
+    f: &mut impl FnMut(&mut [u8], Option<u16>, bool),
 ) -> usize {
     let count = u32_at(block, v3::NUM_PKTS).unwrap_or(0);
     let mut at = u32_at(block, v3::FIRST_PKT).unwrap_or(0) as usize;
@@ -55,7 +55,7 @@ pub(super) fn walk_block(
         let start = at + usize::from(mac);
         let Some(data) = start
             .checked_sub(prefix)
-            .and_then(|from| block.get(from..start + snap as usize))
+            .and_then(|from| block.get_mut(from..start + snap as usize))
         else {
             break;
         };
@@ -84,9 +84,9 @@ pub(super) mod v2 {
 /// bytes before it (checked like the block walk: a frame outside the slot
 /// is skipped); returns 1 or 0.
 pub(super) fn walk_slot(
-    slot: &[u8],
+    slot: &mut [u8],
     prefix: usize,
-    f: &mut impl FnMut(&[u8], Option<u16>, bool),
+    f: &mut impl FnMut(&mut [u8], Option<u16>, bool),
 ) -> usize {
     let (Some(status), Some(len), Some(snap), Some(mac), Some(tci)) = (
         u32_at(slot, v2::STATUS),
@@ -100,7 +100,7 @@ pub(super) fn walk_slot(
     let start = usize::from(mac);
     let Some(data) = start
         .checked_sub(prefix)
-        .and_then(|from| slot.get(from..start + snap as usize))
+        .and_then(|from| slot.get_mut(from..start + snap as usize))
     else {
         return 0;
     };

@@ -123,18 +123,23 @@ enum Ip {
     V6(Ipv6Repr),
 }
 
+/// Most bytes of headers before a super-frame's payload (Ethernet with an
+/// 802.1Q tag, IPv6, UDP).
+const MAX_HEADERS: usize = 18 + ipv6::HEADER_LEN + udp::HEADER_LEN;
+
 /// Cuts the super-frame `frame` marked by `vnet` into the frames the kernel
-/// would have made of it, each written into `scratch` and handed to `f`
-/// (in order); returns the number of segments. Only the headers' lengths
-/// (and IPv4's Identification: the super-frame's plus the segment's
-/// index, or the super-frame's in every segment) change; the checks of
-/// each frame, ICRC included, are `f`'s. While the Identifications' way
-/// is not known, `f` is told the frame is a guess (`true`) and returns
-/// whether its ICRC checked; the other way is then tried, not a guess.
+/// would have made of it, in place, and hands each to `f` (in order);
+/// returns the number of segments. Segment `i`'s headers are written just
+/// before its payload, over the tail of segment `i - 1`, which `f` is done
+/// with: no payload is copied. Only the headers' lengths (and IPv4's
+/// Identification: the super-frame's plus the segment's index, or the
+/// super-frame's in every segment) change; the checks of each frame, ICRC
+/// included, are `f`'s. While the Identifications' way is not known, `f`
+/// is told the frame is a guess (`true`) and returns whether its ICRC
+/// checked; the other way is then tried, not a guess.
 pub fn split(
     vnet: &VnetHdr,
-    frame: &[u8],
-    scratch: &mut Vec<u8>,
+    frame: &mut [u8],
     mut f: impl FnMut(&[u8], bool) -> bool,
 ) -> Result<usize, BadGso> {
     if vnet.gso_type != GSO_UDP_L4 {
@@ -170,64 +175,69 @@ pub fn split(
         .get(udp_at..payload_at)
         .and_then(|h| UdpRepr::parse(h).ok())
         .ok_or(BadGso::NotRoceV2)?;
-    let payload = &frame[payload_at..];
-    let count = payload.len().div_ceil(size);
+    let total = frame.len() - payload_at;
+    let count = total.div_ceil(size);
     if count > MAX_SEGMENTS {
         return Err(BadGso::TooManySegments(count));
     }
-    // Whether Identifications count up (`Some(1)`) or stay (`Some(0)`);
-    // IPv6 has none, and one segment tells nothing.
-    let mut step = match ip {
-        Ip::V4(_) => None,
-        Ip::V6(_) => Some(1),
-    };
-    let cut = |i: usize, piece: &[u8], step: u16, scratch: &mut Vec<u8>| {
-        scratch.clear();
-        scratch.resize(payload_at + piece.len(), 0);
-        scratch[..udp_at].copy_from_slice(&frame[..udp_at]);
-        let ulen = (udp::HEADER_LEN + piece.len()) as u16;
+    // The Ethernet header as it came (the segments' is the same).
+    let mut eth_bytes = [0u8; MAX_HEADERS];
+    eth_bytes[..l3_at].copy_from_slice(&frame[..l3_at]);
+    // Segment `i` (of `len` payload bytes) with Identifications `step`
+    // apart, headers written in place; the frame's range.
+    let cut = |frame: &mut [u8], i: usize, len: usize, step: u16| {
+        let at = i * size;
+        let head = &mut frame[at..at + payload_at];
+        head[..l3_at].copy_from_slice(&eth_bytes[..l3_at]);
+        let ulen = (udp::HEADER_LEN + len) as u16;
         let emitted = match &ip {
             Ip::V4(h) => Ipv4Repr {
                 total_len: ulen + ipv4::MIN_HEADER_LEN as u16,
                 ident: h.ident.wrapping_add((i as u16).wrapping_mul(step)),
                 ..*h
             }
-            .emit(&mut scratch[l3_at..]),
+            .emit(&mut head[l3_at..]),
             Ip::V6(h) => Ipv6Repr {
                 payload_len: ulen,
                 ..*h
             }
-            .emit(&mut scratch[l3_at..]),
+            .emit(&mut head[l3_at..]),
         };
         let udp = UdpRepr {
             length: ulen,
             ..udp
         };
         emitted
-            .and_then(|()| udp.emit(&mut scratch[udp_at..]))
+            .and_then(|()| udp.emit(&mut head[udp_at..]))
             .map_err(|_| BadGso::NotRoceV2)?;
-        scratch[payload_at..].copy_from_slice(piece);
-        Ok(())
+        Ok(at..at + payload_at + len)
     };
-    for (i, piece) in payload.chunks(size).enumerate() {
+    // Whether Identifications count up (`Some(1)`) or stay (`Some(0)`);
+    // IPv6 has none, and one segment tells nothing.
+    let mut step = match ip {
+        Ip::V4(_) => None,
+        Ip::V6(_) => Some(1),
+    };
+    for i in 0..count {
+        let len = size.min(total - i * size);
         match step {
             Some(s) => {
-                cut(i, piece, s, scratch)?;
-                f(scratch, false);
+                let r = cut(frame, i, len, s)?;
+                f(&frame[r], false);
             }
             None if i == 0 => {
-                cut(i, piece, 0, scratch)?;
-                f(scratch, false);
+                let r = cut(frame, i, len, 0)?;
+                f(&frame[r], false);
             }
             None => {
-                cut(i, piece, 1, scratch)?;
-                if f(scratch, true) {
+                let r = cut(frame, i, len, 1)?;
+                if f(&frame[r], true) {
                     step = Some(1);
                 } else {
-                    cut(i, piece, 0, scratch)?;
+                    let r = cut(frame, i, len, 0)?;
                     // Kept either way: a segment that checks neither way
                     // leaves the counting-up rule, the kernel's own.
-                    step = Some(if f(scratch, false) { 0 } else { 1 });
+                    step = Some(if f(&frame[r], false) { 0 } else { 1 });
                 }
             }
         }
