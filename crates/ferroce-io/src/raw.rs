@@ -182,6 +182,10 @@ pub struct RawStats {
     /// Dropped: a super-frame whose virtio-net header lies (see
     /// [`vnet::split`]).
     pub rx_bad_gso: u64,
+    /// Whether trains go out as super-frames ([`RawBackend::gso`]): false
+    /// when the kernel refused virtio-net headers or a super-frame, or
+    /// [`RawConfig::gso`] is off.
+    pub gso: bool,
 }
 
 /// Where [`RawBackend::recv`] hands what it receives.
@@ -333,6 +337,7 @@ impl RawBackend {
         if let Ok(d) = packet::ring_drops(self.rx_fd.as_raw_fd()) {
             self.stats.rx_ring_drops += u64::from(d);
         }
+        self.stats.gso = self.gso;
         self.stats
     }
 

@@ -139,3 +139,39 @@ fn a_super_frame_with_a_lying_segment_size_is_counted_not_delivered() {
     assert_eq!(s.rx_gso_frames, 4, "{s:?}");
     assert!(s.rx_bad_icrc + s.rx_malformed >= s.rx_gso_segments, "{s:?}");
 }
+
+/// With segmentation offload off (as when the kernel refuses virtio-net
+/// headers) trains are refused, the counters say so, and frames go one by
+/// one as before.
+#[test]
+fn without_virtio_headers_trains_are_refused_and_frames_still_go() {
+    let Some(pair) = Pair::new("gs-off") else {
+        return;
+    };
+    let mut cfg = crate::raw::RawConfig::new(IFACE);
+    cfg.gso = false;
+    let mut a = Pair::run_in(&pair.a, || crate::raw::RawBackend::open(&cfg).unwrap());
+    let mut b = open_in(&pair.b, vec![B4.into()]);
+    assert!(!a.gso() && !a.stats().gso && b.stats().gso);
+    let spec = FrameSpec {
+        dst_mac: b.mac(),
+        src_mac: a.mac(),
+        vlan: None,
+        l3: l3s()[0],
+    };
+    let packets = train(1, 3);
+    let mut builder = FrameBuilder::new(1);
+    let mut built = false;
+    assert!(!a.queue_train(packets.len(), |_| {
+        built = true;
+        None
+    }));
+    assert!(!built, "a train was built with offload off");
+    for p in &packets {
+        assert!(a.queue(|slot| builder.build(&spec, p, slot).unwrap()));
+    }
+    a.flush().unwrap();
+    let got = receive(&mut b, packets.len());
+    assert_eq!(got.0.len(), 3, "{:?}", b.stats());
+    assert_eq!(a.stats().tx_gso_frames, 0);
+}
