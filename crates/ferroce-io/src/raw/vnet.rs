@@ -34,6 +34,7 @@ use ferroce_wire::ethernet::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, EthernetRepr};
 use ferroce_wire::ipv4::{self, Ipv4Repr};
 use ferroce_wire::ipv6::{self, Ipv6Repr};
 use ferroce_wire::udp::{self, UdpRepr};
+use std::ops::Range;
 
 /// Bytes of `struct virtio_net_hdr` (without `num_buffers`: packet
 /// sockets use the 10-byte form).
@@ -127,6 +128,95 @@ enum Ip {
 /// 802.1Q tag, IPv6, UDP).
 const MAX_HEADERS: usize = 18 + ipv6::HEADER_LEN + udp::HEADER_LEN;
 
+/// A super-frame's headers: where each starts and what it says.
+struct Layout {
+    /// The Ethernet header as it came (every segment's is the same).
+    eth: [u8; MAX_HEADERS],
+    l3_at: usize,
+    udp_at: usize,
+    payload_at: usize,
+    ip: Ip,
+    udp: UdpRepr,
+}
+
+impl Layout {
+    /// Parses the headers: Ethernet, IPv4 without options or IPv6, UDP.
+    fn parse(frame: &[u8]) -> Result<Self, BadGso> {
+        let (eth, l3_at) = EthernetRepr::parse(frame).map_err(|_| BadGso::NotRoceV2)?;
+        let l3 = &frame[l3_at..];
+        let (ip, ip_len) = match eth.ethertype {
+            ETHERTYPE_IPV4 => {
+                let ip = Ipv4Repr::parse(l3).map_err(|_| BadGso::NotRoceV2)?;
+                let plain = usize::from(ip.header_len) == ipv4::MIN_HEADER_LEN;
+                if !plain || ip.protocol != ipv4::PROTO_UDP {
+                    return Err(BadGso::NotRoceV2);
+                }
+                (Ip::V4(ip), ipv4::MIN_HEADER_LEN)
+            }
+            ETHERTYPE_IPV6 => {
+                let ip = Ipv6Repr::parse(l3).map_err(|_| BadGso::NotRoceV2)?;
+                if ip.next_header != ipv4::PROTO_UDP {
+                    return Err(BadGso::NotRoceV2);
+                }
+                (Ip::V6(ip), ipv6::HEADER_LEN)
+            }
+            _ => return Err(BadGso::NotRoceV2),
+        };
+        let udp_at = l3_at + ip_len;
+        let payload_at = udp_at + udp::HEADER_LEN;
+        let udp = frame
+            .get(udp_at..payload_at)
+            .and_then(|h| UdpRepr::parse(h).ok())
+            .ok_or(BadGso::NotRoceV2)?;
+        let mut copy = [0u8; MAX_HEADERS];
+        copy[..l3_at].copy_from_slice(&frame[..l3_at]);
+        Ok(Self {
+            eth: copy,
+            l3_at,
+            udp_at,
+            payload_at,
+            ip,
+            udp,
+        })
+    }
+
+    /// Writes the headers of segment `i` (`len` payload bytes, starting
+    /// `i * size` into the payload), IPv4 Identifications `step` apart,
+    /// just before its payload; returns the segment's range in `frame`.
+    fn cut(
+        &self,
+        frame: &mut [u8],
+        (i, size, len): (usize, usize, usize),
+        step: u16,
+    ) -> Result<Range<usize>, BadGso> {
+        let at = i * size;
+        let head = &mut frame[at..at + self.payload_at];
+        head[..self.l3_at].copy_from_slice(&self.eth[..self.l3_at]);
+        let ulen = (udp::HEADER_LEN + len) as u16;
+        let emitted = match &self.ip {
+            Ip::V4(h) => Ipv4Repr {
+                total_len: ulen + ipv4::MIN_HEADER_LEN as u16,
+                ident: h.ident.wrapping_add((i as u16).wrapping_mul(step)),
+                ..*h
+            }
+            .emit(&mut head[self.l3_at..]),
+            Ip::V6(h) => Ipv6Repr {
+                payload_len: ulen,
+                ..*h
+            }
+            .emit(&mut head[self.l3_at..]),
+        };
+        let udp = UdpRepr {
+            length: ulen,
+            ..self.udp
+        };
+        emitted
+            .and_then(|()| udp.emit(&mut head[self.udp_at..]))
+            .map_err(|_| BadGso::NotRoceV2)?;
+        Ok(at..at + self.payload_at + len)
+    }
+}
+
 /// Cuts the super-frame `frame` marked by `vnet` into the frames the kernel
 /// would have made of it, in place, and hands each to `f` (in order);
 /// returns the number of segments. Segment `i`'s headers are written just
@@ -149,98 +239,39 @@ pub fn split(
     if size == 0 {
         return Err(BadGso::NoSegmentSize);
     }
-    let (eth, l3_at) = EthernetRepr::parse(frame).map_err(|_| BadGso::NotRoceV2)?;
-    let l3 = &frame[l3_at..];
-    let (ip, ip_len) = match eth.ethertype {
-        ETHERTYPE_IPV4 => {
-            let ip = Ipv4Repr::parse(l3).map_err(|_| BadGso::NotRoceV2)?;
-            if usize::from(ip.header_len) != ipv4::MIN_HEADER_LEN || ip.protocol != ipv4::PROTO_UDP
-            {
-                return Err(BadGso::NotRoceV2);
-            }
-            (Ip::V4(ip), ipv4::MIN_HEADER_LEN)
-        }
-        ETHERTYPE_IPV6 => {
-            let ip = Ipv6Repr::parse(l3).map_err(|_| BadGso::NotRoceV2)?;
-            if ip.next_header != ipv4::PROTO_UDP {
-                return Err(BadGso::NotRoceV2);
-            }
-            (Ip::V6(ip), ipv6::HEADER_LEN)
-        }
-        _ => return Err(BadGso::NotRoceV2),
-    };
-    let udp_at = l3_at + ip_len;
-    let payload_at = udp_at + udp::HEADER_LEN;
-    let udp = frame
-        .get(udp_at..payload_at)
-        .and_then(|h| UdpRepr::parse(h).ok())
-        .ok_or(BadGso::NotRoceV2)?;
-    let total = frame.len() - payload_at;
+    let layout = Layout::parse(frame)?;
+    let total = frame.len() - layout.payload_at;
     let count = total.div_ceil(size);
     if count > MAX_SEGMENTS {
         return Err(BadGso::TooManySegments(count));
     }
-    // The Ethernet header as it came (the segments' is the same).
-    let mut eth_bytes = [0u8; MAX_HEADERS];
-    eth_bytes[..l3_at].copy_from_slice(&frame[..l3_at]);
-    // Segment `i` (of `len` payload bytes) with Identifications `step`
-    // apart, headers written in place; the frame's range.
-    let cut = |frame: &mut [u8], i: usize, len: usize, step: u16| {
-        let at = i * size;
-        let head = &mut frame[at..at + payload_at];
-        head[..l3_at].copy_from_slice(&eth_bytes[..l3_at]);
-        let ulen = (udp::HEADER_LEN + len) as u16;
-        let emitted = match &ip {
-            Ip::V4(h) => Ipv4Repr {
-                total_len: ulen + ipv4::MIN_HEADER_LEN as u16,
-                ident: h.ident.wrapping_add((i as u16).wrapping_mul(step)),
-                ..*h
-            }
-            .emit(&mut head[l3_at..]),
-            Ip::V6(h) => Ipv6Repr {
-                payload_len: ulen,
-                ..*h
-            }
-            .emit(&mut head[l3_at..]),
-        };
-        let udp = UdpRepr {
-            length: ulen,
-            ..udp
-        };
-        emitted
-            .and_then(|()| udp.emit(&mut head[udp_at..]))
-            .map_err(|_| BadGso::NotRoceV2)?;
-        Ok(at..at + payload_at + len)
-    };
     // Whether Identifications count up (`Some(1)`) or stay (`Some(0)`);
     // IPv6 has none, and one segment tells nothing.
-    let mut step = match ip {
+    let mut step = match layout.ip {
         Ip::V4(_) => None,
         Ip::V6(_) => Some(1),
     };
     for i in 0..count {
-        let len = size.min(total - i * size);
-        match step {
-            Some(s) => {
-                let r = cut(frame, i, len, s)?;
-                f(&frame[r], false);
-            }
-            None if i == 0 => {
-                let r = cut(frame, i, len, 0)?;
-                f(&frame[r], false);
-            }
-            None => {
-                let r = cut(frame, i, len, 1)?;
-                if f(&frame[r], true) {
-                    step = Some(1);
-                } else {
-                    let r = cut(frame, i, len, 0)?;
-                    // Kept either way: a segment that checks neither way
-                    // leaves the counting-up rule, the kernel's own.
-                    step = Some(if f(&frame[r], false) { 0 } else { 1 });
-                }
-            }
+        let seg = (i, size, size.min(total - i * size));
+        let known = match step {
+            Some(s) => Some(s),
+            None if i == 0 => Some(0),
+            None => None,
+        };
+        if let Some(s) = known {
+            let r = layout.cut(frame, seg, s)?;
+            f(&frame[r], false);
+            continue;
         }
+        let guess = layout.cut(frame, seg, 1)?;
+        step = Some(if f(&frame[guess], true) {
+            1
+        } else {
+            let other = layout.cut(frame, seg, 0)?;
+            // A segment that checks neither way leaves the counting-up
+            // rule, the kernel's own.
+            if f(&frame[other], false) { 0 } else { 1 }
+        });
     }
     Ok(count)
 }
