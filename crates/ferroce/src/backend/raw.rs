@@ -23,6 +23,11 @@
 //! * v1 packets carry flow label 0 and the path's traffic class and hop
 //!   limit; v2 ones the path's traffic class as DSCP/ECN and its hop limit
 //!   as TTL, with UDP checksum 0 (as rxe).
+//! * Runs of one path's v2 packets in a send batch (a long message's
+//!   packets) go out as super-frames the kernel cuts into frames
+//!   (`ferroce_io::raw::vnet`; those segments carry a real UDP checksum,
+//!   which the ICRC masks); v1 packets, and every packet under injected
+//!   loss, go one frame each.
 //! * Fault injection for tests on a real link (no netem in every kernel):
 //!   with `FERROCE_RAW_DROP_ONE_IN=N` in the environment, each frame the
 //!   device would send is dropped with probability 1/N instead and counted
