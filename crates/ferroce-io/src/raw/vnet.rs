@@ -24,9 +24,10 @@
 //! which the caller then checks in full (ICRC included) like any frame.
 //! GRO keeps only the first packet's IPv4 header and merges both trains
 //! whose Identifications count up and trains with one fixed Identification
-//! (rxe sends 0 in every packet), without saying which: the second
-//! segment is tried both ways, and the way whose ICRC checks is kept for
-//! the rest. The header's fields are input like any other: a
+//! (Linux gives 0 to every DF packet of an unconnected socket), without
+//! saying which: the second segment is tried both ways, and the way whose
+//! ICRC checks is kept for the rest. (GRO takes only packets with a UDP
+//! checksum, so rxe's, with 0, are never merged.) The header's fields are input like any other: a
 //! super-frame whose header lies (a type other than UDP, no segment size,
 //! more than 64 segments, not RoCE v2) is refused.
 

@@ -213,8 +213,8 @@ fn lying_virtio_headers_are_refused_not_trusted() {
     assert_eq!(cut(hdr, frame), (Ok(4), 4));
 }
 
-/// GRO merges rxe's packets, which all carry Identification 0, keeping the
-/// first header: cut with Identifications counting up, every segment but
+/// GRO merges a train whose packets all carry one Identification (0 from
+/// an unconnected Linux socket), keeping the first header: cut with Identifications counting up, every segment but
 /// the first would fail its ICRC; the fixed way is found and kept.
 #[test]
 fn a_merged_train_with_one_fixed_identification_is_cut_right() {
