@@ -358,6 +358,9 @@ impl RawDevice {
     /// Sends the parked packets whose peer is known now, drops those
     /// parked too long; every driver round calls it.
     pub(crate) fn send_parked(&mut self) {
+        if self.parked.is_empty() {
+            return; // every round calls this: nothing to rebuild
+        }
         let mut keep = std::collections::VecDeque::new();
         let mut queued = false;
         while let Some((since, t)) = self.parked.pop_front() {
