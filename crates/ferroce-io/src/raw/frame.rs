@@ -20,8 +20,6 @@ use ferroce_wire::transport::{BTH_LEN, ICRC_LEN};
 use ferroce_wire::udp::{self, UdpRepr};
 use ferroce_wire::{Error, LinkType, Network, RoceVersion};
 
-use super::vnet::{self, VnetHdr};
-
 /// The smallest Ethernet frame without its FCS; shorter frames are padded
 /// (a NIC would pad them; a veth does not).
 pub const MIN_FRAME_LEN: usize = 60;
@@ -149,111 +147,6 @@ impl FrameBuilder {
         out[end - ICRC_LEN..end].copy_from_slice(&value.to_le_bytes());
         out[end..len].fill(0);
         Ok(len)
-    }
-
-    /// Writes one super-frame for a train of RoCE v2 packets of one flow
-    /// (`transports`, BTH through ICRC, all as long as the first but the
-    /// last, which may be shorter) into `out`, for the kernel to cut into
-    /// one frame each (see [`super::vnet`]); returns its length and the
-    /// virtio-net header that asks for the cut. Each packet's ICRC is
-    /// computed over the IP and UDP headers its segment will carry
-    /// (lengths of its own, IPv4 Identification the train's first plus
-    /// its index), and the UDP checksum holds the pseudo-header sum the
-    /// checksum offload completes. RoCE v1 cannot be cut (no UDP header):
-    /// refused, as are trains of mixed sizes or of more than
-    /// [`vnet::MAX_SEGMENTS`].
-    pub fn build_train<'t>(
-        &mut self,
-        spec: &FrameSpec,
-        transports: impl Iterator<Item = &'t [u8]> + Clone,
-        out: &mut [u8],
-    ) -> Result<(usize, VnetHdr), Error> {
-        let (ethertype, count) = match spec.l3 {
-            L3::V2Ipv4 { .. } => (
-                ferroce_wire::ethernet::ETHERTYPE_IPV4,
-                transports.clone().count(),
-            ),
-            L3::V2Ipv6 { .. } => (
-                ferroce_wire::ethernet::ETHERTYPE_IPV6,
-                transports.clone().count(),
-            ),
-            // No UDP header: nothing the kernel could cut by.
-            L3::V1 { .. } => {
-                return Err(Error::BadVersion {
-                    field: "train.roce_version",
-                    value: 1,
-                });
-            }
-        };
-        let seg = transports.clone().next().map_or(0, <[u8]>::len);
-        let total: usize = transports.clone().map(<[u8]>::len).sum();
-        let uneven = transports.clone().enumerate().find(|(i, t)| {
-            t.len() < BTH_LEN + ICRC_LEN || t.len() > seg || (t.len() < seg && i + 1 < count)
-        });
-        if let Some((_, t)) = uneven {
-            return Err(Error::BadLength {
-                field: "train.segment",
-                claimed: t.len(),
-                actual: seg,
-            });
-        }
-        if !(2..=vnet::MAX_SEGMENTS).contains(&count) {
-            return Err(Error::FieldOverflow {
-                field: "train.segments",
-                value: count as u64,
-            });
-        }
-        let hlen = Self::header_len(spec);
-        let len = hlen + total;
-        if out.len() < len {
-            return Err(Error::BufferTooSmall {
-                needed: len,
-                available: out.len(),
-            });
-        }
-        let eth = EthernetRepr {
-            dst: spec.dst_mac,
-            src: spec.src_mac,
-            vlan: spec.vlan,
-            ethertype,
-        };
-        let l3_start = eth.emit(out)?;
-        let udp_start = hlen - udp::HEADER_LEN;
-        let ident = self.take_idents(&spec.l3, count);
-        emit_l3(&spec.l3, total, ident, &mut out[l3_start..])?;
-        let rest = &mut out[udp_start..];
-        let udp_len = (udp::HEADER_LEN + total) as u32;
-        let sum = match spec.l3 {
-            L3::V2Ipv4 { src: s, dst: d, .. } => {
-                vnet::pseudo_header_sum(&s.octets(), &d.octets(), udp_len)
-            }
-            L3::V2Ipv6 { src: s, dst: d, .. } => {
-                vnet::pseudo_header_sum(&s.octets(), &d.octets(), udp_len)
-            }
-            L3::V1 { .. } => 0,
-        };
-        let mut udp = UdpRepr::parse(rest)?;
-        udp.checksum = sum;
-        udp.emit(rest)?;
-        // Each segment's own headers, for its ICRC only.
-        let mut seg_hdr = [0u8; ipv6::HEADER_LEN + udp::HEADER_LEN];
-        let ip_len = udp_start - l3_start;
-        let mut at = hlen;
-        for (i, t) in transports.enumerate() {
-            let end = at + t.len();
-            out[at..end].copy_from_slice(t);
-            emit_l3(
-                &spec.l3,
-                t.len(),
-                ident.wrapping_add(i as u16),
-                &mut seg_hdr,
-            )?;
-            let (ip_h, udp_h) = seg_hdr[..ip_len + udp::HEADER_LEN].split_at(ip_len);
-            let value = icrc::compute_v2_parts(ip_h, udp_h, &out[at..end - ICRC_LEN])?;
-            out[end - ICRC_LEN..end].copy_from_slice(&value.to_le_bytes());
-            at = end;
-        }
-        Ok((len, VnetHdr::udp_train(hlen, seg)))
     }
 
     /// The IPv4 Identification of the next packet, `count` of them taken
@@ -453,6 +346,9 @@ pub fn parse_rx_with(
         transport: parsed.transport.into_inner(),
     }))
 }
+
+#[path = "frame_train.rs"]
+mod train;
 
 #[cfg(test)]
 #[path = "frame_tests.rs"]
