@@ -96,6 +96,9 @@ enum Command {
     /// The raw UDP side of `bench` (a sink or an echo).
     #[command(hide = true)]
     UdpPeer(cmd::bench::UdpPeerArgs),
+    /// The raw-Ethernet side of `bench` (flood, sink, ping, echo).
+    #[command(hide = true)]
+    RawPeer(cmd::bench::RawPeerArgs),
     /// Device and port attributes and the GID table, as ibv_devinfo [-v].
     Devinfo(cmd::devinfo::DevinfoArgs),
     /// RC connections through rdma_cm, as rdma-core's ucmatose.
@@ -126,6 +129,7 @@ fn main() -> ExitCode {
         Command::Perf(args) => cmd::perf::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::UdpPeer(args) => cmd::bench::udp_peer(args),
+        Command::RawPeer(args) => cmd::bench::raw_peer(args),
         Command::Devinfo(args) => cmd::devinfo::run(args),
         Command::Cmatose(args) => cmd::cmatose::run(args),
         Command::Udaddy(args) => cmd::udaddy::run(args),

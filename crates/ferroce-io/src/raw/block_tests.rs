@@ -46,10 +46,14 @@ fn a_block_is_walked_and_bad_offsets_stop_the_walk() {
         (&[2; 100], Some(0x6005)),
         (&[3; 61], None),
     ];
-    let b = block(&frames);
+    let mut b = block(&frames);
     let mut seen = Vec::new();
     assert_eq!(
-        walk_block(&b, &mut |d: &[u8], t, cut| seen.push((d.to_vec(), t, cut))),
+        walk_block(&mut b, 0, &mut |d: &mut [u8], t, cut| seen.push((
+            d.to_vec(),
+            t,
+            cut
+        ))),
         3
     );
     let want: Vec<_> = frames
@@ -61,18 +65,18 @@ fn a_block_is_walked_and_bad_offsets_stop_the_walk() {
     // every truncation of the block: the walk stops, never panics.
     let mut lying = b.clone();
     lying[v3::NUM_PKTS..v3::NUM_PKTS + 4].copy_from_slice(&1000u32.to_ne_bytes());
-    assert_eq!(walk_block(&lying, &mut |_: &[u8], _, _| {}), 3);
+    assert_eq!(walk_block(&mut lying, 0, &mut |_: &mut [u8], _, _| {}), 3);
     let mut far = b.clone();
     far[v3::FIRST_PKT..v3::FIRST_PKT + 4].copy_from_slice(&u32::MAX.to_ne_bytes());
-    assert_eq!(walk_block(&far, &mut |_: &[u8], _, _| {}), 0);
+    assert_eq!(walk_block(&mut far, 0, &mut |_: &mut [u8], _, _| {}), 0);
     for len in 0..400 {
-        walk_block(&b[..len], &mut |_: &[u8], _, _| {});
+        walk_block(&mut b[..len], 0, &mut |_: &mut [u8], _, _| {});
     }
     // A frame whose captured length is short of its length is flagged.
     let mut cut = b.clone();
     cut[48 + v3::LEN..48 + v3::LEN + 4].copy_from_slice(&9000u32.to_ne_bytes());
     let mut flags = Vec::new();
-    walk_block(&cut, &mut |_: &[u8], _, c| flags.push(c));
+    walk_block(&mut cut, 0, &mut |_: &mut [u8], _, c| flags.push(c));
     assert_eq!(flags, [true, false, false]);
 }
 
@@ -93,14 +97,21 @@ fn a_frame_slot_is_read_and_bad_offsets_skip_it() {
     put(&mut slot, 64, &data);
     let mut seen = Vec::new();
     assert_eq!(
-        walk_slot(&slot, &mut |d: &[u8], t, c| seen.push((d.to_vec(), t, c))),
+        walk_slot(&mut slot, 0, &mut |d: &mut [u8], t, c| seen.push((
+            d.to_vec(),
+            t,
+            c
+        ))),
         1
     );
     assert_eq!(seen, [(data.to_vec(), Some(0x2003), false)]);
     // A frame past the slot's end is skipped; so is a truncated header.
     put(&mut slot, v2::MAC, &250u16.to_ne_bytes());
-    assert_eq!(walk_slot(&slot, &mut |_: &[u8], _, _| {}), 0);
+    assert_eq!(walk_slot(&mut slot, 0, &mut |_: &mut [u8], _, _| {}), 0);
     for len in 0..26 {
-        assert_eq!(walk_slot(&slot[..len], &mut |_: &[u8], _, _| {}), 0);
+        assert_eq!(
+            walk_slot(&mut slot[..len], 0, &mut |_: &mut [u8], _, _| {}),
+            0
+        );
     }
 }

@@ -140,7 +140,8 @@ impl FrameBuilder {
             ethertype,
         };
         let l3_start = eth.emit(out)?;
-        self.emit_l3(&spec.l3, transport.len(), &mut out[l3_start..])?;
+        let ident = self.take_idents(&spec.l3, 1);
+        emit_l3(&spec.l3, transport.len(), ident, &mut out[l3_start..])?;
         out[hlen..end].copy_from_slice(transport);
         let value = icrc::compute(scope, &out[l3_start..end])?;
         out[end - ICRC_LEN..end].copy_from_slice(&value.to_le_bytes());
@@ -148,96 +149,106 @@ impl FrameBuilder {
         Ok(len)
     }
 
-    fn emit_l3(&mut self, l3: &L3, tlen: usize, out: &mut [u8]) -> Result<(), Error> {
-        let udp_len = |field| {
-            u16::try_from(udp::HEADER_LEN + tlen).map_err(|_| Error::FieldOverflow {
-                field,
-                value: (udp::HEADER_LEN + tlen) as u64,
-            })
-        };
-        let udp = |src_port, length| UdpRepr {
+    /// The IPv4 Identification of the next packet, `count` of them taken
+    /// (0 for other network layers, which have none).
+    fn take_idents(&mut self, l3: &L3, count: usize) -> u16 {
+        let ident = self.next_ident;
+        if let L3::V2Ipv4 { .. } = l3 {
+            self.next_ident = ident.wrapping_add(count as u16);
+        }
+        ident
+    }
+}
+
+/// Writes the network header (and UDP's, for v2) of a packet of `tlen`
+/// transport bytes, with IPv4 Identification `ident`.
+fn emit_l3(l3: &L3, tlen: usize, ident: u16, out: &mut [u8]) -> Result<(), Error> {
+    let udp_len = |field| {
+        u16::try_from(udp::HEADER_LEN + tlen).map_err(|_| Error::FieldOverflow {
+            field,
+            value: (udp::HEADER_LEN + tlen) as u64,
+        })
+    };
+    let udp = |src_port, length| UdpRepr {
+        src_port,
+        dst_port: udp::ROCE_V2_PORT,
+        length,
+        checksum: 0,
+    };
+    match *l3 {
+        L3::V2Ipv4 {
+            src,
+            dst,
+            tos,
+            ttl,
             src_port,
-            dst_port: udp::ROCE_V2_PORT,
-            length,
-            checksum: 0,
-        };
-        match *l3 {
-            L3::V2Ipv4 {
-                src,
-                dst,
-                tos,
+        } => {
+            let ulen = udp_len("ipv4.total_len")?;
+            let total =
+                ulen.checked_add(ipv4::MIN_HEADER_LEN as u16)
+                    .ok_or(Error::FieldOverflow {
+                        field: "ipv4.total_len",
+                        value: u64::from(ulen) + ipv4::MIN_HEADER_LEN as u64,
+                    })?;
+            let ip = Ipv4Repr {
+                header_len: ipv4::MIN_HEADER_LEN as u8,
+                dscp: tos >> 2,
+                ecn: tos & 3,
+                total_len: total,
+                ident,
+                dont_frag: true,
+                more_frags: false,
+                frag_offset: 0,
                 ttl,
-                src_port,
-            } => {
-                let ulen = udp_len("ipv4.total_len")?;
-                let total =
-                    ulen.checked_add(ipv4::MIN_HEADER_LEN as u16)
-                        .ok_or(Error::FieldOverflow {
-                            field: "ipv4.total_len",
-                            value: u64::from(ulen) + ipv4::MIN_HEADER_LEN as u64,
-                        })?;
-                let ident = self.next_ident;
-                self.next_ident = ident.wrapping_add(1);
-                let ip = Ipv4Repr {
-                    header_len: ipv4::MIN_HEADER_LEN as u8,
-                    dscp: tos >> 2,
-                    ecn: tos & 3,
-                    total_len: total,
-                    ident,
-                    dont_frag: true,
-                    more_frags: false,
-                    frag_offset: 0,
-                    ttl,
-                    protocol: ipv4::PROTO_UDP,
-                    checksum: 0,
-                    src,
-                    dst,
-                };
-                ip.emit(out)?;
-                udp(src_port, ulen).emit(&mut out[ipv4::MIN_HEADER_LEN..])
-            }
-            L3::V2Ipv6 {
+                protocol: ipv4::PROTO_UDP,
+                checksum: 0,
                 src,
                 dst,
+            };
+            ip.emit(out)?;
+            udp(src_port, ulen).emit(&mut out[ipv4::MIN_HEADER_LEN..])
+        }
+        L3::V2Ipv6 {
+            src,
+            dst,
+            traffic_class,
+            flow_label,
+            hop_limit,
+            src_port,
+        } => {
+            let ulen = udp_len("ipv6.payload_len")?;
+            let ip = Ipv6Repr {
                 traffic_class,
                 flow_label,
+                payload_len: ulen,
+                next_header: ipv4::PROTO_UDP,
                 hop_limit,
-                src_port,
-            } => {
-                let ulen = udp_len("ipv6.payload_len")?;
-                let ip = Ipv6Repr {
-                    traffic_class,
-                    flow_label,
-                    payload_len: ulen,
-                    next_header: ipv4::PROTO_UDP,
-                    hop_limit,
-                    src,
-                    dst,
-                };
-                ip.emit(out)?;
-                udp(src_port, ulen).emit(&mut out[ipv6::HEADER_LEN..])
-            }
-            L3::V1 {
-                sgid,
-                dgid,
+                src,
+                dst,
+            };
+            ip.emit(out)?;
+            udp(src_port, ulen).emit(&mut out[ipv6::HEADER_LEN..])
+        }
+        L3::V1 {
+            sgid,
+            dgid,
+            traffic_class,
+            flow_label,
+            hop_limit,
+        } => {
+            let grh = Ipv6Repr {
                 traffic_class,
                 flow_label,
+                payload_len: u16::try_from(tlen).map_err(|_| Error::FieldOverflow {
+                    field: "grh.paylen",
+                    value: tlen as u64,
+                })?,
+                next_header: ipv6::NEXT_HEADER_IBA,
                 hop_limit,
-            } => {
-                let grh = Ipv6Repr {
-                    traffic_class,
-                    flow_label,
-                    payload_len: u16::try_from(tlen).map_err(|_| Error::FieldOverflow {
-                        field: "grh.paylen",
-                        value: tlen as u64,
-                    })?,
-                    next_header: ipv6::NEXT_HEADER_IBA,
-                    hop_limit,
-                    src: sgid,
-                    dst: dgid,
-                };
-                grh.emit(out)
-            }
+                src: sgid,
+                dst: dgid,
+            };
+            grh.emit(out)
         }
     }
 }
@@ -335,6 +346,9 @@ pub fn parse_rx_with(
         transport: parsed.transport.into_inner(),
     }))
 }
+
+#[path = "frame_train.rs"]
+mod train;
 
 #[cfg(test)]
 #[path = "frame_tests.rs"]

@@ -3,6 +3,7 @@
 
 mod backlog;
 mod capture;
+mod gso;
 mod netns;
 
 use std::time::{Duration, Instant};

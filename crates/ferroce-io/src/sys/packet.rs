@@ -9,7 +9,8 @@
 //! * receive (TPACKET_V3): a block belongs to the kernel while its
 //!   `block_status` lacks `TP_STATUS_USER`. [`RxRing::with_block`] loads
 //!   that word with Acquire ordering (so the kernel's writes to the block
-//!   are seen), lends the block as a `&[u8]` only while it is ours, and
+//!   are seen), lends the block as a `&mut [u8]` only while it is ours
+//!   (the kernel neither reads nor writes it then), and
 //!   gives it back by storing `TP_STATUS_KERNEL` with Release ordering after
 //!   the borrow ends. `&mut self` makes the lending exclusive. The
 //!   frame-by-frame receive ring (TPACKET_V2, [`RxFrameRing::with_frame`])
@@ -19,6 +20,13 @@
 //!   [`TxRing::fill`] lends its data area as `&mut [u8]` only then, writes
 //!   `tp_len` and hands it over by storing `TP_STATUS_SEND_REQUEST` with
 //!   Release ordering; [`TxRing::kick`] asks the kernel to send them.
+//!
+//! With `PACKET_VNET_HDR` (set before the ring), the first 10 bytes of a
+//! send frame's data, and the 10 bytes before a received frame's MAC
+//! header, are a virtio-net header: plain bytes in the same lent areas,
+//! no change to who owns what. The kernel checks a sent one (a frame with
+//! a bad one is marked `TP_STATUS_WRONG_FORMAT`); a received one is
+//! parsed by the caller as untrusted bytes like the rest.
 //!
 //! All other accesses are to the block or frame headers, by offset within
 //! the mapping, with bounds checked against its length. What the kernel
@@ -112,7 +120,7 @@ fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) ->
 }
 
 /// An integer packet-socket option (`PACKET_VERSION`, `PACKET_QDISC_BYPASS`,
-/// `PACKET_IGNORE_OUTGOING`, `PACKET_LOSS`).
+/// `PACKET_IGNORE_OUTGOING`, `PACKET_LOSS`, `PACKET_VNET_HDR`).
 pub(crate) fn set_packet_option(
     fd: RawFd,
     name: libc::c_int,
@@ -227,7 +235,7 @@ impl Ring {
         &mut self,
         i: usize,
         status_at: usize,
-        f: impl FnOnce(&[u8]) -> R,
+        f: impl FnOnce(&mut [u8]) -> R,
     ) -> Option<R> {
         let status = self.status(i, status_at).load(Ordering::Acquire);
         if status & libc::TP_STATUS_USER == 0 {
@@ -235,11 +243,15 @@ impl Ring {
         }
         let start = i * self.block_size;
         // SAFETY: part `i` lies inside the mapping (checked by `status`),
-        // and the kernel does not write it while TP_STATUS_USER is set
-        // (observed with Acquire above); the slice ends with this borrow,
-        // before the status is handed back below.
-        let part =
-            unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(start), self.block_size) };
+        // and the kernel neither reads nor writes it while TP_STATUS_USER
+        // is set (observed with Acquire above), so it is this process's
+        // alone (`&mut self`: one lending at a time) and may be written
+        // (the raw backend rewrites headers in place to cut a
+        // super-frame); the slice ends with this borrow, before the
+        // status is handed back below.
+        let part = unsafe {
+            std::slice::from_raw_parts_mut(self.base.as_ptr().add(start), self.block_size)
+        };
         let r = f(part);
         self.status(i, status_at)
             .store(libc::TP_STATUS_KERNEL, Ordering::Release);
@@ -341,7 +353,7 @@ impl RxRing {
     /// If block `i` is ours (the kernel has filled it), lends it whole to
     /// `f` and then returns it to the kernel; `None` if it is still the
     /// kernel's.
-    pub(crate) fn with_block<R>(&mut self, i: usize, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+    pub(crate) fn with_block<R>(&mut self, i: usize, f: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
         self.ring.lend_received(i, BLOCK_STATUS, f)
     }
 
@@ -375,7 +387,7 @@ impl RxFrameRing {
     /// If slot `i` holds a frame the kernel has written, lends the slot
     /// (header and frame) to `f`, then returns it to the kernel; `None` if
     /// it is still the kernel's.
-    pub(crate) fn with_frame<R>(&mut self, i: usize, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+    pub(crate) fn with_frame<R>(&mut self, i: usize, f: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
         self.ring.lend_received(i, TX_STATUS, f)
     }
 

@@ -17,7 +17,11 @@
 //!   parallel, against TCP connect + accept + close on the same addresses;
 //! * the C ABI: perftest's `ib_write_bw` and `ib_write_lat` on ferroce's
 //!   `libibverbs.so.1`, against `ferroce perf` running the same tests
-//!   (see [`cabi`]; `--c-abi-only` runs just these).
+//!   (see [`cabi`]; `--c-abi-only` runs just these);
+//! * the raw-Ethernet backend on a veth pair between two namespaces (root
+//!   only): the rings' own limit, RC WRITE 64 KiB against it and against
+//!   the UDP backend on the same veth, 8-byte WRITE latency against the
+//!   rings' ping-pong (see [`veth`]; `--raw-only` runs just these).
 //!
 //! The ferroce figures come from `ferroce perf` runs (a client and a server
 //! process); the raw side is `ferroce udp-peer`. The machine is shared:
@@ -27,7 +31,9 @@ mod cabi;
 mod cm;
 mod memory;
 mod raw;
+mod rawpeer;
 mod report;
+mod veth;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -37,6 +43,7 @@ use crate::error::Error;
 use clap::Args;
 
 pub(crate) use raw::{UdpPeerArgs, udp_peer};
+pub(crate) use rawpeer::{RawPeerArgs, raw_peer};
 
 /// A full RoCE datagram at MTU 4096 (BTH + 4096 + ICRC) and an 8-byte
 /// WRITE ONLY (BTH + RETH + 8 + ICRC).
@@ -69,6 +76,10 @@ pub(crate) struct BenchArgs {
     /// beside `ferroce perf`).
     #[arg(long)]
     c_abi_only: bool,
+    /// Run only the raw-Ethernet backend's rows (root: on a veth pair
+    /// between two namespaces the bench makes and removes).
+    #[arg(long)]
+    raw_only: bool,
     /// ferroce's libibverbs.so for the C ABI rows (default:
     /// $FERROCE_LIBIBVERBS, else libibverbs.so beside this binary, where
     /// `cargo build --release -p ferroce-verbs` puts it).
@@ -236,13 +247,18 @@ pub(crate) fn run(args: &BenchArgs) -> Result<bool, Error> {
     if args.c_abi_only {
         return Ok(report::print_cabi(args, cabi::measure(args, cabi_ports)));
     }
+    if args.raw_only {
+        return Ok(report::print_veth(args, veth::measure(args)));
+    }
     let raw = measure_raw(args)?;
     let figures = measure_ferroce(args)?;
     let cm = measure_cm(args);
     let c_abi = cabi::measure(args, cabi_ports);
+    let veth = veth::measure(args);
     let ok = report::print(args, &raw, figures);
     let ok = report::print_cm(args, cm) && ok;
-    Ok(report::print_cabi(args, c_abi) && ok)
+    let ok = report::print_cabi(args, c_abi) && ok;
+    Ok(report::print_veth(args, veth) && ok)
 }
 
 /// rdma_cm's setup rates and TCP's, each run `args.repeat` times, the TCP

@@ -3,6 +3,7 @@
 //! and its reason under the table.
 
 use super::cabi::{BW_SIZE, CabiFigures, LAT_SIZE};
+use super::veth::{TRAIN, VethRows};
 use super::{
     BenchArgs, CM_PARALLEL, CmFigures, FULL_DATAGRAM, Figure, Figures, RATE_WRITE, Raw, SMALL_WRITE,
 };
@@ -251,6 +252,83 @@ pub(super) fn print_cabi(args: &BenchArgs, f: CabiFigures) -> bool {
          run right after it with the same size, iterations and depth (bandwidth: {} MiB \
          per run; latency: {} iterations, one way).",
         args.bytes >> 20,
+        args.lat_iters
+    );
+    for f in &failures {
+        println!("failed: {f}");
+    }
+    failures.is_empty()
+}
+
+/// The raw-Ethernet backend's rows (see [`super::veth`]); true if nothing
+/// failed. Skipped rows are no failure: the line says why.
+pub(super) fn print_veth(args: &BenchArgs, rows: VethRows) -> bool {
+    println!(
+        "raw Ethernet backend: a veth pair between two namespaces (MTU 1500, RoCE MTU \
+         1024), one process each side; median of {} interleaved runs",
+        args.repeat.max(1)
+    );
+    let f = match rows {
+        VethRows::Measured(f) => f,
+        VethRows::Skipped(why) => {
+            println!("skipped: {why}");
+            return true;
+        }
+    };
+    let mut failures = Vec::new();
+    let mut ok = |r: Figure| {
+        r.unwrap_or_else(|e| {
+            failures.push(e.to_string());
+            f64::NAN
+        })
+    };
+    Table::header_with("raw backend");
+    let (gso_pps, gso) = (ok(f.limit_gso.0), ok(f.limit_gso.1));
+    let (one_pps, one) = (ok(f.limit_frames.0), ok(f.limit_frames.1));
+    let limit_row = |name: &str, pps: f64, g: f64| {
+        Table::row(name, "", &format!("{} {}", mps(pps), gbs(g)), f64::NAN, "");
+    };
+    limit_row(
+        &format!("rings, no RoCE work, {TRAIN} per super-frame"),
+        gso_pps,
+        gso,
+    );
+    limit_row("rings, no RoCE work, frame by frame", one_pps, one);
+    let (raw, udp) = (ok(f.write_raw), ok(f.write_udp));
+    Table::row(
+        "RC WRITE 64 KiB / the rings' limit",
+        &gbs(raw),
+        &gbs(gso),
+        raw / gso,
+        ">= 80%",
+    );
+    Table::row(
+        "RC WRITE 64 KiB / UDP backend, same veth",
+        &gbs(raw),
+        &format!("{} (UDP)", gbs(udp)),
+        raw / udp,
+        ">= 150%",
+    );
+    let (med, p99) = (ok(f.lat_raw.0), ok(f.lat_raw.1));
+    let (ping_med, ping_p99) = (ok(f.lat_ping.0), ok(f.lat_ping.1));
+    Table::row(
+        "WRITE 8 B latency, median / ping-pong",
+        &us(med),
+        &us(ping_med),
+        med / ping_med,
+        "<= 150%",
+    );
+    Table::row(
+        "WRITE 8 B latency, p99 / ping-pong",
+        &us(p99),
+        &us(ping_p99),
+        p99 / ping_p99,
+        "",
+    );
+    println!(
+        "the rings' limit: `ferroce raw-peer` flooding prebuilt RoCE frames (1024-byte \
+         payloads) through the rings a raw device opens, counted without parsing or ICRC; \
+         payload GB/s. Latency: half round trips, {} iterations.",
         args.lat_iters
     );
     for f in &failures {
