@@ -213,10 +213,13 @@ fn a_roce_v1_request_is_answered_in_roce_v1_and_captured_clean() {
             "{frames}"
         );
     }
-    // SIDR_REQ (0x17) from the client, SIDR_REP (0x18) from the server.
+    // SIDR_REQ (0x17) from the client, SIDR_REP (0x18) from the server,
+    // each received twice (a capture also holds its own side's frames:
+    // with segmentation offload the frames pass the qdisc layer).
     for (pcap, want) in pcaps.iter().zip(["0x0017", "0x0018"]) {
         if let Some(ids) = sidr_attributes(pcap) {
-            assert_eq!(ids, [want; 2], "{}", pcap.display());
+            let seen = ids.iter().filter(|id| *id == want).count();
+            assert_eq!(seen, 2, "{}: {ids:?}", pcap.display());
         }
     }
 }

@@ -26,18 +26,27 @@ pub struct RawOptions {
     pub pcp: PcpMap,
     /// PFC on, with these settings; `None`: off.
     pub pfc: Option<PfcConfig>,
-    /// Receive ring slots (a frame each; at least 8).
+    /// Receive ring slots (a frame, or a super-frame of up to 64 KiB,
+    /// each; at least 8).
     pub rx_frames: u32,
+    /// Segmentation offload for RoCE v2 (`ferroce_io::raw::RawConfig::gso`):
+    /// runs of packets leave as super-frames the kernel cuts, and
+    /// super-frames arriving whole are cut here. Off for a peer that
+    /// cannot take super-frames whole (a receiver behind a veth without
+    /// offload), or to make every packet its own frame.
+    pub gso: bool,
 }
 
 impl Default for RawOptions {
-    /// No VLAN, every class on priority 3, PFC off, 2,048 receive slots.
+    /// No VLAN, every class on priority 3, PFC off, 512 receive slots
+    /// (of 64 KiB: 32 MiB), segmentation offload on.
     fn default() -> Self {
         Self {
             vlan: None,
             pcp: PcpMap::default(),
             pfc: None,
-            rx_frames: 2048,
+            rx_frames: 512,
+            gso: true,
         }
     }
 }

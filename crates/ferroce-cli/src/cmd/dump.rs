@@ -23,6 +23,7 @@ use serde_json::{Map, Value, json};
 use crate::capture::{CaptureError, CaptureErrorKind, Frame, FrameReader};
 use crate::error::Error as CliError;
 
+mod gso;
 mod pfc;
 
 /// Arguments of `ferroce dump`.
@@ -55,6 +56,9 @@ struct Tally {
     malformed: usize,
     bad_icrc: usize,
     mac_control: usize,
+    /// Super-frames cut into their packets, and the packets.
+    super_frames: usize,
+    segments: usize,
 }
 
 pub(crate) fn run(args: &DumpArgs) -> Result<bool, CliError> {
@@ -99,25 +103,7 @@ pub(crate) fn run(args: &DumpArgs) -> Result<bool, CliError> {
             }
             continue;
         }
-        let Some(located) = ferroce_wire::locate(frame.link, &frame.data) else {
-            continue;
-        };
-        tally.roce += 1;
-        let verdict = judge(&frame, located);
-        match &verdict {
-            Verdict::Malformed(_) => tally.malformed += 1,
-            Verdict::Parsed { icrc_ok: false, .. } => tally.bad_icrc += 1,
-            Verdict::Parsed { .. } => {}
-        }
-        if args.quiet {
-            continue;
-        }
-        let line = if args.json {
-            json_record(&frame, located, &verdict).to_string()
-        } else {
-            text_line(&frame, t, located, &verdict)
-        };
-        if writeln!(out, "{line}").is_err() {
+        if report(args, &mut out, &mut tally, &frame, t).is_err() {
             // Reader went away (e.g. `| head`): stop quietly.
             return Ok(true);
         }
@@ -129,11 +115,91 @@ pub(crate) fn run(args: &DumpArgs) -> Result<bool, CliError> {
             tally.mac_control
         );
     }
+    if tally.super_frames > 0 {
+        eprintln!(
+            "{name}: {} segmentation-offload super-frames, cut into {} packets",
+            tally.super_frames, tally.segments
+        );
+    }
     eprintln!(
         "{name}: {} frames, {} RoCE, {} malformed, {} bad ICRC",
         tally.frames, tally.roce, tally.malformed, tally.bad_icrc
     );
     Ok(!args.check || (tally.malformed == 0 && tally.bad_icrc == 0))
+}
+
+/// Judges, counts and prints one captured frame if it is RoCE; a
+/// super-frame (see [`gso`]) as the packets it carries, each marked
+/// `[GSO i/n]` (JSON: `"gso": [i, n]`). Fails only if the output is gone.
+fn report(
+    args: &DumpArgs,
+    out: &mut impl Write,
+    tally: &mut Tally,
+    frame: &Frame,
+    t: f64,
+) -> io::Result<()> {
+    let Some(located) = ferroce_wire::locate(frame.link, &frame.data) else {
+        return Ok(());
+    };
+    let verdict = judge(frame, located);
+    if let Verdict::Parsed {
+        frame: first,
+        icrc_ok: false,
+    } = &verdict
+        && let Some(cut) = gso::segments(frame, first)
+    {
+        tally.super_frames += 1;
+        let n = cut.len();
+        for (i, data) in cut.into_iter().enumerate() {
+            let segment = Frame {
+                orig_len: data.len() as u32,
+                data,
+                ..*frame
+            };
+            let located = ferroce_wire::locate(segment.link, &segment.data)
+                .expect("a segment that checked is RoCE");
+            tally.segments += 1;
+            show(args, out, tally, &segment, t, located, Some((i + 1, n)))?;
+        }
+        return Ok(());
+    }
+    show(args, out, tally, frame, t, located, None)
+}
+
+/// Counts and prints one RoCE packet (`part`: its place in a super-frame).
+fn show(
+    args: &DumpArgs,
+    out: &mut impl Write,
+    tally: &mut Tally,
+    frame: &Frame,
+    t: f64,
+    located: Located<'_>,
+    part: Option<(usize, usize)>,
+) -> io::Result<()> {
+    tally.roce += 1;
+    let verdict = judge(frame, located);
+    match &verdict {
+        Verdict::Malformed(_) => tally.malformed += 1,
+        Verdict::Parsed { icrc_ok: false, .. } => tally.bad_icrc += 1,
+        Verdict::Parsed { .. } => {}
+    }
+    if args.quiet {
+        return Ok(());
+    }
+    let line = if args.json {
+        let mut record = json_record(frame, located, &verdict);
+        if let (Some((i, n)), Some(m)) = (part, record.as_object_mut()) {
+            m.insert("gso".into(), json!([i, n]));
+        }
+        record.to_string()
+    } else {
+        let mut line = text_line(frame, t, located, &verdict);
+        if let Some((i, n)) = part {
+            line.push_str(&format!(" [GSO {i}/{n}]"));
+        }
+        line
+    };
+    writeln!(out, "{line}")
 }
 
 enum Verdict<'a> {

@@ -48,9 +48,13 @@ pub(crate) struct QosArgs {
     /// [default: the interface's, or 10000 if it has none].
     #[arg(long = "pfc-link-mbps", value_name = "MBPS", requires = "pfc")]
     pub(crate) pfc_link_mbps: Option<u32>,
-    /// Receive ring slots, one frame each [default: 2048].
+    /// Receive ring slots, one frame (or super-frame) each [default: 512].
     #[arg(long, value_name = "FRAMES", requires = "raw")]
     pub(crate) rx_ring: Option<u32>,
+    /// No segmentation offload on the raw backend: every RoCE v2 packet
+    /// its own frame (for a peer that cannot take super-frames whole).
+    #[arg(long = "no-gso", requires = "raw")]
+    pub(crate) no_gso: bool,
 }
 
 impl QosArgs {
@@ -76,6 +80,7 @@ impl QosArgs {
             },
             pfc,
             rx_frames: self.rx_ring.unwrap_or(defaults.rx_frames),
+            gso: !self.no_gso,
         }
     }
 }

@@ -51,14 +51,15 @@ pub struct PfcConfig {
 }
 
 impl Default for PfcConfig {
-    /// Every priority; XOFF at 512 frames waiting, XON at 128 (the device's
-    /// receive ring holds 2,048); the longest pause (65,535 quanta: 3.4 ms
+    /// Every priority; XOFF at 128 frames waiting, XON at 32 (the device's
+    /// receive ring holds 512, each slot a frame or a super-frame of up to
+    /// 64 packets); the longest pause (65,535 quanta: 3.4 ms
     /// at 10 Gbit/s), refreshed while needed.
     fn default() -> Self {
         Self {
             priorities: 0xff,
-            xoff: 512,
-            xon: 128,
+            xoff: 128,
+            xon: 32,
             pause_quanta: u16::MAX,
             link_mbps: None,
         }

@@ -152,6 +152,7 @@ impl RawDevice {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let mut cfg = RawConfig::new(interface);
         cfg.rx_frames = opts.rx_frames;
+        cfg.gso = opts.gso;
         // Frame by frame: the block ring hands frames over only when a
         // block fills or its 1 ms timer fires, 1 ms in every round trip.
         cfg.rx_frame_by_frame = true;
