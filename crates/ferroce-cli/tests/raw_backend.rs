@@ -9,16 +9,14 @@
 //! Needs root; prints SKIPPED otherwise.
 
 mod common;
+mod raw_netns;
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use common::text;
+use raw_netns::{A, A6, B, B6, Netns};
 
-const A: &str = "10.78.0.1";
-const B: &str = "10.78.0.2";
-const A6: &str = "fd78::1";
-const B6: &str = "fd78::2";
 /// The GID indices of the devices' own address, as `devinfo -v --raw`
 /// lists them: fe80:: (v1, v2), then the IPv4 address (v1, v2), then the
 /// IPv6 one (v1, v2).
@@ -26,111 +24,6 @@ const V1: &str = "2";
 const V2: &str = "3";
 const V1_IPV6: &str = "4";
 const V2_IPV6: &str = "5";
-
-fn is_root() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2))
-        == Some("0")
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Namespaces `fraw2-TAG-PID-a` and `-b` joined by a veth pair (`eth0` in
-/// each, A and B on it); removed on drop.
-struct Netns {
-    a: String,
-    b: String,
-    /// One test at a time: each runs two busy-polling processes, and
-    /// seven tests' fourteen on a 2-core machine starved some past their
-    /// RC retries (two failed runs of seven).
-    _serial: std::sync::MutexGuard<'static, ()>,
-}
-
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-impl Netns {
-    fn new(tag: &str) -> Option<Self> {
-        if !is_root() {
-            eprintln!("SKIPPED: the raw backend's tests need root (CAP_NET_ADMIN, CAP_NET_RAW)");
-            return None;
-        }
-        let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-        let pid = std::process::id();
-        let ns = Self {
-            a: format!("fraw2-{tag}-{pid}-a"),
-            b: format!("fraw2-{tag}-{pid}-b"),
-            _serial: serial,
-        };
-        ip(&["netns", "add", &ns.a]);
-        ip(&["netns", "add", &ns.b]);
-        ip(&[
-            "-n", &ns.a, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns",
-            &ns.b,
-        ]);
-        for (n, addr, addr6) in [(&ns.a, A, A6), (&ns.b, B, B6)] {
-            ip(&["-n", n, "addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
-            // No duplicate address detection: usable at once.
-            let v6 = format!("{addr6}/64");
-            ip(&["-n", n, "addr", "add", &v6, "dev", "eth0", "nodad"]);
-            ip(&["-n", n, "link", "set", "eth0", "up"]);
-            ip(&["-n", n, "link", "set", "lo", "up"]);
-        }
-        Some(ns)
-    }
-
-    /// `ferroce ARGS` in namespace `ns`, with `env` set.
-    fn ferroce(ns: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
-        let mut c = Command::new("ip");
-        c.args([
-            "netns",
-            "exec",
-            ns,
-            "timeout",
-            "60",
-            env!("CARGO_BIN_EXE_ferroce"),
-        ])
-        .args(args)
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        c
-    }
-
-    /// Runs `server` in a and `client` in b; returns both outputs.
-    fn pair(&self, server: &[&str], client: &[&str], env: &[(&str, &str)]) -> (Output, Output) {
-        let s: Child = Self::ferroce(&self.a, server, env)
-            .spawn()
-            .expect("start the server");
-        std::thread::sleep(Duration::from_millis(300));
-        let c = Self::ferroce(&self.b, client, env)
-            .output()
-            .expect("run the client");
-        if !c.status.success() {
-            // The server may wait for a peer that is gone.
-            let _ = Command::new("kill").arg(s.id().to_string()).status();
-        }
-        (s.wait_with_output().expect("server output"), c)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for n in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
-    }
-}
 
 fn assert_ok(what: &str, out: &Output) {
     let (stdout, stderr) = text(out);

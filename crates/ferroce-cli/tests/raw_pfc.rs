@@ -10,14 +10,14 @@
 //! Needs root; prints SKIPPED otherwise.
 
 mod common;
+mod raw_netns;
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use common::text;
+use raw_netns::{A, B, Netns};
 
-const A: &str = "10.79.5.1";
-const B: &str = "10.79.5.2";
 /// The RoCE v2 GID index of the devices' IPv4 address.
 const V2: &str = "3";
 
@@ -61,116 +61,13 @@ const PFC: &[&str] = &[
 ];
 const SLOW: (&str, &str) = ("FERROCE_RAW_SLOW_RX_US", "1000");
 
-fn is_root() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2))
-        == Some("0")
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Namespaces `fpf-TAG-PID-a` and `-b` joined by a veth pair (`eth0` in
-/// each, A and B on it); removed on drop. One test at a time: the slow
-/// run's timing must not share the cores with another pair.
-struct Netns {
-    a: String,
-    b: String,
-    _serial: std::sync::MutexGuard<'static, ()>,
-}
-
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-impl Netns {
-    fn new(tag: &str) -> Option<Self> {
-        if !is_root() {
-            eprintln!("SKIPPED: the PFC tests need root (CAP_NET_ADMIN, CAP_NET_RAW)");
-            return None;
-        }
-        let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-        let pid = std::process::id();
-        let ns = Self {
-            a: format!("fpf-{tag}-{pid}-a"),
-            b: format!("fpf-{tag}-{pid}-b"),
-            _serial: serial,
-        };
-        ip(&["netns", "add", &ns.a]);
-        ip(&["netns", "add", &ns.b]);
-        ip(&[
-            "-n", &ns.a, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns",
-            &ns.b,
-        ]);
-        for (n, addr) in [(&ns.a, A), (&ns.b, B)] {
-            ip(&["-n", n, "addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
-            ip(&["-n", n, "link", "set", "eth0", "up"]);
-            ip(&["-n", n, "link", "set", "lo", "up"]);
-        }
-        Some(ns)
+/// tcpdump on b's eth0 into `pcap`, once it is capturing.
+fn capture(ns: &Netns, pcap: &str) -> Option<common::Spawned> {
+    if Command::new("tcpdump").arg("--version").output().is_err() {
+        eprintln!("no tcpdump: the capture checks are skipped");
+        return None;
     }
-
-    fn ferroce(ns: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns, "timeout", "120"])
-            .arg(env!("CARGO_BIN_EXE_ferroce"))
-            .args(args)
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        c
-    }
-
-    /// `server` in a (with `server_env`), then `client` in b.
-    fn pair(
-        &self,
-        server: &[&str],
-        client: &[&str],
-        server_env: &[(&str, &str)],
-    ) -> (Output, Output) {
-        let s = Self::ferroce(&self.a, server, server_env)
-            .spawn()
-            .expect("start the server");
-        std::thread::sleep(Duration::from_millis(300));
-        let c = Self::ferroce(&self.b, client, &[])
-            .output()
-            .expect("run the client");
-        if !c.status.success() {
-            let _ = Command::new("kill").arg(s.id().to_string()).status();
-        }
-        (s.wait_with_output().expect("server output"), c)
-    }
-
-    /// tcpdump on b's eth0 into `pcap`, once it is capturing.
-    fn capture(&self, pcap: &str) -> Option<common::Spawned> {
-        if Command::new("tcpdump").arg("--version").output().is_err() {
-            eprintln!("no tcpdump: the capture checks are skipped");
-            return None;
-        }
-        let mut t = Command::new("ip");
-        t.args(["netns", "exec", &self.b, "tcpdump", "--immediate-mode"])
-            .args(["-B", "32768", "-i", "eth0", "-U", "-w", pcap]);
-        let child = common::capture_started(t, "listening on");
-        // It says so a little before it takes packets.
-        std::thread::sleep(Duration::from_millis(1500));
-        Some(child)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for n in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
-    }
+    Some(raw_netns::tcpdump(&ns.b, std::path::Path::new(pcap)))
 }
 
 fn stop(mut capture: common::Spawned) {
@@ -232,7 +129,7 @@ fn stream(ns: &Netns, pfc: bool) -> Run {
     let extra: &[&str] = if pfc { PFC } else { &[] };
     let server = [STREAM, extra, &["--listen", "-L", A]].concat();
     let client = [STREAM, extra, &["-L", B, A]].concat();
-    let (s, c) = ns.pair(&server, &client, &[SLOW]);
+    let (s, c) = ns.pair_from(true, &server, &client, [&[SLOW], &[]]);
     let what = if pfc { "PFC on" } else { "PFC off" };
     assert_ok(&format!("{what}: client"), &c);
     assert_ok(&format!("{what}: server"), &s);
@@ -258,10 +155,13 @@ fn stream(ns: &Netns, pfc: bool) -> Run {
 
 #[test]
 fn slow_receiver_pfc_on_loses_nothing_pfc_off_drops_and_retransmits() {
-    let Some(ns) = Netns::new("slow") else { return };
+    let Some(mut ns) = Netns::new("slow") else {
+        return;
+    };
+    ns.secs = 120; // the slow receiver's runs
     let pcap = std::env::temp_dir().join(format!("fpf-slow-{}.pcap", std::process::id()));
     let pcap_s = pcap.to_str().unwrap().to_string();
-    let capture = ns.capture(&pcap_s);
+    let capture = capture(&ns, &pcap_s);
     let on = stream(&ns, true);
     if let Some(c) = capture {
         stop(c);
@@ -345,7 +245,7 @@ fn vlan_and_pcp_flags_tag_the_frames() {
     let Some(ns) = Netns::new("vlan") else { return };
     let pcap = std::env::temp_dir().join(format!("fpf-vlan-{}.pcap", std::process::id()));
     let pcap_s = pcap.to_str().unwrap().to_string();
-    let Some(capture) = ns.capture(&pcap_s) else {
+    let Some(capture) = capture(&ns, &pcap_s) else {
         return;
     };
     let common = [

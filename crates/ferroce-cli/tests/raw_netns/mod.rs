@@ -1,11 +1,10 @@
 //! Two network namespaces joined by a veth pair (`eth0` in each, [`A`] and
-//! [`A6`], [`B`] and [`B6`] on it) for the raw backend's rdma_cm tests, created by a test and
-//! removed when it ends (also when it fails). Names carry `fcm` (this
-//! file's tests' tag), the test's tag and the process ID, so that
-//! concurrent runs never meet.
-//!
-//! raw_backend.rs has a helper of the same shape (namespaces `fraw2-`);
-//! this one adds runs started from either side and a capture per side.
+//! [`A6`], [`B`] and [`B6`] on it) for the raw backend's tests, created by
+//! a test and removed when it ends (also when it fails). Names carry
+//! `fraw`, the test's tag and the process ID, so that concurrent runs
+//! never meet; the addresses live inside them. Tests of one binary take
+//! turns (each runs two busy-polling processes on what may be a 2-core
+//! machine: seven tests at once starved some past their RC retries).
 //! Not every test file uses every helper.
 
 #![allow(dead_code)]
@@ -40,12 +39,12 @@ pub(crate) fn ip(args: &[&str]) {
     );
 }
 
-/// Namespaces `fcm-TAG-PID-a` and `-b`; removed on drop.
+/// Namespaces `fraw-TAG-PID-a` and `-b`; removed on drop.
 pub(crate) struct Netns {
     pub(crate) a: String,
     pub(crate) b: String,
-    /// One test at a time: each runs two busy-polling processes on a
-    /// machine that may have two cores.
+    /// How long a `ferroce` run of [`Netns::pair`] may take (60 s).
+    pub(crate) secs: u32,
     _serial: std::sync::MutexGuard<'static, ()>,
 }
 
@@ -61,8 +60,9 @@ impl Netns {
         let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         let pid = std::process::id();
         let ns = Self {
-            a: format!("fcm-{tag}-{pid}-a"),
-            b: format!("fcm-{tag}-{pid}-b"),
+            a: format!("fraw-{tag}-{pid}-a"),
+            b: format!("fraw-{tag}-{pid}-b"),
+            secs: 60,
             _serial: serial,
         };
         ip(&["netns", "add", &ns.a]);
@@ -107,6 +107,17 @@ impl Netns {
         c
     }
 
+    /// Runs `server` in a and `client` in b, both with `env`; returns both
+    /// outputs.
+    pub(crate) fn pair(
+        &self,
+        server: &[&str],
+        client: &[&str],
+        env: &[(&str, &str)],
+    ) -> (Output, Output) {
+        self.pair_from(true, server, client, [env, env])
+    }
+
     /// Runs `server` in a (`server_in_a`) or b, then `client` in the other,
     /// with `env[0]` and `env[1]`; returns both outputs.
     pub(crate) fn pair_from(
@@ -121,11 +132,11 @@ impl Netns {
         } else {
             (&self.b, &self.a)
         };
-        let s: Child = Self::ferroce(sn, server, env[0])
+        let s: Child = Self::ferroce_for(sn, server, env[0], self.secs)
             .spawn()
             .expect("start the server");
         std::thread::sleep(Duration::from_millis(300));
-        let c = Self::ferroce(cn, client, env[1])
+        let c = Self::ferroce_for(cn, client, env[1], self.secs)
             .output()
             .expect("run the client");
         if !c.status.success() {
@@ -144,10 +155,17 @@ impl Drop for Netns {
     }
 }
 
-/// tcpdump on `eth0` of `ns` into `pcap`, once it captures (see
-/// raw_backend.rs: `--immediate-mode` and a 32 MiB ring, or it drops and
-/// sometimes captures nothing).
+/// tcpdump on `eth0` of `ns` into `pcap`, once it captures:
+/// `--immediate-mode` and a 32 MiB ring (with the default 2 MiB one it
+/// dropped 40-90 of a run's ~260 frames, and one run in five came out
+/// empty), and 1.5 s after it says it listens (it says so a little before
+/// it takes packets).
 pub(crate) fn tcpdump(ns: &str, pcap: &Path) -> common::Spawned {
+    tcpdump_with(ns, pcap, &[])
+}
+
+/// [`tcpdump`] with a capture filter (tcpdump's expression, as words).
+pub(crate) fn tcpdump_with(ns: &str, pcap: &Path, filter: &[&str]) -> common::Spawned {
     let mut t = Command::new("ip");
     t.args([
         "netns",
@@ -159,7 +177,8 @@ pub(crate) fn tcpdump(ns: &str, pcap: &Path) -> common::Spawned {
         "32768",
     ])
     .args(["-i", "eth0", "-U", "-w"])
-    .arg(pcap);
+    .arg(pcap)
+    .args(filter);
     let child = common::capture_started(t, "listening on");
     std::thread::sleep(Duration::from_millis(1500));
     child

@@ -142,10 +142,10 @@ fn one_frame_names_every_priority_that_changed() {
 #[test]
 fn thresholds_are_checked() {
     let ok = PfcConfig::default();
-    assert_eq!(ok.check(2048), Ok(()));
-    assert!(ok.check(512).unwrap_err().contains("receive ring"));
-    let bad = PfcConfig { xon: 600, ..ok };
-    assert!(bad.check(2048).unwrap_err().contains("XON"));
+    assert_eq!(ok.check(512), Ok(()));
+    assert!(ok.check(128).unwrap_err().contains("receive ring"));
+    let bad = PfcConfig { xon: 200, ..ok };
+    assert!(bad.check(512).unwrap_err().contains("XON"));
 }
 
 /// A MAC control frame from 02:00:00:00:00:01 with `body` after the
