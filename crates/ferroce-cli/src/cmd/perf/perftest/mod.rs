@@ -150,7 +150,7 @@ pub(super) fn run(args: &PerfArgs) -> Result<bool, Error> {
             let (side, conns) = rdma_cm::connect_test(&mut w, &ctx, &open, args)?;
             (side, Some(conns))
         }
-        Link::Tcp(_) => (Side::open(local, &open)?, None),
+        Link::Tcp(_) => (Side::open_with(local, &open, &args.backend)?, None),
     };
     let mine = my_keys(&side, &lay);
     let (rem, peer) = exchange_keys(&mut w, &side, &p, &mine, conns.is_none())?;
@@ -211,7 +211,7 @@ fn open_exchange(args: &PerfArgs, mtu: Mtu) -> Result<(Wire, Agreed, IpAddr), Er
             .ok_or_else(|| Error::Usage("--perftest needs a server address or --listen".into()))?;
         let local = args.local.unwrap_or(Ipv4Addr::new(127, 0, 0, 2).into());
         let link = if args.rdma_cm {
-            Link::Rdma(Box::new(rdma_cm::Comm::connect(local, server, args.port)?))
+            Link::Rdma(Box::new(rdma_cm::Comm::connect(args.backend.device(local), server, args.port)?))
         } else {
             Link::Tcp(tcp::connect_retry(server, args.port)?)
         };
@@ -221,7 +221,7 @@ fn open_exchange(args: &PerfArgs, mtu: Mtu) -> Result<(Wire, Agreed, IpAddr), Er
     }
     let local = args.local.unwrap_or(Ipv4Addr::new(127, 0, 0, 1).into());
     if args.rdma_cm {
-        let comm = rdma_cm::Comm::accept(local, args.port)?;
+        let comm = rdma_cm::Comm::accept(args.backend.device(local), args.port)?;
         let mut w = Wire {
             link: Link::Rdma(Box::new(comm)),
             client: false,

@@ -74,11 +74,13 @@ pub(super) struct Comm {
 }
 
 impl Comm {
-    /// The client's side: connects to `server`, retrying while nothing
-    /// listens there (REJ 8) for up to 10 s, as the TCP exchange does.
-    pub(super) fn connect(local: IpAddr, server: &str, port: u16) -> Result<Self, Error> {
+    /// The client's side, on the device `dev` (`--raw` picks its backend):
+    /// connects to `server`, retrying while nothing listens there (REJ 8)
+    /// for up to 10 s, as the TCP exchange does.
+    pub(super) fn connect(dev: ferroce::DeviceConfig, server: &str, port: u16) -> Result<Self, Error> {
+        let local = dev.local;
         let dst = resolve(server, port)?;
-        let ctx = open_device(ferroce::DeviceConfig::new(local))?;
+        let ctx = open_device(dev)?;
         let start = Instant::now();
         loop {
             let ch = EventChannel::new()?;
@@ -102,10 +104,12 @@ impl Comm {
         }
     }
 
-    /// The server's side: listens on every address of `local`'s family at
-    /// `port` (perftest binds INADDR_ANY), accepts the first request.
-    pub(super) fn accept(local: IpAddr, port: u16) -> Result<Self, Error> {
-        let ctx = open_device(ferroce::DeviceConfig::new(local))?;
+    /// The server's side, on the device `dev`: listens on every address of
+    /// its family at `port` (perftest binds INADDR_ANY), accepts the first
+    /// request.
+    pub(super) fn accept(dev: ferroce::DeviceConfig, port: u16) -> Result<Self, Error> {
+        let local = dev.local;
+        let ctx = open_device(dev)?;
         let ch = EventChannel::new()?;
         let listen = listener(&ch, local, port)?;
         let req = wait_request(&listen, None)?;
