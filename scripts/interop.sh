@@ -6,7 +6,17 @@
 # (198.18.0.11, fd52:6f43:4500::11). Every case runs both ways: ferroce as
 # client and as server.
 #
-#   scripts/interop.sh            # build, boot, run the matrix, check the capture, tear down
+#   scripts/interop.sh                  # build, boot, run the matrix, check the capture, tear down
+#   scripts/interop.sh --backend raw    # the same with ferroce on the raw-Ethernet backend
+#
+# The backend (--backend, or FERROCE_INTEROP_BACKEND; default udp): udp is
+# ferroce's UDP sockets; raw opens ferroce's devices on the raw-Ethernet
+# backend (`--raw`: AF_PACKET rings on rigbr0, the bridge that holds the
+# namespace's addresses; ferroce builds every frame), RoCE v2 only, since
+# rxe has no RoCE v1, over the GID index of the device's v2 entry for its
+# IPv4 or IPv6 address (`-g`, read from `ferroce devinfo -v --raw`, as the
+# guest's $GIDX/$GIDX6). The same cases run on both, except those whose
+# ferroce command has no --raw: these are rows "not run" with the reason.
 #
 # The matrix:
 #   * ferroce pingpong against ibv_{rc,uc,ud}_pingpong, IPv4;
@@ -44,10 +54,28 @@
 # Exit status 0 only if every case passed and the capture checks are clean.
 set -euo pipefail
 
-side=interop
-out=${INTEROP_OUT:-/tmp/ferroce-interop}
+backend=${FERROCE_INTEROP_BACKEND:-udp}
+usage="usage: scripts/interop.sh [--backend udp|raw]"
+while [ $# -gt 0 ]; do
+    case $1 in
+        --backend) [ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }; backend=$2; shift 2 ;;
+        --backend=*) backend=${1#*=}; shift ;;
+        -h | --help) echo "$usage (see the comment at the top of $0)"; exit 0 ;;
+        *) echo "interop.sh: unknown argument '$1'; $usage" >&2; exit 2 ;;
+    esac
+done
+case $backend in
+    udp) raw= default_out=/tmp/ferroce-interop ;;
+    raw) raw=" --raw" default_out=/tmp/ferroce-interop-raw ;;
+    *) echo "interop.sh: unknown backend '$backend' (FERROCE_INTEROP_BACKEND or --backend): udp or raw" >&2
+       exit 2 ;;
+esac
+side=interop-$backend
+out=${INTEROP_OUT:-$default_out}
 . "$(dirname "${BASH_SOURCE[0]}")/interop-lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/interop-backend.sh"
 interop_start
+backend_setup
 
 # pp ROLE TRANSPORT SIZE CHECK IP NETEM: ferroce pingpong <-> ibv_*_pingpong.
 pp() {
@@ -67,7 +95,7 @@ pp() {
     [ "$ip" = IPv6 ] && [ "$role" = client ] && opts="$opts, TCP over IPv4"
     run_case "pp-$role-$t-$size${chk:+-c}-$ip-$ne" "ibv_${t}_pingpong" "$role" "$t" "$ip" "$ne" "$opts" pingpong \
         "ibv_${t}_pingpong -g $gidx -n $iters -s $size $chk" \
-        "$ferroce pingpong $fargs -L $local_addr" "$gaddr" "$faddr" ""
+        "$ferroce pingpong$(fdev "$ip") $fargs -L $local_addr" "$gaddr" "$faddr" ""
 }
 
 # pt ROLE TOOL SIZE IP NETEM [EXTRA]: ferroce perf --perftest <-> ib_TOOL.
@@ -87,7 +115,7 @@ pt() {
     local opts="-s $size${extra:+ $extra}"
     [ "$ip" = IPv6 ] && opts="$opts, TCP over IPv4"
     run_case "pt-$role-$tool-$size${extra:+-${extra##* }}-$ip-$ne" "ib_$tool" "$role" rc "$ip" "$ne" "$opts" "$kind" \
-        "ib_$tool $gargs -x $gidx" "$ferroce perf $fargs -L $local_addr" "$guest4" "$host4" "--listen"
+        "ib_$tool $gargs -x $gidx" "$ferroce perf$(fdev "$ip") $fargs -L $local_addr" "$guest4" "$host4" "--listen"
 }
 
 
@@ -110,9 +138,9 @@ rp() {
     fi
     [ -n "$q" ] && opts="$opts, guest's rping -q"
     if [ "$role" = client ]; then
-        gcmd="rping -s$q -v -S $size -a $gaddr" fcmd="$ferroce rping -c $ping -a"
+        gcmd="rping -s$q -v -S $size -a $gaddr" fcmd="$ferroce rping$raw -c $ping -a"
     else
-        gcmd="rping -c$q $ping -a" fcmd="$ferroce rping -s -v -S $size"
+        gcmd="rping -c$q $ping -a" fcmd="$ferroce rping$raw -s -v -S $size"
     fi
     run_case "cm-rping-$role-$size-$ip-$ne${variant:+-$variant}" rping "$role" rc "$ip" "$ne" "$opts" rping \
         "$gcmd" "$fcmd" "$gaddr" "$faddr" "$flisten"
@@ -137,7 +165,7 @@ cm_refused() {
     local name=cm-refused-client log_f log_g rf=0 rg=0 res=PASS id fpid
     if [ -z "$only" ] || [[ $name =~ $only ]]; then
         log_f=$out/$name.ferroce.log
-        timeout 60 "$rig" hostexec "$ferroce rping -c -a $guest4 -C 1" >"$log_f" 2>&1 || rf=$?
+        timeout 60 "$rig" hostexec "$ferroce rping$raw -c -a $guest4 -C 1" >"$log_f" 2>&1 || rf=$?
         { [ "$rf" = 2 ] && grep -q 'no listener on port 7174 (REJ reason 8)' "$log_f"; } || res=FAIL
         cm_row "$name" client - "nothing listens on 7174" "$res" \
             "$(grep -o 'REJ reason [0-9]*' "$log_f" | head -1), exit $rf"
@@ -145,7 +173,7 @@ cm_refused() {
     name=cm-refused-server res=PASS rf=0 rg=0
     if [ -z "$only" ] || [[ $name =~ $only ]]; then
         log_f=$out/$name.ferroce.log log_g=$out/$name.guest.log
-        timeout 90 "$rig" hostexec "$ferroce rping -s -v -a $host4 -p 7175" >"$log_f" 2>&1 &
+        timeout 90 "$rig" hostexec "$ferroce rping$raw -s -v -a $host4 -p 7175" >"$log_f" 2>&1 &
         fpid=$!
         sleep 0.3
         id=$("$rig" exec A "rping -c -a $host4 -p 7174 -C 1; echo refused-rc=\$?;
@@ -181,7 +209,7 @@ cm_cycles() {
         local limit="--connections $n"
         [ "$ne" = netem ] && limit=
         rm -f "$pidf"
-        timeout 600 "$rig" hostexec "echo \$\$ >$pidf; exec $ferroce rping -s -v -P $limit -a $host4" \
+        timeout 600 "$rig" hostexec "echo \$\$ >$pidf; exec $ferroce rping$raw -s -v -P $limit -a $host4" \
             >"$log_f" 2>&1 &
         fpid=$!
         sleep 0.3
@@ -232,7 +260,7 @@ cm_cycles() {
         sleep 1
         timeout 600 "$rig" hostexec "i=0; while [ \$i -lt $n ]; do
                 for try in 1 2 3 4 5 6 7 8 9 10; do
-                    $ferroce rping -c -V -C 1 -a $guest4 >$out/$name.last 2>&1 && break
+                    $ferroce rping$raw -c -V -C 1 -a $guest4 >$out/$name.last 2>&1 && break
                     [ \$i = 0 ] && grep -q 'REJ reason 8' $out/$name.last || { cat $out/$name.last; echo cycle \$i failed; exit 1; }
                     sleep 0.5
                 done
@@ -260,11 +288,12 @@ addrs() {
 # -c connections at once, -C messages of 100 bytes each way on each).
 cmt() {
     local role=$1 ip=$2 c=$3 n=$4 ne=$5 gaddr faddr gidx gcmd fcmd
+    raw_ok cmatose "cm-cmatose-$role-c$c-C$n-$ip-$ne" ucmatose "$role" rc "$ip" "$ne" "-c $c -C $n" || return 0
     addrs "$ip"
     if [ "$role" = client ]; then
-        gcmd="ucmatose -b $gaddr -c $c -C $n" fcmd="$ferroce cmatose -c $c -C $n -s"
+        gcmd="ucmatose -b $gaddr -c $c -C $n" fcmd="$ferroce cmatose$raw -c $c -C $n -s"
     else
-        gcmd="ucmatose -c $c -C $n -s" fcmd="$ferroce cmatose -c $c -C $n"
+        gcmd="ucmatose -c $c -C $n -s" fcmd="$ferroce cmatose$raw -c $c -C $n"
     fi
     run_case "cm-cmatose-$role-c$c-C$n-$ip-$ne" ucmatose "$role" rc "$ip" "$ne" "-c $c -C $n" cmatose \
         "$gcmd" "$fcmd" "$gaddr" "$faddr" "-b $faddr"
@@ -274,11 +303,12 @@ cmt() {
 # through SIDR, -C datagrams each way on each connection).
 uda() {
     local role=$1 ip=$2 c=$3 n=$4 ne=$5 gaddr faddr gidx gcmd fcmd
+    raw_ok udaddy "cm-udaddy-$role-c$c-C$n-$ip-$ne" udaddy "$role" ud "$ip" "$ne" "-c $c -C $n" || return 0
     addrs "$ip"
     if [ "$role" = client ]; then
-        gcmd="udaddy -b $gaddr -c $c -C $n" fcmd="$ferroce udaddy -c $c -C $n -s"
+        gcmd="udaddy -b $gaddr -c $c -C $n" fcmd="$ferroce udaddy$raw -c $c -C $n -s"
     else
-        gcmd="udaddy -c $c -C $n -s" fcmd="$ferroce udaddy -c $c -C $n"
+        gcmd="udaddy -c $c -C $n -s" fcmd="$ferroce udaddy$raw -c $c -C $n"
     fi
     run_case "cm-udaddy-$role-c$c-C$n-$ip-$ne" udaddy "$role" ud "$ip" "$ne" "-c $c -C $n" udaddy \
         "$gcmd" "$fcmd" "$gaddr" "$faddr" "-b $faddr"
@@ -293,18 +323,20 @@ ptr() {
     local fargs="$verb --perftest -R --quiet -n $iters -m 1024 -s $size -L $faddr"
     [ "$kind" = lat ] && fargs="$fargs --lat"
     run_case "cm-perfR-$role-$tool-$size-$ip-$ne" "ib_$tool -R" "$role" rc "$ip" "$ne" "-s $size" "$kind" \
-        "ib_$tool -d rxe0 -F -n $iters -s $size -R" "$ferroce perf $fargs" "$gaddr" "$faddr" "--listen"
+        "ib_$tool -d rxe0 -F -n $iters -s $size -R" "$ferroce perf$raw $fargs" "$gaddr" "$faddr" "--listen"
 }
 
 # rdx ROLE IP: ferroce rdma-server/rdma-client <-> librdmacm's rdma_server
 # and rdma_client (16 bytes each way).
 rdx() {
-    local role=$1 ip=$2 gaddr faddr gidx gcmd fcmd
+    local role=$1 ip=$2 gaddr faddr gidx gcmd fcmd cmd=rdma-server
+    [ "$role" = client ] && cmd=rdma-client
+    raw_ok "$cmd" "cm-rdmaex-$role-$ip" "rdma_server/rdma_client" "$role" rc "$ip" - "-" || return 0
     addrs "$ip"
     if [ "$role" = client ]; then
-        gcmd="rdma_server -s $gaddr" fcmd="$ferroce rdma-client -s"
+        gcmd="rdma_server -s $gaddr" fcmd="$ferroce rdma-client$raw -s"
     else
-        gcmd="rdma_client -s" fcmd="$ferroce rdma-server"
+        gcmd="rdma_client -s" fcmd="$ferroce rdma-server$raw"
     fi
     run_case "cm-rdmaex-$role-$ip" "rdma_server/rdma_client" "$role" rc "$ip" - "-" rdmaex \
         "$gcmd" "$fcmd" "$gaddr" "$faddr" "-s $faddr"
@@ -389,4 +421,5 @@ if [ -z "$only" ] || [[ $only == *netem* ]]; then
     netem_stats | tee "$out/netem-stats.log"
     netem_off
 fi
+backend_finish
 interop_finish
