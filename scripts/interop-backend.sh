@@ -61,7 +61,7 @@ raw_ok() {
     shift 2
     [ -n "$raw" ] || return 0
     "$ferroce" "$cmd" --help 2>/dev/null | grep -q -- '--raw' && return 0
-    if [ -z "$only" ] || [[ $name =~ $only ]]; then
+    if wanted "$name"; then
         not_run "$@" "\`ferroce $cmd\` has no --raw (its devices are UDP only)"
         step "$name: not run (ferroce $cmd has no --raw)"
     fi
@@ -69,18 +69,19 @@ raw_ok() {
 }
 
 # kernel_counters: the rig namespace's counters of RoCE v2 packets the
-# kernel's stack saw (the raw backend gets its frames beside it): ICMP
-# port unreachable sent, UDP to no socket, UDP checksum errors.
+# kernel's own stack received beside the backend (every one reaches it):
+# ICMP port unreachable sent, UDP to no socket, UDP dropped as errors
+# (InErrors + InCsumErrors), IPv4 then IPv6.
 kernel_counters() {
     ip netns exec "${RIG_NS:-rxerig}" awk '
         $1 == "Icmp:" || $1 == "Udp:" {
             if (!($1 in head)) { for (i = 2; i <= NF; i++) head[$1, i] = $i; head[$1] = 1; next }
             for (i = 2; i <= NF; i++) v[$1 head[$1, i]] = $i
         }
-        $1 ~ /^(Icmp6OutDestUnreachs|Udp6NoPorts|Udp6InCsumErrors)$/ { v[$1] = $2 }
+        $1 ~ /^(Icmp6OutDestUnreachs|Udp6NoPorts|Udp6InErrors|Udp6InCsumErrors)$/ { v[$1] = $2 }
         END {
-            print v["Icmp:OutDestUnreachs"] + 0, v["Udp:NoPorts"] + 0, v["Udp:InCsumErrors"] + 0,
-                v["Icmp6OutDestUnreachs"] + 0, v["Udp6NoPorts"] + 0, v["Udp6InCsumErrors"] + 0
+            print v["Icmp:OutDestUnreachs"] + 0, v["Udp:NoPorts"] + 0, v["Udp:InErrors"] + v["Udp:InCsumErrors"],
+                v["Icmp6OutDestUnreachs"] + 0, v["Udp6NoPorts"] + 0, v["Udp6InErrors"] + v["Udp6InCsumErrors"]
         }' /proc/net/snmp /proc/net/snmp6
 }
 
@@ -90,5 +91,5 @@ backend_finish() {
     local a b
     read -ra a <<<"$counters_before"
     read -ra b <<<"$(kernel_counters)"
-    notes+=("The namespace's kernel during the run (it sees every RoCE v2 packet; a process holding UDP 4791 on the address keeps it from answering): ICMP port unreachable sent $((b[0] - a[0])) (IPv4) and $((b[3] - a[3])) (IPv6), UDP to no socket $((b[1] - a[1])) and $((b[4] - a[4])), UDP checksum errors $((b[2] - a[2])) and $((b[5] - a[5])).")
+    notes+=("The namespace's kernel during the run, IPv4 and IPv6 (it receives every RoCE v2 packet too; the process holding UDP 4791 keeps it from answering): ICMP port unreachable sent $((b[0] - a[0])) and $((b[3] - a[3])), UDP to no socket $((b[1] - a[1])) and $((b[4] - a[4])), UDP dropped as errors $((b[2] - a[2])) and $((b[5] - a[5])).")
 }
