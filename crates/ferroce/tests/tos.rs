@@ -71,7 +71,9 @@ fn parse(frame: &[u8]) -> Option<(Ipv4Addr, u8, u16, u16)> {
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn one_at_a_time() -> MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Reads the capture on its own thread until `stop`, so that its socket
