@@ -211,7 +211,11 @@ fn open_exchange(args: &PerfArgs, mtu: Mtu) -> Result<(Wire, Agreed, IpAddr), Er
             .ok_or_else(|| Error::Usage("--perftest needs a server address or --listen".into()))?;
         let local = args.local.unwrap_or(Ipv4Addr::new(127, 0, 0, 2).into());
         let link = if args.rdma_cm {
-            Link::Rdma(Box::new(rdma_cm::Comm::connect(args.backend.device(local), server, args.port)?))
+            Link::Rdma(Box::new(rdma_cm::Comm::connect(
+                args.backend.device(local),
+                server,
+                args.port,
+            )?))
         } else {
             Link::Tcp(tcp::connect_retry(server, args.port)?)
         };

@@ -77,7 +77,11 @@ impl Comm {
     /// The client's side, on the device `dev` (`--raw` picks its backend):
     /// connects to `server`, retrying while nothing listens there (REJ 8)
     /// for up to 10 s, as the TCP exchange does.
-    pub(super) fn connect(dev: ferroce::DeviceConfig, server: &str, port: u16) -> Result<Self, Error> {
+    pub(super) fn connect(
+        dev: ferroce::DeviceConfig,
+        server: &str,
+        port: u16,
+    ) -> Result<Self, Error> {
         let local = dev.local;
         let dst = resolve(server, port)?;
         let ctx = open_device(dev)?;
