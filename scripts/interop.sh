@@ -48,7 +48,8 @@
 # compares every ping's data on the client; both sides must print every ping.
 #
 # Environment: FERROCE_SHARED (default "$repo/../shared"), INTEROP_OUT (default
-# /tmp/ferroce-interop: interop.pcap, matrix.md, per-case logs), INTEROP_ITERS
+# /tmp/ferroce-interop, or /tmp/ferroce-interop-raw on the raw backend:
+# interop.pcap, matrix.md, per-case logs), INTEROP_ITERS
 # (default 20), INTEROP_NETEM (default "loss 3% delay 1ms reorder 10% 50%",
 # each direction), INTEROP_ONLY (a regex on the case names: run only those),
 # INTEROP_SKIP (a regex on the case names: leave those out; one that
@@ -205,7 +206,11 @@ cm_refused() {
 # the end of that connection (a kernel rping server would wait the same
 # way). There the ferroce server runs without --connections and is stopped
 # after the guest's last cycle; the case passes when every cycle did its
-# ping on both sides, and the figure says how many DREQs arrived.
+# ping on both sides, and the figure says how many DREQs arrived. If netem
+# also drops the server's last "go ahead" SEND (or its ACK), the resends
+# find the guest's QP gone, and ferroce's server ends that connection with
+# "transport retry counter exceeded" (seen once in 4 raw runs): that counts
+# only for a connection whose DREQ did not arrive.
 cm_cycles() {
     local role=$1 n=$2 ne=$3 name="cm-cycles-$1-$2-$3" rf=0 rg=0 res=PASS id fpid t0 t1 extra= i
     wanted "$name" || return 0
@@ -253,13 +258,16 @@ cm_cycles() {
         [ "${spurious:-0}" = 0 ] || extra="$extra, $spurious rping exits 255 after a good run (rping's race)"
         grep -q "^cycles=$n " "$log_g" || res=FAIL
         [ "$(grep -c '^server ping data: rdma-ping-0: ' "$log_f")" = "$n" ] || res=FAIL
-        ! grep -q '^ferroce:' "$log_f" || res=FAIL
-        local dreqs
+        local dreqs broken
         dreqs=$(grep -c 'server DISCONNECT EVENT' "$log_f" || true)
+        broken=$(grep -c '^ferroce: .*transport retry counter exceeded' "$log_f" || true)
+        ! grep '^ferroce:' "$log_f" | grep -qv 'transport retry counter exceeded' || res=FAIL
         if [ -n "$limit" ]; then
-            [ "$dreqs" = "$n" ] || res=FAIL
+            [ "$dreqs" = "$n" ] && [ "$broken" = 0 ] || res=FAIL
         else
             extra="$extra, $dreqs of $n DREQs arrived"
+            [ "$broken" = 0 ] || extra="$extra, $broken ended by ferroce's retries (the guest's QP gone)"
+            [ "$broken" -le $((n - dreqs)) ] || res=FAIL
         fi
     else
         id=$("$rig" exec A "exec rping -s -P -V -a $guest4" --bg --timeout 600)
