@@ -8,7 +8,8 @@
 # run_case (or not_run), and ends with interop_finish, whose status is the
 # script's. It may set `refused_re` (what a client's log says while the
 # guest's server is not listening yet: the client is then started again),
-# `build_pkgs` (the cargo packages to build) and `guest_figures` (a case
+# `build_pkgs` (the cargo packages to build), `capture_if` (the interface
+# the capture is taken on, default rigbr0) and `guest_figures` (a case
 # whose ferroce side prints no figure shows the guest's), and append to
 # `notes` (lines under the matrix).
 
@@ -18,6 +19,7 @@ ferroce=$repo/target/release/ferroce
 iters=${INTEROP_ITERS:-20}
 netem=${INTEROP_NETEM:-loss 3% delay 1ms reorder 10% 50%}
 only=${INTEROP_ONLY:-}
+skip=${INTEROP_SKIP:-}
 host4=198.18.0.1
 guest4=198.18.0.11
 host6=fd52:6f43:4500::1
@@ -36,6 +38,12 @@ cap_pid=
 
 step() { printf '[%s %s] %s\n' "$side" "$(date +%T)" "$*"; }
 
+# wanted NAME: whether the case NAME runs (INTEROP_ONLY, a regex, matches
+# it, if set, and INTEROP_SKIP, another, does not).
+wanted() {
+    { [ -z "$only" ] || [[ $1 =~ $only ]]; } && { [ -z "$skip" ] || ! [[ $1 =~ $skip ]]; }
+}
+
 interop_cleanup() {
     set +e
     [ -n "$cap_pid" ] && kill -INT "$cap_pid" 2>/dev/null && wait "$cap_pid"
@@ -53,11 +61,11 @@ interop_start() {
     t0=$(date +%s)
     build_and_boot 1 "one guest"
     t_up=$(date +%s)
-    # Our own capture on the bridge rather than the rig's pcap-start: the same
-    # tcpdump options plus a 64 MiB buffer, without which it drops packets of
-    # the faster cases (2,000 of 13,000 in a run).
+    # Our own capture on the bridge (or `capture_if`) rather than the rig's
+    # pcap-start: the same tcpdump options plus a 64 MiB buffer, without
+    # which it drops packets of the faster cases (2,000 of 13,000 in a run).
     rm -f "$out/interop.pcap"
-    ip netns exec "${RIG_NS:-rxerig}" tcpdump -B 65536 -i rigbr0 --immediate-mode -U -n -s 0 \
+    ip netns exec "${RIG_NS:-rxerig}" tcpdump -B 65536 -i "${capture_if:-rigbr0}" --immediate-mode -U -n -s 0 \
         -w "$out/interop.pcap" >/dev/null 2>"$out/tcpdump.log" </dev/null &
     cap_pid=$!
     local i
@@ -93,7 +101,7 @@ racy_runs=0
 run_case() {
     local name=$1 tool=$2 role=$3 tr=$4 ip=$5 ne=$6 opts=$7 kind=$8
     local gcmd=$9 fcmd=${10} gaddr=${11} faddr=${12} flisten=${13}
-    if [ -n "$only" ] && ! [[ $name =~ $only ]]; then return 0; fi
+    wanted "$name" || return 0
     local log_f=$out/$name.ferroce.log log_g=$out/$name.guest.log id rf rg i attempt res
     for attempt in 1 2; do
         rf=0 rg=0

@@ -131,12 +131,8 @@ pub(super) struct Peer {
 }
 
 impl Side {
-    pub(super) fn open(local: IpAddr, p: &Params) -> Result<Self, Error> {
-        Self::open_with(local, p, &crate::cmd::backend::BackendArgs::default())
-    }
-
-    /// [`open`](Self::open) on the backend of `backend`, connecting with
-    /// the RoCE version of its `-g`.
+    /// The device on `local` with the backend of `backend` (`--raw`), and
+    /// the resources on it, connecting with the RoCE version of its `-g`.
     pub(super) fn open_with(
         local: IpAddr,
         p: &Params,

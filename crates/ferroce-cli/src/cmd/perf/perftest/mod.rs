@@ -150,7 +150,7 @@ pub(super) fn run(args: &PerfArgs) -> Result<bool, Error> {
             let (side, conns) = rdma_cm::connect_test(&mut w, &ctx, &open, args)?;
             (side, Some(conns))
         }
-        Link::Tcp(_) => (Side::open(local, &open)?, None),
+        Link::Tcp(_) => (Side::open_with(local, &open, &args.backend)?, None),
     };
     let mine = my_keys(&side, &lay);
     let (rem, peer) = exchange_keys(&mut w, &side, &p, &mine, conns.is_none())?;
