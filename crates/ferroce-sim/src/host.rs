@@ -34,6 +34,13 @@ pub(crate) fn priority_of(tos: u8) -> u8 {
     (tos >> 2) / 8
 }
 
+/// The priority the engine's CNPs travel on (their DSCP read back as the
+/// fabric reads every packet's), if it sends CNPs.
+pub(crate) fn cnp_priority(ep: &Endpoint) -> Option<u8> {
+    let np = ep.congestion_control().np;
+    np.enabled.then(|| priority_of(np.cnp_dscp << 2))
+}
+
 /// Completions taken from a CQ per call.
 const WC_BATCH: usize = 64;
 
@@ -112,10 +119,12 @@ pub(crate) fn build(s: &Scenario, ports: Vec<Port>) -> Result<(Vec<Host>, Vec<Fl
             let mut ep = Endpoint::new(EndpointConfig {
                 seed: mix(s.seed ^ (h as u64) << 20),
             });
-            // The engine marks ECT(0) itself unless told not to.
+            // The engine marks ECT(0) itself unless told not to; its line
+            // rate is its own link's.
+            let cc = s.congestion.config(port.rate_gbps());
             ep.set_congestion_control(CongestionConfig {
-                ecn: s.ecn,
-                ..ep.congestion_control()
+                ecn: s.ecn_capable(),
+                ..cc
             });
             let cq = ep.create_cq(depth_total.saturating_add(64).max(1024))?;
             Ok(Host {
@@ -149,6 +158,11 @@ pub(crate) fn build(s: &Scenario, ports: Vec<Port>) -> Result<(Vec<Host>, Vec<Fl
             connect(s, &mut hosts[h].ep, me.0, to, dscp_of(priority))?;
             hosts[h].qp_flow.insert(me.0, i);
             hosts[h].priorities |= 1 << priority;
+        }
+        // The receiver sends CNPs on their own priority: its NIC pulls them
+        // while the data's priority is paused.
+        if let Some(p) = cnp_priority(&hosts[dst].ep) {
+            hosts[dst].priorities |= 1 << p;
         }
         flows.push(Flow {
             cfg,
@@ -206,7 +220,7 @@ fn connect(
     (peer_qpn, peer, udp_src_port): (u32, IpAddr, u16),
     dscp: u8,
 ) -> Result<(), VerbsError> {
-    let ect = if s.ecn {
+    let ect = if s.ecn_capable() {
         Ecn::Ect0.bits()
     } else {
         Ecn::NotEct.bits()

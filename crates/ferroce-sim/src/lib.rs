@@ -18,6 +18,7 @@
 //! | where | what |
 //! |---|---|
 //! | [`scenario`] | the scenario file and its defaults |
+//! | [`congestion`] | its `[congestion]` table: ECN, CNPs, DCQCN |
 //! | `topology` | wiring and shortest-path next hops |
 //! | `port` | serialization, PFC pause state |
 //! | `switch` | shared buffer, RED/ECN, PFC books, ECMP |
@@ -27,6 +28,7 @@
 //! | [`cli`] | the command line (`ferroce-sim`, `ferroce sim`) |
 
 pub mod cli;
+pub mod congestion;
 mod host;
 pub mod plot;
 mod port;

@@ -127,7 +127,7 @@ fn us(t: f64) -> Ps {
 }
 
 /// The `idx`-th port of `node`, facing its peer's port on the same link.
-fn port_of(w: &Wiring, node: NodeId, idx: usize) -> Port {
+pub(crate) fn port_of(w: &Wiring, node: NodeId, idx: usize) -> Port {
     let (link, peer) = w.ports[w.index(node)][idx];
     let l = w.links[link];
     let back = w.ports[w.index(peer)]
@@ -287,7 +287,7 @@ impl Sim {
             Event::FlowStop { flow } => self.flows[flow].active = false,
             Event::Sample => {
                 self.series
-                    .sample(self.now, &self.hosts, &self.switches, &self.flows);
+                    .sample(self.now, &mut self.hosts, &self.switches, &self.flows);
                 let next = self.now + self.sample_every;
                 self.schedule(next, Event::Sample);
             }

@@ -1,0 +1,122 @@
+//! The `[congestion]` table reaches the engines: modes, overrides, the
+//! line rate from the host's link; CNPs counted as they cross the fabric
+//! and travel on their own priority.
+
+use super::{INCAST_RED, run_toml, scenario};
+use crate::host::{cnp_priority, dscp_of, priority_of};
+
+fn with(extra: &str) -> String {
+    format!("{INCAST_RED}\n[congestion]\n{extra}\n")
+}
+
+#[test]
+fn mode_off_sends_no_cnps() {
+    let r = run_toml(&with("mode = \"off\""));
+    assert_eq!(
+        r.ce_marks, 0,
+        "off sends Not-ECT packets, which RED leaves alone"
+    );
+    assert_eq!(r.cnps_sent + r.cnps_fabric + r.cnps_received, 0);
+    assert!(
+        r.series
+            .dcqcn_rate_gbps
+            .iter()
+            .flatten()
+            .all(|&g| g == 100.0)
+    );
+}
+
+#[test]
+fn mlx5_cnps_cross_the_fabric_and_cut_rates() {
+    let r = run_toml(&with("mode = \"mlx5\""));
+    assert!(r.ce_marks > 0 && r.cnps_sent > 0, "{}", r.summary());
+    // One switch between every pair: each CNP crosses it once.
+    assert_eq!(r.cnps_fabric, r.cnps_sent);
+    assert_eq!(r.cnps_received, r.cnps_sent);
+    let per_flow: u64 = r.flows.iter().map(|f| f.cnps).sum();
+    assert_eq!(per_flow, r.cnps_received);
+    assert!(r.rate_cuts > 0);
+    let lowest = r
+        .series
+        .dcqcn_rate_gbps
+        .iter()
+        .flatten()
+        .fold(f64::MAX, |a, &b| a.min(b));
+    assert!(lowest < 100.0, "DCQCN never cut a rate: {lowest}");
+}
+
+#[test]
+fn no_dcqcn_sends_cnps_but_never_cuts() {
+    let r = run_toml(&with("mode = \"no-dcqcn\""));
+    assert!(r.cnps_received > 0);
+    assert_eq!(r.rate_cuts, 0);
+}
+
+#[test]
+fn overrides_reach_the_engine() {
+    // A cut that must leave 100 % of the rate: cuts are counted, the rate
+    // never moves.
+    let r = run_toml(&with("mode = \"mlx5\"\nrpg_min_dec_fac = 100"));
+    assert!(r.rate_cuts > 0);
+    assert!(
+        r.series
+            .dcqcn_rate_gbps
+            .iter()
+            .flatten()
+            .all(|&g| g == 100.0)
+    );
+    // CNPs 100 us apart at most, per QP: fewer than the 4 us default gives.
+    let spaced = run_toml(&with("min_time_between_cnps = 100"));
+    let dense = run_toml(&with(""));
+    assert!(
+        spaced.cnps_sent < dense.cnps_sent,
+        "{} vs {}",
+        spaced.cnps_sent,
+        dense.cnps_sent
+    );
+}
+
+#[test]
+fn line_rate_is_the_links() {
+    let r = run_toml(&format!(
+        "{}\n[link]\nrate_gbps = 25\n",
+        with("mode = \"no-dcqcn\"")
+    ));
+    assert!(
+        r.series
+            .dcqcn_rate_gbps
+            .iter()
+            .flatten()
+            .all(|&g| g == 25.0)
+    );
+}
+
+#[test]
+fn cnps_travel_on_their_own_priority() {
+    let s = scenario(&with("cnp_dscp = 48"));
+    let (hosts, _) = crate::host::build(&s, ports(&s)).expect("hosts");
+    let receiver = &hosts[4];
+    let cnp = cnp_priority(&receiver.ep).expect("CNPs are on");
+    assert_eq!(cnp, 6, "DSCP 48 reads back as priority 6");
+    assert_ne!(cnp, priority_of(dscp_of(s.priority) << 2), "not the data's");
+    assert_ne!(
+        receiver.priorities & 1 << cnp,
+        0,
+        "the NIC pulls CNPs while data is paused"
+    );
+    let e = crate::Scenario::from_toml(&with("cnp_dscp = 64")).expect_err("DSCP above 63");
+    assert!(e.0.contains("cnp_dscp"), "{e}");
+}
+
+fn ports(s: &crate::Scenario) -> Vec<crate::port::Port> {
+    let w = crate::topology::Wiring::build(s);
+    (0..w.hosts)
+        .map(|h| crate::sim::port_of(&w, crate::topology::NodeId::Host(h as u32), 0))
+        .collect()
+}
+
+#[test]
+fn unknown_congestion_field_is_refused() {
+    let e = crate::Scenario::from_toml(&with("rpg_ai = 5")).expect_err("a typo");
+    assert!(e.0.contains("rpg_ai"), "{e}");
+}
