@@ -17,6 +17,8 @@ fn runs_a_shipped_scenario() {
     let file = scenario("smoke.toml");
     let out = common::ferroce(&[
         "sim",
+        "--congestion",
+        "mlx5",
         file.to_str().expect("a UTF-8 path"),
         out_dir.to_str().expect("a UTF-8 path"),
     ]);

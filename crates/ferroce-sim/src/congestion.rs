@@ -28,6 +28,19 @@ pub enum Mode {
     Off,
 }
 
+impl Mode {
+    /// The mode a scenario file names `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "mlx5" => Some(Self::Mlx5),
+            "paper" => Some(Self::Paper),
+            "no-dcqcn" => Some(Self::NoDcqcn),
+            "off" => Some(Self::Off),
+            _ => None,
+        }
+    }
+}
+
 /// The `[congestion]` table.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -38,6 +38,7 @@ mod series;
 mod sim;
 mod switch;
 mod topology;
+mod window;
 
 #[cfg(test)]
 mod tests;

@@ -4,6 +4,7 @@
 //! checks here; PFC's in `pfc`.
 
 mod congestion;
+mod dcqcn;
 mod pfc;
 
 use rand_chacha::ChaCha8Rng;
