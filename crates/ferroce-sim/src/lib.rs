@@ -24,7 +24,7 @@
 //! | `switch` | shared buffer, RED/ECN, PFC books, ECMP |
 //! | `host` | endpoints, QPs, the workload, [`deliver`] |
 //! | `sim` | the event heap |
-//! | `series`, [`report`], [`plot`] | outputs |
+//! | `series`, [`report`], `window`, [`plot`] | outputs; figures over a window of time |
 //! | [`cli`] | the command line (`ferroce-sim`, `ferroce sim`) |
 
 pub mod cli;

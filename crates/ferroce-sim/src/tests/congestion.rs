@@ -120,3 +120,16 @@ fn unknown_congestion_field_is_refused() {
     let e = crate::Scenario::from_toml(&with("rpg_ai = 5")).expect_err("a typo");
     assert!(e.0.contains("rpg_ai"), "{e}");
 }
+
+#[test]
+fn sampling_does_not_perturb_dcqcn() {
+    // Sampling reads DCQCN through qp_congestion, which runs its timers up
+    // to the sample's time: the run must not depend on when it looks.
+    let a = run_toml(&with("mode = \"mlx5\""));
+    let b = run_toml(&with("mode = \"mlx5\"").replace("sample_us = 5", "sample_us = 3"));
+    assert!(a.rate_cuts > 0);
+    assert_eq!(a.packet_events, b.packet_events);
+    assert_eq!((a.cnps_sent, a.rate_cuts), (b.cnps_sent, b.rate_cuts));
+    let bytes = |r: &crate::Report| r.flows.iter().map(|f| f.bytes_done).collect::<Vec<_>>();
+    assert_eq!(bytes(&a), bytes(&b));
+}
