@@ -70,6 +70,12 @@ pub struct Host {
     pub qp_flow: FxHashMap<u32, usize>,
     /// Bit p set: a flow of this host's travels on priority p.
     pub priorities: u8,
+    /// The priority of the CNPs this host's engine sends, if it sends any.
+    pub cnp_priority: Option<u8>,
+    /// A CE-marked packet arrived since the NIC last found no CNP at the
+    /// head of the engine's queue: the engine may hold a CNP (it hands
+    /// CNPs out before anything else).
+    pub cnp_pending: bool,
     /// Packets taken from the engine for a priority that was paused then,
     /// waiting for it to resume (the NIC's per-priority queues).
     pub held: [VecDeque<crate::port::Packet>; PRIORITIES],
@@ -134,6 +140,8 @@ pub(crate) fn build(s: &Scenario, ports: Vec<Port>) -> Result<(Vec<Host>, Vec<Fl
                 wake: None,
                 qp_flow: FxHashMap::default(),
                 priorities: 0,
+                cnp_priority: None,
+                cnp_pending: false,
                 held: Default::default(),
                 wcs: vec![WorkCompletion::default(); WC_BATCH],
             })
@@ -159,11 +167,9 @@ pub(crate) fn build(s: &Scenario, ports: Vec<Port>) -> Result<(Vec<Host>, Vec<Fl
             hosts[h].qp_flow.insert(me.0, i);
             hosts[h].priorities |= 1 << priority;
         }
-        // The receiver sends CNPs on their own priority: its NIC pulls them
-        // while the data's priority is paused.
-        if let Some(p) = cnp_priority(&hosts[dst].ep) {
-            hosts[dst].priorities |= 1 << p;
-        }
+        // The receiver sends CNPs on their own priority: its NIC still
+        // pulls them while the data's priority is paused.
+        hosts[dst].cnp_priority = cnp_priority(&hosts[dst].ep);
         flows.push(Flow {
             cfg,
             sizes,
