@@ -92,12 +92,12 @@ fn dcqcn_spares_the_victim_flow() {
     // PFC alone: the victim is paused with the incast (below the 20 Gb/s
     // the incast's senders would have at a fair share)...
     assert!(victim(&off) < 20.0, "victim {:.1}", victim(&off));
-    // ...DCQCN gives it more. Not what the goal asks (its 60 Gb/s share
-    // back): it gets 27.5, cut by the marks it meets on the shared
-    // inter-switch queue; the README gives the figures. The goal's own
-    // bound (45 Gb/s) held only under a first NIC model that hoarded a
-    // paused host's data.
-    assert!(victim(&on) > victim(&off), "victim {:.1}", victim(&on));
+    // ...DCQCN gives it most of what the incast leaves (60 Gb/s), once
+    // the paper's slow additive increase has brought it back (judged over
+    // the last 30 ms of 50).
+    let late = |r: &Report| r.rates_between(20_000.0, r.duration_us)[5];
+    assert!(late(&on) > 45.0, "victim {:.1} Gb/s late", late(&on));
+    assert!(late(&off) < 20.0, "victim {:.1} Gb/s late", late(&off));
     assert!(
         on.pause_frames * 10 < off.pause_frames,
         "pauses: {} with DCQCN, {} without",
