@@ -295,12 +295,16 @@ impl Report {
         std::fs::write(dir.join("flows.csv"), self.flows_csv())?;
         let s = &self.series;
         let mut rates = String::from("time_us,flow,gbps\n");
-        let mut cnp = String::from("time_us,flow,ce,cnps\n");
+        let mut cnp = String::from("time_us,flow,ce,cnps_sent,cnps\n");
         let mut dcqcn = String::from("time_us,flow,rate_gbps,target_gbps,alpha\n");
         for (i, t) in s.times_us.iter().enumerate() {
             for f in 0..s.flow_gbps.len() {
                 let _ = writeln!(rates, "{t},{f},{:.3}", s.flow_gbps[f][i]);
-                let _ = writeln!(cnp, "{t},{f},{},{}", s.flow_ce[f][i], s.flow_cnps[f][i]);
+                let _ = writeln!(
+                    cnp,
+                    "{t},{f},{},{},{}",
+                    s.flow_ce[f][i], s.flow_cnps_sent[f][i], s.flow_cnps[f][i]
+                );
                 let _ = writeln!(
                     dcqcn,
                     "{t},{f},{:.3},{:.3},{:.4}",

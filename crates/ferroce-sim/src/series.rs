@@ -19,6 +19,8 @@ pub struct Series {
     pub flow_gbps: Vec<Vec<f64>>,
     pub flow_ce: Vec<Vec<u64>>,
     pub flow_cnps: Vec<Vec<u64>>,
+    /// CNPs the flow's receiver sent so far (its notification point).
+    pub flow_cnps_sent: Vec<Vec<u64>>,
     /// DCQCN at each flow's sender: RC and RT in Gb/s, alpha (0 .. 1).
     pub dcqcn_rate_gbps: Vec<Vec<f64>>,
     pub dcqcn_target_gbps: Vec<Vec<f64>>,
@@ -56,6 +58,7 @@ impl Series {
             flow_gbps: vec![Vec::new(); flows],
             flow_ce: vec![Vec::new(); flows],
             flow_cnps: vec![Vec::new(); flows],
+            flow_cnps_sent: vec![Vec::new(); flows],
             dcqcn_rate_gbps: vec![Vec::new(); flows],
             dcqcn_target_gbps: vec![Vec::new(); flows],
             dcqcn_alpha: vec![Vec::new(); flows],
@@ -70,7 +73,7 @@ impl Series {
 
     /// Values one sample adds.
     pub fn width(&self) -> usize {
-        6 * self.flow_gbps.len() + self.queue_bytes.len() + self.pause_us.len()
+        7 * self.flow_gbps.len() + self.queue_bytes.len() + self.pause_us.len()
     }
 
     /// Books a packet reaching host `h`: its flow's rate, CE and CNPs.
@@ -112,6 +115,10 @@ impl Series {
             self.dcqcn_rate_gbps[i].push(rate / 1000.0);
             self.dcqcn_target_gbps[i].push(target / 1000.0);
             self.dcqcn_alpha[i].push(alpha);
+            let np = hosts[f.cfg.dst]
+                .ep
+                .qp_congestion(f.dst_qpn, engine_time(now));
+            self.flow_cnps_sent[i].push(np.map_or(0, |c| c.cnps_sent));
         }
         let queues = switches
             .iter()

@@ -35,6 +35,12 @@ fn mlx5_cnps_cross_the_fabric_and_cut_rates() {
     assert_eq!(r.cnps_received, r.cnps_sent);
     let per_flow: u64 = r.flows.iter().map(|f| f.cnps).sum();
     assert_eq!(per_flow, r.cnps_received);
+    // Per flow and sample: no sender takes more CNPs than its receiver sent.
+    let s = &r.series;
+    for (sent, taken) in s.flow_cnps_sent.iter().zip(&s.flow_cnps) {
+        assert!(sent.iter().zip(taken).all(|(a, b)| a >= b));
+        assert!(sent.last().is_some_and(|&n| n > 0));
+    }
     assert!(r.rate_cuts > 0);
     let lowest = r
         .series
