@@ -113,6 +113,9 @@ enum Command {
     RdmaServer(cmd::rdma_example::ServerArgs),
     /// librdmacm's rdma_client: one rdma_cm connection, 16 bytes each way.
     RdmaClient(cmd::rdma_example::ClientArgs),
+    /// Simulate a RoCE fabric (RED/ECN, PFC, DCQCN) whose hosts run
+    /// ferroce's engine, from a scenario file: summary, CSV and plots.
+    Sim(cmd::sim::SimArgs),
 }
 
 fn main() -> ExitCode {
@@ -120,6 +123,10 @@ fn main() -> ExitCode {
     if let Err(e) = init_logging(&cli) {
         eprintln!("ferroce: {e}");
         return ExitCode::from(2);
+    }
+    // The simulator has its own exit codes and messages.
+    if let Command::Sim(args) = &cli.command {
+        return cmd::sim::run(args);
     }
     let result: Result<bool, error::Error> = match &cli.command {
         Command::Dump(args) => cmd::dump::run(args),
@@ -137,6 +144,7 @@ fn main() -> ExitCode {
         Command::Config(args) => cmd::config::run(args),
         Command::RdmaServer(args) => cmd::rdma_example::server(args),
         Command::RdmaClient(args) => cmd::rdma_example::client(args),
+        Command::Sim(_) => unreachable!("run above"),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -1,5 +1,6 @@
 //! The command line, for the `ferroce-sim` binary and `ferroce sim`:
-//! `SCENARIO.toml [OUT_DIR]`: runs a scenario, prints its
+//! `[--congestion MODE] SCENARIO.toml [OUT_DIR]`: runs a scenario (its
+//! `[congestion]` mode replaced by MODE if given), prints its
 //! summary and wall-clock speed, and writes the CSV files and plots into
 //! OUT_DIR (default: `sim-out/<scenario file stem>`).
 //!
@@ -11,6 +12,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
+
+use crate::congestion::Mode;
 
 /// The bench's fabric: 64 senders into one receiver at 100 Gb/s.
 const BENCH_SCENARIO: &str = include_str!("../scenarios/incast64.toml");
@@ -35,9 +38,19 @@ pub fn main(args: &[String]) -> ExitCode {
     if args.first().map(String::as_str) == Some("--bench") {
         return bench(args.get(1).map(String::as_str));
     }
+    let (mode, args) = match args {
+        [flag, mode, rest @ ..] if flag == "--congestion" => match Mode::from_name(mode) {
+            Some(m) => (Some(m), rest),
+            None => {
+                eprintln!("--congestion takes mlx5, paper, no-dcqcn or off, not {mode:?}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => (None, args),
+    };
     let Some(file) = args.first() else {
         eprintln!(
-            "usage: ferroce-sim SCENARIO.toml [OUT_DIR]   (examples in crates/ferroce-sim/scenarios/)"
+            "usage: ferroce-sim [--congestion mlx5|paper|no-dcqcn|off] SCENARIO.toml [OUT_DIR]   (examples in crates/ferroce-sim/scenarios/)"
         );
         return ExitCode::from(2);
     };
@@ -48,13 +61,16 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let scenario = match crate::Scenario::from_toml(&text) {
+    let mut scenario = match crate::Scenario::from_toml(&text) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{file}: {e}");
             return ExitCode::FAILURE;
         }
     };
+    if let Some(m) = mode {
+        scenario.congestion.mode = m;
+    }
     let stem = PathBuf::from(file)
         .file_stem()
         .map(|s| s.to_owned())

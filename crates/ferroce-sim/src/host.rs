@@ -34,6 +34,13 @@ pub(crate) fn priority_of(tos: u8) -> u8 {
     (tos >> 2) / 8
 }
 
+/// The priority the engine's CNPs travel on (their DSCP read back as the
+/// fabric reads every packet's), if it sends CNPs.
+pub(crate) fn cnp_priority(ep: &Endpoint) -> Option<u8> {
+    let np = ep.congestion_control().np;
+    np.enabled.then(|| priority_of(np.cnp_dscp << 2))
+}
+
 /// Completions taken from a CQ per call.
 const WC_BATCH: usize = 64;
 
@@ -63,6 +70,12 @@ pub struct Host {
     pub qp_flow: FxHashMap<u32, usize>,
     /// Bit p set: a flow of this host's travels on priority p.
     pub priorities: u8,
+    /// The priority of the CNPs this host's engine sends, if it sends any.
+    pub cnp_priority: Option<u8>,
+    /// A CE-marked packet arrived since the NIC last found no CNP at the
+    /// head of the engine's queue: the engine may hold a CNP (it hands
+    /// CNPs out before anything else).
+    pub cnp_pending: bool,
     /// Packets taken from the engine for a priority that was paused then,
     /// waiting for it to resume (the NIC's per-priority queues).
     pub held: [VecDeque<crate::port::Packet>; PRIORITIES],
@@ -112,10 +125,12 @@ pub(crate) fn build(s: &Scenario, ports: Vec<Port>) -> Result<(Vec<Host>, Vec<Fl
             let mut ep = Endpoint::new(EndpointConfig {
                 seed: mix(s.seed ^ (h as u64) << 20),
             });
-            // The engine marks ECT(0) itself unless told not to.
+            // The engine marks ECT(0) itself unless told not to; its line
+            // rate is its own link's.
+            let cc = s.congestion.config(port.rate_gbps());
             ep.set_congestion_control(CongestionConfig {
-                ecn: s.ecn,
-                ..ep.congestion_control()
+                ecn: s.ecn_capable(),
+                ..cc
             });
             let cq = ep.create_cq(depth_total.saturating_add(64).max(1024))?;
             Ok(Host {
@@ -125,6 +140,8 @@ pub(crate) fn build(s: &Scenario, ports: Vec<Port>) -> Result<(Vec<Host>, Vec<Fl
                 wake: None,
                 qp_flow: FxHashMap::default(),
                 priorities: 0,
+                cnp_priority: None,
+                cnp_pending: false,
                 held: Default::default(),
                 wcs: vec![WorkCompletion::default(); WC_BATCH],
             })
@@ -150,6 +167,9 @@ pub(crate) fn build(s: &Scenario, ports: Vec<Port>) -> Result<(Vec<Host>, Vec<Fl
             hosts[h].qp_flow.insert(me.0, i);
             hosts[h].priorities |= 1 << priority;
         }
+        // The receiver sends CNPs on their own priority: its NIC still
+        // pulls them while the data's priority is paused.
+        hosts[dst].cnp_priority = cnp_priority(&hosts[dst].ep);
         flows.push(Flow {
             cfg,
             sizes,
@@ -206,7 +226,7 @@ fn connect(
     (peer_qpn, peer, udp_src_port): (u32, IpAddr, u16),
     dscp: u8,
 ) -> Result<(), VerbsError> {
-    let ect = if s.ecn {
+    let ect = if s.ecn_capable() {
         Ecn::Ect0.bits()
     } else {
         Ecn::NotEct.bits()

@@ -18,15 +18,17 @@
 //! | where | what |
 //! |---|---|
 //! | [`scenario`] | the scenario file and its defaults |
+//! | [`congestion`] | its `[congestion]` table: ECN, CNPs, DCQCN |
 //! | `topology` | wiring and shortest-path next hops |
 //! | `port` | serialization, PFC pause state |
 //! | `switch` | shared buffer, RED/ECN, PFC books, ECMP |
 //! | `host` | endpoints, QPs, the workload, [`deliver`] |
 //! | `sim` | the event heap |
-//! | `series`, [`report`], [`plot`] | outputs |
+//! | `series`, [`report`], `window`, [`plot`] | outputs; figures over a window of time |
 //! | [`cli`] | the command line (`ferroce-sim`, `ferroce sim`) |
 
 pub mod cli;
+pub mod congestion;
 mod host;
 pub mod plot;
 mod port;
@@ -36,6 +38,7 @@ mod series;
 mod sim;
 mod switch;
 mod topology;
+mod window;
 
 #[cfg(test)]
 mod tests;

@@ -137,7 +137,23 @@ pub fn write(r: &Report, dir: &Path) -> Result<(), String> {
         y_label: "us paused",
         lines: pauses,
     };
-    for (name, chart) in [("rates", rates), ("queues", queues), ("pause", pause)] {
+    let dcqcn = Chart {
+        title: "DCQCN current rate at each sender",
+        y_label: "Gb/s",
+        lines: s
+            .dcqcn_rate_gbps
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("flow {i}"), v.clone()))
+            .collect(),
+    };
+    let charts = [
+        ("rates", rates),
+        ("queues", queues),
+        ("pause", pause),
+        ("dcqcn", dcqcn),
+    ];
+    for (name, chart) in charts {
         let png = dir.join(format!("{name}.png"));
         let svg = dir.join(format!("{name}.svg"));
         draw(

@@ -42,6 +42,11 @@ impl Packet {
     pub fn wire_len(&self) -> u64 {
         self.data.len() as u64 + FRAME_OVERHEAD
     }
+
+    /// Whether it is a CNP (BTH opcode 0x81, the first byte).
+    pub fn is_cnp(&self) -> bool {
+        self.data.first() == Some(&ferroce_wire::Opcode::CNP.0)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -84,6 +89,11 @@ impl Port {
             pause_frames: 0,
             tx_packets: 0,
         }
+    }
+
+    /// The link's rate.
+    pub fn rate_gbps(&self) -> f64 {
+        8000.0 / self.ps_per_byte
     }
 
     /// Time to put `bytes` on the wire.

@@ -28,7 +28,10 @@ pub struct FlowReport {
     /// Flow completion time, for flows with a byte count that finished.
     pub fct_us: Option<f64>,
     pub ce: u64,
+    /// CNPs that reached its sender.
     pub cnps: u64,
+    /// Its sender's DCQCN rate at the last sample, Gb/s.
+    pub dcqcn_gbps: f64,
     pub errors: u64,
 }
 
@@ -51,6 +54,13 @@ pub struct Report {
     pub pause_sent: PauseCounts,
     pub drops: u64,
     pub ce_marks: u64,
+    /// CNPs the receivers' engines sent, the switches forwarded (each
+    /// switch on the path counts one) and the senders' engines took.
+    pub cnps_sent: u64,
+    pub cnps_fabric: u64,
+    pub cnps_received: u64,
+    /// Rate cuts DCQCN made, over all senders.
+    pub rate_cuts: u64,
     pub retransmits: u64,
     pub events: u64,
     pub packet_events: u64,
@@ -87,7 +97,8 @@ impl Report {
         let flows: Vec<FlowReport> = sim
             .flows
             .iter()
-            .map(|f| {
+            .enumerate()
+            .map(|(i, f)| {
                 let start = (f.cfg.start_us * 1e6) as u64;
                 let stop = f.cfg.stop_us.map(|s| (s * 1e6) as u64);
                 let until = f.finished_at.or(stop).unwrap_or(end).min(end);
@@ -106,6 +117,7 @@ impl Report {
                     fct_us: f.finished_at.map(|t| to_us(t.saturating_sub(start))),
                     ce: f.ce,
                     cnps: f.cnps,
+                    dcqcn_gbps: sim.series.dcqcn_rate_gbps[i].last().copied().unwrap_or(0.0),
                     errors: f.errors,
                 }
             })
@@ -156,6 +168,10 @@ impl Report {
                 }),
             drops: sim.switches.iter().map(|s| s.drops).sum(),
             ce_marks: sim.switches.iter().map(|s| s.marks).sum(),
+            cnps_sent: sim.hosts.iter().map(|h| h.ep.stats().cnps_sent).sum(),
+            cnps_fabric: sim.switches.iter().map(|s| s.cnps).sum(),
+            cnps_received: sim.hosts.iter().map(|h| h.ep.stats().cnps_received).sum(),
+            rate_cuts: sim.hosts.iter().map(|h| h.ep.stats().rate_cuts).sum(),
             retransmits: sim.hosts.iter().map(|h| h.ep.stats().retransmits).sum(),
             events,
             packet_events,
@@ -174,7 +190,7 @@ impl Report {
         );
         let _ = writeln!(
             o,
-            "{:>4} {:>4} {:>4} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>10} {:>7} {:>5} {:>4}",
+            "{:>4} {:>4} {:>4} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>10} {:>7} {:>5} {:>9} {:>4}",
             "flow",
             "src",
             "dst",
@@ -187,13 +203,14 @@ impl Report {
             "fct_us",
             "ce",
             "cnps",
+            "dcqcnGbps",
             "err"
         );
         for (i, f) in self.flows.iter().enumerate() {
             let fct = f.fct_us.map_or("-".into(), |t| format!("{t:.1}"));
             let _ = writeln!(
                 o,
-                "{i:>4} {:>4} {:>4} {:>9.1} {:>9.2} {:>9.2} {:>8} {:>9.1} {:>9.1} {fct:>10} {:>7} {:>5} {:>4}",
+                "{i:>4} {:>4} {:>4} {:>9.1} {:>9.2} {:>9.2} {:>8} {:>9.1} {:>9.1} {fct:>10} {:>7} {:>5} {:>9.2} {:>4}",
                 f.src,
                 f.dst,
                 f.start_us,
@@ -204,6 +221,7 @@ impl Report {
                 f.msg_p99_us,
                 f.ce,
                 f.cnps,
+                f.dcqcn_gbps,
                 f.errors
             );
         }
@@ -225,10 +243,11 @@ impl Report {
             self.pause_sent.xon
         );
         let _ = writeln!(o, "drops                  {} (buffer full)", self.drops);
+        let _ = writeln!(o, "CE marks               {}", self.ce_marks);
         let _ = writeln!(
             o,
-            "CE marks               {} (the engine does not react to CE yet)",
-            self.ce_marks
+            "CNPs                   {} sent by receivers, {} switch crossings, {} taken by senders; {} DCQCN rate cuts",
+            self.cnps_sent, self.cnps_fabric, self.cnps_received, self.rate_cuts
         );
         let _ = writeln!(o, "retransmitted packets  {}", self.retransmits);
         let _ = writeln!(
@@ -242,13 +261,13 @@ impl Report {
     /// The per-flow figures of the summary, one row per flow.
     pub fn flows_csv(&self) -> String {
         let mut o = String::from(
-            "flow,src,dst,start_us,wire_gbps,goodput_gbps,bytes_done,messages,msg_p50_us,msg_p99_us,fct_us,ce,cnps,errors\n",
+            "flow,src,dst,start_us,wire_gbps,goodput_gbps,bytes_done,messages,msg_p50_us,msg_p99_us,fct_us,ce,cnps,dcqcn_gbps,errors\n",
         );
         for (i, f) in self.flows.iter().enumerate() {
             let fct = f.fct_us.map_or(String::new(), |t| format!("{t:.3}"));
             let _ = writeln!(
                 o,
-                "{i},{},{},{},{:.3},{:.3},{},{},{:.3},{:.3},{fct},{},{},{}",
+                "{i},{},{},{},{:.3},{:.3},{},{},{:.3},{:.3},{fct},{},{},{:.3},{}",
                 f.src,
                 f.dst,
                 f.start_us,
@@ -260,6 +279,7 @@ impl Report {
                 f.msg_p99_us,
                 f.ce,
                 f.cnps,
+                f.dcqcn_gbps,
                 f.errors
             );
         }
@@ -267,7 +287,7 @@ impl Report {
     }
 
     /// Writes summary.txt, flows.csv and the time series as CSV: rates.csv,
-    /// queues.csv, pause.csv, cnp.csv (long format: one row per sample and
+    /// queues.csv, pause.csv, cnp.csv, dcqcn.csv (long format: one row per sample and
     /// series; queues and ports that never queued or paused are left out).
     pub fn write_csv(&self, dir: &Path) -> io::Result<()> {
         std::fs::create_dir_all(dir)?;
@@ -275,11 +295,21 @@ impl Report {
         std::fs::write(dir.join("flows.csv"), self.flows_csv())?;
         let s = &self.series;
         let mut rates = String::from("time_us,flow,gbps\n");
-        let mut cnp = String::from("time_us,flow,ce,cnps\n");
+        let mut cnp = String::from("time_us,flow,ce,cnps_sent,cnps\n");
+        let mut dcqcn = String::from("time_us,flow,rate_gbps,target_gbps,alpha\n");
         for (i, t) in s.times_us.iter().enumerate() {
             for f in 0..s.flow_gbps.len() {
                 let _ = writeln!(rates, "{t},{f},{:.3}", s.flow_gbps[f][i]);
-                let _ = writeln!(cnp, "{t},{f},{},{}", s.flow_ce[f][i], s.flow_cnps[f][i]);
+                let _ = writeln!(
+                    cnp,
+                    "{t},{f},{},{},{}",
+                    s.flow_ce[f][i], s.flow_cnps_sent[f][i], s.flow_cnps[f][i]
+                );
+                let _ = writeln!(
+                    dcqcn,
+                    "{t},{f},{:.3},{:.3},{:.4}",
+                    s.dcqcn_rate_gbps[f][i], s.dcqcn_target_gbps[f][i], s.dcqcn_alpha[f][i]
+                );
             }
         }
         let mut queues = String::from("time_us,port,bytes\n");
@@ -300,6 +330,7 @@ impl Report {
         }
         std::fs::write(dir.join("rates.csv"), rates)?;
         std::fs::write(dir.join("cnp.csv"), cnp)?;
+        std::fs::write(dir.join("dcqcn.csv"), dcqcn)?;
         std::fs::write(dir.join("queues.csv"), queues)?;
         std::fs::write(dir.join("pause.csv"), pause)?;
         Ok(())

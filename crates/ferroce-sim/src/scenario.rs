@@ -6,6 +6,8 @@
 
 use serde::Deserialize;
 
+use crate::congestion::Congestion;
+
 /// Priorities a port has (IEEE 802.1Qbb's eight).
 pub const PRIORITIES: usize = 8;
 
@@ -51,6 +53,9 @@ pub struct Scenario {
     /// The QPs' local ACK timeout code: 4.096 us x 2^code.
     #[serde(default = "defaults::ack_timeout")]
     pub ack_timeout: u8,
+    /// ECN, CNPs and DCQCN in every host's engine (default: mlx5's).
+    #[serde(default)]
+    pub congestion: Congestion,
     #[serde(default)]
     pub link: LinkConfig,
     #[serde(default)]
@@ -310,6 +315,12 @@ impl Scenario {
         Ok(s)
     }
 
+    /// Whether hosts send ECN-capable packets: `ecn`, unless the
+    /// congestion mode is `off`.
+    pub fn ecn_capable(&self) -> bool {
+        self.ecn && self.congestion.ecn()
+    }
+
     /// Hosts the topology has.
     pub fn hosts(&self) -> usize {
         match self.topology {
@@ -393,6 +404,7 @@ impl Scenario {
         if let Some(p) = self.switch.pfc {
             p.check()?;
         }
+        self.congestion.check()?;
         if self.duration_us / self.sample_us > MAX_SAMPLES as f64 {
             return fail(format!(
                 "duration_us / sample_us is above {MAX_SAMPLES} samples: raise sample_us"

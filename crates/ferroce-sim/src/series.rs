@@ -2,11 +2,12 @@
 //! rate (its requests' bytes on the wire, framing included, as they reach
 //! the receiver, so that a full link reads as its line rate), each switch
 //! egress queue's depth, each port's cumulative PFC pause time, and each
-//! flow's CE marks and CNPs so far.
+//! flow's CE marks and CNPs so far, and each flow's DCQCN state at its
+//! sender (current rate, target rate, alpha) as the engine reports it.
 
 use ferroce_wire::{Opcode, TransportPacket};
 
-use crate::host::{Flow, Host};
+use crate::host::{Flow, Host, engine_time};
 use crate::port::{Packet, Ps};
 use crate::switch::Switch;
 use crate::topology::{NodeId, Wiring};
@@ -18,6 +19,12 @@ pub struct Series {
     pub flow_gbps: Vec<Vec<f64>>,
     pub flow_ce: Vec<Vec<u64>>,
     pub flow_cnps: Vec<Vec<u64>>,
+    /// CNPs the flow's receiver sent so far (its notification point).
+    pub flow_cnps_sent: Vec<Vec<u64>>,
+    /// DCQCN at each flow's sender: RC and RT in Gb/s, alpha (0 .. 1).
+    pub dcqcn_rate_gbps: Vec<Vec<f64>>,
+    pub dcqcn_target_gbps: Vec<Vec<f64>>,
+    pub dcqcn_alpha: Vec<Vec<f64>>,
     /// Switch egress ports, as `sw<switch>><peer>`, and their bytes queued.
     pub queue_labels: Vec<String>,
     pub queue_bytes: Vec<Vec<u64>>,
@@ -51,6 +58,10 @@ impl Series {
             flow_gbps: vec![Vec::new(); flows],
             flow_ce: vec![Vec::new(); flows],
             flow_cnps: vec![Vec::new(); flows],
+            flow_cnps_sent: vec![Vec::new(); flows],
+            dcqcn_rate_gbps: vec![Vec::new(); flows],
+            dcqcn_target_gbps: vec![Vec::new(); flows],
+            dcqcn_alpha: vec![Vec::new(); flows],
             queue_bytes: vec![Vec::new(); queue_labels.len()],
             pause_us: vec![Vec::new(); pause_labels.len()],
             queue_labels,
@@ -62,7 +73,7 @@ impl Series {
 
     /// Values one sample adds.
     pub fn width(&self) -> usize {
-        3 * self.flow_gbps.len() + self.queue_bytes.len() + self.pause_us.len()
+        7 * self.flow_gbps.len() + self.queue_bytes.len() + self.pause_us.len()
     }
 
     /// Books a packet reaching host `h`: its flow's rate, CE and CNPs.
@@ -85,7 +96,7 @@ impl Series {
         }
     }
 
-    pub fn sample(&mut self, now: Ps, hosts: &[Host], switches: &[Switch], flows: &[Flow]) {
+    pub fn sample(&mut self, now: Ps, hosts: &mut [Host], switches: &[Switch], flows: &[Flow]) {
         let interval = now.saturating_sub(self.last_at).max(1);
         self.last_at = now;
         self.times_us.push(now as f64 / 1e6);
@@ -96,6 +107,18 @@ impl Series {
             self.flow_gbps[i].push(gbps);
             self.flow_ce[i].push(f.ce);
             self.flow_cnps[i].push(f.cnps);
+            let ep = &mut hosts[f.cfg.src].ep;
+            // A QP gone (it cannot be: flows never destroy theirs) reads 0.
+            let cc = ep.qp_congestion(f.src_qpn, engine_time(now)).ok();
+            let (rate, target, alpha) =
+                cc.map_or((0.0, 0.0, 0.0), |c| (c.rate_mbps, c.target_mbps, c.alpha));
+            self.dcqcn_rate_gbps[i].push(rate / 1000.0);
+            self.dcqcn_target_gbps[i].push(target / 1000.0);
+            self.dcqcn_alpha[i].push(alpha);
+            let np = hosts[f.cfg.dst]
+                .ep
+                .qp_congestion(f.dst_qpn, engine_time(now));
+            self.flow_cnps_sent[i].push(np.map_or(0, |c| c.cnps_sent));
         }
         let queues = switches
             .iter()

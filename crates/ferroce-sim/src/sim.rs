@@ -127,7 +127,7 @@ fn us(t: f64) -> Ps {
 }
 
 /// The `idx`-th port of `node`, facing its peer's port on the same link.
-fn port_of(w: &Wiring, node: NodeId, idx: usize) -> Port {
+pub(crate) fn port_of(w: &Wiring, node: NodeId, idx: usize) -> Port {
     let (link, peer) = w.ports[w.index(node)][idx];
     let l = w.links[link];
     let back = w.ports[w.index(peer)]
@@ -287,7 +287,7 @@ impl Sim {
             Event::FlowStop { flow } => self.flows[flow].active = false,
             Event::Sample => {
                 self.series
-                    .sample(self.now, &self.hosts, &self.switches, &self.flows);
+                    .sample(self.now, &mut self.hosts, &self.switches, &self.flows);
                 let next = self.now + self.sample_every;
                 self.schedule(next, Event::Sample);
             }
@@ -409,7 +409,11 @@ impl Sim {
     /// (highest priority first), else the engine's next. A packet whose
     /// priority is paused is held, and the NIC pulls again; while every
     /// priority the host's flows use is paused, it pulls nothing, so the
-    /// engine's timers see the pause.
+    /// engine's timers see the pause, except for CNPs, which travel on
+    /// their own priority: after a CE-marked arrival it pulls until the
+    /// engine's head is not a CNP (the engine hands CNPs out first), so
+    /// that a CNP never waits behind the data it throttles and at most one
+    /// data packet is held per such look.
     fn host_pull(&mut self, h: usize) {
         let hosts = self.hosts.len();
         let host = &mut self.hosts[h];
@@ -426,10 +430,12 @@ impl Sim {
             return;
         }
         let pkt = loop {
-            let all_paused = (0..PRIORITIES as u8)
+            let data_paused = (0..PRIORITIES as u8)
                 .filter(|p| host.priorities & (1 << p) != 0)
                 .all(|p| host.port.paused(p));
-            if all_paused {
+            let cnp_may_go =
+                host.cnp_pending && host.cnp_priority.is_some_and(|p| !host.port.paused(p));
+            if data_paused && !cnp_may_go {
                 return;
             }
             let Some(t) = host.ep.poll_transmit(host::engine_time(self.now)) else {
@@ -449,6 +455,10 @@ impl Sim {
                 in_port: 0,
                 data: t.data,
             };
+            if data_paused && !pkt.is_cnp() {
+                // No CNP at the engine's head: none waits.
+                host.cnp_pending = false;
+            }
             if !host.port.paused(pkt.prio) {
                 break pkt;
             }
@@ -461,6 +471,9 @@ impl Sim {
         let now = self.now;
         self.series
             .count_arrival(h, &pkt, &self.hosts[h], &mut self.flows);
+        if pkt.ecn == ferroce_core::Ecn::Ce {
+            self.hosts[h].cnp_pending = true;
+        }
         let from = host::host_addr(pkt.src as usize);
         host::deliver(&mut self.hosts[h].ep, now, from, pkt.ecn, &pkt.data);
         // The buffer goes back to the engine that built it, as a NIC

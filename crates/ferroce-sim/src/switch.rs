@@ -74,6 +74,8 @@ pub struct Switch {
     used: u64,
     pub drops: u64,
     pub marks: u64,
+    /// CNPs that came through (each switch on a CNP's path counts it).
+    pub cnps: u64,
     /// PAUSE frames sent, by kind.
     pub sent: PauseCounts,
 }
@@ -93,6 +95,7 @@ impl Switch {
             used: 0,
             drops: 0,
             marks: 0,
+            cnps: 0,
             sent: PauseCounts::default(),
         }
     }
@@ -116,6 +119,7 @@ impl Switch {
             self.drops += 1;
             return Arrival::Dropped;
         }
+        self.cnps += u64::from(p.is_cnp());
         let egress = self.route(&p);
         let e = &mut self.egress[usize::from(egress)];
         let prio = usize::from(p.prio);

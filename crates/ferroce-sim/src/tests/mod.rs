@@ -3,6 +3,8 @@
 //! marking probability, ECMP's spread, the outputs and the scenario
 //! checks here; PFC's in `pfc`.
 
+mod congestion;
+mod dcqcn;
 mod pfc;
 
 use rand_chacha::ChaCha8Rng;
@@ -81,7 +83,7 @@ fn same_seed_same_bytes() {
     assert!(a.ce_marks > 0, "the run exercises RED's coin");
     assert_eq!(a, b);
     let (fa, fb) = (outputs(&a), outputs(&b));
-    assert_eq!(fa.len(), 12, "summary, 5 CSV files, 3 plots as PNG and SVG");
+    assert_eq!(fa.len(), 15, "summary, 6 CSV files, 4 plots as PNG and SVG");
     assert_eq!(fa, fb, "the same seed wrote different files");
     let c = run_toml(&INCAST_RED.replace("seed = 7", "seed = 8"));
     assert_ne!(
