@@ -2,9 +2,10 @@
 //! between two network namespaces that each test creates and removes (also
 //! when it fails), with the port's `default_roce_mode` set to `IB/RoCE v1`
 //! in a settings file (`FERROCE_CONFIG`):
-//! * rping and `perf --perftest -R` (RC) and udaddy (UD, SIDR) connect
-//!   and run, each namespace in turn the server (rping also between IPv6
-//!   addresses);
+//! * rping, cmatose, rdma-server/rdma-client and `perf --perftest -R`
+//!   (RC) and udaddy (UD, SIDR) connect and run, each namespace in turn
+//!   the server (rping also between IPv6 addresses); a client without its
+//!   local address opens its raw device on its route to the server;
 //! * a capture on both ends holds the CM's MADs (REQ, REP, RTU, DREQ,
 //!   DREP, SIDR_REQ, SIDR_REP) and the connections' packets as RoCE v1
 //!   only, clean in `ferroce dump --check` and tshark;
@@ -96,14 +97,24 @@ fn rping_over_roce_v1_both_ways() {
     rping_between(&ns, true, (A6, B6), [env, env]);
 }
 
-fn udaddy_pair(ns: &Netns, server_in_a: bool, env: [&[(&str, &str)]; 2]) {
+/// `tool` (udaddy or cmatose) between the namespaces, the server in a
+/// (`server_in_a`) or b; the client gives its address with -b only when
+/// `client_bind` (otherwise its route to the server picks it).
+fn cmtest_pair(
+    ns: &Netns,
+    tool: &str,
+    server_in_a: bool,
+    client_bind: bool,
+    env: [&[(&str, &str)]; 2],
+) {
     let (srv, cli) = if server_in_a { (A, B) } else { (B, A) };
-    let server = ["udaddy", "-b", srv, "--raw", "-c", "2", "-C", "20"];
-    let client = [
-        "udaddy", "-s", srv, "-b", cli, "--raw", "-c", "2", "-C", "20",
-    ];
+    let server = [tool, "-b", srv, "--raw", "-c", "2", "-C", "20"];
+    let mut client = vec![tool, "-s", srv, "--raw", "-c", "2", "-C", "20"];
+    if client_bind {
+        client.extend(["-b", cli]);
+    }
     let (s, c) = ns.pair_from(server_in_a, &server, &client, env);
-    let what = format!("udaddy, server on {srv}");
+    let what = format!("{tool}, server on {srv}");
     assert_ok(&format!("{what}: client"), &c);
     assert_ok(&format!("{what}: server"), &s);
     assert!(
@@ -119,8 +130,35 @@ fn udaddy_over_roce_v1_both_ways() {
     let s = Settings::new("ud");
     let v1 = s.mode("v1.conf", V1);
     let env: &[(&str, &str)] = &[("FERROCE_CONFIG", &v1)];
-    udaddy_pair(&ns, true, [env, env]);
-    udaddy_pair(&ns, false, [env, env]);
+    cmtest_pair(&ns, "udaddy", true, true, [env, env]);
+    cmtest_pair(&ns, "udaddy", false, false, [env, env]);
+}
+
+#[test]
+fn cmatose_and_rdma_examples_over_roce_v1() {
+    let Some(ns) = Netns::new("cmt") else { return };
+    let s = Settings::new("cmt");
+    let v1 = s.mode("v1.conf", V1);
+    let env: &[(&str, &str)] = &[("FERROCE_CONFIG", &v1)];
+    cmtest_pair(&ns, "cmatose", true, false, [env, env]);
+    cmtest_pair(&ns, "cmatose", false, true, [env, env]);
+    let server = ["rdma-server", "-s", A, "--raw"];
+    let client = ["rdma-client", "-s", A, "--raw"];
+    let (s, c) = ns.pair_from(true, &server, &client, [env, env]);
+    assert_ok("rdma-client", &c);
+    assert_ok("rdma-server", &s);
+    assert!(text(&c).0.contains("rdma_client: end 0"), "{}", text(&c).0);
+}
+
+#[test]
+fn a_raw_server_without_its_address_is_told_to_give_it() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ferroce"))
+        .args(["udaddy", "--raw"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("add -b ADDRESS"), "{err}");
 }
 
 /// The other way round: a server whose mode is RoCE v1 takes a RoCE v2
@@ -186,7 +224,7 @@ fn a_roce_v1_request_is_answered_in_roce_v1_and_captured_clean() {
     let server_env: &[(&str, &str)] = &[("FERROCE_CONFIG", &v2)];
     let client_env: &[(&str, &str)] = &[("FERROCE_CONFIG", &v1)];
     rping_pair(&ns, true, [server_env, client_env]);
-    udaddy_pair(&ns, true, [server_env, client_env]);
+    cmtest_pair(&ns, "udaddy", true, true, [server_env, client_env]);
     std::thread::sleep(Duration::from_millis(500));
     for mut d in dumps {
         let _ = Command::new("kill").arg(d.id().to_string()).status();

@@ -73,6 +73,8 @@ pub(crate) struct CmatoseArgs {
     /// The QPs' local ACK timeout (5 bits: 4.096 us x 2^N).
     #[arg(short = 'a', value_name = "ack_timeout", value_parser = cmtest::parse_byte)]
     ack_timeout: Option<u8>,
+    #[command(flatten)]
+    raw: cmtest::RawArgs,
 }
 
 /// Connections per run: the CM's limit of connections in setup at once.
@@ -111,6 +113,7 @@ pub(crate) fn run(args: &CmatoseArgs) -> Result<bool, Error> {
         Some(b) => Some(cmtest::resolve("-b", b, 0)?.ip()),
         None => None,
     };
+    let _raw_device = args.raw.open(src, "-b", dst.map(|d| d.ip()))?;
     let ch = EventChannel::new()?;
     let mut test = Test {
         args,

@@ -10,12 +10,14 @@
 //! C tool's status (the event's, or -1 for a failed call).
 
 use std::io::Write;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::time::{Duration, Instant};
 
+use clap::Args;
 use ferroce::cm::{CmEvent, CmId, EventChannel, PortSpace};
-use ferroce::{CompletionQueue, Context, DeviceConfig, WcStatus, WorkCompletion};
+use ferroce::{BackendKind, CompletionQueue, Context, DeviceConfig, WcStatus, WorkCompletion};
 
+use crate::cmd::qos::QosArgs;
 use crate::error::{Error, open_device};
 
 /// The timeout the C tools give `rdma_resolve_addr` and
@@ -103,6 +105,78 @@ pub(crate) struct Listener {
     _id: CmId,
     // Dropped after the ID: they keep the wildcard listen reachable.
     _devices: Vec<Context>,
+}
+
+/// `--raw` of the rdma_cm tools, with the raw backend's QoS flags.
+#[derive(Debug, Args, Clone, Copy, Default)]
+pub(crate) struct RawArgs {
+    /// Open the device on the raw-Ethernet backend (needs CAP_NET_RAW):
+    /// frames built by ferroce, RoCE v2 or, with the port's
+    /// default_roce_mode set to `IB/RoCE v1` (`ferroce config`), RoCE v1
+    /// (ferroce's, not the C tool's). The device is on the local address,
+    /// or on a client's route to its server.
+    #[arg(long)]
+    pub(crate) raw: bool,
+    /// VLAN, priorities and PFC (with --raw).
+    #[command(flatten)]
+    pub(crate) qos: QosArgs,
+}
+
+impl RawArgs {
+    /// With `--raw`, the raw device the run holds: on `local` (the tool's
+    /// `local_flag`), or for a client without one on the address the
+    /// routing table uses towards `server`. rdma_cm binds its IDs to the
+    /// device the process has on an address, and opens a UDP-backend one
+    /// only where it has none, so this must come before the first ID
+    /// resolves or binds. A server needs its address: the raw backend
+    /// opens one interface, not every one.
+    pub(crate) fn open(
+        &self,
+        local: Option<IpAddr>,
+        local_flag: &str,
+        server: Option<IpAddr>,
+    ) -> Result<Option<Context>, Error> {
+        if !self.raw {
+            return Ok(None);
+        }
+        let at = match (local, server) {
+            (Some(ip), _) if !ip.is_unspecified() => ip,
+            (_, Some(dst)) => source_towards(dst, local_flag)?,
+            _ => {
+                return Err(Error::Usage(format!(
+                    "--raw as a server needs the address to serve on (the raw backend opens \
+                     the one interface that holds it): add {local_flag} ADDRESS"
+                )));
+            }
+        };
+        open_device(DeviceConfig {
+            backend: BackendKind::Raw,
+            raw: self.qos.options(),
+            ..DeviceConfig::new(at)
+        })
+        .map(Some)
+    }
+}
+
+/// The local address the routing table uses towards `dst` (a connected
+/// UDP socket; nothing is sent). `flag` is the tool's option that gives
+/// the source address instead.
+pub(crate) fn source_towards(dst: IpAddr, flag: &str) -> Result<IpAddr, Error> {
+    let any: IpAddr = if dst.is_ipv6() {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        Ipv4Addr::UNSPECIFIED.into()
+    };
+    let no_route = |e: std::io::Error| {
+        Error::Run(format!(
+            "no route to {dst} ({e}): add a route, or give the source address with {flag}"
+        ))
+    };
+    let socket = UdpSocket::bind(SocketAddr::new(any, 0)).map_err(no_route)?;
+    socket
+        .connect(SocketAddr::new(dst, 4791))
+        .map_err(no_route)?;
+    Ok(socket.local_addr().map_err(no_route)?.ip().to_canonical())
 }
 
 /// `rdma_bind_addr` and `rdma_listen` on `bind` (the unspecified address:

@@ -55,6 +55,8 @@ pub(crate) struct ServerArgs {
     /// on every IPv4 address of the host.
     #[arg(short = 'L', long)]
     local: Option<IpAddr>,
+    #[command(flatten)]
+    raw: super::cmtest::RawArgs,
 }
 
 /// Arguments of `ferroce rdma-client`.
@@ -70,6 +72,8 @@ pub(crate) struct ClientArgs {
     /// to reach the server).
     #[arg(short = 'L', long)]
     local: Option<IpAddr>,
+    #[command(flatten)]
+    raw: super::cmtest::RawArgs,
 }
 
 pub(crate) fn server(args: &ServerArgs) -> Result<bool, Error> {
@@ -196,8 +200,17 @@ fn run_server(args: &ServerArgs) -> Result<(), Error> {
 /// The devices a server listens through: the one on `-s` (opened by the
 /// rdma_cm on demand), else the one on `-L`, else one on every IPv4
 /// address of the host's interfaces that are up (an address whose RoCE
-/// port another process holds is skipped).
+/// port another process holds is skipped). With `--raw`, the raw one on
+/// `-s` or `-L`.
 fn open_devices(args: &ServerArgs, server: IpAddr) -> Result<Vec<Context>, Error> {
+    if args.raw.raw {
+        let local = if server.is_unspecified() {
+            args.local
+        } else {
+            Some(server)
+        };
+        return Ok(args.raw.open(local, "-L", None)?.into_iter().collect());
+    }
     if !server.is_unspecified() {
         return Ok(Vec::new());
     }
@@ -228,6 +241,7 @@ fn open_devices(args: &ServerArgs, server: IpAddr) -> Result<Vec<Context>, Error
 
 fn run_client(args: &ClientArgs) -> Result<(), Error> {
     let dst = resolve(&args.server, args.port)?;
+    let _raw_device = args.raw.open(args.local, "-L", Some(dst.ip()))?;
     let ch = EventChannel::new()?;
     let id = ch.create_id(PortSpace::Tcp)?;
     id.resolve_addr(args.local.map(|l| SocketAddr::new(l, 0)), dst, WAIT)?;

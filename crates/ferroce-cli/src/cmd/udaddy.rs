@@ -76,12 +76,8 @@ pub(crate) struct UdaddyArgs {
     /// for UDP, the default and only one ferroce has.
     #[arg(short = 'p', value_name = "port_space_number", value_parser = parse_port_space)]
     port_space_number: Option<PortSpace>,
-    /// Open the device on -b on the raw-Ethernet backend (needs
-    /// CAP_NET_RAW and -b): frames built by ferroce, RoCE v2 or, with the
-    /// port's default_roce_mode set to `IB/RoCE v1` (`ferroce config`),
-    /// RoCE v1 (ferroce's, not udaddy's).
-    #[arg(long, requires = "bind")]
-    raw: bool,
+    #[command(flatten)]
+    raw: cmtest::RawArgs,
 }
 
 /// Connections per run: the CM's limit of requests in setup at once.
@@ -130,15 +126,7 @@ pub(crate) fn run(args: &UdaddyArgs) -> Result<bool, Error> {
         Some(b) => Some(cmtest::resolve("-b", b, 0)?.ip()),
         None => None,
     };
-    // Held for the run: rdma_cm binds its IDs to the device the process
-    // has on the address, opening a UDP-backend one only if there is none.
-    let _raw_device = match (args.raw, src) {
-        (true, Some(ip)) => Some(crate::error::open_device(ferroce::DeviceConfig {
-            backend: ferroce::BackendKind::Raw,
-            ..ferroce::DeviceConfig::new(ip)
-        })?),
-        _ => None,
-    };
+    let _raw_device = args.raw.open(src, "-b", dst.map(|d| d.ip()))?;
     let mut test = Test {
         args,
         ps: args.port_space_number.unwrap_or(PortSpace::Udp),

@@ -10,8 +10,8 @@ use ferroce::cm::{CmEventKind, ConnParam, Depth, EventChannel, PortSpace};
 use super::conn::{Conn, Step};
 use super::{
     DISCONNECT_WAIT, Info, Print, RESOLVE_TIMEOUT, RpingArgs, address, c_string, fill_ping, open,
-    source_towards,
 };
+use crate::cmd::cmtest::source_towards;
 use crate::error::Error;
 
 /// rping's `rping_init_conn_param`: one read each way, 7 and 7 retries.
@@ -47,7 +47,7 @@ pub(super) fn run(args: &RpingArgs, print: Print) -> Result<bool, Error> {
                 "--roce-port/--peer-roce-port need the source address: add -I ADDRESS".into(),
             ));
         }
-        None => source_towards(dst.ip())?,
+        None => source_towards(dst.ip(), "-I")?,
     };
     if src.is_ipv6() != dst.is_ipv6() {
         return Err(Error::Usage(format!(

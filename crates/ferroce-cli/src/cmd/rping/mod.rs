@@ -39,7 +39,7 @@ mod client;
 mod conn;
 mod server;
 
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use clap::Args;
@@ -185,26 +185,6 @@ pub(crate) fn run(args: &RpingArgs) -> Result<bool, Error> {
 pub(crate) fn address(what: &str, s: &str, port: u16) -> Result<SocketAddr, Error> {
     let a = tcp::resolve(s, port).map_err(|e| Error::Usage(format!("{what}: {e}")))?;
     Ok(SocketAddr::new(a.ip().to_canonical(), port))
-}
-
-/// The local address the routing table uses towards `dst` (a connected UDP
-/// socket; nothing is sent).
-pub(crate) fn source_towards(dst: IpAddr) -> Result<IpAddr, Error> {
-    let any: IpAddr = if dst.is_ipv6() {
-        std::net::Ipv6Addr::UNSPECIFIED.into()
-    } else {
-        std::net::Ipv4Addr::UNSPECIFIED.into()
-    };
-    let no_route = |e: std::io::Error| {
-        Error::Run(format!(
-            "no route to {dst} ({e}): add a route, or give the source address with -I"
-        ))
-    };
-    let socket = UdpSocket::bind(SocketAddr::new(any, 0)).map_err(no_route)?;
-    socket
-        .connect(SocketAddr::new(dst, 4791))
-        .map_err(no_route)?;
-    Ok(socket.local_addr().map_err(no_route)?.ip().to_canonical())
 }
 
 /// Opens the device on `local` (the CM finds it there), saying plainly
