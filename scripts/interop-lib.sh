@@ -228,37 +228,23 @@ tools_ok() {
 # netem_on / netem_off: loss and reordering on the guest's eth0, both ways
 # (egress directly, ingress through ifb0).
 netem_prepare() {
-    local k share=$rig_dir/run/A/share/netem m f l
-    k=$("$rig" exec A 'uname -r' --timeout 30 | tail -1)
-    rm -rf "$share"; mkdir -p "$share/lib"
-    for m in sch_netem ifb act_mirred cls_matchall sch_ingress; do
-        f=$(modprobe -S "$k" --show-depends "$m" | awk '/^insmod/ { print $2 }' | tail -1)
-        case $f in
-            *.xz) xz -dc "$f" >"$share/$m.ko" ;;
-            *.zst) zstd -qdc "$f" >"$share/$m.ko" ;;
-            *) cp "$f" "$share/$m.ko" ;;
-        esac
-    done
-    cp "$(command -v tc)" "$share/tc"
-    for l in $(ldd "$(command -v tc)" | awk '$2 == "=>" { print $3 }'); do cp -L "$l" "$share/lib/"; done
-    "$rig" exec A 'for m in sch_netem ifb act_mirred cls_matchall sch_ingress; do
-            [ $m = ifb ] && a=numifbs=1 || a=; insmod /rig/netem/$m.ko $a 2>/dev/null; done
-        ip link set ifb0 up' --timeout 60 >/dev/null
+    guest_tc_prepare sch_netem ifb act_mirred cls_matchall sch_ingress
+    "$rig" exec A 'ip link set ifb0 up' --timeout 60 >/dev/null
 }
 netem_on() {
     netem_off
-    "$rig" exec A "export LD_LIBRARY_PATH=/rig/netem/lib; T=/rig/netem/tc
+    "$rig" exec A "export LD_LIBRARY_PATH=/rig/tc/lib; T=/rig/tc/tc
         \$T qdisc add dev eth0 root netem $netem &&
         \$T qdisc add dev eth0 handle ffff: ingress &&
         \$T filter add dev eth0 parent ffff: matchall action mirred egress redirect dev ifb0 &&
         \$T qdisc add dev ifb0 root netem $netem && \$T qdisc show | grep netem" --timeout 60
 }
 netem_stats() {
-    "$rig" exec A 'export LD_LIBRARY_PATH=/rig/netem/lib; T=/rig/netem/tc
+    "$rig" exec A 'export LD_LIBRARY_PATH=/rig/tc/lib; T=/rig/tc/tc
         for d in eth0 ifb0; do printf "%s: " $d; $T -s qdisc show dev $d | grep -m1 Sent; done' --timeout 60
 }
 netem_off() {
-    "$rig" exec A 'export LD_LIBRARY_PATH=/rig/netem/lib; T=/rig/netem/tc
+    "$rig" exec A 'export LD_LIBRARY_PATH=/rig/tc/lib; T=/rig/tc/tc
         $T qdisc del dev eth0 root; $T qdisc del dev eth0 ingress; $T qdisc del dev ifb0 root; true' --timeout 60 >/dev/null 2>&1
 }
 

@@ -13,6 +13,30 @@ rig_check() {
     [ -x "$rig" ] || { echo "no rig at $rig (set FERROCE_SHARED)" >&2; exit 2; }
 }
 
+# guest_tc_prepare MODULE...: puts the guest kernel's MODULEs (qdiscs,
+# actions: this machine's kernel lacks some, the guest's has them), this
+# machine's tc and its libraries in guest A's share (/rig/tc in the guest:
+# run tc as `LD_LIBRARY_PATH=/rig/tc/lib /rig/tc/tc`) and loads them in
+# the guest (ifb with one device).
+guest_tc_prepare() {
+    local k share=$rig_dir/run/A/share/tc m f l
+    k=$("$rig" exec A 'uname -r' --timeout 30 | tail -1)
+    rm -rf "$share"; mkdir -p "$share/lib"
+    for m in "$@"; do
+        f=$(modprobe -S "$k" --show-depends "$m" | awk '/^insmod/ { print $2 }' | tail -1)
+        case $f in
+            *.xz) xz -dc "$f" >"$share/$m.ko" ;;
+            *.zst) zstd -qdc "$f" >"$share/$m.ko" ;;
+            *) cp "$f" "$share/$m.ko" ;;
+        esac
+    done
+    cp "$(command -v tc)" "$share/tc"
+    for l in $(ldd "$(command -v tc)" | awk '$2 == "=>" { print $3 }'); do cp -L "$l" "$share/lib/"; done
+    "$rig" exec A "for m in $*; do
+            [ \$m = ifb ] && a=numifbs=1 || a=; insmod /rig/tc/\$m.ko \$a 2>/dev/null; done; true" \
+        --timeout 60 >/dev/null
+}
+
 # build_and_boot N WHAT: builds ferroce (release) and the rig, and boots N
 # guests (WHAT says which, for the log).
 build_and_boot() {

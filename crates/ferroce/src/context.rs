@@ -291,7 +291,15 @@ fn open_backend(cfg: &DeviceConfig, seed: u64) -> Result<(Backend, Option<Arc<Ne
             }
             let iface = crate::device::bound_interface(cfg.local)?;
             let neigh = NeighCache::start(&iface.name)?;
-            let raw = RawDevice::open(&iface.name, cfg.local, neigh.clone(), seed, &cfg.raw)?;
+            let cnp_prio = cfg.congestion.np.cnp_802p_prio;
+            let raw = RawDevice::open(
+                &iface.name,
+                cfg.local,
+                neigh.clone(),
+                seed,
+                &cfg.raw,
+                cnp_prio,
+            )?;
             Ok((Backend::Raw(Box::new(raw)), Some(neigh)))
         }
     }

@@ -24,8 +24,8 @@ pub(crate) enum CcMode {
     Off,
 }
 
-/// `--raw`, `-g`, `--cc` and `--line-rate`.
-#[derive(Debug, Args, Clone, Copy)]
+/// `--raw`, `-g`, `--cc`, `--cc-set` and `--line-rate`.
+#[derive(Debug, Args, Clone)]
 pub(crate) struct BackendArgs {
     /// Open the device on the raw-Ethernet backend (AF_PACKET on the
     /// interface of -L): RoCE v1 and v2, a GID table of both types. Needs
@@ -53,6 +53,35 @@ pub(crate) struct BackendArgs {
     #[arg(long = "line-rate", value_name = "MBPS", default_value_t = 100_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) line_rate: u64,
+    /// One congestion setting over --cc's, by the name mlx5 gives its
+    /// `ecn/roce_np` or `ecn/roce_rp` file, in its units (µs, Mb/s):
+    /// `--cc-set rpg_ai_rate=1 --cc-set min_time_between_cnps=50`.
+    #[arg(long = "cc-set", value_name = "NAME=VALUE", value_parser = parse_cc_setting)]
+    pub(crate) cc_set: Vec<CcSetting>,
+}
+
+/// One `--cc-set`.
+#[derive(Debug, Clone)]
+pub(crate) struct CcSetting {
+    name: String,
+    value: u64,
+}
+
+/// `NAME=VALUE`, checked against the settings there are.
+fn parse_cc_setting(s: &str) -> Result<CcSetting, String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: give NAME=VALUE, as rpg_ai_rate=5"))?;
+    let value = value
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?}: {value:?} is not a whole number"))?;
+    let setting = CcSetting {
+        name: name.trim().to_string(),
+        value,
+    };
+    CongestionConfig::default().set(&setting.name, setting.value)?;
+    Ok(setting)
 }
 
 impl Default for BackendArgs {
@@ -64,6 +93,7 @@ impl Default for BackendArgs {
             line_rate: CongestionConfig::default().line_rate_mbps,
             qp_timeout: None,
             qos: Default::default(),
+            cc_set: Vec::new(),
         }
     }
 }
@@ -95,21 +125,29 @@ impl BackendArgs {
             CcMode::Off => CongestionConfig::OFF,
         };
         c.line_rate_mbps = self.line_rate;
+        for s in &self.cc_set {
+            // Checked when parsed.
+            let _ = c.set(&s.name, s.value);
+        }
         c
     }
 
     /// The flags that give a child process these settings.
-    pub(crate) fn cc_args(&self) -> [String; 4] {
+    pub(crate) fn cc_args(&self) -> Vec<String> {
         let cc = self
             .cc
             .to_possible_value()
             .map(|v| v.get_name().to_string());
-        [
+        let mut args = vec![
             "--cc".into(),
             cc.unwrap_or_default(),
             "--line-rate".into(),
             self.line_rate.to_string(),
-        ]
+        ];
+        for s in &self.cc_set {
+            args.extend(["--cc-set".into(), format!("{}={}", s.name, s.value)]);
+        }
+        args
     }
 
     /// The RoCE version of `-g` on `ctx` (v2 without it).

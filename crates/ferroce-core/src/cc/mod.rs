@@ -12,10 +12,12 @@
 pub mod dcqcn;
 pub(crate) mod np;
 pub(crate) mod pacer;
+mod settings;
 
 use core::time::Duration;
 
 pub use dcqcn::DcqcnConfig;
+pub use settings::NAMES as SETTING_NAMES;
 
 /// The traffic class CNPs leave with by default: DSCP 48 (CS6), mlx5's
 /// `cnp_dscp` default.

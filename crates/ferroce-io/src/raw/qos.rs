@@ -75,13 +75,18 @@ impl PcpMap {
 /// The tag of a frame with traffic class `tos` (see the module docs):
 /// `vlan` is the configured VID, `pfc` whether PFC is on.
 pub fn tag_for(map: &PcpMap, vlan: Option<u16>, pfc: bool, tos: u8) -> Option<VlanTag> {
+    priority_tag(vlan, pfc, map.pcp(tos))
+}
+
+/// The tag of a frame on priority `pcp` (see [`tag_for`]).
+pub fn priority_tag(vlan: Option<u16>, pfc: bool, pcp: u8) -> Option<VlanTag> {
     let vid = match (vlan, pfc) {
         (Some(vid), _) => vid & 0x0fff,
         (None, true) => 0,
         (None, false) => return None,
     };
     Some(VlanTag {
-        pcp: map.pcp(tos),
+        pcp,
         dei: false,
         vid,
     })

@@ -140,13 +140,15 @@ impl RawDevice {
     }
 
     /// Opens the raw backend on `interface` for a device on `local`,
-    /// holding `local`'s UDP port 4791.
+    /// holding `local`'s UDP port 4791; CNPs leave on priority `cnp_prio`
+    /// when frames are tagged.
     pub(crate) fn open(
         interface: &str,
         local: IpAddr,
         neigh: std::sync::Arc<NeighCache>,
         seed: u64,
         opts: &RawOptions,
+        cnp_prio: u8,
     ) -> io::Result<Self> {
         opts.check()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -171,7 +173,7 @@ impl RawDevice {
             // Any non-zero state will do; xorshift never leaves zero.
             loss_draw: seed | 1,
             parked: std::collections::VecDeque::new(),
-            qos: pfc::Qos::new(opts, interface),
+            qos: pfc::Qos::new(opts, interface, cnp_prio),
             trains: true,
         })
     }
@@ -224,7 +226,7 @@ impl RawDevice {
         Some(FrameSpec {
             dst_mac,
             src_mac: self.backend.mac(),
-            vlan: self.qos.tag(t.tos()),
+            vlan: self.qos.tag(t),
             l3,
         })
     }
@@ -247,7 +249,7 @@ impl RawDevice {
                 taken += 1;
                 continue;
             };
-            if self.qos.must_hold(t.tos()) {
+            if self.qos.must_hold(t) {
                 if !self.qos.hold(mac, t) {
                     break; // its priority's queue is full: back-pressure
                 }

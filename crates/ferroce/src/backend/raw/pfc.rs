@@ -39,7 +39,8 @@ use std::time::{Duration, Instant as StdInstant};
 
 use ferroce_core::Transmit;
 use ferroce_io::raw::pfc::{Pfc, PfcStats, interface_mbps};
-use ferroce_io::raw::qos::{PcpMap, tag_for};
+use ferroce_io::raw::qos::{PcpMap, priority_tag};
+use ferroce_wire::Opcode;
 use ferroce_wire::ethernet::VlanTag;
 use ferroce_wire::pfc::{MacControlRepr, PRIORITIES};
 
@@ -68,6 +69,10 @@ pub(crate) type Held = ([u8; 6], Transmit);
 #[derive(Debug)]
 pub(crate) struct Qos {
     map: PcpMap,
+    /// The priority of CNPs (the notification point's `cnp_802p_prio`),
+    /// whatever their traffic class maps to: a NIC sends them on a
+    /// priority of their own so that they pass a paused RoCE priority.
+    cnp_prio: u8,
     vlan: Option<u16>,
     pfc: Option<Pfc>,
     held: [VecDeque<Held>; PRIORITIES],
@@ -87,10 +92,11 @@ pub(crate) struct Qos {
 impl Qos {
     /// The settings of `opts` on `interface` (whose speed times pauses
     /// unless `opts.pfc` sets one; [`DEFAULT_LINK_MBPS`] if unknown).
-    pub(crate) fn new(opts: &RawOptions, interface: &str) -> Self {
+    pub(crate) fn new(opts: &RawOptions, interface: &str, cnp_prio: u8) -> Self {
         let mbps = interface_mbps(interface).unwrap_or(DEFAULT_LINK_MBPS);
         Self {
             map: opts.pcp,
+            cnp_prio: cnp_prio & 7,
             vlan: opts.vlan,
             pfc: opts.pfc.map(|cfg| Pfc::new(cfg, mbps)),
             held: Default::default(),
@@ -110,16 +116,25 @@ impl Qos {
         self.epoch.elapsed().as_nanos() as u64
     }
 
-    /// The tag of a packet of traffic class `tos`.
-    pub(crate) fn tag(&self, tos: u8) -> Option<VlanTag> {
-        tag_for(&self.map, self.vlan, self.pfc.is_some(), tos)
+    /// The 802.1Q priority of `t`: CNPs' own, else its traffic class's.
+    pub(crate) fn priority(&self, t: &Transmit) -> u8 {
+        if t.data.first() == Some(&Opcode::CNP.0) {
+            self.cnp_prio
+        } else {
+            self.map.pcp(t.tos())
+        }
     }
 
-    /// Whether a packet of traffic class `tos` must be held (PFC on, and
-    /// its priority paused or with packets held before it).
-    pub(crate) fn must_hold(&mut self, tos: u8) -> bool {
+    /// The tag of `t` (none when frames go untagged).
+    pub(crate) fn tag(&self, t: &Transmit) -> Option<VlanTag> {
+        priority_tag(self.vlan, self.pfc.is_some(), self.priority(t))
+    }
+
+    /// Whether `t` must be held (PFC on, and its priority paused or with
+    /// packets held before it).
+    pub(crate) fn must_hold(&mut self, t: &Transmit) -> bool {
         let now = self.now();
-        let p = self.map.pcp(tos);
+        let p = self.priority(t);
         let Some(pfc) = &mut self.pfc else {
             return false;
         };
@@ -145,7 +160,7 @@ impl Qos {
 
     /// Holds `t` (to `mac`); false if its priority's queue is full.
     pub(crate) fn hold(&mut self, mac: [u8; 6], t: &Transmit) -> bool {
-        let q = &mut self.held[usize::from(self.map.pcp(t.tos()))];
+        let q = &mut self.held[usize::from(self.priority(t))];
         if q.len() >= MAX_HELD {
             return false;
         }
@@ -186,7 +201,8 @@ impl Qos {
     /// room for, in their order, to the front of their priorities.
     pub(crate) fn put_back(&mut self, unsent: Vec<Held>) {
         for (mac, t) in unsent.into_iter().rev() {
-            self.held[usize::from(self.map.pcp(t.tos()))].push_front((mac, t));
+            let p = self.priority(&t);
+            self.held[usize::from(p)].push_front((mac, t));
         }
     }
 
