@@ -111,3 +111,35 @@ fn perftest_mode_runs_every_test_between_two_ferroce_processes() {
         }
     }
 }
+
+#[test]
+fn cc_set_takes_mlx5_names_and_refuses_others_by_name() {
+    // The server process gets the settings too; a setting it refused
+    // would end the run.
+    let text = perf(&[
+        "write",
+        "-n",
+        "50",
+        "-p",
+        "18790",
+        "-L",
+        "127.0.0.54",
+        "--server-local",
+        "127.0.0.53",
+        "--cc-set",
+        "rpg_ai_rate=1",
+        "--cc-set",
+        "min_time_between_cnps=20000",
+    ]);
+    assert!(text.contains("BW average[MB/sec]"), "{text}");
+    for (bad, says) in [
+        ("rpg_ai=1", "rpg_ai_rate"),
+        ("cnp_dscp=64", "at most 63"),
+        ("rpg_gd", "NAME=VALUE"),
+    ] {
+        let out = common::ferroce(&["perf", "write", "--cc-set", bad]);
+        let (_, stderr) = common::text(&out);
+        assert!(!out.status.success(), "--cc-set {bad} was taken");
+        assert!(stderr.contains(says), "--cc-set {bad}: {stderr}");
+    }
+}
