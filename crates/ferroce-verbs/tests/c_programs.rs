@@ -21,7 +21,7 @@
 //! * `errors.c`: O_NONBLOCK on a completion channel and on `async_fd`
 //!   (EAGAIN), `async_fd` readable exactly while an event waits, a blocked
 //!   `ibv_get_async_event` that does not spin, posts to a QP in ERR
-//!   (flushed), bad lkeys (LOC_PROT_ERR, the QP in ERR), a peer's WRITE into freed heap
+//!   (flushed), posts with more SGEs than the QP's caps (EINVAL, as rxe), bad lkeys (LOC_PROT_ERR, the QP in ERR), a peer's WRITE into freed heap
 //!   memory, a peer process SIGKILLed mid-connection (RETRY_EXC_ERR), and
 //!   one that calls exit(0) with WRITEs to it in flight (it exits at once;
 //!   the requests after end in errors). The peers are child processes on
@@ -124,6 +124,10 @@ fn errors_and_event_descriptors() {
     );
     assert!(
         out.contains("ok   lkey of another PD: posted, completes with LOC_PROT_ERR"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ok   post_recv with 2 SGEs on a QP of max_recv_sge 1: EINVAL"),
         "{out}"
     );
     assert!(

@@ -38,6 +38,11 @@ unsafe fn sges(c: &Ctx, list: *const ibv_sge, n: c_int) -> Result<(Vec<Sge>, u64
     Ok((out, list.iter().map(|s| u64::from(s.length)).sum()))
 }
 
+/// A queue's SGE cap as `num_sge` compares with it.
+fn sge_cap(max: u32) -> c_int {
+    c_int::try_from(max).unwrap_or(c_int::MAX)
+}
+
 /// Inline data: the bytes the scatter list points at, copied now (their
 /// keys are not checked, as IBA allows for inline data).
 ///
@@ -98,6 +103,10 @@ unsafe fn send_op(wr: &ibv_send_wr, len: u64) -> Result<SendOp, c_int> {
 /// # Safety
 /// `wr` is a valid request (module contract).
 pub(super) unsafe fn post_one_send(c: &Ctx, q: &Qp, wr: &ibv_send_wr) -> Result<(), c_int> {
+    // More SGEs than the QP was created for: rxe's EINVAL.
+    if wr.num_sge > sge_cap(q.init.cap.max_send_sge) {
+        return Err(libc::EINVAL);
+    }
     // SAFETY: module contract.
     let (sg, len) = unsafe { sges(c, wr.sg_list, wr.num_sge) }?;
     // SAFETY: module contract.
@@ -200,6 +209,9 @@ pub(super) unsafe extern "C" fn post_recv(
             return libc::EINVAL;
         };
         let post = |w: &ibv_recv_wr| {
+            if w.num_sge > sge_cap(q.init.cap.max_recv_sge) {
+                return Err(libc::EINVAL);
+            }
             // SAFETY: module contract.
             let (sg, _) = unsafe { sges(c, w.sg_list, w.num_sge) }?;
             q.inner
@@ -225,7 +237,11 @@ pub(super) unsafe extern "C" fn post_srq_recv(
         let Ok(c) = (unsafe { ctx(s.srq.context) }) else {
             return libc::EINVAL;
         };
+        let max_sge = s.attr.lock().unwrap_or_else(|p| p.into_inner()).max_sge;
         let post = |w: &ibv_recv_wr| {
+            if w.num_sge > sge_cap(max_sge) {
+                return Err(libc::EINVAL);
+            }
             // SAFETY: module contract.
             let (sg, _) = unsafe { sges(c, w.sg_list, w.num_sge) }?;
             s.inner

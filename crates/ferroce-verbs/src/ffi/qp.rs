@@ -16,6 +16,9 @@ use crate::objects::{Cq, Pd, Qp, Srq};
 /// the engine copies it at post, as rxe does.
 pub(crate) const MAX_INLINE_DATA: u32 = 1024;
 
+/// Bytes of a request's room one SGE takes (`struct ibv_sge`).
+const SGE_BYTES: u32 = std::mem::size_of::<crate::abi::ibv_sge>() as u32;
+
 pub(super) unsafe extern "C" fn ibv_create_qp(
     pd: *mut ibv_pd,
     init: *mut ibv_qp_init_attr,
@@ -77,8 +80,17 @@ pub(super) unsafe fn new_qp(
         .set_local_errors(ferroce::LocalErrors::Completion)
         .map_err(|e| errno(&e))?;
     let qpn = inner.qpn();
-    // The caps granted are the caps asked for (the engine has no
-    // per-WR SGE limit), as the caller's struct then reports.
+    // The caps granted are the caps asked for, as the caller's struct
+    // then reports, with room for at least one SGE per request (as a NIC's
+    // smallest WQE; rxe grants 0 and refuses every post then) and, on the
+    // send queue, for the inline data, 16 bytes (one ibv_sge) a slot, as
+    // rxe rounds it. Posts past them fail (post.rs).
+    a.cap.max_send_sge = a
+        .cap
+        .max_send_sge
+        .max(a.cap.max_inline_data / SGE_BYTES)
+        .max(1);
+    a.cap.max_recv_sge = a.cap.max_recv_sge.max(1);
     a.cap.max_send_wr = attr.max_send_wr;
     a.cap.max_recv_wr = if srq.is_some() { 0 } else { attr.max_recv_wr };
     init.cap = a.cap;

@@ -41,7 +41,12 @@ pub(super) unsafe extern "C" fn ibv_create_srq(
                 events_completed: 0,
             },
             inner,
-            attr: Mutex::new(a.attr),
+            // At least one SGE per receive, as a QP's (qp.rs); posts past
+            // max_sge fail (post.rs).
+            attr: Mutex::new(ibv_srq_attr {
+                max_sge: a.attr.max_sge.max(1),
+                ..a.attr
+            }),
             users: Default::default(),
         });
         p.users.add();

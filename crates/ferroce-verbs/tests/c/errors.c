@@ -285,6 +285,19 @@ int main(void)
 	      wc.wr_id == 12 && wc.status == IBV_WC_WR_FLUSH_ERR,
 	      "post_recv in ERR: completes with WR_FLUSH_ERR");
 
+	/* More SGEs than the QP was created for (one each way): EINVAL at the
+	 * post, as rxe, nothing queued. */
+	struct ibv_sge two[2] = { { (uintptr_t)buf, 8, mr->lkey }, { (uintptr_t)buf + 8, 8, mr->lkey } };
+	struct ibv_send_wr sw2 = { .wr_id = 13, .sg_list = two, .num_sge = 2, .opcode = IBV_WR_SEND,
+				   .send_flags = IBV_SEND_SIGNALED },
+			   *sbad = NULL;
+	CHECK(ibv_post_send(lone, &sw2, &sbad) == EINVAL && sbad == &sw2,
+	      "post_send with 2 SGEs on a QP of max_send_sge 1: EINVAL");
+	struct ibv_recv_wr rw2 = { .wr_id = 14, .sg_list = two, .num_sge = 2 }, *rbad2 = NULL;
+	CHECK(ibv_post_recv(lone, &rw2, &rbad2) == EINVAL && rbad2 == &rw2,
+	      "post_recv with 2 SGEs on a QP of max_recv_sge 1: EINVAL");
+	CHECK(ibv_poll_cq(cq, 1, &wc) == 0, "a refused post completes nothing");
+
 	/* Connect to the first child's QP. */
 	struct peer them;
 	CHECK(meet(ctx, qp, to1, from1, &them) == 0, "connected to the child's QP");
