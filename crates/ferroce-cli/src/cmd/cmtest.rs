@@ -1,6 +1,8 @@
 //! What `ferroce cmatose` and `ferroce udaddy` share, as librdmacm's
 //! `examples/common.c` serves ucmatose and udaddy: their address options,
-//! the listening ID (and the devices a wildcard listen needs), waiting for
+//! `--raw` (which `rdma-server`/`rdma-client` take too) and the source
+//! address a route gives (rping's too), the listening ID (and the devices
+//! a wildcard listen needs), waiting for
 //! events and completions, and the end of a run ("test complete",
 //! "return status N", exit status N as the C tools' `return ret` gives it).
 //!
