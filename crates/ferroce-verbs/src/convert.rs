@@ -118,6 +118,7 @@ pub(crate) fn wc(c: &WorkCompletion, ud: bool) -> ibv_wc {
         WcOpcode::RdmaRead => WC_RDMA_READ,
         WcOpcode::CompSwap => WC_COMP_SWAP,
         WcOpcode::FetchAdd => WC_FETCH_ADD,
+        WcOpcode::AtomicWrite => WC_ATOMIC_WRITE,
         WcOpcode::Recv => WC_RECV,
         WcOpcode::RecvRdmaWithImm => WC_RECV_RDMA_WITH_IMM,
     };

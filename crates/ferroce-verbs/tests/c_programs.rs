@@ -106,6 +106,10 @@ fn extended_cqs_and_the_wr_api() {
     let out = build_and_run("ext_verbs", "127.0.0.1");
     assert!(out.contains("ok   READ landed in A's buffer"), "{out}");
     assert!(
+        out.contains("ok   ATOMIC WRITE: 8 bytes placed, IBV_WC_ATOMIC_WRITE"),
+        "{out}"
+    );
+    assert!(
         out.contains("ok   the aborted and failed batches posted nothing"),
         "{out}"
     );

@@ -442,6 +442,7 @@ impl Endpoint {
             SendOp::Read { .. } => "RDMA_READ",
             SendOp::CompareSwap { .. } => "ATOMIC_CMP_AND_SWP",
             SendOp::FetchAdd { .. } => "ATOMIC_FETCH_AND_ADD",
+            SendOp::AtomicWrite { .. } => "ATOMIC_WRITE",
         };
         let allowed = match qp_type {
             QpType::Rc => true,
@@ -477,15 +478,20 @@ impl Endpoint {
             self.mrs.check_sg(q.init.pd, wr.sg, writes_local)?;
         }
         let len = wr.inline.map_or_else(|| sg_len(wr.sg), |d| d.len() as u64);
-        if let SendOp::CompareSwap { remote, .. } | SendOp::FetchAdd { remote, .. } = wr.op {
+        if let SendOp::CompareSwap { remote, .. }
+        | SendOp::FetchAdd { remote, .. }
+        | SendOp::AtomicWrite { remote } = wr.op
+        {
             if remote.addr() % 8 != 0 {
                 return Err(VerbsError::Unaligned(remote.addr()));
             }
             if len != 8 {
-                return Err(VerbsError::BadValue {
-                    what: "atomic local buffer length (must be 8)",
-                    value: len,
-                });
+                let what = if matches!(wr.op, SendOp::AtomicWrite { .. }) {
+                    "ATOMIC WRITE data length (must be 8)"
+                } else {
+                    "atomic local buffer length (must be 8)"
+                };
+                return Err(VerbsError::BadValue { what, value: len });
             }
         }
         let max = if qp_type == QpType::Ud {

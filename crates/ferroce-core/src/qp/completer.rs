@@ -5,7 +5,7 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use ferroce_wire::aeth::{NakCode, Syndrome, rnr_timer_us};
-use ferroce_wire::opcode::Kind;
+use ferroce_wire::opcode::{Kind, Position};
 use ferroce_wire::{Psn, TransportPacket};
 
 use super::{Qp, requester};
@@ -156,6 +156,16 @@ fn read_response(
     mrs: &MrTable,
     stats: &mut Stats,
 ) -> Result<(), RegionBusy> {
+    // The answer to an ATOMIC WRITE: no data, its AETH acknowledges it.
+    if let Some(w) = qp.sq.iter_mut().find(|w| {
+        w.started && !w.done && w.first_psn == psn && matches!(w.wr.op, SendOp::AtomicWrite { .. })
+    }) {
+        if !pkt.payload().is_empty() || pkt.info().position != Position::Only {
+            w.done = true;
+            w.status = WcStatus::BadRespErr;
+        }
+        return Ok(());
+    }
     let mtu = qp.cfg.mtu.bytes() as u64;
     let Some((idx, w)) = qp
         .sq

@@ -100,7 +100,16 @@ impl SendWqe {
             SendOp::Read { .. } => WcOpcode::RdmaRead,
             SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
             SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+            SendOp::AtomicWrite { .. } => WcOpcode::AtomicWrite,
         }
+    }
+
+    /// Whether the request takes one of the initiator's READ/atomic slots
+    /// (`max_rd_atomic`) and waits for a fence: READs, atomics and, as in
+    /// rxe, ATOMIC WRITE. Unlike a READ or atomic, an ATOMIC WRITE returns
+    /// no data, so a later ACK completes it as one completes a WRITE.
+    pub(crate) fn uses_rd_atomic(&self) -> bool {
+        self.is_read_or_atomic() || matches!(self.wr.op, SendOp::AtomicWrite { .. })
     }
 }
 
@@ -169,6 +178,12 @@ pub(crate) enum Response {
     Atomic {
         psn: Psn,
         orig: u64,
+        msn: u32,
+    },
+    /// The answer to an ATOMIC WRITE: an RDMA READ RESPONSE ONLY with no
+    /// payload (as rxe answers it).
+    Placed {
+        psn: Psn,
         msn: u32,
     },
 }

@@ -1,4 +1,4 @@
-//! The responses an RC responder owes: READ and atomic requests executed
+//! The responses an RC responder owes: READ, atomic and ATOMIC WRITE requests executed
 //! (and recorded in the responder resources, [`super::resources`]), their
 //! duplicates answered from that record, ACKs and NAKs, all queued in PSN
 //! order and bounded, and [`next_response`], which turns the queue into
@@ -122,6 +122,24 @@ pub(super) fn duplicate_atomic(qp: &mut Qp, psn: Psn, stats: &mut Stats) {
     }
 }
 
+/// A duplicate ATOMIC WRITE: answered again (once while that answer is
+/// queued) if it was placed, never placed twice; dropped without a record.
+pub(super) fn duplicate_placed(qp: &mut Qp, psn: Psn, stats: &mut Stats) {
+    if !qp.resp.resources.placed_at(psn) {
+        stats.rx_duplicate_unserved += 1;
+        return;
+    }
+    let queued = qp
+        .resp
+        .out
+        .iter()
+        .any(|r| matches!(r, Response::Placed { psn: p, .. } if *p == psn));
+    if !queued {
+        let msn = qp.resp.msn;
+        owe_job(qp, Response::Placed { psn, msn }, stats);
+    }
+}
+
 /// Queues a READ or atomic response for a duplicate, unless as many as the
 /// responder resources are already owed.
 fn owe_job(qp: &mut Qp, job: Response, stats: &mut Stats) {
@@ -228,6 +246,51 @@ pub(super) fn atomic(
     Outcome::Responded
 }
 
+/// A new ATOMIC WRITE at the expected PSN (IBA 1.5; rxe's checks): its
+/// RETH names 8 bytes at an 8-byte aligned address, which the payload
+/// carries exactly; the region needs remote write access. Placed as one
+/// 8-byte copy while the region is held (no other access of ferroce's
+/// sees half of it), recorded, answered with an empty READ RESPONSE.
+pub(super) fn atomic_write(
+    qp: &mut Qp,
+    pkt: &TransportPacket<&[u8]>,
+    psn: Psn,
+    mrs: &MrTable,
+) -> Outcome {
+    let Some(reth) = pkt.reth() else {
+        return Outcome::Nak(NakCode::InvalidRequest);
+    };
+    let data = pkt.payload();
+    if reth.dma_len() != 8 || data.len() != 8 || reth.va() % 8 != 0 {
+        return Outcome::Nak(NakCode::InvalidRequest);
+    }
+    let (lkey, off) = match remote_target(qp, mrs, reth.rkey(), reth.va(), 8, Access::REMOTE_WRITE)
+    {
+        Ok(x) => x,
+        Err(code) => return Outcome::Nak(code),
+    };
+    if owed_jobs(qp) >= depth(qp) {
+        return Outcome::OverDepth;
+    }
+    let Some(region) = mrs.region(lkey) else {
+        return Outcome::Nak(NakCode::RemoteAccessError);
+    };
+    let Some(mut bytes) = region.try_write() else {
+        return Outcome::Busy;
+    };
+    let mut value = [0u8; 8];
+    value.copy_from_slice(data);
+    bytes.as_mut_slice()[off..off + 8].copy_from_slice(&value);
+    qp.resp.msn = next_msn(qp.resp.msn);
+    qp.resp.epsn = psn + 1;
+    let capacity = depth(qp);
+    let kind = ServedKind::AtomicWrite;
+    qp.resp.resources.record(capacity, Served { psn, kind });
+    let msn = qp.resp.msn;
+    qp.resp.out.push_back(Response::Placed { psn, msn });
+    Outcome::Responded
+}
+
 /// The next response packet this QP owes, if any.
 pub(crate) fn next_response(
     qp: &mut Qp,
@@ -258,6 +321,15 @@ pub(crate) fn next_response(
                 msn: *msn,
             });
             t.atomic_ack = Some(*orig);
+            qp.resp.out.pop_front();
+            t
+        }
+        Response::Placed { psn, msn } => {
+            let mut t = super::transport_repr(Opcode::RC_RDMA_READ_RESPONSE_ONLY, *psn, dest, 0);
+            t.aeth = Some(AethRepr {
+                syndrome: ACK,
+                msn: *msn,
+            });
             qp.resp.out.pop_front();
             t
         }

@@ -161,19 +161,19 @@ fn unacknowledged_from(qp: &Qp, w: &SendWqe) -> Psn {
 /// Fence and initiator depth: may WQE `idx` start now?
 fn may_start(qp: &Qp, idx: usize) -> bool {
     let wqe = &qp.sq[idx];
-    if !wqe.wr.fence && !wqe.is_read_or_atomic() {
+    if !wqe.wr.fence && !wqe.uses_rd_atomic() {
         return true;
     }
     let outstanding = qp
         .sq
         .iter()
         .take(idx)
-        .filter(|w| w.started && !w.done && w.is_read_or_atomic())
+        .filter(|w| w.started && !w.done && w.uses_rd_atomic())
         .count();
     if wqe.wr.fence && outstanding > 0 {
         return false;
     }
-    !(wqe.is_read_or_atomic() && outstanding >= usize::from(qp.cfg.max_rd_atomic.max(1)))
+    !(wqe.uses_rd_atomic() && outstanding >= usize::from(qp.cfg.max_rd_atomic.max(1)))
 }
 
 /// Builds the packet at the requester's position and advances it.
@@ -263,6 +263,20 @@ fn build(
                 (Position::Only, _) => Opcode::RC_SEND_ONLY,
             };
             (opcode, None)
+        }
+        SendOp::AtomicWrite { remote } => {
+            // One packet: RETH and the 8 bytes, always asking for its
+            // answer (rxe sets AckReq on every last packet).
+            let mut t = super::transport_repr(Opcode::RC_ATOMIC_WRITE, first_psn, 0, 8);
+            t.bth.ack_req = true;
+            t.reth = Some(RethRepr {
+                va: remote.addr(),
+                rkey: remote.rkey(),
+                dma_len: 8,
+            });
+            qp.req.next_psn = first_psn + 1;
+            finish_wqe(qp, idx);
+            return transmit(qp, idx, t, mrs, pool, 0);
         }
         SendOp::Write { remote } | SendOp::WriteWithImm { remote, .. } => {
             let imm = matches!(op, SendOp::WriteWithImm { .. });

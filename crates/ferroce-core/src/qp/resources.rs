@@ -8,7 +8,8 @@
 //!   original one (a requester resuming after a lost response asks for the
 //!   rest, from the missing PSN);
 //! * a duplicate atomic is answered with the recorded original value, never
-//!   executed twice;
+//!   executed twice, and a duplicate ATOMIC WRITE is answered, never placed
+//!   twice;
 //! * any other duplicate READ or atomic is dropped and counted (IBA's class
 //!   D: a request the responder holds no resources for), as rxe drops it.
 //!
@@ -40,6 +41,9 @@ pub(crate) enum ServedKind {
         /// The value the target held before (what the ACK returns).
         orig: u64,
     },
+    /// An ATOMIC WRITE placed: a duplicate is answered, not placed again
+    /// (a later WRITE to the same bytes must not be undone).
+    AtomicWrite,
 }
 
 /// The records, oldest first.
@@ -64,8 +68,15 @@ impl Resources {
             ServedKind::Read { last_psn, .. } => {
                 psn.distance(s.psn) >= 0 && psn.distance(last_psn) <= 0
             }
-            ServedKind::Atomic { .. } => false,
+            ServedKind::Atomic { .. } | ServedKind::AtomicWrite => false,
         })
+    }
+
+    /// Whether the ATOMIC WRITE at `psn` was placed.
+    pub(crate) fn placed_at(&self, psn: Psn) -> bool {
+        self.served
+            .iter()
+            .any(|s| s.psn == psn && s.kind == ServedKind::AtomicWrite)
     }
 
     /// The original value of the atomic at `psn`.

@@ -17,7 +17,9 @@ use ferroce_wire::opcode::Kind;
 use ferroce_wire::{Psn, TransportPacket};
 
 use super::Qp;
-use super::replies::{atomic, duplicate_atomic, duplicate_read, owe_ack, read_request};
+use super::replies::{
+    atomic, atomic_write, duplicate_atomic, duplicate_placed, duplicate_read, owe_ack, read_request,
+};
 use super::unreliable::{uc_receive, ud_receive};
 use crate::cq::Cq;
 use crate::mr::{CopyFault, MrTable, RegionBusy, RemoteAccess};
@@ -171,6 +173,7 @@ fn duplicate(
     match pkt.info().kind {
         Kind::ReadRequest => duplicate_read(qp, pkt, psn, mrs, stats),
         Kind::Atomic => duplicate_atomic(qp, psn, stats),
+        Kind::AtomicWrite => duplicate_placed(qp, psn, stats),
         _ => {
             let last = qp.resp.epsn - 1;
             owe_ack(qp, last, ACK, stats);
@@ -184,6 +187,7 @@ fn execute(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, psn: Psn, t: &mut Tables<'
         Kind::Write => write(qp, pkt, t),
         Kind::ReadRequest => read_request(qp, pkt, psn, t.mrs),
         Kind::Atomic => atomic(qp, pkt, psn, t.mrs),
+        Kind::AtomicWrite => atomic_write(qp, pkt, psn, t.mrs),
         _ => Outcome::Nak(NakCode::InvalidRequest),
     }
 }

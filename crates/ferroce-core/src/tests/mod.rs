@@ -20,6 +20,7 @@
 //! | `srq` | shared receive queues: QPs sharing one, RNR, the limit event, errors, UD and UC, refused calls |
 //! | `log` | the `tracing` events of errors, RNR waits, losses, timeouts and drops |
 
+mod atomic_write;
 mod calls;
 mod conform;
 mod dcqcn;

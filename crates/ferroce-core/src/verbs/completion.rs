@@ -129,6 +129,8 @@ pub enum WcOpcode {
     RdmaRead,
     CompSwap,
     FetchAdd,
+    /// An ATOMIC WRITE (IBA 1.5).
+    AtomicWrite,
     Recv,
     RecvRdmaWithImm,
 }

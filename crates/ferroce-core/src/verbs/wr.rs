@@ -93,6 +93,10 @@ pub enum SendOp {
     },
     /// `IBV_WR_ATOMIC_FETCH_AND_ADD` on the 8 bytes at `remote` (aligned).
     FetchAdd { remote: RemoteSlice, add: u64 },
+    /// `IBV_WR_ATOMIC_WRITE` (IBA 1.5): the request's 8 bytes (its scatter
+    /// list or inline data) placed whole at `remote` (8-byte aligned), as
+    /// one store; the peer's region needs remote write access.
+    AtomicWrite { remote: RemoteSlice },
 }
 
 impl SendOp {
@@ -103,7 +107,8 @@ impl SendOp {
             | Self::WriteWithImm { remote, .. }
             | Self::Read { remote }
             | Self::CompareSwap { remote, .. }
-            | Self::FetchAdd { remote, .. } => Some(remote),
+            | Self::FetchAdd { remote, .. }
+            | Self::AtomicWrite { remote } => Some(remote),
             Self::Send | Self::SendWithImm(_) | Self::SendWithInv(_) => None,
         }
     }

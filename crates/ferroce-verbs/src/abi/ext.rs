@@ -187,5 +187,6 @@ pub const QP_EX_WITH_SEND_WITH_IMM: u64 = 1 << 3;
 pub const QP_EX_WITH_RDMA_READ: u64 = 1 << 4;
 pub const QP_EX_WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
 pub const QP_EX_WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+pub const QP_EX_WITH_ATOMIC_WRITE: u64 = 1 << 12;
 /// Every operation the `ibv_wr_*` builders of this library can post.
-pub const QP_EX_SUPPORTED: u64 = 0x7f;
+pub const QP_EX_SUPPORTED: u64 = 0x7f | QP_EX_WITH_ATOMIC_WRITE;

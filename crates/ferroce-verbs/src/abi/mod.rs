@@ -334,6 +334,9 @@ pub const WR_RDMA_READ: u32 = 4;
 pub const WR_ATOMIC_CMP_AND_SWP: u32 = 5;
 pub const WR_ATOMIC_FETCH_AND_ADD: u32 = 6;
 pub const WR_SEND_WITH_INV: u32 = 9;
+/// `IBV_WR_ATOMIC_WRITE` (rdma-core posts it through `ibv_wr_atomic_write`
+/// only: `ibv_send_wr` has no field for its 8 bytes).
+pub const WR_ATOMIC_WRITE: u32 = 15;
 
 pub const SEND_FENCE: u32 = 1;
 pub const SEND_SIGNALED: u32 = 1 << 1;
@@ -345,6 +348,8 @@ pub const WC_RDMA_WRITE: u32 = 1;
 pub const WC_RDMA_READ: u32 = 2;
 pub const WC_COMP_SWAP: u32 = 3;
 pub const WC_FETCH_ADD: u32 = 4;
+/// `IBV_WC_ATOMIC_WRITE` (rdma-core's value; `IBV_WC_FLUSH` is 8).
+pub const WC_ATOMIC_WRITE: u32 = 9;
 pub const WC_RECV: u32 = 1 << 7;
 pub const WC_RECV_RDMA_WITH_IMM: u32 = WC_RECV + 1;
 

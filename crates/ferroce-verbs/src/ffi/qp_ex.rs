@@ -18,10 +18,10 @@
 //! `ibv_wr_complete` returns ENOMEM. `ibv_wr_abort` drops the batch.
 //!
 //! Operations ferroce has: SEND (+imm), RDMA WRITE (+imm), RDMA READ,
-//! CMP_SWAP, FETCH_ADD. Their `send_ops_flags` bits are accepted; any other
-//! (memory windows, local invalidate, SEND with invalidate, TSO, FLUSH,
-//! ATOMIC WRITE) fails the create with EOPNOTSUPP, and its builder, if
-//! called anyway, fails the batch.
+//! CMP_SWAP, FETCH_ADD, ATOMIC WRITE (RC). Their `send_ops_flags` bits are
+//! accepted; any other (memory windows, local invalidate, SEND with
+//! invalidate, TSO, FLUSH) fails the create with EOPNOTSUPP, and its
+//! builder, if called anyway, fails the batch.
 
 use std::ffi::{c_int, c_void};
 use std::sync::MutexGuard;
@@ -58,7 +58,7 @@ pub(super) fn qp_ex(base: ibv_qp) -> ibv_qp_ex {
         wr_start: Some(wr_start),
         wr_complete: Some(wr_complete),
         wr_abort: Some(wr_abort),
-        wr_atomic_write: Some(lacking_atomic_write),
+        wr_atomic_write: Some(atomic_write),
     }
 }
 
@@ -108,7 +108,7 @@ pub(super) unsafe extern "C" fn create_qp_ex(
 }
 
 /// The `send_ops_flags` a QP type may ask for, as rxe's provider allows
-/// them less what ferroce lacks: RC all seven, UC no READ or atomics, UD
+/// them less what ferroce lacks: RC all eight (ATOMIC WRITE too), UC no READ or atomics, UD
 /// SENDs only.
 fn ops_for(qp_type: u32) -> u64 {
     let sends = QP_EX_WITH_SEND | QP_EX_WITH_SEND_WITH_IMM;
@@ -438,11 +438,22 @@ unsafe extern "C" fn lacking_tso(qx: *mut ibv_qp_ex, _hdr: *mut c_void, _sz: u16
     lacking(qx);
 }
 
-unsafe extern "C" fn lacking_atomic_write(
-    qx: *mut ibv_qp_ex,
-    _rkey: u32,
-    _addr: u64,
-    _wr: *const c_void,
-) {
-    lacking(qx);
+/// `ibv_wr_atomic_write`: the 8 bytes at `value` are copied now, as inline
+/// data (whatever `max_inline_data`), as rxe's provider copies them.
+unsafe extern "C" fn atomic_write(qx: *mut ibv_qp_ex, rkey: u32, addr: u64, value: *const c_void) {
+    if value.is_null() {
+        with_batch(qx, |_, b| {
+            b.error.get_or_insert(libc::EINVAL);
+        });
+        return;
+    }
+    // SAFETY: 8 readable bytes at `value` (module contract).
+    let bytes = unsafe { std::slice::from_raw_parts(value.cast::<u8>(), 8) }.to_vec();
+    start(
+        qx,
+        BuiltWr {
+            inline: Some(bytes),
+            ..remote(WR_ATOMIC_WRITE, rkey, addr)
+        },
+    );
 }

@@ -119,7 +119,7 @@ static int ud_ready(struct ibv_qp *qp)
 static const uint64_t OPS = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
 			    IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
 			    IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-			    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+			    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_ATOMIC_WRITE;
 
 static struct ibv_qp *create_qp_ex(struct ibv_context *ctx, struct ibv_pd *pd,
 				   struct ibv_cq_ex *cq, uint32_t mask, uint64_t ops,
@@ -317,6 +317,20 @@ int main(void)
 	      poll_ex(cq_a, &g) == 0 && g.wr_id == 6 && g.opcode == IBV_WC_COMP_SWAP &&
 	      *(uint64_t *)a == 40 && *(uint64_t *)(a + 8) == 42 && *target == 7,
 	      "FETCH_ADD then CMP_SWAP: 40 and 42 fetched, 7 left");
+	/* ATOMIC WRITE: its 8 bytes copied at the call, placed whole. */
+	uint64_t eight = 0x0123456789abcdefULL;
+	ibv_wr_start(xa);
+	xa->wr_id = 8;
+	ibv_wr_atomic_write(xa, mr_b->rkey, (uintptr_t)target, &eight);
+	eight = 0;
+	CHECK(ibv_wr_complete(xa) == 0 && poll_ex(cq_a, &g) == 0 && g.wr_id == 8 &&
+	      g.opcode == IBV_WC_ATOMIC_WRITE && g.status == IBV_WC_SUCCESS &&
+	      *target == 0x0123456789abcdefULL,
+	      "ATOMIC WRITE: 8 bytes placed, IBV_WC_ATOMIC_WRITE");
+	ibv_wr_start(xa);
+	xa->wr_id = 9;
+	ibv_wr_atomic_write(xa, mr_b->rkey, (uintptr_t)target + 4, &eight);
+	CHECK(ibv_wr_complete(xa) == EINVAL, "ATOMIC WRITE to an unaligned address: EINVAL at post");
 	ibv_wr_start(xa);
 	xa->wr_id = 7;
 	ibv_wr_rdma_write_imm(xa, mr_b->rkey, (uintptr_t)b + 3000, htonl(77));

@@ -14,6 +14,10 @@ pub const MAX_MTU: Mtu = Mtu::Mtu4096;
 /// does).
 pub const UNLIMITED: u32 = i32::MAX as u32;
 
+/// The extended device capability of ATOMIC WRITE (the kernel's
+/// `IB_UVERBS_DEVICE_ATOMIC_WRITE`, which rxe sets on 64-bit hosts).
+pub const DEVICE_ATOMIC_WRITE: u64 = 1 << 40;
+
 /// Work requests per send or receive queue: `Endpoint::create_qp` refuses
 /// more (rxe `RXE_MAX_QP_WR`: 0x4000).
 pub const MAX_QP_WR: u32 = 1 << 15;
@@ -265,7 +269,7 @@ pub struct DeviceAttr {
     pub local_ca_ack_delay: u8,
     pub phys_port_cnt: u8,
     /// `ibv_device_attr_ex::device_cap_flags_ex`: the flags above in the
-    /// low 32 bits; ferroce has none of the extended ones.
+    /// low 32 bits; of the extended ones, [`DEVICE_ATOMIC_WRITE`].
     pub device_cap_flags_ex: u64,
     /// Completion vectors (rxe: one per CPU). ferroce has completion
     /// channels ([`crate::CompletionChannel`]), all fed by its one driver
