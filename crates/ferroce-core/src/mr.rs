@@ -276,6 +276,29 @@ impl MrTable {
         Ok((lkey, off as usize))
     }
 
+    /// [`Self::remote`] for a whole region (a FLUSH of selectivity
+    /// "memory region"): its lkey, with the same key, PD and access checks
+    /// and no range.
+    pub(crate) fn remote_region(
+        &self,
+        pd: u32,
+        rkey: u32,
+        need: Access,
+    ) -> Result<u32, RemoteAccess> {
+        let lkey = *self.rkey_to_lkey.get(&rkey).ok_or(RemoteAccess::BadKey)?;
+        let mr = self.by_lkey.get(&lkey).ok_or(RemoteAccess::BadKey)?;
+        if mr.invalid {
+            return Err(RemoteAccess::BadKey);
+        }
+        if mr.pd != pd {
+            return Err(RemoteAccess::WrongPd);
+        }
+        if !mr.access.contains(need) {
+            return Err(RemoteAccess::NotPermitted);
+        }
+        Ok(lkey)
+    }
+
     /// Invalidates the region with this rkey (SEND with invalidate).
     pub(crate) fn invalidate(&mut self, pd: u32, rkey: u32) -> bool {
         let Some(&lkey) = self.rkey_to_lkey.get(&rkey) else {

@@ -119,6 +119,7 @@ pub(crate) fn wc(c: &WorkCompletion, ud: bool) -> ibv_wc {
         WcOpcode::CompSwap => WC_COMP_SWAP,
         WcOpcode::FetchAdd => WC_FETCH_ADD,
         WcOpcode::AtomicWrite => WC_ATOMIC_WRITE,
+        WcOpcode::Flush => WC_FLUSH,
         WcOpcode::Recv => WC_RECV,
         WcOpcode::RecvRdmaWithImm => WC_RECV_RDMA_WITH_IMM,
     };
@@ -147,15 +148,18 @@ pub(crate) fn wc(c: &WorkCompletion, ud: bool) -> ibv_wc {
     }
 }
 
-/// `ibv_access_flags` as ferroce's [`Access`]: the four ferroce has;
-/// hints of `IBV_ACCESS_OPTIONAL_RANGE` and HUGETLB ignored; anything
-/// else (memory windows, zero-based, on-demand paging) refused.
+/// `ibv_access_flags` as ferroce's [`Access`]: the four ferroce has and
+/// the two FLUSH ones (a region refuses FLUSH_PERSISTENT); hints of
+/// `IBV_ACCESS_OPTIONAL_RANGE` and HUGETLB ignored; anything else (memory
+/// windows, zero-based, on-demand paging) refused.
 pub(crate) fn access(bits: u32) -> Result<Access, c_int> {
     let known = [
         (ACCESS_LOCAL_WRITE, Access::LOCAL_WRITE),
         (ACCESS_REMOTE_WRITE, Access::REMOTE_WRITE),
         (ACCESS_REMOTE_READ, Access::REMOTE_READ),
         (ACCESS_REMOTE_ATOMIC, Access::REMOTE_ATOMIC),
+        (ACCESS_FLUSH_GLOBAL, Access::FLUSH_GLOBAL),
+        (ACCESS_FLUSH_PERSISTENT, Access::FLUSH_PERSISTENT),
     ];
     let rest = bits & !(ACCESS_OPTIONAL_RANGE | ACCESS_HUGETLB);
     let mut out = Access::NONE;

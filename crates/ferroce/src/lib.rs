@@ -46,9 +46,9 @@ pub use device::*;
 pub use endpoint::{ConnectOptions, QpEndpoint};
 pub use error::{DecodeError, Error, Result};
 pub use ferroce_core::verbs::{
-    Access, AsyncEvent, INLINE_SGES, LocalErrors, Mtu, Path, QpAttr, QpState, QpType, RecvWr,
-    RemoteSlice, RoceMode, SendOp, SendWr, Sge, SrqAttr, SrqInfo, UdDest, VerbsError, WcError,
-    WcOpcode, WcStatus, WorkCompletion,
+    Access, AsyncEvent, FlushLevel, FlushType, INLINE_SGES, LocalErrors, Mtu, Path, QpAttr,
+    QpState, QpType, RecvWr, RemoteSlice, RoceMode, SendOp, SendWr, Sge, SrqAttr, SrqInfo, UdDest,
+    VerbsError, WcError, WcOpcode, WcStatus, WorkCompletion,
 };
 pub use ferroce_core::{Backing, MAX_MSG_SIZE, MadStats, MrInfo, RangeError, Stats};
 pub use ferroce_core::{CongestionConfig, DcqcnConfig, NpConfig, QpCongestion};

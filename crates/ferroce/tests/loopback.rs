@@ -5,8 +5,9 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use ferroce::{
-    Access, CompletionQueue, ConnectOptions, Context, DeviceConfig, MemoryRegion, Mtu, Psn,
-    QpInitAttr, QpType, QueuePair, RecvWr, SendOp, SendWr, WcStatus, WorkCompletion,
+    Access, CompletionQueue, ConnectOptions, Context, DeviceConfig, FlushLevel, FlushType,
+    MemoryRegion, Mtu, Psn, QpInitAttr, QpType, QueuePair, RecvWr, SendOp, SendWr, WcOpcode,
+    WcStatus, WorkCompletion,
 };
 
 fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
@@ -36,8 +37,11 @@ fn pair(a: &str, b: &str, qp_type: QpType, len: usize) -> (End, End) {
 
 /// Two devices; when both have the same address they need two ports.
 fn pair_on_ports(a: &str, b: &str, qp_type: QpType, len: usize, ports: [u16; 2]) -> (End, End) {
-    let access =
-        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+    let access = Access::LOCAL_WRITE
+        | Access::REMOTE_WRITE
+        | Access::REMOTE_READ
+        | Access::REMOTE_ATOMIC
+        | Access::FLUSH_GLOBAL;
     let ips: [IpAddr; 2] = [a.parse().unwrap(), b.parse().unwrap()];
     let mut side = 0;
     // First PSNs on both sides of the 24-bit wrap.
@@ -61,6 +65,7 @@ fn pair_on_ports(a: &str, b: &str, qp_type: QpType, len: usize, ports: [u16; 2])
     let (c1, q1, m1, p1) = mk(ips[1], 7);
     let opts = ConnectOptions {
         mtu: Mtu::Mtu4096,
+        access,
         ..ConnectOptions::default()
     };
     p0.connect(&p1.endpoint(), &opts).unwrap();
@@ -120,6 +125,51 @@ fn rc_write_read_8_mib_and_atomics() {
         u64::from_ne_bytes(c),
         u64::from_ne_bytes(data[8..16].try_into().unwrap()).wrapping_add(100)
     );
+}
+
+/// ATOMIC WRITE and FLUSH through the driver and real sockets: 8 bytes
+/// placed whole, then a FLUSH of the range after a WRITE, completing once
+/// both are in the peer's memory.
+#[test]
+fn rc_atomic_write_and_flush() {
+    let (a, b) = pair("127.0.0.27", "127.0.0.28", QpType::Rc, 1 << 16);
+    let b_mem = b.mr.remote();
+    a.mr.write(0, &0x0102_0304_0506_0708u64.to_ne_bytes())
+        .unwrap();
+    a.qp.post_send(SendWr::atomic_write(
+        1,
+        &[a.mr.sge(0, 8)],
+        b_mem.at(64, 8).unwrap(),
+    ))
+    .unwrap();
+    let w = wait(&a.cq, 1)[0];
+    assert_eq!(
+        (w.status, w.opcode, w.byte_len),
+        (WcStatus::Success, WcOpcode::AtomicWrite, 8)
+    );
+    let mut got = [0u8; 8];
+    b.mr.read(64, &mut got).unwrap();
+    assert_eq!(got, 0x0102_0304_0506_0708u64.to_ne_bytes());
+    let data: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+    a.mr.write(1024, &data).unwrap();
+    let range = b_mem.at(1024, 40_000).unwrap();
+    a.qp.post_send(SendWr::write(2, &[a.mr.sge(1024, 40_000)], range))
+        .unwrap();
+    a.qp.post_send(SendWr::flush(
+        3,
+        range,
+        FlushType::Global,
+        FlushLevel::Range,
+    ))
+    .unwrap();
+    let w = wait(&a.cq, 2);
+    assert_eq!(
+        (w[1].wr_id, w[1].status, w[1].opcode, w[1].byte_len),
+        (3, WcStatus::Success, WcOpcode::Flush, 40_000)
+    );
+    let mut back = vec![0u8; 40_000];
+    b.mr.read(1024, &mut back).unwrap();
+    assert!(back == data);
 }
 
 #[test]

@@ -352,10 +352,10 @@ mod tests {
             "\tmax_srq:\t\t\t2147483647",
             "\tmax_srq_wr:\t\t\t32768",
             "\tmax_srq_sge:\t\t\t2147483647",
-            // ATOMIC WRITE (bit 40), which rdma-core 44's ibv_devinfo
-            // also lists as unknown.
-            "\tdevice_cap_flags_ex:\t\t0x10000003804",
-            "\t\t\t\t\tUnknown flags: 0x10000000000",
+            // FLUSH_GLOBAL (bit 38) and ATOMIC WRITE (bit 40), which
+            // rdma-core 44's ibv_devinfo also lists as unknown.
+            "\tdevice_cap_flags_ex:\t\t0x14000003804",
+            "\t\t\t\t\tUnknown flags: 0x14000000000",
             "\t\t\tmax_msg_sz:\t\t0x800000",
             "\t\t\tport_cap_flags:\t\t0x00010000",
             "\t\t\tpkey_tbl_len:\t\t1",

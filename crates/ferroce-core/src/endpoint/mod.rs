@@ -73,6 +73,10 @@ pub const MAX_IN_FLIGHT: u64 = 1024;
 /// (QP1 is the endpoint's own, see `gsi`); rxe starts user QPs at 0x11.
 const FIRST_USER_QPN: u32 = 0x11;
 
+/// The longest FLUSH range: a RETH's DMA length, at most 2^31 bytes (as
+/// rxe checks every RETH).
+const MAX_FLUSH_LEN: u32 = 1 << 31;
+
 /// Packets a QP may send in a row before the next active QP's turn.
 const BURST: u32 = 16;
 
@@ -443,6 +447,7 @@ impl Endpoint {
             SendOp::CompareSwap { .. } => "ATOMIC_CMP_AND_SWP",
             SendOp::FetchAdd { .. } => "ATOMIC_FETCH_AND_ADD",
             SendOp::AtomicWrite { .. } => "ATOMIC_WRITE",
+            SendOp::Flush { .. } => "FLUSH",
         };
         let allowed = match qp_type {
             QpType::Rc => true,
@@ -478,6 +483,20 @@ impl Endpoint {
             self.mrs.check_sg(q.init.pd, wr.sg, writes_local)?;
         }
         let len = wr.inline.map_or_else(|| sg_len(wr.sg), |d| d.len() as u64);
+        if let SendOp::Flush { remote, .. } = wr.op {
+            if len != 0 {
+                return Err(VerbsError::BadValue {
+                    what: "FLUSH data length (it carries none: post it with no scatter list)",
+                    value: len,
+                });
+            }
+            if remote.len() > u64::from(MAX_FLUSH_LEN) {
+                return Err(VerbsError::TooLong {
+                    len: remote.len(),
+                    max: u64::from(MAX_FLUSH_LEN),
+                });
+            }
+        }
         if let SendOp::CompareSwap { remote, .. }
         | SendOp::FetchAdd { remote, .. }
         | SendOp::AtomicWrite { remote } = wr.op

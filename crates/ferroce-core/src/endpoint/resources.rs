@@ -138,6 +138,14 @@ impl Endpoint {
                 value: access.bits().into(),
             });
         }
+        if access.contains(Access::FLUSH_PERSISTENT) {
+            // rxe refuses it unless the pages are persistent memory.
+            return Err(VerbsError::BadValue {
+                what: "access (FLUSH_PERSISTENT needs persistent memory, which ferroce's \
+                       regions are not; FLUSH_GLOBAL is allowed)",
+                value: access.bits().into(),
+            });
+        }
         Ok(())
     }
 

@@ -156,10 +156,13 @@ fn read_response(
     mrs: &MrTable,
     stats: &mut Stats,
 ) -> Result<(), RegionBusy> {
-    // The answer to an ATOMIC WRITE: no data, its AETH acknowledges it.
-    if let Some(w) = qp.sq.iter_mut().find(|w| {
-        w.started && !w.done && w.first_psn == psn && matches!(w.wr.op, SendOp::AtomicWrite { .. })
-    }) {
+    // The answer to an ATOMIC WRITE or FLUSH: no data, its AETH
+    // acknowledges it.
+    if let Some(w) = qp
+        .sq
+        .iter_mut()
+        .find(|w| w.started && !w.done && w.first_psn == psn && w.answered_empty())
+    {
         if !pkt.payload().is_empty() || pkt.info().position != Position::Only {
             w.done = true;
             w.status = WcStatus::BadRespErr;
@@ -325,7 +328,11 @@ pub(crate) fn complete_done(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>) {
                 status: w.status,
                 opcode: w.wc_opcode(),
                 qpn: qp.qpn,
-                byte_len: w.len as u32,
+                byte_len: match w.wr.op {
+                    // rxe reports the length flushed.
+                    SendOp::Flush { remote, .. } => remote.len() as u32,
+                    _ => w.len as u32,
+                },
                 imm: None,
                 invalidated_rkey: None,
                 src_qp: 0,

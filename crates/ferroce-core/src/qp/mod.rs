@@ -101,15 +101,31 @@ impl SendWqe {
             SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
             SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
             SendOp::AtomicWrite { .. } => WcOpcode::AtomicWrite,
+            SendOp::Flush { .. } => WcOpcode::Flush,
         }
     }
 
     /// Whether the request takes one of the initiator's READ/atomic slots
     /// (`max_rd_atomic`) and waits for a fence: READs, atomics and, as in
-    /// rxe, ATOMIC WRITE. Unlike a READ or atomic, an ATOMIC WRITE returns
-    /// no data, so a later ACK completes it as one completes a WRITE.
+    /// rxe, ATOMIC WRITE; and FLUSH, which also takes a responder resource
+    /// (rxe does not count it, and its peer's resources can overrun).
+    /// Unlike a READ or atomic, these return no data, so a later ACK
+    /// completes them as one completes a WRITE (as in rxe).
     pub(crate) fn uses_rd_atomic(&self) -> bool {
-        self.is_read_or_atomic() || matches!(self.wr.op, SendOp::AtomicWrite { .. })
+        self.is_read_or_atomic()
+            || matches!(
+                self.wr.op,
+                SendOp::AtomicWrite { .. } | SendOp::Flush { .. }
+            )
+    }
+
+    /// Whether the peer answers the request with an empty READ RESPONSE
+    /// (ATOMIC WRITE, FLUSH).
+    pub(crate) fn answered_empty(&self) -> bool {
+        matches!(
+            self.wr.op,
+            SendOp::AtomicWrite { .. } | SendOp::Flush { .. }
+        )
     }
 }
 
@@ -180,9 +196,9 @@ pub(crate) enum Response {
         orig: u64,
         msn: u32,
     },
-    /// The answer to an ATOMIC WRITE: an RDMA READ RESPONSE ONLY with no
-    /// payload (as rxe answers it).
-    Placed {
+    /// The answer to an ATOMIC WRITE or FLUSH: an RDMA READ RESPONSE ONLY
+    /// with no payload (as rxe answers them).
+    Empty {
         psn: Psn,
         msn: u32,
     },

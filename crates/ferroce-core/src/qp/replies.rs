@@ -124,8 +124,8 @@ pub(super) fn duplicate_atomic(qp: &mut Qp, psn: Psn, stats: &mut Stats) {
 
 /// A duplicate ATOMIC WRITE: answered again (once while that answer is
 /// queued) if it was placed, never placed twice; dropped without a record.
-pub(super) fn duplicate_placed(qp: &mut Qp, psn: Psn, stats: &mut Stats) {
-    if !qp.resp.resources.placed_at(psn) {
+pub(super) fn duplicate_empty(qp: &mut Qp, psn: Psn, stats: &mut Stats) {
+    if !qp.resp.resources.answered_empty_at(psn) {
         stats.rx_duplicate_unserved += 1;
         return;
     }
@@ -133,10 +133,10 @@ pub(super) fn duplicate_placed(qp: &mut Qp, psn: Psn, stats: &mut Stats) {
         .resp
         .out
         .iter()
-        .any(|r| matches!(r, Response::Placed { psn: p, .. } if *p == psn));
+        .any(|r| matches!(r, Response::Empty { psn: p, .. } if *p == psn));
     if !queued {
         let msn = qp.resp.msn;
-        owe_job(qp, Response::Placed { psn, msn }, stats);
+        owe_job(qp, Response::Empty { psn, msn }, stats);
     }
 }
 
@@ -284,12 +284,65 @@ pub(super) fn atomic_write(
     qp.resp.msn = next_msn(qp.resp.msn);
     qp.resp.epsn = psn + 1;
     let capacity = depth(qp);
-    let kind = ServedKind::AtomicWrite;
+    let kind = ServedKind::Empty;
     qp.resp.resources.record(capacity, Served { psn, kind });
     let msn = qp.resp.msn;
-    qp.resp.out.push_back(Response::Placed { psn, msn });
+    qp.resp.out.push_back(Response::Empty { psn, msn });
     Outcome::Responded
 }
+
+/// A new FLUSH at the expected PSN (IBA 1.5): FETH and RETH, no payload.
+/// The placement type needs the matching access on the QP and the region
+/// (global visibility: FLUSH_GLOBAL; persistence: FLUSH_PERSISTENT, which
+/// no region of ferroce's has); the range (selectivity 0) must lie in the
+/// region, or the whole region (1) is meant. Every write this responder
+/// placed is in the application's memory before it answers (the copies
+/// are done, and a fence orders them before the answer), which is global
+/// visibility; recorded, answered with an empty READ RESPONSE.
+pub(super) fn flush(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, psn: Psn, mrs: &MrTable) -> Outcome {
+    let (Some(feth), Some(reth)) = (pkt.feth(), pkt.reth()) else {
+        return Outcome::Nak(NakCode::InvalidRequest);
+    };
+    if !pkt.payload().is_empty() {
+        return Outcome::Nak(NakCode::InvalidRequest);
+    }
+    let need = match feth & FETH_PLACEMENT {
+        1 => Access::FLUSH_GLOBAL,
+        2 => Access::FLUSH_PERSISTENT,
+        3 => Access::FLUSH_GLOBAL | Access::FLUSH_PERSISTENT,
+        _ => return Outcome::Nak(NakCode::InvalidRequest),
+    };
+    let (rkey, va, len) = (reth.rkey(), reth.va(), reth.dma_len());
+    let checked = match (feth & FETH_SELECTIVITY) >> 4 {
+        0 => remote_target(qp, mrs, rkey, va, len, need).map(|_| ()),
+        1 if qp.cfg.access.contains(need) => mrs
+            .remote_region(qp.init.pd, rkey, need)
+            .map(|_| ())
+            .map_err(|_| NakCode::RemoteAccessError),
+        1 => Err(NakCode::RemoteAccessError),
+        _ => Err(NakCode::InvalidRequest),
+    };
+    if let Err(code) = checked {
+        return Outcome::Nak(code);
+    }
+    if owed_jobs(qp) >= depth(qp) {
+        return Outcome::OverDepth;
+    }
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    qp.resp.msn = next_msn(qp.resp.msn);
+    qp.resp.epsn = psn + 1;
+    let capacity = depth(qp);
+    let kind = ServedKind::Empty;
+    qp.resp.resources.record(capacity, Served { psn, kind });
+    let msn = qp.resp.msn;
+    qp.resp.out.push_back(Response::Empty { psn, msn });
+    Outcome::Responded
+}
+
+/// FETH bits 3:0, the placement type (1 global, 2 persistent).
+const FETH_PLACEMENT: u32 = 0xf;
+/// FETH bits 5:4, the selectivity level (0 the range, 1 the region).
+const FETH_SELECTIVITY: u32 = 0x30;
 
 /// The next response packet this QP owes, if any.
 pub(crate) fn next_response(
@@ -324,7 +377,7 @@ pub(crate) fn next_response(
             qp.resp.out.pop_front();
             t
         }
-        Response::Placed { psn, msn } => {
+        Response::Empty { psn, msn } => {
             let mut t = super::transport_repr(Opcode::RC_RDMA_READ_RESPONSE_ONLY, *psn, dest, 0);
             t.aeth = Some(AethRepr {
                 syndrome: ACK,

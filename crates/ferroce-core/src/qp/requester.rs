@@ -81,7 +81,7 @@ pub(crate) fn next_packet(
             return None;
         }
         let npkts = match qp.sq[idx].wr.op {
-            SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => 1,
+            SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } | SendOp::Flush { .. } => 1,
             _ => qp.packets_for(qp.sq[idx].len),
         };
         let w = &mut qp.sq[idx];
@@ -263,6 +263,21 @@ fn build(
                 (Position::Only, _) => Opcode::RC_SEND_ONLY,
             };
             (opcode, None)
+        }
+        SendOp::Flush { remote, to, level } => {
+            // FETH and RETH, no payload (IBA 1.5 oA19-2), asking for its
+            // answer.
+            let mut t = super::transport_repr(Opcode::RC_FLUSH, first_psn, 0, 0);
+            t.bth.ack_req = true;
+            t.feth = Some(to.bits() | level.bits());
+            t.reth = Some(RethRepr {
+                va: remote.addr(),
+                rkey: remote.rkey(),
+                dma_len: remote.len() as u32,
+            });
+            qp.req.next_psn = first_psn + 1;
+            finish_wqe(qp, idx);
+            return transmit(qp, idx, t, mrs, pool, 0);
         }
         SendOp::AtomicWrite { remote } => {
             // One packet: RETH and the 8 bytes, always asking for its

@@ -41,9 +41,10 @@ pub(crate) enum ServedKind {
         /// The value the target held before (what the ACK returns).
         orig: u64,
     },
-    /// An ATOMIC WRITE placed: a duplicate is answered, not placed again
-    /// (a later WRITE to the same bytes must not be undone).
-    AtomicWrite,
+    /// An ATOMIC WRITE placed or a FLUSH done, answered with an empty READ
+    /// RESPONSE: a duplicate is answered again, not executed again (a
+    /// later WRITE to the same bytes must not be undone).
+    Empty,
 }
 
 /// The records, oldest first.
@@ -68,15 +69,15 @@ impl Resources {
             ServedKind::Read { last_psn, .. } => {
                 psn.distance(s.psn) >= 0 && psn.distance(last_psn) <= 0
             }
-            ServedKind::Atomic { .. } | ServedKind::AtomicWrite => false,
+            ServedKind::Atomic { .. } | ServedKind::Empty => false,
         })
     }
 
-    /// Whether the ATOMIC WRITE at `psn` was placed.
-    pub(crate) fn placed_at(&self, psn: Psn) -> bool {
+    /// Whether the ATOMIC WRITE or FLUSH at `psn` was served.
+    pub(crate) fn answered_empty_at(&self, psn: Psn) -> bool {
         self.served
             .iter()
-            .any(|s| s.psn == psn && s.kind == ServedKind::AtomicWrite)
+            .any(|s| s.psn == psn && s.kind == ServedKind::Empty)
     }
 
     /// The original value of the atomic at `psn`.

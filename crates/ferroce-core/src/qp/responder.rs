@@ -18,7 +18,8 @@ use ferroce_wire::{Psn, TransportPacket};
 
 use super::Qp;
 use super::replies::{
-    atomic, atomic_write, duplicate_atomic, duplicate_placed, duplicate_read, owe_ack, read_request,
+    atomic, atomic_write, duplicate_atomic, duplicate_empty, duplicate_read, flush, owe_ack,
+    read_request,
 };
 use super::unreliable::{uc_receive, ud_receive};
 use crate::cq::Cq;
@@ -173,7 +174,7 @@ fn duplicate(
     match pkt.info().kind {
         Kind::ReadRequest => duplicate_read(qp, pkt, psn, mrs, stats),
         Kind::Atomic => duplicate_atomic(qp, psn, stats),
-        Kind::AtomicWrite => duplicate_placed(qp, psn, stats),
+        Kind::AtomicWrite | Kind::Flush => duplicate_empty(qp, psn, stats),
         _ => {
             let last = qp.resp.epsn - 1;
             owe_ack(qp, last, ACK, stats);
@@ -188,6 +189,7 @@ fn execute(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, psn: Psn, t: &mut Tables<'
         Kind::ReadRequest => read_request(qp, pkt, psn, t.mrs),
         Kind::Atomic => atomic(qp, pkt, psn, t.mrs),
         Kind::AtomicWrite => atomic_write(qp, pkt, psn, t.mrs),
+        Kind::Flush => flush(qp, pkt, psn, t.mrs),
         _ => Outcome::Nak(NakCode::InvalidRequest),
     }
 }

@@ -27,6 +27,7 @@ mod dcqcn;
 mod deferred;
 mod ecn;
 mod errors;
+mod flush;
 mod fuzz;
 mod gsi;
 mod hostile;

@@ -337,7 +337,11 @@ pub(crate) struct Opts {
 
 /// Every access right a region or QP can have.
 pub(crate) fn all_access() -> Access {
-    Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC
+    Access::LOCAL_WRITE
+        | Access::REMOTE_WRITE
+        | Access::REMOTE_READ
+        | Access::REMOTE_ATOMIC
+        | Access::FLUSH_GLOBAL
 }
 
 impl Opts {

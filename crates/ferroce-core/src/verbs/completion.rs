@@ -131,6 +131,8 @@ pub enum WcOpcode {
     FetchAdd,
     /// An ATOMIC WRITE (IBA 1.5).
     AtomicWrite,
+    /// A FLUSH (IBA 1.5).
+    Flush,
     Recv,
     RecvRdmaWithImm,
 }

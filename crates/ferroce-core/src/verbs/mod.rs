@@ -22,7 +22,9 @@ pub use qp::{Access, LocalErrors, Mtu, Path, QpAttr, QpState, QpType, RoceMode, 
 // Named outside this module only by the crate's tests.
 #[cfg(test)]
 pub(crate) use wr::SgList;
-pub use wr::{INLINE_SGES, RecvWr, RemoteSlice, SendOp, SendWr, Sge, UdDest};
+pub use wr::{
+    FlushLevel, FlushType, INLINE_SGES, RecvWr, RemoteSlice, SendOp, SendWr, Sge, UdDest,
+};
 pub(crate) use wr::{QueuedRecv, QueuedSend};
 
 /// Formats a QPN or key as rdma-core prints them: hex.

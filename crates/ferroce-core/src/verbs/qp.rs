@@ -15,6 +15,12 @@ impl Access {
     pub const REMOTE_WRITE: Self = Self(1 << 1);
     pub const REMOTE_READ: Self = Self(1 << 2);
     pub const REMOTE_ATOMIC: Self = Self(1 << 3);
+    /// Remote FLUSH to global visibility (`IBV_ACCESS_FLUSH_GLOBAL`).
+    pub const FLUSH_GLOBAL: Self = Self(1 << 8);
+    /// Remote FLUSH to persistence (`IBV_ACCESS_FLUSH_PERSISTENT`): only
+    /// for persistent memory, which ferroce's regions never are, so a
+    /// region is refused it.
+    pub const FLUSH_PERSISTENT: Self = Self(1 << 9);
     /// No access beyond local read.
     pub const NONE: Self = Self(0);
 

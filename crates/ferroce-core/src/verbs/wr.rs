@@ -97,6 +97,52 @@ pub enum SendOp {
     /// list or inline data) placed whole at `remote` (8-byte aligned), as
     /// one store; the peer's region needs remote write access.
     AtomicWrite { remote: RemoteSlice },
+    /// `IBV_WR_FLUSH` (IBA 1.5): the bytes at `remote` (or, with
+    /// [`FlushLevel::Region`], its whole region) made visible to `to`
+    /// before the peer answers. No data; an empty scatter list.
+    Flush {
+        remote: RemoteSlice,
+        to: FlushType,
+        level: FlushLevel,
+    },
+}
+
+/// Where a FLUSH makes the bytes visible (FETH placement type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushType {
+    /// Global visibility (`IBV_FLUSH_GLOBAL`, 1).
+    Global,
+    /// Persistence (`IBV_FLUSH_PERSISTENT`, 2): needs persistent memory.
+    Persistent,
+}
+
+impl FlushType {
+    /// The FETH placement-type bits.
+    pub const fn bits(self) -> u32 {
+        match self {
+            Self::Global => 1,
+            Self::Persistent => 2,
+        }
+    }
+}
+
+/// What a FLUSH covers (FETH selectivity level).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushLevel {
+    /// The RETH's range (`IBV_FLUSH_RANGE`, 0).
+    Range,
+    /// The whole region of the R_Key (`IBV_FLUSH_MR`, 1).
+    Region,
+}
+
+impl FlushLevel {
+    /// The FETH selectivity bits (bits 5:4).
+    pub const fn bits(self) -> u32 {
+        match self {
+            Self::Range => 0,
+            Self::Region => 1 << 4,
+        }
+    }
 }
 
 impl SendOp {
@@ -108,7 +154,8 @@ impl SendOp {
             | Self::Read { remote }
             | Self::CompareSwap { remote, .. }
             | Self::FetchAdd { remote, .. }
-            | Self::AtomicWrite { remote } => Some(remote),
+            | Self::AtomicWrite { remote }
+            | Self::Flush { remote, .. } => Some(remote),
             Self::Send | Self::SendWithImm(_) | Self::SendWithInv(_) => None,
         }
     }
@@ -180,6 +227,19 @@ impl<'a> SendWr<'a> {
     /// lands in `sg` (8 bytes).
     pub const fn fetch_add(wr_id: u64, sg: &'a [Sge], remote: RemoteSlice, add: u64) -> Self {
         Self::new(wr_id, SendOp::FetchAdd { remote, add }, sg)
+    }
+
+    /// An ATOMIC WRITE of the 8 bytes `sg` names to `remote` (8-byte
+    /// aligned), placed whole.
+    pub const fn atomic_write(wr_id: u64, sg: &'a [Sge], remote: RemoteSlice) -> Self {
+        Self::new(wr_id, SendOp::AtomicWrite { remote }, sg)
+    }
+
+    /// A FLUSH of `remote` (its range, or with [`FlushLevel::Region`] its
+    /// whole region) to `to`: complete once the peer answers, every
+    /// earlier WRITE of this QP then visible there.
+    pub const fn flush(wr_id: u64, remote: RemoteSlice, to: FlushType, level: FlushLevel) -> Self {
+        Self::new(wr_id, SendOp::Flush { remote, to, level }, &[])
     }
 
     /// A CMP_SWAP at `remote`: `swap` is stored if the 8 bytes there equal

@@ -323,6 +323,8 @@ pub const ACCESS_REMOTE_WRITE: u32 = 1 << 1;
 pub const ACCESS_REMOTE_READ: u32 = 1 << 2;
 pub const ACCESS_REMOTE_ATOMIC: u32 = 1 << 3;
 pub const ACCESS_HUGETLB: u32 = 1 << 7;
+pub const ACCESS_FLUSH_GLOBAL: u32 = 1 << 8;
+pub const ACCESS_FLUSH_PERSISTENT: u32 = 1 << 9;
 /// `IBV_ACCESS_OPTIONAL_RANGE`: hints a provider may ignore.
 pub const ACCESS_OPTIONAL_RANGE: u32 = 0x3ff0_0000;
 
@@ -337,6 +339,8 @@ pub const WR_SEND_WITH_INV: u32 = 9;
 /// `IBV_WR_ATOMIC_WRITE` (rdma-core posts it through `ibv_wr_atomic_write`
 /// only: `ibv_send_wr` has no field for its 8 bytes).
 pub const WR_ATOMIC_WRITE: u32 = 15;
+/// `IBV_WR_FLUSH` (posted through `ibv_wr_flush` only, like ATOMIC WRITE).
+pub const WR_FLUSH: u32 = 14;
 
 pub const SEND_FENCE: u32 = 1;
 pub const SEND_SIGNALED: u32 = 1 << 1;
@@ -350,6 +354,7 @@ pub const WC_COMP_SWAP: u32 = 3;
 pub const WC_FETCH_ADD: u32 = 4;
 /// `IBV_WC_ATOMIC_WRITE` (rdma-core's value; `IBV_WC_FLUSH` is 8).
 pub const WC_ATOMIC_WRITE: u32 = 9;
+pub const WC_FLUSH: u32 = 8;
 pub const WC_RECV: u32 = 1 << 7;
 pub const WC_RECV_RDMA_WITH_IMM: u32 = WC_RECV + 1;
 

@@ -18,6 +18,11 @@ pub const UNLIMITED: u32 = i32::MAX as u32;
 /// `IB_UVERBS_DEVICE_ATOMIC_WRITE`, which rxe sets on 64-bit hosts).
 pub const DEVICE_ATOMIC_WRITE: u64 = 1 << 40;
 
+/// The extended device capability of FLUSH to global visibility (the
+/// kernel's `IB_UVERBS_DEVICE_FLUSH_GLOBAL`); ferroce has no persistent
+/// memory, so not `FLUSH_PERSISTENT` (bit 39).
+pub const DEVICE_FLUSH_GLOBAL: u64 = 1 << 38;
+
 /// Work requests per send or receive queue: `Endpoint::create_qp` refuses
 /// more (rxe `RXE_MAX_QP_WR`: 0x4000).
 pub const MAX_QP_WR: u32 = 1 << 15;
@@ -269,7 +274,8 @@ pub struct DeviceAttr {
     pub local_ca_ack_delay: u8,
     pub phys_port_cnt: u8,
     /// `ibv_device_attr_ex::device_cap_flags_ex`: the flags above in the
-    /// low 32 bits; of the extended ones, [`DEVICE_ATOMIC_WRITE`].
+    /// low 32 bits; of the extended ones, [`DEVICE_ATOMIC_WRITE`] and
+    /// [`DEVICE_FLUSH_GLOBAL`].
     pub device_cap_flags_ex: u64,
     /// Completion vectors (rxe: one per CPU). ferroce has completion
     /// channels ([`crate::CompletionChannel`]), all fed by its one driver

@@ -4,9 +4,9 @@
 use std::net::IpAddr;
 
 use super::{
-    AtomicCap, DEVICE_ATOMIC_WRITE, DeviceAttr, DeviceCapFlags, GID_TABLE_LEN, Guid, Interface,
-    LinkLayer, MAX_CQE, MAX_MTU, MAX_QP, MAX_QP_RD_ATOM, MAX_QP_WR, MAX_SRQ_WR, PhysState,
-    PortAttr, PortState, UNLIMITED, speed, width,
+    AtomicCap, DEVICE_ATOMIC_WRITE, DEVICE_FLUSH_GLOBAL, DeviceAttr, DeviceCapFlags, GID_TABLE_LEN,
+    Guid, Interface, LinkLayer, MAX_CQE, MAX_MTU, MAX_QP, MAX_QP_RD_ATOM, MAX_QP_WR, MAX_SRQ_WR,
+    PhysState, PortAttr, PortState, UNLIMITED, speed, width,
 };
 use crate::Mtu;
 
@@ -145,7 +145,7 @@ pub fn device_attr_for(iface: &Interface, local: IpAddr) -> DeviceAttr {
         // 4.096 us * 2^15.
         local_ca_ack_delay: 15,
         phys_port_cnt: 1,
-        device_cap_flags_ex: u64::from(flags.bits()) | DEVICE_ATOMIC_WRITE,
+        device_cap_flags_ex: u64::from(flags.bits()) | DEVICE_ATOMIC_WRITE | DEVICE_FLUSH_GLOBAL,
         // Completion channels exist; the driver thread is their only
         // source of events.
         num_comp_vectors: 1,
