@@ -122,8 +122,9 @@ pub(super) fn duplicate_atomic(qp: &mut Qp, psn: Psn, stats: &mut Stats) {
     }
 }
 
-/// A duplicate ATOMIC WRITE: answered again (once while that answer is
-/// queued) if it was placed, never placed twice; dropped without a record.
+/// A duplicate ATOMIC WRITE or FLUSH: answered again (once while that
+/// answer is queued) if it was served, never executed twice; dropped
+/// without a record.
 pub(super) fn duplicate_empty(qp: &mut Qp, psn: Psn, stats: &mut Stats) {
     if !qp.resp.resources.answered_empty_at(psn) {
         stats.rx_duplicate_unserved += 1;
