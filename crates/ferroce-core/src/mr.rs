@@ -257,17 +257,7 @@ impl MrTable {
         len: u64,
         need: Access,
     ) -> Result<(u32, usize), RemoteAccess> {
-        let lkey = *self.rkey_to_lkey.get(&rkey).ok_or(RemoteAccess::BadKey)?;
-        let mr = self.by_lkey.get(&lkey).ok_or(RemoteAccess::BadKey)?;
-        if mr.invalid {
-            return Err(RemoteAccess::BadKey);
-        }
-        if mr.pd != pd {
-            return Err(RemoteAccess::WrongPd);
-        }
-        if !mr.access.contains(need) {
-            return Err(RemoteAccess::NotPermitted);
-        }
+        let (lkey, mr) = self.remote_mr(pd, rkey, need)?;
         let off = va.checked_sub(mr.addr).ok_or(RemoteAccess::OutOfBounds)?;
         let end = off.checked_add(len).ok_or(RemoteAccess::OutOfBounds)?;
         if end > mr.region.len() as u64 {
@@ -285,6 +275,11 @@ impl MrTable {
         rkey: u32,
         need: Access,
     ) -> Result<u32, RemoteAccess> {
+        self.remote_mr(pd, rkey, need).map(|(lkey, _)| lkey)
+    }
+
+    /// The valid region of `rkey` in `pd` that allows `need`, and its lkey.
+    fn remote_mr(&self, pd: u32, rkey: u32, need: Access) -> Result<(u32, &Mr), RemoteAccess> {
         let lkey = *self.rkey_to_lkey.get(&rkey).ok_or(RemoteAccess::BadKey)?;
         let mr = self.by_lkey.get(&lkey).ok_or(RemoteAccess::BadKey)?;
         if mr.invalid {
@@ -296,7 +291,7 @@ impl MrTable {
         if !mr.access.contains(need) {
             return Err(RemoteAccess::NotPermitted);
         }
-        Ok(lkey)
+        Ok((lkey, mr))
     }
 
     /// Invalidates the region with this rkey (SEND with invalidate).

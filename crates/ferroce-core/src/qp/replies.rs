@@ -111,15 +111,8 @@ pub(super) fn duplicate_atomic(qp: &mut Qp, psn: Psn, stats: &mut Stats) {
         stats.rx_duplicate_unserved += 1;
         return;
     };
-    let queued = qp
-        .resp
-        .out
-        .iter()
-        .any(|r| matches!(r, Response::Atomic { psn: p, .. } if *p == psn));
-    if !queued {
-        let msn = qp.resp.msn;
-        owe_job(qp, Response::Atomic { psn, orig, msn }, stats);
-    }
+    let msn = qp.resp.msn;
+    answer_again(qp, Response::Atomic { psn, orig, msn }, stats);
 }
 
 /// A duplicate ATOMIC WRITE or FLUSH: answered again (once while that
@@ -130,14 +123,21 @@ pub(super) fn duplicate_empty(qp: &mut Qp, psn: Psn, stats: &mut Stats) {
         stats.rx_duplicate_unserved += 1;
         return;
     }
-    let queued = qp
-        .resp
-        .out
-        .iter()
-        .any(|r| matches!(r, Response::Empty { psn: p, .. } if *p == psn));
+    let msn = qp.resp.msn;
+    answer_again(qp, Response::Empty { psn, msn }, stats);
+}
+
+/// Queues `answer` to a duplicate atomic, ATOMIC WRITE or FLUSH, unless
+/// the same answer (its kind, at its PSN) is queued already.
+fn answer_again(qp: &mut Qp, answer: Response, stats: &mut Stats) {
+    let key = |r: &Response| match *r {
+        Response::Atomic { psn, .. } => Some((0, psn)),
+        Response::Empty { psn, .. } => Some((1, psn)),
+        _ => None,
+    };
+    let queued = qp.resp.out.iter().any(|r| key(r) == key(&answer));
     if !queued {
-        let msn = qp.resp.msn;
-        owe_job(qp, Response::Empty { psn, msn }, stats);
+        owe_job(qp, answer, stats);
     }
 }
 
