@@ -237,13 +237,26 @@ pub(super) fn atomic(
         orig.wrapping_add(a.swap_add())
     };
     cell.copy_from_slice(&new.to_ne_bytes());
+    served_once(qp, psn, ServedKind::Atomic { orig }, |msn| {
+        Response::Atomic { psn, orig, msn }
+    })
+}
+
+/// A one-packet request at `psn` served (an atomic, ATOMIC WRITE or
+/// FLUSH): the MSN and the expected PSN move on, the request is recorded
+/// as `kind` for its duplicates, and `answer` (given the new MSN) queued.
+fn served_once(
+    qp: &mut Qp,
+    psn: Psn,
+    kind: ServedKind,
+    answer: impl FnOnce(u32) -> Response,
+) -> Outcome {
     qp.resp.msn = next_msn(qp.resp.msn);
     qp.resp.epsn = psn + 1;
     let capacity = depth(qp);
-    let kind = ServedKind::Atomic { orig };
     qp.resp.resources.record(capacity, Served { psn, kind });
     let msn = qp.resp.msn;
-    qp.resp.out.push_back(Response::Atomic { psn, orig, msn });
+    qp.resp.out.push_back(answer(msn));
     Outcome::Responded
 }
 
@@ -279,17 +292,11 @@ pub(super) fn atomic_write(
     let Some(mut bytes) = region.try_write() else {
         return Outcome::Busy;
     };
-    let mut value = [0u8; 8];
-    value.copy_from_slice(data);
-    bytes.as_mut_slice()[off..off + 8].copy_from_slice(&value);
-    qp.resp.msn = next_msn(qp.resp.msn);
-    qp.resp.epsn = psn + 1;
-    let capacity = depth(qp);
-    let kind = ServedKind::Empty;
-    qp.resp.resources.record(capacity, Served { psn, kind });
-    let msn = qp.resp.msn;
-    qp.resp.out.push_back(Response::Empty { psn, msn });
-    Outcome::Responded
+    bytes.as_mut_slice()[off..off + 8].copy_from_slice(data);
+    served_once(qp, psn, ServedKind::Empty, |msn| Response::Empty {
+        psn,
+        msn,
+    })
 }
 
 /// A new FLUSH at the expected PSN (IBA 1.5): FETH and RETH, no payload.
@@ -330,14 +337,10 @@ pub(super) fn flush(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, psn: Psn, mrs: &M
         return Outcome::OverDepth;
     }
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-    qp.resp.msn = next_msn(qp.resp.msn);
-    qp.resp.epsn = psn + 1;
-    let capacity = depth(qp);
-    let kind = ServedKind::Empty;
-    qp.resp.resources.record(capacity, Served { psn, kind });
-    let msn = qp.resp.msn;
-    qp.resp.out.push_back(Response::Empty { psn, msn });
-    Outcome::Responded
+    served_once(qp, psn, ServedKind::Empty, |msn| Response::Empty {
+        psn,
+        msn,
+    })
 }
 
 /// FETH bits 3:0, the placement type (1 global, 2 persistent).
