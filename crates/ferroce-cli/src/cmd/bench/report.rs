@@ -56,13 +56,8 @@ fn mps(v: f64) -> String {
 
 /// Prints the table and the failures; true if nothing failed.
 pub(super) fn print(args: &BenchArgs, raw: &Raw, f: Figures) -> bool {
-    let mut failures = Vec::new();
-    let mut ok = |r: Figure| {
-        r.unwrap_or_else(|e| {
-            failures.push(e.to_string());
-            f64::NAN
-        })
-    };
+    let mut failed = Failures::default();
+    let mut ok = |r: Figure| failed.take(r);
     println!(
         "ferroce bench: {} -> {}, two processes each side; median of {} runs \
          of each measure; {} MiB per bandwidth run",
@@ -151,22 +146,14 @@ pub(super) fn print(args: &BenchArgs, raw: &Raw, f: Figures) -> bool {
          (-t 128/QPs, at least 2 per QP).",
         FULL_DATAGRAM + 16
     );
-    for f in &failures {
-        println!("failed: {f}");
-    }
-    failures.is_empty()
+    failed.report()
 }
 
 /// The rdma_cm setup-rate rows (a table of their own, so that `--cm-only`
 /// prints just these); true if nothing failed.
 pub(super) fn print_cm(args: &BenchArgs, f: CmFigures) -> bool {
-    let mut failures = Vec::new();
-    let mut ok = |r: Figure| {
-        r.unwrap_or_else(|e| {
-            failures.push(e.to_string());
-            f64::NAN
-        })
-    };
+    let mut failed = Failures::default();
+    let mut ok = |r: Figure| failed.take(r);
     println!(
         "rdma_cm setups: {} -> {}, one process, a device and a thread each side; \
          median of {} runs of {} s",
@@ -199,10 +186,7 @@ pub(super) fn print_cm(args: &BenchArgs, f: CmFigures) -> bool {
         "a setup: resolve, QP, connect, accept, ESTABLISHED both sides, disconnect, \
          DISCONNECTED both sides; TCP: connect, accept, close both sides (server first)."
     );
-    for f in &failures {
-        println!("failed: {f}");
-    }
-    failures.is_empty()
+    failed.report()
 }
 
 /// The C ABI rows (a table of their own, so that `--c-abi-only` prints
@@ -223,13 +207,8 @@ pub(super) fn print_cabi(args: &BenchArgs, f: CabiFigures) -> bool {
             return true;
         }
     };
-    let mut failures = Vec::new();
-    let mut ok = |r: Figure| {
-        r.unwrap_or_else(|e| {
-            failures.push(e.to_string());
-            f64::NAN
-        })
-    };
+    let mut failed = Failures::default();
+    let mut ok = |r: Figure| failed.take(r);
     Table::header_with("C ABI");
     let (c, ours, ratio) = (ok(bw.0), ok(bw.1), ok(bw.2));
     Table::row(
@@ -254,10 +233,7 @@ pub(super) fn print_cabi(args: &BenchArgs, f: CabiFigures) -> bool {
         args.bytes >> 20,
         args.lat_iters
     );
-    for f in &failures {
-        println!("failed: {f}");
-    }
-    failures.is_empty()
+    failed.report()
 }
 
 /// The raw-Ethernet backend's rows (see [`super::veth`]); true if nothing
@@ -275,13 +251,8 @@ pub(super) fn print_veth(args: &BenchArgs, rows: VethRows) -> bool {
             return true;
         }
     };
-    let mut failures = Vec::new();
-    let mut ok = |r: Figure| {
-        r.unwrap_or_else(|e| {
-            failures.push(e.to_string());
-            f64::NAN
-        })
-    };
+    let mut failed = Failures::default();
+    let mut ok = |r: Figure| failed.take(r);
     Table::header_with("raw backend");
     let (gso_pps, gso) = (ok(f.limit_gso.0), ok(f.limit_gso.1));
     let (one_pps, one) = (ok(f.limit_frames.0), ok(f.limit_frames.1));
@@ -331,8 +302,28 @@ pub(super) fn print_veth(args: &BenchArgs, rows: VethRows) -> bool {
          payload GB/s. Latency: half round trips, {} iterations.",
         args.lat_iters
     );
-    for f in &failures {
-        println!("failed: {f}");
+    failed.report()
+}
+
+/// The figures a table could not measure: each shows as NaN in its row
+/// and is listed under the table.
+#[derive(Default)]
+struct Failures(Vec<String>);
+
+impl Failures {
+    /// The figure, or NaN with its error kept.
+    fn take(&mut self, r: Figure) -> f64 {
+        r.unwrap_or_else(|e| {
+            self.0.push(e.to_string());
+            f64::NAN
+        })
     }
-    failures.is_empty()
+
+    /// Lists the failures; true if there were none.
+    fn report(self) -> bool {
+        for f in &self.0 {
+            println!("failed: {f}");
+        }
+        self.0.is_empty()
+    }
 }
