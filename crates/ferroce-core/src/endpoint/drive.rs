@@ -238,7 +238,7 @@ impl Endpoint {
                 // not: a QP stopped mid-message would otherwise hold its
                 // packets in flight (and others waiting) until a timeout.
                 if requester::owes_ack_request(q) {
-                    t = requester::next_packet(q, &self.mrs, &mut self.pool, now, true);
+                    t = requester::next_packet(q, &mut self.mrs, &mut self.pool, now, true);
                 }
                 if t.is_none() {
                     self.capped.push_back(qpn);
@@ -251,7 +251,7 @@ impl Endpoint {
                 // between releases, it would otherwise hold unacknowledged
                 // packets until the retransmission timeout.
                 let ask_ack = rate_limited(q);
-                t = requester::next_packet(q, &self.mrs, &mut self.pool, now, ask_ack);
+                t = requester::next_packet(q, &mut self.mrs, &mut self.pool, now, ask_ack);
             }
             if let Some(Ok(t)) = &t
                 && t.kind == PacketKind::Request
@@ -261,9 +261,10 @@ impl Endpoint {
             let Some(t) = t else {
                 q.scheduled = false;
                 self.burst = 0;
-                if requester::stopped_at_fault(q) {
+                if requester::stopped_at_fault(q) || q.sq.front().is_some_and(|w| w.done) {
                     // Reported now if nothing is outstanding before it, else
-                    // when the responses to what is arrive.
+                    // when the responses to what is arrive. (A local
+                    // operation with nothing before it is done at once.)
                     completer::complete_done(q, &mut self.cqs);
                     self.recount(qpn);
                     self.raise_events(qpn);

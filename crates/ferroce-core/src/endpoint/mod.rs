@@ -41,6 +41,7 @@ mod defer;
 mod drive;
 mod gsi;
 mod resources;
+mod windows;
 
 use crate::verbs::{
     AsyncEvent, LocalErrors, Mtu, QpAttr, QpState, QpType, QueuedRecv, QueuedSend, RecvWr, SendOp,
@@ -448,6 +449,8 @@ impl Endpoint {
             SendOp::FetchAdd { .. } => "ATOMIC_FETCH_AND_ADD",
             SendOp::AtomicWrite { .. } => "ATOMIC_WRITE",
             SendOp::Flush { .. } => "FLUSH",
+            SendOp::BindMw { .. } => "BIND_MW",
+            SendOp::LocalInv(_) => "LOCAL_INV",
         };
         let allowed = match qp_type {
             QpType::Rc => true,
@@ -457,6 +460,8 @@ impl Endpoint {
                     | SendOp::SendWithImm(_)
                     | SendOp::Write { .. }
                     | SendOp::WriteWithImm { .. }
+                    | SendOp::BindMw { .. }
+                    | SendOp::LocalInv(_)
             ),
             QpType::Ud => matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)),
         };
@@ -483,6 +488,9 @@ impl Endpoint {
             self.mrs.check_sg(q.init.pd, wr.sg, writes_local)?;
         }
         let len = wr.inline.map_or_else(|| sg_len(wr.sg), |d| d.len() as u64);
+        if wr.op.is_local() {
+            windows::check_local_op(&self.mrs, q.init.pd, q.local_errors, &wr, len)?;
+        }
         if let SendOp::Flush { remote, .. } = wr.op {
             if len != 0 {
                 return Err(VerbsError::BadValue {

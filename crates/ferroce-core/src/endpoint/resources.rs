@@ -26,8 +26,8 @@ impl Endpoint {
         if !self.pds.contains(&pd) {
             return Err(VerbsError::NoSuchPd(pd));
         }
-        if self.mrs.pd_in_use(pd) {
-            return Err(VerbsError::Busy("memory regions registered in this PD"));
+        if let Some(what) = self.mrs.pd_in_use(pd) {
+            return Err(VerbsError::Busy(what));
         }
         if self.qps.values().any(|q| q.init.pd == pd) {
             return Err(VerbsError::Busy("queue pairs created in this PD"));
@@ -152,6 +152,11 @@ impl Endpoint {
     /// Deregisters a region. Its bytes live on in any [`Region`] handle
     /// still held; the engine no longer touches them.
     pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), VerbsError> {
+        if self.mrs.windows_on(lkey) > 0 {
+            return Err(VerbsError::Busy(
+                "memory windows are bound to this region: invalidate, unbind or deallocate                  them first",
+            ));
+        }
         self.mrs
             .remove(lkey)
             .map(|_| ())

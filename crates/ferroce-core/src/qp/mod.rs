@@ -12,6 +12,7 @@
 //! | [`state`] | which `modify_qp` calls are legal |
 
 pub(crate) mod completer;
+pub(crate) mod local_ops;
 pub(crate) mod replies;
 pub(crate) mod requester;
 pub(crate) mod resources;
@@ -102,6 +103,8 @@ impl SendWqe {
             SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
             SendOp::AtomicWrite { .. } => WcOpcode::AtomicWrite,
             SendOp::Flush { .. } => WcOpcode::Flush,
+            SendOp::BindMw { .. } => WcOpcode::BindMw,
+            SendOp::LocalInv(_) => WcOpcode::LocalInv,
         }
     }
 

@@ -211,7 +211,13 @@ pub(super) fn atomic(
     if a.va() % 8 != 0 {
         return Outcome::Nak(NakCode::InvalidRequest);
     }
-    let Ok((lkey, off)) = mrs.remote(qp.init.pd, a.rkey(), a.va(), 8, Access::REMOTE_ATOMIC) else {
+    let Ok((lkey, off)) = mrs.remote(
+        (qp.init.pd, qp.qpn),
+        a.rkey(),
+        a.va(),
+        8,
+        Access::REMOTE_ATOMIC,
+    ) else {
         return Outcome::Nak(NakCode::RemoteAccessError);
     };
     if owed_jobs(qp) >= depth(qp) {
@@ -324,7 +330,7 @@ pub(super) fn flush(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, psn: Psn, mrs: &M
     let checked = match (feth & FETH_SELECTIVITY) >> 4 {
         0 => remote_target(qp, mrs, rkey, va, len, need).map(|_| ()),
         1 if qp.cfg.access.contains(need) => mrs
-            .remote_region(qp.init.pd, rkey, need)
+            .remote_region((qp.init.pd, qp.qpn), rkey, need)
             .map(|_| ())
             .map_err(|_| NakCode::RemoteAccessError),
         1 => Err(NakCode::RemoteAccessError),

@@ -39,11 +39,13 @@ pub(crate) fn owes_ack_request(qp: &Qp) -> bool {
 /// `ask_ack`, it asks for an ACK whatever its place in the message.
 pub(crate) fn next_packet(
     qp: &mut Qp,
-    mrs: &MrTable,
+    mrs: &mut MrTable,
     pool: &mut BufPool,
     now: Instant,
     ask_ack: bool,
 ) -> Option<Result<Transmit, NotSent>> {
+    super::local_ops::run(qp, mrs);
+    let mrs = &*mrs;
     let idx = qp.req.wqe;
     let wqe = qp.sq.get(idx)?;
     if wqe.done {
@@ -159,7 +161,7 @@ fn unacknowledged_from(qp: &Qp, w: &SendWqe) -> Psn {
 }
 
 /// Fence and initiator depth: may WQE `idx` start now?
-fn may_start(qp: &Qp, idx: usize) -> bool {
+pub(super) fn may_start(qp: &Qp, idx: usize) -> bool {
     let wqe = &qp.sq[idx];
     if !wqe.wr.fence && !wqe.uses_rd_atomic() {
         return true;
@@ -293,6 +295,8 @@ fn build(
             finish_wqe(qp, idx);
             return transmit(qp, idx, t, mrs, pool, 0);
         }
+        // Carried out by `local_ops` before any packet is built.
+        SendOp::BindMw { .. } | SendOp::LocalInv(_) => return None,
         SendOp::Write { remote } | SendOp::WriteWithImm { remote, .. } => {
             let imm = matches!(op, SendOp::WriteWithImm { .. });
             let opcode = match pos {

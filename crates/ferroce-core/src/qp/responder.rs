@@ -252,8 +252,14 @@ pub(super) fn send(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_>
         };
         let inv = pkt.ieth();
         if let Some(rkey) = inv
-            && !t.mrs.invalidate(qp.init.pd, rkey)
+            && let Err(why) = t.mrs.invalidate(qp.init.pd, rkey, Some(qp.qpn))
         {
+            tracing::debug!(
+                qpn = %crate::log::Qpn(qp.qpn),
+                rkey = %format_args!("{rkey:#x}"),
+                reason = why,
+                "SEND with invalidate refused"
+            );
             complete_recv(
                 qp,
                 t.cqs,
@@ -413,7 +419,7 @@ pub(super) fn remote_target(
     if len == 0 {
         return Ok((NO_REGION, 0));
     }
-    mrs.remote(qp.init.pd, rkey, va, u64::from(len), need)
+    mrs.remote((qp.init.pd, qp.qpn), rkey, va, u64::from(len), need)
         .map_err(|_: RemoteAccess| NakCode::RemoteAccessError)
 }
 

@@ -43,6 +43,7 @@ mod soak;
 mod srq;
 mod states;
 mod util;
+mod windows;
 
 use util::{Faults, Pair, connect, pattern, recv_wr, rmem, send_wr, sge};
 

@@ -55,6 +55,8 @@ pub enum WcStatus {
     LocProtErr,
     /// `IBV_WC_WR_FLUSH_ERR`: flushed from a QP in the error state.
     WrFlushErr,
+    /// `IBV_WC_MW_BIND_ERR`: a BIND_MW broke a rule of memory windows.
+    MwBindErr,
     /// `IBV_WC_BAD_RESP_ERR`: the peer answered with something unexpected.
     BadRespErr,
     /// `IBV_WC_LOC_ACCESS_ERR`: local memory refused the access.
@@ -83,6 +85,7 @@ impl WcStatus {
             Self::LocQpOpErr => "local QP operation error",
             Self::LocProtErr => "local protection error",
             Self::WrFlushErr => "Work Request Flushed Error",
+            Self::MwBindErr => "memory bind operation error",
             Self::BadRespErr => "bad response error",
             Self::LocAccessErr => "local access error",
             Self::RemInvReqErr => "remote invalid request error",
@@ -103,6 +106,7 @@ impl WcStatus {
             Self::LocQpOpErr => 2,
             Self::LocProtErr => 4,
             Self::WrFlushErr => 5,
+            Self::MwBindErr => 6,
             Self::BadRespErr => 7,
             Self::LocAccessErr => 8,
             Self::RemInvReqErr => 9,
@@ -133,6 +137,10 @@ pub enum WcOpcode {
     AtomicWrite,
     /// A FLUSH (IBA 1.5).
     Flush,
+    /// A BIND_MW.
+    BindMw,
+    /// A LOCAL_INV.
+    LocalInv,
     Recv,
     RecvRdmaWithImm,
 }

@@ -14,6 +14,12 @@ pub enum VerbsError {
     NoSuchQp(u32),
     NoSuchMr(u32),
     NoSuchSrq(u32),
+    /// No memory window has this R_Key's index.
+    NoSuchMw(u32),
+    /// A BIND_MW that breaks a rule of memory windows (`why` names it).
+    BadMwBind {
+        why: &'static str,
+    },
     /// The object is still in use (`what` says by what).
     Busy(&'static str),
     /// `modify_qp` from `from` to `to` is not a legal transition.
@@ -102,6 +108,8 @@ impl fmt::Debug for VerbsError {
             Self::NoSuchQp(n) => f.debug_tuple("NoSuchQp").field(&Hex(n)).finish(),
             Self::NoSuchMr(k) => f.debug_tuple("NoSuchMr").field(&Hex(k)).finish(),
             Self::NoSuchSrq(h) => f.debug_tuple("NoSuchSrq").field(&h).finish(),
+            Self::NoSuchMw(k) => f.debug_tuple("NoSuchMw").field(&Hex(k)).finish(),
+            Self::BadMwBind { why } => f.debug_struct("BadMwBind").field("why", &why).finish(),
             Self::Busy(what) => f.debug_tuple("Busy").field(&what).finish(),
             Self::BadTransition { from, to } => f
                 .debug_struct("BadTransition")
@@ -196,6 +204,8 @@ impl fmt::Display for VerbsError {
             Self::NoSuchQp(n) => write!(f, "no queue pair {n:#x}"),
             Self::NoSuchMr(k) => write!(f, "no memory region with key {k:#x}"),
             Self::NoSuchSrq(h) => write!(f, "no shared receive queue {h}"),
+            Self::NoSuchMw(k) => write!(f, "no memory window with key {k:#x}"),
+            Self::BadMwBind { why } => write!(f, "memory window bind refused: {why}"),
             Self::Busy(what) => write!(f, "still in use: {what}"),
             Self::BadTransition { from, to } => {
                 write!(f, "modify_qp: no transition from {from:?} to {to:?}")

@@ -15,6 +15,11 @@ impl Access {
     pub const REMOTE_WRITE: Self = Self(1 << 1);
     pub const REMOTE_READ: Self = Self(1 << 2);
     pub const REMOTE_ATOMIC: Self = Self(1 << 3);
+    /// Memory windows may be bound to the region (`IBV_ACCESS_MW_BIND`).
+    pub const MW_BIND: Self = Self(1 << 4);
+    /// A window addressed from 0 by its peers (`IBV_ACCESS_ZERO_BASED`;
+    /// in a window's bind only).
+    pub const ZERO_BASED: Self = Self(1 << 5);
     /// Remote FLUSH to global visibility (`IBV_ACCESS_FLUSH_GLOBAL`).
     pub const FLUSH_GLOBAL: Self = Self(1 << 8);
     /// Remote FLUSH to persistence (`IBV_ACCESS_FLUSH_PERSISTENT`): only

@@ -4,7 +4,7 @@
 
 use core::fmt;
 
-use super::{Hex, Path};
+use super::{Hex, MwBind, Path};
 
 /// One scatter/gather element: `len` bytes at `offset` in the region `lkey`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -105,6 +105,19 @@ pub enum SendOp {
         to: FlushType,
         level: FlushLevel,
     },
+    /// `IBV_WR_BIND_MW`: binds the window `mw` (any R_Key it has had) as
+    /// `bind` says, giving it `rkey`'s key byte. Executed by this QP in
+    /// order, nothing on the wire; a type 2 window is then reachable only
+    /// through this QP. [`crate::Endpoint::bind_mw`] posts one for a type 1
+    /// window.
+    BindMw {
+        mw: u32,
+        rkey: u32,
+        bind: MwBind,
+    },
+    /// `IBV_WR_LOCAL_INV`: invalidates the type 2 window (or region) with
+    /// this R_Key, in order, nothing on the wire.
+    LocalInv(u32),
 }
 
 /// Where a FLUSH makes the bytes visible (FETH placement type).
@@ -156,7 +169,11 @@ impl SendOp {
             | Self::FetchAdd { remote, .. }
             | Self::AtomicWrite { remote }
             | Self::Flush { remote, .. } => Some(remote),
-            Self::Send | Self::SendWithImm(_) | Self::SendWithInv(_) => None,
+            Self::Send
+            | Self::SendWithImm(_)
+            | Self::SendWithInv(_)
+            | Self::BindMw { .. }
+            | Self::LocalInv(_) => None,
         }
     }
 
@@ -166,6 +183,12 @@ impl SendOp {
             self,
             Self::Read { .. } | Self::CompareSwap { .. } | Self::FetchAdd { .. }
         )
+    }
+
+    /// Whether the request is carried out by the QP itself, without a
+    /// packet (BIND_MW, LOCAL_INV).
+    pub const fn is_local(&self) -> bool {
+        matches!(self, Self::BindMw { .. } | Self::LocalInv(_))
     }
 }
 
@@ -260,6 +283,18 @@ impl<'a> SendWr<'a> {
             },
             sg,
         )
+    }
+
+    /// A BIND_MW of the window `mw` (a type 2 window: by its R_Key) with
+    /// the key byte of `rkey` (usually [`crate::verbs::inc_rkey`] of its
+    /// R_Key now).
+    pub const fn bind_mw(wr_id: u64, mw: u32, rkey: u32, bind: MwBind) -> Self {
+        Self::new(wr_id, SendOp::BindMw { mw, rkey, bind }, &[])
+    }
+
+    /// A LOCAL_INV of the type 2 window with this R_Key.
+    pub const fn local_inv(wr_id: u64, rkey: u32) -> Self {
+        Self::new(wr_id, SendOp::LocalInv(rkey), &[])
     }
 
     /// The same request, completing only on error (or with `sq_sig_all`).

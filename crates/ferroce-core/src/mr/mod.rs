@@ -9,7 +9,10 @@
 //! the transport recovers as a loss), and the engine goes on with the rest.
 //!
 //! Each region has an I/O virtual address (`addr`) that peers use in RETH
-//! and AtomicETH, and unguessable keys.
+//! and AtomicETH, and unguessable keys. Memory windows (`window`) share the
+//! table, and the R_Key space, with the regions.
+
+mod window;
 
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
@@ -188,6 +191,8 @@ pub(crate) enum RemoteAccess {
 pub(crate) struct MrTable {
     by_lkey: HashMap<u32, Mr>,
     rkey_to_lkey: HashMap<u32, u32>,
+    /// Memory windows, by their R_Key's index (`window::key_index`).
+    mws: HashMap<u32, window::Mw>,
 }
 
 impl MrTable {
@@ -203,8 +208,11 @@ impl MrTable {
         info
     }
 
+    /// Whether a region has this key, or a window its index.
     pub(crate) fn contains_key(&self, key: u32) -> bool {
-        self.by_lkey.contains_key(&key) || self.rkey_to_lkey.contains_key(&key)
+        self.by_lkey.contains_key(&key)
+            || self.rkey_to_lkey.contains_key(&key)
+            || self.mws.contains_key(&window::key_index(key))
     }
 
     pub(crate) fn remove(&mut self, lkey: u32) -> Option<Mr> {
@@ -213,8 +221,15 @@ impl MrTable {
         Some(mr)
     }
 
-    pub(crate) fn pd_in_use(&self, pd: u32) -> bool {
-        self.by_lkey.values().any(|m| m.pd == pd)
+    /// Whether a region or a window of `pd` exists, and what.
+    pub(crate) fn pd_in_use(&self, pd: u32) -> Option<&'static str> {
+        if self.by_lkey.values().any(|m| m.pd == pd) {
+            Some("memory regions registered in this PD")
+        } else if self.pd_has_windows(pd) {
+            Some("memory windows allocated in this PD")
+        } else {
+            None
+        }
     }
 
     /// Checks a local scatter/gather element against its region and PD.
@@ -248,15 +263,20 @@ impl MrTable {
         sg.iter().try_for_each(|sge| self.check_sge(pd, sge, write))
     }
 
-    /// Resolves a remote access: the region's lkey and the byte offset.
+    /// Resolves a remote access by QP `qpn` of `pd` under `rkey`, a
+    /// region's or a window's: the region's lkey and the byte offset.
     pub(crate) fn remote(
         &self,
-        pd: u32,
+        (pd, qpn): (u32, u32),
         rkey: u32,
         va: u64,
         len: u64,
         need: Access,
     ) -> Result<(u32, usize), RemoteAccess> {
+        if !self.rkey_to_lkey.contains_key(&rkey) {
+            let (lkey, off) = self.remote_window((pd, qpn), rkey, va, len, need)?;
+            return Ok((lkey, off as usize));
+        }
         let (lkey, mr) = self.remote_mr(pd, rkey, need)?;
         let off = va.checked_sub(mr.addr).ok_or(RemoteAccess::OutOfBounds)?;
         let end = off.checked_add(len).ok_or(RemoteAccess::OutOfBounds)?;
@@ -268,13 +288,16 @@ impl MrTable {
 
     /// [`Self::remote`] for a whole region (a FLUSH of selectivity
     /// "memory region"): its lkey, with the same key, PD and access checks
-    /// and no range.
+    /// and no range. Through a window, the window's region.
     pub(crate) fn remote_region(
         &self,
-        pd: u32,
+        (pd, qpn): (u32, u32),
         rkey: u32,
         need: Access,
     ) -> Result<u32, RemoteAccess> {
+        if !self.rkey_to_lkey.contains_key(&rkey) {
+            return self.window_region((pd, qpn), rkey, need);
+        }
         self.remote_mr(pd, rkey, need).map(|(lkey, _)| lkey)
     }
 
@@ -294,17 +317,24 @@ impl MrTable {
         Ok((lkey, mr))
     }
 
-    /// Invalidates the region with this rkey (SEND with invalidate).
-    pub(crate) fn invalidate(&mut self, pd: u32, rkey: u32) -> bool {
+    /// Invalidates the region or type 2 window with this R_Key, for a QP
+    /// of `pd`: LOCAL_INV, or a SEND with invalidate arriving on QP `via`.
+    /// `Err` says why not.
+    pub(crate) fn invalidate(
+        &mut self,
+        pd: u32,
+        rkey: u32,
+        via: Option<u32>,
+    ) -> Result<(), &'static str> {
         let Some(&lkey) = self.rkey_to_lkey.get(&rkey) else {
-            return false;
+            return self.invalidate_mw(pd, rkey, via);
         };
         match self.by_lkey.get_mut(&lkey) {
             Some(mr) if mr.pd == pd => {
                 mr.invalid = true;
-                true
+                Ok(())
             }
-            _ => false,
+            _ => Err("the region is in another protection domain than the QP"),
         }
     }
 

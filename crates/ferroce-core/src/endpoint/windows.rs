@@ -1,0 +1,112 @@
+//! The verbs on memory windows: allocate, deallocate, bind a type 1 window
+//! (`ibv_bind_mw`), and the checks a BIND_MW or LOCAL_INV gets at post.
+//! The binding itself happens when the QP reaches the request
+//! (`qp::local_ops`); the rules are in `mr::window`.
+
+use rand_core::RngCore;
+
+use super::Endpoint;
+use crate::mr::MrTable;
+use crate::verbs::{
+    LocalErrors, MwBind, MwInfo, MwType, SendOp, SendWr, VerbsError, inc_rkey,
+};
+
+/// Index bits of an R_Key (its upper 24).
+const INDEX_BITS: u32 = 24;
+
+impl Endpoint {
+    /// `ibv_alloc_mw`: a window in `pd`, bound to nothing yet.
+    pub fn alloc_mw(&mut self, pd: u32, kind: MwType) -> Result<MwInfo, VerbsError> {
+        if !self.pds.contains(&pd) {
+            return Err(VerbsError::NoSuchPd(pd));
+        }
+        let index = loop {
+            let i = self.rng.next_u32() >> (32 - INDEX_BITS);
+            if self.mrs.index_free(i) {
+                break i;
+            }
+        };
+        let key = self.rng.next_u32() & 0xff;
+        let info = MwInfo {
+            rkey: index << 8 | key,
+            kind,
+            pd,
+        };
+        self.mrs.insert_mw(info);
+        Ok(info)
+    }
+
+    /// `ibv_dealloc_mw`: the window (named by any R_Key it has had) is
+    /// gone; peers holding its R_Key are refused.
+    pub fn dealloc_mw(&mut self, rkey: u32) -> Result<(), VerbsError> {
+        self.mrs
+            .remove_mw(rkey)
+            .map(|_| ())
+            .ok_or(VerbsError::NoSuchMw(rkey))
+    }
+
+    /// The window named by any R_Key it has had, as it is now.
+    pub fn query_mw(&self, rkey: u32) -> Result<MwInfo, VerbsError> {
+        self.mrs
+            .mw(rkey)
+            .map(|w| w.info)
+            .ok_or(VerbsError::NoSuchMw(rkey))
+    }
+
+    /// `ibv_bind_mw`: posts a BIND_MW of the type 1 window `mw` on `qpn`
+    /// with the next key byte, and returns the R_Key it will have once the
+    /// QP carries it out (its completion says whether it did).
+    pub fn bind_mw(
+        &mut self,
+        qpn: u32,
+        mw: u32,
+        bind: MwBind,
+        wr_id: u64,
+        signaled: bool,
+    ) -> Result<u32, VerbsError> {
+        let info = self.query_mw(mw)?;
+        if info.kind != MwType::One {
+            return Err(VerbsError::BadMwBind {
+                why: "bind_mw (ibv_bind_mw) binds type 1 windows: post a BIND_MW request for \
+                      a type 2 window",
+            });
+        }
+        let rkey = inc_rkey(info.rkey);
+        let mut wr = SendWr::bind_mw(wr_id, mw, rkey, bind);
+        wr.signaled = signaled;
+        self.post_send(qpn, wr)?;
+        Ok(rkey)
+    }
+}
+
+/// The checks of a BIND_MW or LOCAL_INV at post: no data, and, when the QP
+/// reports errors at the call, what the state of the table at post already
+/// decides (whether a type 2 window is free can change before the QP
+/// reaches the request: a LOCAL_INV posted just before frees it).
+pub(super) fn check_local_op(
+    mrs: &MrTable,
+    pd: u32,
+    errors: LocalErrors,
+    wr: &SendWr<'_>,
+    len: u64,
+) -> Result<(), VerbsError> {
+    if len != 0 || wr.inline.is_some() {
+        return Err(VerbsError::BadValue {
+            what: "data on a BIND_MW or LOCAL_INV (they carry none: post them with no \
+                   scatter list)",
+            value: len,
+        });
+    }
+    if errors != LocalErrors::Immediate {
+        return Ok(()); // reported in the completion, as rxe does
+    }
+    match wr.op {
+        SendOp::BindMw { mw, bind, .. } => {
+            mrs.mw(mw).ok_or(VerbsError::NoSuchMw(mw))?;
+            mrs.check_bind(pd, mw, &bind, false)
+                .map_err(|why| VerbsError::BadMwBind { why })
+        }
+        SendOp::LocalInv(rkey) if !mrs.contains_key(rkey) => Err(VerbsError::NoSuchMw(rkey)),
+        _ => Ok(()),
+    }
+}
