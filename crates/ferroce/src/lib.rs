@@ -26,6 +26,7 @@ mod endpoint;
 mod error;
 mod hold;
 mod mr;
+mod mw;
 mod pd;
 mod qp;
 mod remote;
@@ -46,15 +47,16 @@ pub use device::*;
 pub use endpoint::{ConnectOptions, QpEndpoint};
 pub use error::{DecodeError, Error, Result};
 pub use ferroce_core::verbs::{
-    Access, AsyncEvent, FlushLevel, FlushType, INLINE_SGES, LocalErrors, Mtu, Path, QpAttr,
-    QpState, QpType, RecvWr, RemoteSlice, RoceMode, SendOp, SendWr, Sge, SrqAttr, SrqInfo, UdDest,
-    VerbsError, WcError, WcOpcode, WcStatus, WorkCompletion,
+    Access, AsyncEvent, FlushLevel, FlushType, INLINE_SGES, LocalErrors, Mtu, MwBind, MwInfo,
+    MwType, Path, QpAttr, QpState, QpType, RecvWr, RemoteSlice, RoceMode, SendOp, SendWr, Sge,
+    SrqAttr, SrqInfo, UdDest, VerbsError, WcError, WcOpcode, WcStatus, WorkCompletion, inc_rkey,
 };
 pub use ferroce_core::{Backing, MAX_MSG_SIZE, MadStats, MrInfo, RangeError, Stats};
 pub use ferroce_core::{CongestionConfig, DcqcnConfig, NpConfig, QpCongestion};
 pub use ferroce_io::UdpStats;
 pub use ferroce_wire::Psn;
 pub use mr::MemoryRegion;
+pub use mw::MemoryWindow;
 pub use pd::ProtectionDomain;
 pub use qp::{QpInitAttr, QueuePair, path_to};
 pub use remote::RemoteRegion;

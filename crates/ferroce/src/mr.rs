@@ -17,7 +17,7 @@ use ferroce_core::Region;
 
 use crate::context::DeviceHandle;
 use crate::driver::Shared;
-use crate::{MrInfo, Result, Sge};
+use crate::{Access, MrInfo, MwBind, Result, Sge};
 
 /// A registered memory region. Dropping it deregisters it: once the drop
 /// returns the engine no longer reads or writes its bytes, and the bytes
@@ -61,6 +61,19 @@ impl MemoryRegion {
             lkey: self.info.lkey,
             offset,
             len,
+        }
+    }
+
+    /// A memory window's bind onto `len` bytes at `offset` of this region,
+    /// with `access` (remote rights, and [`Access::ZERO_BASED`]) for
+    /// [`QueuePair::bind_mw`](crate::QueuePair::bind_mw). The region needs
+    /// [`Access::MW_BIND`].
+    pub fn window(&self, offset: u64, len: u64, access: Access) -> MwBind {
+        MwBind {
+            lkey: self.info.lkey,
+            addr: self.info.addr.wrapping_add(offset),
+            len,
+            access,
         }
     }
 

@@ -8,7 +8,8 @@ use crate::context::DeviceHandle;
 use crate::driver::Shared;
 use crate::srq::SrqHandle;
 use crate::{
-    Access, Backing, MemoryRegion, MrInfo, QpInitAttr, QueuePair, Result, SharedReceiveQueue,
+    Access, Backing, MemoryRegion, MemoryWindow, MrInfo, MwType, QpInitAttr, QueuePair, Result,
+    SharedReceiveQueue,
 };
 
 /// A protection domain.
@@ -78,6 +79,18 @@ impl ProtectionDomain {
             region,
             registered: true,
         }
+    }
+
+    /// `ibv_alloc_mw`: a memory window of this domain, bound to nothing
+    /// yet ([`QueuePair::bind_mw`] binds it).
+    pub fn alloc_mw(&self, kind: MwType) -> Result<MemoryWindow> {
+        let info = self.shared.engine().alloc_mw(self.handle, kind)?;
+        Ok(MemoryWindow {
+            shared: self.shared.clone(),
+            _device: self.device.clone(),
+            key: info.rkey,
+            kind,
+        })
     }
 
     /// `ibv_create_qp`: a QP in RESET, with its first PSN chosen

@@ -251,6 +251,31 @@ impl QueuePair {
         Ok(())
     }
 
+    /// Binds `mw` as `bind` says ([`MemoryRegion::window`] makes one) and
+    /// returns what the peer addresses through it: `ibv_bind_mw` for a type
+    /// 1 window, a BIND_MW request (`ibv_post_send`) for a type 2 window,
+    /// with the next key byte either way. The bind happens when this QP
+    /// reaches it, in order with the requests posted before it; its
+    /// completion (`WcOpcode::BindMw`, with `wr_id`) says whether it did,
+    /// and a failed bind moves the QP to the error state.
+    ///
+    /// [`MemoryRegion::window`]: crate::MemoryRegion::window
+    pub fn bind_mw(
+        &self,
+        mw: &crate::MemoryWindow,
+        bind: crate::MwBind,
+        wr_id: u64,
+    ) -> Result<crate::RemoteRegion> {
+        let rkey = (self.shared.engine()).bind_mw(self.qpn, mw.key, bind, wr_id, true)?;
+        self.shared.kick();
+        let addr = if bind.access.contains(crate::Access::ZERO_BASED) {
+            0
+        } else {
+            bind.addr
+        };
+        Ok(crate::RemoteRegion::registered(addr, rkey, bind.len))
+    }
+
     /// How a request posted with a bad scatter/gather list (an unknown
     /// lkey, a region of another PD, bytes outside the region) is reported:
     /// [`LocalErrors::Immediate`](crate::LocalErrors::Immediate), the

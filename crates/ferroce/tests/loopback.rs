@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use ferroce::{
     Access, CompletionQueue, ConnectOptions, Context, DeviceConfig, FlushLevel, FlushType,
-    MemoryRegion, Mtu, Psn, QpInitAttr, QpType, QueuePair, RecvWr, SendOp, SendWr, WcOpcode,
+    MemoryRegion, Mtu, MwType, ProtectionDomain, Psn, QpInitAttr, QpType, QueuePair, RecvWr, SendOp, SendWr, WcOpcode,
     WcStatus, WorkCompletion,
 };
 
@@ -26,6 +26,7 @@ fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
 
 struct End {
     _ctx: Context,
+    pd: ProtectionDomain,
     cq: CompletionQueue,
     mr: MemoryRegion,
     qp: QueuePair,
@@ -53,16 +54,16 @@ fn pair_on_ports(a: &str, b: &str, qp_type: QpType, len: usize, ports: [u16; 2])
         let ctx = Context::open_with(cfg).unwrap();
         let pd = ctx.alloc_pd();
         let cq = ctx.create_cq(4096).unwrap();
-        let mr = pd.reg_mr(len, access).unwrap();
+        let mr = pd.reg_mr(len, access | Access::MW_BIND).unwrap();
         let mut attr = QpInitAttr::new(qp_type, &cq, &cq);
         attr.max_send_wr = 1024;
         attr.max_recv_wr = 1024;
         attr.psn = Some(Psn::new(psn));
         let qp = pd.create_qp(&attr).unwrap();
-        (ctx, cq, mr, qp)
+        (ctx, pd, cq, mr, qp)
     };
-    let (c0, q0, m0, p0) = mk(ips[0], 0xfffff0);
-    let (c1, q1, m1, p1) = mk(ips[1], 7);
+    let (c0, d0, q0, m0, p0) = mk(ips[0], 0xfffff0);
+    let (c1, d1, q1, m1, p1) = mk(ips[1], 7);
     let opts = ConnectOptions {
         mtu: Mtu::Mtu4096,
         access,
@@ -73,12 +74,14 @@ fn pair_on_ports(a: &str, b: &str, qp_type: QpType, len: usize, ports: [u16; 2])
     (
         End {
             _ctx: c0,
+            pd: d0,
             cq: q0,
             mr: m0,
             qp: p0,
         },
         End {
             _ctx: c1,
+            pd: d1,
             cq: q1,
             mr: m1,
             qp: p1,
@@ -170,6 +173,50 @@ fn rc_atomic_write_and_flush() {
     let mut back = vec![0u8; 40_000];
     b.mr.read(1024, &mut back).unwrap();
     assert!(back == data);
+}
+
+/// Memory windows through the driver: a type 2 window bound by the
+/// responder opens 4 KiB of its region to the peer's WRITE and READ, its
+/// range bounds them, the peer's SEND with invalidate closes it; a type 1
+/// window moves with a bind.
+#[test]
+fn rc_memory_windows() {
+    let (a, b) = pair("127.0.0.29", "127.0.0.30", QpType::Rc, 1 << 16);
+    let mw = b.pd.alloc_mw(MwType::Two).unwrap();
+    let rw = Access::REMOTE_READ | Access::REMOTE_WRITE;
+    let peer = b.qp.bind_mw(&mw, b.mr.window(8192, 4096, rw), 1).unwrap();
+    assert_eq!(wait(&b.cq, 1)[0].opcode, WcOpcode::BindMw);
+    assert_eq!(peer.rkey(), mw.rkey().unwrap());
+    a.mr.write(0, &[0x3c; 4096]).unwrap();
+    a.qp.post_send(SendWr::write(2, &[a.mr.sge(0, 4096)], peer.at(0, 4096).unwrap()))
+        .unwrap();
+    a.qp.post_send(SendWr::read(3, &[a.mr.sge(4096, 100)], peer.at(3996, 100).unwrap()))
+        .unwrap();
+    let w = wait(&a.cq, 2);
+    assert!(w.iter().all(|w| w.status == WcStatus::Success), "{w:?}");
+    let mut got = vec![0u8; 4096];
+    b.mr.read(8192, &mut got).unwrap();
+    assert!(got.iter().all(|&x| x == 0x3c));
+    // A type 1 window, moved by a second bind: the first key is dead.
+    let one = b.pd.alloc_mw(MwType::One).unwrap();
+    let first = b.qp.bind_mw(&one, b.mr.window(0, 64, rw), 4).unwrap();
+    let moved = b.qp.bind_mw(&one, b.mr.window(64, 64, rw), 5).unwrap();
+    assert_ne!(first.rkey(), moved.rkey());
+    assert_eq!(wait(&b.cq, 2).len(), 2);
+    a.qp.post_send(SendWr::write(6, &[a.mr.sge(0, 64)], moved.at(0, 64).unwrap()))
+        .unwrap();
+    assert_eq!(wait(&a.cq, 1)[0].status, WcStatus::Success);
+    // The peer closes the type 2 window with its SEND; then a WRITE
+    // through it is refused (and the connection goes to the error state).
+    b.qp.post_recv(RecvWr::new(7, &[b.mr.sge(0, 64)])).unwrap();
+    a.qp.post_send(SendWr::new(8, SendOp::SendWithInv(peer.rkey()), &[a.mr.sge(0, 8)]))
+        .unwrap();
+    let r = wait(&b.cq, 1)[0];
+    assert_eq!(r.invalidated_rkey, Some(peer.rkey()));
+    assert_eq!(wait(&a.cq, 1)[0].status, WcStatus::Success);
+    a.qp.post_send(SendWr::write(9, &[a.mr.sge(0, 8)], peer.at(0, 8).unwrap()))
+        .unwrap();
+    assert_eq!(wait(&a.cq, 1)[0].status, WcStatus::RemAccessErr);
 }
 
 #[test]

@@ -554,6 +554,9 @@ impl Endpoint {
             self.raise_events(qpn);
             return Ok(());
         }
+        if let SendOp::BindMw { rkey, .. } = wr.op {
+            self.mrs.set_posted_key(rkey);
+        }
         q.sq.push_back(wqe);
         self.touched(qpn);
         Ok(())

@@ -53,9 +53,11 @@ impl Endpoint {
             .ok_or(VerbsError::NoSuchMw(rkey))
     }
 
-    /// `ibv_bind_mw`: posts a BIND_MW of the type 1 window `mw` on `qpn`
-    /// with the next key byte, and returns the R_Key it will have once the
-    /// QP carries it out (its completion says whether it did).
+    /// Posts a BIND_MW of the window `mw` on `qpn` with the next key byte
+    /// (`ibv_bind_mw` for a type 1 window; for a type 2 window what
+    /// applications post with `ibv_post_send`), and returns the R_Key it
+    /// will have once the QP carries it out (its completion says whether it
+    /// did). Binds posted one after another get keys one after another.
     pub fn bind_mw(
         &mut self,
         qpn: u32,
@@ -64,14 +66,12 @@ impl Endpoint {
         wr_id: u64,
         signaled: bool,
     ) -> Result<u32, VerbsError> {
-        let info = self.query_mw(mw)?;
-        if info.kind != MwType::One {
-            return Err(VerbsError::BadMwBind {
-                why: "bind_mw (ibv_bind_mw) binds type 1 windows: post a BIND_MW request for \
-                      a type 2 window",
-            });
-        }
-        let rkey = inc_rkey(info.rkey);
+        let posted = self
+            .mrs
+            .mw(mw)
+            .map(|w| w.posted)
+            .ok_or(VerbsError::NoSuchMw(mw))?;
+        let rkey = inc_rkey(posted);
         let mut wr = SendWr::bind_mw(wr_id, mw, rkey, bind);
         wr.signaled = signaled;
         self.post_send(qpn, wr)?;

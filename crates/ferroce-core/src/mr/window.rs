@@ -21,6 +21,9 @@ const WINDOW_RIGHTS: u32 = Access::REMOTE_READ.bits()
 #[derive(Debug)]
 pub(crate) struct Mw {
     pub(crate) info: MwInfo,
+    /// The R_Key the last bind posted gives it (binds run later, in their
+    /// QP's order): the next bind moves on from this one.
+    pub(crate) posted: u32,
     /// What the last bind gave it; `None` for a type 2 window that is free
     /// (never bound, or invalidated) and a type 1 window bound with length 0.
     bound: Option<Binding>,
@@ -45,7 +48,12 @@ pub(crate) const fn key_index(key: u32) -> u32 {
 impl MrTable {
     /// Adds a window under `rkey`, whose index no key in the table has.
     pub(crate) fn insert_mw(&mut self, info: MwInfo) {
-        self.mws.insert(key_index(info.rkey), Mw { info, bound: None });
+        let mw = Mw {
+            info,
+            posted: info.rkey,
+            bound: None,
+        };
+        self.mws.insert(key_index(info.rkey), mw);
     }
 
     /// Whether no region key and no window has this index.
@@ -60,6 +68,13 @@ impl MrTable {
     /// The window an R_Key names (any key byte).
     pub(crate) fn mw(&self, rkey: u32) -> Option<&Mw> {
         self.mws.get(&key_index(rkey))
+    }
+
+    /// Records that a bind giving the window `rkey` was posted.
+    pub(crate) fn set_posted_key(&mut self, rkey: u32) {
+        if let Some(w) = self.mws.get_mut(&key_index(rkey)) {
+            w.posted = rkey;
+        }
     }
 
     pub(crate) fn remove_mw(&mut self, rkey: u32) -> Option<Mw> {
