@@ -45,7 +45,7 @@ pub use endpoint::{
     Transmit,
 };
 pub use endpoint::{GSI_QKEY, GSI_QPN, MAD_LEN, MAX_QUEUED_MADS, Mad, MadStats};
-pub use endpoint::{MAX_DEFERRED, MAX_DEFERRED_TOTAL};
+pub use endpoint::{MAX_DEFERRED, MAX_DEFERRED_TOTAL, MAX_MW};
 pub use endpoint::{MAX_QUEUED_CNPS, QpCongestion};
 pub use ferroce_mem::Backing;
 pub use mr::{MrInfo, RangeError, Region};

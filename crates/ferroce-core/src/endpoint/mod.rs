@@ -49,6 +49,7 @@ use crate::verbs::{
 };
 pub use congestion::{MAX_QUEUED_CNPS, QpCongestion};
 pub use defer::{MAX_DEFERRED, MAX_DEFERRED_TOTAL};
+pub use windows::MAX_MW;
 pub use drive::Grh;
 pub use gsi::{GSI_QKEY, GSI_QPN, MAD_LEN, MAX_QUEUED_MADS, Mad, MadStats};
 

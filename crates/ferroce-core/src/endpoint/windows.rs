@@ -14,11 +14,21 @@ use crate::verbs::{
 /// Index bits of an R_Key (its upper 24).
 const INDEX_BITS: u32 = 24;
 
+/// Memory windows an endpoint holds at most (`max_mw`): few enough of the
+/// 2^24 key indexes that a random one is almost always free.
+pub const MAX_MW: u32 = 1 << 16;
+
 impl Endpoint {
     /// `ibv_alloc_mw`: a window in `pd`, bound to nothing yet.
     pub fn alloc_mw(&mut self, pd: u32, kind: MwType) -> Result<MwInfo, VerbsError> {
         if !self.pds.contains(&pd) {
             return Err(VerbsError::NoSuchPd(pd));
+        }
+        if self.mrs.window_count() >= MAX_MW as usize {
+            return Err(VerbsError::BadValue {
+                what: "memory windows (the device's max_mw are allocated; deallocate some)",
+                value: u64::from(MAX_MW),
+            });
         }
         let index = loop {
             let i = self.rng.next_u32() >> (32 - INDEX_BITS);

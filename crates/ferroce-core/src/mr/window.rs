@@ -90,6 +90,10 @@ impl MrTable {
             .count()
     }
 
+    pub(crate) fn window_count(&self) -> usize {
+        self.mws.len()
+    }
+
     pub(crate) fn pd_has_windows(&self, pd: u32) -> bool {
         self.mws.values().any(|w| w.info.pd == pd)
     }

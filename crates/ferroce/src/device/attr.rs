@@ -174,18 +174,20 @@ impl DeviceCapFlags {
     ///   receive queue or its SRQ) sends RNR NAKs.
     /// * SRQ_RESIZE: `modify_srq` takes a new `max_wr`. (ibverbs has no flag
     ///   for SRQ support itself: `max_srq` above 0 says it.)
+    /// * MEM_WINDOW, MEM_WINDOW_TYPE_2B: type 1 and type 2B memory windows.
     ///
     /// Not set, unlike rxe: BAD_PKEY_CNTR (the P_Key is not checked or
     /// counted), AUTO_PATH_MIG, CHANGE_PHY_PORT and UD_AV_PORT_ENFORCE (one
     /// port, one path), PORT_ACTIVE_EVENT (the port raises no events; the
-    /// async events are QP, CQ and SRQ ones), MEM_WINDOW/MEM_WINDOW_TYPE_2B
-    /// and MEM_MGT_EXTENSIONS (no memory windows, fast registration or local
-    /// invalidate).
+    /// async events are QP, CQ and SRQ ones), MEM_MGT_EXTENSIONS (no fast
+    /// registration).
     pub const FERROCE: Self = Self(
         Self::BAD_QKEY_CNTR.0
             | Self::SYS_IMAGE_GUID.0
             | Self::RC_RNR_NAK_GEN.0
-            | Self::SRQ_RESIZE.0,
+            | Self::SRQ_RESIZE.0
+            | Self::MEM_WINDOW.0
+            | Self::MEM_WINDOW_TYPE_2B.0,
     );
 
     pub const fn bits(self) -> u32 {

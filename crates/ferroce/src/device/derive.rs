@@ -120,8 +120,9 @@ pub fn device_attr_for(iface: &Interface, local: IpAddr) -> DeviceAttr {
         atomic_cap: AtomicCap::Hca,
         max_ee: 0,
         max_rdd: 0,
-        // No memory windows (rxe 6.x supports type 2B windows).
-        max_mw: 0,
+        // Type 1 and type 2B windows, in a table of their own (rxe 6.1:
+        // 4096, RXE_MAX_MW).
+        max_mw: ferroce_core::MAX_MW,
         max_raw_ipv6_qp: 0,
         max_raw_ethy_qp: 0,
         // No multicast (rxe: 8192 groups, 56 QPs each, 0x70000 in all).
