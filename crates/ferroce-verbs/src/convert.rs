@@ -120,6 +120,8 @@ pub(crate) fn wc(c: &WorkCompletion, ud: bool) -> ibv_wc {
         WcOpcode::FetchAdd => WC_FETCH_ADD,
         WcOpcode::AtomicWrite => WC_ATOMIC_WRITE,
         WcOpcode::Flush => WC_FLUSH,
+        WcOpcode::BindMw => WC_BIND_MW,
+        WcOpcode::LocalInv => WC_LOCAL_INV,
         WcOpcode::Recv => WC_RECV,
         WcOpcode::RecvRdmaWithImm => WC_RECV_RDMA_WITH_IMM,
     };
@@ -158,6 +160,8 @@ pub(crate) fn access(bits: u32) -> Result<Access, c_int> {
         (ACCESS_REMOTE_WRITE, Access::REMOTE_WRITE),
         (ACCESS_REMOTE_READ, Access::REMOTE_READ),
         (ACCESS_REMOTE_ATOMIC, Access::REMOTE_ATOMIC),
+        (ACCESS_MW_BIND, Access::MW_BIND),
+        (ACCESS_ZERO_BASED, Access::ZERO_BASED),
         (ACCESS_FLUSH_GLOBAL, Access::FLUSH_GLOBAL),
         (ACCESS_FLUSH_PERSISTENT, Access::FLUSH_PERSISTENT),
     ];

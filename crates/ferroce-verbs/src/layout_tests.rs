@@ -276,6 +276,23 @@ fn checks() -> Vec<Check> {
         "struct ibv_mr",
         [context, pd, addr, length, handle, lkey, rkey]
     );
+    layout!(v, ibv_mw, "struct ibv_mw", [context, pd, rkey, handle]);
+    v.push((
+        "offsetof(struct ibv_mw, type)".into(),
+        offset_of!(ibv_mw, type_),
+    ));
+    layout!(
+        v,
+        ibv_mw_bind_info,
+        "struct ibv_mw_bind_info",
+        [mr, addr, length, mw_access_flags]
+    );
+    layout!(
+        v,
+        ibv_mw_bind,
+        "struct ibv_mw_bind",
+        [wr_id, send_flags, bind_info]
+    );
     layout!(
         v,
         ibv_comp_channel,
@@ -439,7 +456,10 @@ fn checks() -> Vec<Check> {
             wr.ud.remote_qpn,
             wr.ud.remote_qkey,
             qp_type,
-            bind_mw
+            bind_mw,
+            bind_mw.mw,
+            bind_mw.rkey,
+            bind_mw.bind_info
         ]
     );
     v.push((

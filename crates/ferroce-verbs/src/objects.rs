@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
 
 use ferroce::{
-    CompletionChannel, CompletionQueue, Context, MemoryRegion, ProtectionDomain, QpType, QueuePair,
-    SharedReceiveQueue,
+    CompletionChannel, CompletionQueue, Context, MemoryRegion, MemoryWindow, ProtectionDomain,
+    QpType, QueuePair, SharedReceiveQueue,
 };
 
 use crate::abi::*;
@@ -84,6 +84,12 @@ pub(crate) struct Pd {
 pub(crate) struct Mr {
     pub(crate) mr: ibv_mr,
     pub(crate) inner: MemoryRegion,
+}
+
+#[repr(C)]
+pub(crate) struct Mw {
+    pub(crate) mw: ibv_mw,
+    pub(crate) inner: MemoryWindow,
 }
 
 #[repr(C)]
@@ -161,6 +167,8 @@ pub(crate) struct BuiltWr {
     pub(crate) sges: Vec<ibv_sge>,
     /// Inline data, copied when the builder was called.
     pub(crate) inline: Option<Vec<u8>>,
+    /// BIND_MW: the window, its new R_Key and the bind.
+    pub(crate) bind: Option<wr_bind_mw>,
 }
 
 #[repr(C)]

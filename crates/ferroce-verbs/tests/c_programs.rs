@@ -18,6 +18,11 @@
 //!   polling callbacks, `ibv_create_qp_ex`, `ibv_qp_to_qp_ex` and the
 //!   `ibv_wr_*` builders for every operation ferroce has, and what each
 //!   create refuses.
+//! * `windows.c`: memory windows: type 1 bound by `ibv_bind_mw`, type 2 by
+//!   `IBV_WR_BIND_MW` and `ibv_wr_bind_mw`, WRITE and READ through them,
+//!   `ibv_dereg_mr` refused while one is bound, LOCAL_INV (both ways) and a
+//!   peer's SEND with invalidate closing one, and a bind that breaks a
+//!   rule completing with `IBV_WC_MW_BIND_ERR`.
 //! * `errors.c`: O_NONBLOCK on a completion channel and on `async_fd`
 //!   (EAGAIN), `async_fd` readable exactly while an event waits, a blocked
 //!   `ibv_get_async_event` that does not spin, posts to a QP in ERR
@@ -111,6 +116,19 @@ fn extended_cqs_and_the_wr_api() {
     );
     assert!(
         out.contains("ok   the aborted and failed batches posted nothing"),
+        "{out}"
+    );
+}
+
+#[test]
+fn memory_windows() {
+    let out = build_and_run("windows", "127.0.0.1");
+    assert!(
+        out.contains("ok   WRITE through the type 1 window lands in B's buffer"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ok   WRITE through the invalidated window: REM_ACCESS_ERR"),
         "{out}"
     );
 }

@@ -132,9 +132,15 @@ impl MemoryRegion {
         region.into_backing().ok()?.into_box().ok()
     }
 
+    /// Memory windows bound onto the region now. Dropping the region
+    /// unbinds them (peers holding their R_Keys are refused from then on).
+    pub fn windows_bound(&self) -> usize {
+        self.shared.engine().windows_on(self.info.lkey)
+    }
+
     fn deregister(&mut self) {
         if std::mem::take(&mut self.registered) {
-            let _ = self.shared.engine().dereg_mr(self.info.lkey);
+            let _ = self.shared.engine().dereg_mr_unbinding(self.info.lkey);
         }
     }
 

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use ferroce::{
     Access, CompletionQueue, ConnectOptions, Context, DeviceConfig, FlushLevel, FlushType,
-    MemoryRegion, Mtu, MwType, ProtectionDomain, Psn, QpInitAttr, QpType, QueuePair, RecvWr, SendOp, SendWr, WcOpcode,
-    WcStatus, WorkCompletion,
+    MemoryRegion, Mtu, MwType, ProtectionDomain, Psn, QpInitAttr, QpType, QueuePair, RecvWr,
+    SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
 
 fn wait(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
@@ -188,10 +188,18 @@ fn rc_memory_windows() {
     assert_eq!(wait(&b.cq, 1)[0].opcode, WcOpcode::BindMw);
     assert_eq!(peer.rkey(), mw.rkey().unwrap());
     a.mr.write(0, &[0x3c; 4096]).unwrap();
-    a.qp.post_send(SendWr::write(2, &[a.mr.sge(0, 4096)], peer.at(0, 4096).unwrap()))
-        .unwrap();
-    a.qp.post_send(SendWr::read(3, &[a.mr.sge(4096, 100)], peer.at(3996, 100).unwrap()))
-        .unwrap();
+    a.qp.post_send(SendWr::write(
+        2,
+        &[a.mr.sge(0, 4096)],
+        peer.at(0, 4096).unwrap(),
+    ))
+    .unwrap();
+    a.qp.post_send(SendWr::read(
+        3,
+        &[a.mr.sge(4096, 100)],
+        peer.at(3996, 100).unwrap(),
+    ))
+    .unwrap();
     let w = wait(&a.cq, 2);
     assert!(w.iter().all(|w| w.status == WcStatus::Success), "{w:?}");
     let mut got = vec![0u8; 4096];
@@ -203,14 +211,22 @@ fn rc_memory_windows() {
     let moved = b.qp.bind_mw(&one, b.mr.window(64, 64, rw), 5).unwrap();
     assert_ne!(first.rkey(), moved.rkey());
     assert_eq!(wait(&b.cq, 2).len(), 2);
-    a.qp.post_send(SendWr::write(6, &[a.mr.sge(0, 64)], moved.at(0, 64).unwrap()))
-        .unwrap();
+    a.qp.post_send(SendWr::write(
+        6,
+        &[a.mr.sge(0, 64)],
+        moved.at(0, 64).unwrap(),
+    ))
+    .unwrap();
     assert_eq!(wait(&a.cq, 1)[0].status, WcStatus::Success);
     // The peer closes the type 2 window with its SEND; then a WRITE
     // through it is refused (and the connection goes to the error state).
     b.qp.post_recv(RecvWr::new(7, &[b.mr.sge(0, 64)])).unwrap();
-    a.qp.post_send(SendWr::new(8, SendOp::SendWithInv(peer.rkey()), &[a.mr.sge(0, 8)]))
-        .unwrap();
+    a.qp.post_send(SendWr::new(
+        8,
+        SendOp::SendWithInv(peer.rkey()),
+        &[a.mr.sge(0, 8)],
+    ))
+    .unwrap();
     let r = wait(&b.cq, 1)[0];
     assert_eq!(r.invalidated_rkey, Some(peer.rkey()));
     assert_eq!(wait(&a.cq, 1)[0].status, WcStatus::Success);

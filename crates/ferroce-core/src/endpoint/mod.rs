@@ -49,9 +49,9 @@ use crate::verbs::{
 };
 pub use congestion::{MAX_QUEUED_CNPS, QpCongestion};
 pub use defer::{MAX_DEFERRED, MAX_DEFERRED_TOTAL};
-pub use windows::MAX_MW;
 pub use drive::Grh;
 pub use gsi::{GSI_QKEY, GSI_QPN, MAD_LEN, MAX_QUEUED_MADS, Mad, MadStats};
+pub use windows::MAX_MW;
 
 /// Largest message (ibv_devinfo's max_msg_sz as rxe reports it).
 pub const MAX_MSG_SIZE: u64 = 0x80_0000;

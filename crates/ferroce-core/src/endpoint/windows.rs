@@ -7,9 +7,7 @@ use rand_core::RngCore;
 
 use super::Endpoint;
 use crate::mr::MrTable;
-use crate::verbs::{
-    LocalErrors, MwBind, MwInfo, MwType, SendOp, SendWr, VerbsError, inc_rkey,
-};
+use crate::verbs::{LocalErrors, MwBind, MwInfo, MwType, SendOp, SendWr, VerbsError, inc_rkey};
 
 /// Index bits of an R_Key (its upper 24).
 const INDEX_BITS: u32 = 24;
@@ -53,6 +51,20 @@ impl Endpoint {
             .remove_mw(rkey)
             .map(|_| ())
             .ok_or(VerbsError::NoSuchMw(rkey))
+    }
+
+    /// Windows bound onto the region `lkey` now ([`Self::dereg_mr`] refuses
+    /// to deregister it while there are any).
+    pub fn windows_on(&self, lkey: u32) -> usize {
+        self.mrs.windows_on(lkey)
+    }
+
+    /// Deregisters the region `lkey`, first unbinding the windows bound
+    /// onto it (peers holding their R_Keys are refused from then on): for
+    /// a handle that is dropped and cannot fail.
+    pub fn dereg_mr_unbinding(&mut self, lkey: u32) -> Result<(), VerbsError> {
+        self.mrs.unbind_windows_on(lkey);
+        self.dereg_mr(lkey)
     }
 
     /// The window named by any R_Key it has had, as it is now.

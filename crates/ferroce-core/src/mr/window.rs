@@ -90,6 +90,15 @@ impl MrTable {
             .count()
     }
 
+    /// Unbinds every window bound onto the region `lkey`.
+    pub(crate) fn unbind_windows_on(&mut self, lkey: u32) {
+        for w in self.mws.values_mut() {
+            if w.bound.is_some_and(|b| b.lkey == lkey) {
+                w.bound = None;
+            }
+        }
+    }
+
     pub(crate) fn window_count(&self) -> usize {
         self.mws.len()
     }
@@ -121,7 +130,9 @@ impl MrTable {
             }
             // o10-37.2.40
             MwType::Two if bind.len == 0 => {
-                return Err("a type 2 window cannot be bound with length 0 (invalidate it instead)");
+                return Err(
+                    "a type 2 window cannot be bound with length 0 (invalidate it instead)",
+                );
             }
             MwType::Two => {}
         }
@@ -130,13 +141,18 @@ impl MrTable {
             return Err("the window is in another protection domain than the QP");
         }
         if bind.access.bits() & !(WINDOW_RIGHTS | Access::ZERO_BASED.bits()) != 0 {
-            return Err("window access flags other than remote read, write, atomic, \
-                        FLUSH_GLOBAL and zero-based");
+            return Err(
+                "window access flags other than remote read, write, atomic, \
+                        FLUSH_GLOBAL and zero-based",
+            );
         }
         if bind.len == 0 {
             return Ok(()); // a type 1 unbind names no region
         }
-        let mr = self.by_lkey.get(&bind.lkey).ok_or("no region with that lkey")?;
+        let mr = self
+            .by_lkey
+            .get(&bind.lkey)
+            .ok_or("no region with that lkey")?;
         if mr.pd != pd {
             return Err("the region is in another protection domain than the QP");
         }

@@ -7,11 +7,11 @@
 
 use super::read_mr;
 use super::util::{Faults, Opts, Pair, Side, bring_up, connect, recv_wr, rmem, send_wr, sge};
-use crate::{MrInfo, QpInit};
 use crate::verbs::{
     Access, LocalErrors, Mtu, MwBind, MwType, QpState, QpType, SendOp, SendWr, VerbsError,
     WcOpcode, WcStatus, inc_rkey,
 };
+use crate::{MrInfo, QpInit};
 
 /// A region of 8 KiB on side `b` that windows may be bound to, with no
 /// remote rights of its own.
@@ -164,11 +164,16 @@ fn local_inv_and_send_with_invalidate_close_a_type_2_window() {
         .unwrap();
     let rkey2 = inc_rkey(rkey);
     p.eps[1]
-        .post_send(b.qpn, SendWr::bind_mw(92, rkey, rkey2, window(&mr, 0, 256, rw())))
+        .post_send(
+            b.qpn,
+            SendWr::bind_mw(92, rkey, rkey2, window(&mr, 0, 256, rw())),
+        )
         .unwrap();
     let c = p.wait_cqes(1, b.cq, 2);
     assert_eq!(
-        c.iter().map(|c| (c.wr_id, c.status, c.opcode)).collect::<Vec<_>>(),
+        c.iter()
+            .map(|c| (c.wr_id, c.status, c.opcode))
+            .collect::<Vec<_>>(),
         [
             (91, WcStatus::Success, WcOpcode::LocalInv),
             (92, WcStatus::Success, WcOpcode::BindMw)
@@ -183,7 +188,10 @@ fn local_inv_and_send_with_invalidate_close_a_type_2_window() {
         WcStatus::Success
     );
     let r = p.wait_cqes(1, b.cq, 1)[0];
-    assert_eq!((r.status, r.invalidated_rkey), (WcStatus::Success, Some(rkey2)));
+    assert_eq!(
+        (r.status, r.invalidated_rkey),
+        (WcStatus::Success, Some(rkey2))
+    );
     let write = SendOp::Write {
         remote: rmem(mr.addr, rkey2),
     };
@@ -235,12 +243,18 @@ fn a_type_1_window_moves_with_each_bind() {
         .bind_mw(b.qpn, mw.rkey, window(&mr, 512, 64, rw()), 96, true)
         .unwrap();
     assert_eq!(p.wait_cqes(1, b.cq, 1)[0].status, WcStatus::Success);
-    assert_eq!(run(&mut p, &a, at(mr.addr + 512, k2), &sg), WcStatus::Success);
+    assert_eq!(
+        run(&mut p, &a, at(mr.addr + 512, k2), &sg),
+        WcStatus::Success
+    );
     // A zero-based type 1 window is refused.
     let zb = window(&mr, 0, 8, rw() | Access::ZERO_BASED);
     let err = p.eps[1].bind_mw(b.qpn, k2, zb, 0, true).unwrap_err();
     assert!(err.to_string().contains("zero-based"), "{err}");
-    assert_eq!(run(&mut p, &a, at(mr.addr, k1), &sg), WcStatus::RemAccessErr);
+    assert_eq!(
+        run(&mut p, &a, at(mr.addr, k1), &sg),
+        WcStatus::RemAccessErr
+    );
 }
 
 #[test]
@@ -272,9 +286,7 @@ fn a_type_1_window_is_never_invalidated() {
     let k1 = p.eps[1]
         .bind_mw(b.qpn, mw.rkey, window(&mr, 0, 64, rw()), 1, true)
         .unwrap();
-    p.eps[1]
-        .post_send(b.qpn, SendWr::local_inv(2, k1))
-        .unwrap();
+    p.eps[1].post_send(b.qpn, SendWr::local_inv(2, k1)).unwrap();
     let c = p.wait_cqes(1, b.cq, 2);
     assert_eq!(
         c.iter().map(|c| (c.opcode, c.status)).collect::<Vec<_>>(),
@@ -304,8 +316,16 @@ fn binds_that_break_a_rule_are_refused_at_post_naming_it() {
         (mw.rkey, window(&read_only, 0, 64, rw()), "LOCAL_WRITE"),
         (mw.rkey, window(&mr, 4000, 200, rw()), "outside the region"),
         (mw.rkey, window(&mr, 0, 0, rw()), "length 0"),
-        (foreign.rkey, window(&mr, 0, 64, rw()), "another protection domain"),
-        (mw.rkey, window(&mr, 0, 64, Access::LOCAL_WRITE), "window access"),
+        (
+            foreign.rkey,
+            window(&mr, 0, 64, rw()),
+            "another protection domain",
+        ),
+        (
+            mw.rkey,
+            window(&mr, 0, 64, Access::LOCAL_WRITE),
+            "window access",
+        ),
     ];
     for (key, bind, says) in cases {
         let err = e
@@ -317,7 +337,10 @@ fn binds_that_break_a_rule_are_refused_at_post_naming_it() {
         );
     }
     let err = e
-        .post_send(b.qpn, SendWr::bind_mw(1, 0x1234_5600, 1, window(&mr, 0, 8, rw())))
+        .post_send(
+            b.qpn,
+            SendWr::bind_mw(1, 0x1234_5600, 1, window(&mr, 0, 8, rw())),
+        )
         .unwrap_err();
     assert!(matches!(err, VerbsError::NoSuchMw(_)), "{err}");
     // A bind carries no data.
@@ -331,8 +354,11 @@ fn binds_that_break_a_rule_are_refused_at_post_naming_it() {
     // Only read and write/atomic rights are checked at post; with errors
     // reported in completions, nothing is.
     e.set_local_errors(b.qpn, LocalErrors::Completion).unwrap();
-    e.post_send(b.qpn, SendWr::bind_mw(7, mw.rkey, 1, window(&plain, 0, 8, rw())))
-        .unwrap();
+    e.post_send(
+        b.qpn,
+        SendWr::bind_mw(7, mw.rkey, 1, window(&plain, 0, 8, rw())),
+    )
+    .unwrap();
     let c = p.wait_cqes(1, b.cq, 1)[0];
     assert_eq!((c.wr_id, c.status), (7, WcStatus::MwBindErr));
 }
@@ -347,7 +373,10 @@ fn windows_hold_their_region_and_protection_domain() {
     let e = &mut p.eps[1];
     assert!(matches!(e.dereg_mr(mr.lkey), Err(VerbsError::Busy(_))));
     e.dealloc_mw(mw.rkey).unwrap();
-    assert!(matches!(e.dealloc_mw(mw.rkey), Err(VerbsError::NoSuchMw(_))));
+    assert!(matches!(
+        e.dealloc_mw(mw.rkey),
+        Err(VerbsError::NoSuchMw(_))
+    ));
     e.dereg_mr(mr.lkey).unwrap();
     let pd = e.alloc_pd();
     let w = e.alloc_mw(pd, MwType::One).unwrap();
@@ -404,8 +433,14 @@ fn a_type_2_window_is_reached_only_through_its_qp() {
     let sg = sge(&a, 0, 8);
     assert_eq!(run(&mut p, &a, write(mr.addr, k1), &sg), WcStatus::Success);
     assert_eq!(run(&mut p, &c, write(mr.addr, k1), &sg), WcStatus::Success);
-    assert_eq!(run(&mut p, &a, write(mr.addr + 64, k2), &sg), WcStatus::Success);
-    assert_eq!(run(&mut p, &c, write(mr.addr + 64, k2), &sg), WcStatus::RemAccessErr);
+    assert_eq!(
+        run(&mut p, &a, write(mr.addr + 64, k2), &sg),
+        WcStatus::Success
+    );
+    assert_eq!(
+        run(&mut p, &c, write(mr.addr + 64, k2), &sg),
+        WcStatus::RemAccessErr
+    );
 }
 
 #[test]
@@ -438,7 +473,11 @@ fn writes_through_windows_rebound_under_loss_land_where_each_key_points() {
         let write = SendOp::Write {
             remote: rmem(bind.addr, key),
         };
-        assert_eq!(run(&mut p, &a, write, &sg), WcStatus::Success, "round {round}");
+        assert_eq!(
+            run(&mut p, &a, write, &sg),
+            WcStatus::Success,
+            "round {round}"
+        );
         assert_eq!(
             read_mr(&p, 1, mr.lkey, (round * 256) as usize, 3072),
             vec![byte; 3072],

@@ -110,11 +110,7 @@ pub enum SendOp {
     /// order, nothing on the wire; a type 2 window is then reachable only
     /// through this QP. [`crate::Endpoint::bind_mw`] posts one for a type 1
     /// window.
-    BindMw {
-        mw: u32,
-        rkey: u32,
-        bind: MwBind,
-    },
+    BindMw { mw: u32, rkey: u32, bind: MwBind },
     /// `IBV_WR_LOCAL_INV`: invalidates the type 2 window (or region) with
     /// this R_Key, in order, nothing on the wire.
     LocalInv(u32),

@@ -16,7 +16,7 @@ use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use super::{ibv_ah, ibv_comp_channel, ibv_context, ibv_cq, ibv_pd, ibv_qp, ibv_qp_cap, ibv_sge};
-use super::{ibv_srq, pthread_cond_t, pthread_mutex_t};
+use super::{ibv_mw, ibv_mw_bind_info, ibv_srq, pthread_cond_t, pthread_mutex_t};
 
 /// `struct ibv_poll_cq_attr`.
 #[repr(C)]
@@ -136,7 +136,7 @@ pub struct ibv_qp_ex {
     pub wr_flags: AtomicU32,
     pub wr_atomic_cmp_swp: Option<unsafe extern "C" fn(Qx, u32, u64, u64, u64)>,
     pub wr_atomic_fetch_add: Option<unsafe extern "C" fn(Qx, u32, u64, u64)>,
-    pub wr_bind_mw: Option<unsafe extern "C" fn(Qx, *mut c_void, u32, *const c_void)>,
+    pub wr_bind_mw: Option<unsafe extern "C" fn(Qx, *mut ibv_mw, u32, *const ibv_mw_bind_info)>,
     pub wr_local_inv: Option<unsafe extern "C" fn(Qx, u32)>,
     pub wr_rdma_read: Option<unsafe extern "C" fn(Qx, u32, u64)>,
     pub wr_rdma_write: Option<unsafe extern "C" fn(Qx, u32, u64)>,
@@ -187,6 +187,9 @@ pub const QP_EX_WITH_SEND_WITH_IMM: u64 = 1 << 3;
 pub const QP_EX_WITH_RDMA_READ: u64 = 1 << 4;
 pub const QP_EX_WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
 pub const QP_EX_WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+pub const QP_EX_WITH_LOCAL_INV: u64 = 1 << 7;
+pub const QP_EX_WITH_BIND_MW: u64 = 1 << 8;
+pub const QP_EX_WITH_SEND_WITH_INV: u64 = 1 << 9;
 pub const QP_EX_WITH_ATOMIC_WRITE: u64 = 1 << 12;
 /// Every operation the `ibv_wr_*` builders of this library can post.
-pub const QP_EX_SUPPORTED: u64 = 0x7f | QP_EX_WITH_ATOMIC_WRITE;
+pub const QP_EX_SUPPORTED: u64 = 0x3ff | QP_EX_WITH_ATOMIC_WRITE;

@@ -168,9 +168,9 @@ pub type PostRecvFn =
     unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
 pub type PostSrqRecvFn =
     unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
-pub type AllocMwFn = unsafe extern "C" fn(*mut ibv_pd, u32) -> *mut c_void;
-pub type BindMwFn = unsafe extern "C" fn(*mut ibv_qp, *mut c_void, *mut c_void) -> c_int;
-pub type DeallocMwFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+pub type AllocMwFn = unsafe extern "C" fn(*mut ibv_pd, u32) -> *mut ibv_mw;
+pub type BindMwFn = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_mw, *mut ibv_mw_bind) -> c_int;
+pub type DeallocMwFn = unsafe extern "C" fn(*mut ibv_mw) -> c_int;
 pub type QueryDeviceExFn =
     unsafe extern "C" fn(*mut ibv_context, *const c_void, *mut ibv_device_attr_ex, usize) -> c_int;
 pub type QueryPortFn =
@@ -322,6 +322,8 @@ pub const ACCESS_LOCAL_WRITE: u32 = 1;
 pub const ACCESS_REMOTE_WRITE: u32 = 1 << 1;
 pub const ACCESS_REMOTE_READ: u32 = 1 << 2;
 pub const ACCESS_REMOTE_ATOMIC: u32 = 1 << 3;
+pub const ACCESS_MW_BIND: u32 = 1 << 4;
+pub const ACCESS_ZERO_BASED: u32 = 1 << 5;
 pub const ACCESS_HUGETLB: u32 = 1 << 7;
 pub const ACCESS_FLUSH_GLOBAL: u32 = 1 << 8;
 pub const ACCESS_FLUSH_PERSISTENT: u32 = 1 << 9;
@@ -335,6 +337,8 @@ pub const WR_SEND_WITH_IMM: u32 = 3;
 pub const WR_RDMA_READ: u32 = 4;
 pub const WR_ATOMIC_CMP_AND_SWP: u32 = 5;
 pub const WR_ATOMIC_FETCH_AND_ADD: u32 = 6;
+pub const WR_LOCAL_INV: u32 = 7;
+pub const WR_BIND_MW: u32 = 8;
 pub const WR_SEND_WITH_INV: u32 = 9;
 /// `IBV_WR_ATOMIC_WRITE` (rdma-core posts it through `ibv_wr_atomic_write`
 /// only: `ibv_send_wr` has no field for its 8 bytes).
@@ -352,6 +356,8 @@ pub const WC_RDMA_WRITE: u32 = 1;
 pub const WC_RDMA_READ: u32 = 2;
 pub const WC_COMP_SWAP: u32 = 3;
 pub const WC_FETCH_ADD: u32 = 4;
+pub const WC_BIND_MW: u32 = 5;
+pub const WC_LOCAL_INV: u32 = 6;
 /// `IBV_WC_ATOMIC_WRITE` (rdma-core's value; `IBV_WC_FLUSH` is 8).
 pub const WC_ATOMIC_WRITE: u32 = 9;
 pub const WC_FLUSH: u32 = 8;
@@ -361,6 +367,10 @@ pub const WC_RECV_RDMA_WITH_IMM: u32 = WC_RECV + 1;
 pub const WC_GRH: u32 = 1;
 pub const WC_WITH_IMM: u32 = 1 << 1;
 pub const WC_WITH_INV: u32 = 1 << 3;
+
+/// `enum ibv_mw_type`.
+pub const MW_TYPE_1: u32 = 1;
+pub const MW_TYPE_2: u32 = 2;
 
 pub const SRQ_MAX_WR: u32 = 1;
 pub const SRQ_LIMIT: u32 = 1 << 1;

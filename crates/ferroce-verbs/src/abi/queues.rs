@@ -28,6 +28,33 @@ pub struct ibv_mr {
 }
 
 #[repr(C)]
+pub struct ibv_mw {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub rkey: u32,
+    pub handle: u32,
+    /// `enum ibv_mw_type`.
+    pub type_: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_mw_bind_info {
+    pub mr: *mut ibv_mr,
+    pub addr: u64,
+    pub length: u64,
+    pub mw_access_flags: u32,
+}
+
+/// `struct ibv_mw_bind`, what `ibv_bind_mw` takes.
+#[repr(C)]
+pub struct ibv_mw_bind {
+    pub wr_id: u64,
+    pub send_flags: u32,
+    pub bind_info: ibv_mw_bind_info,
+}
+
+#[repr(C)]
 pub struct ibv_comp_channel {
     pub context: *mut ibv_context,
     pub fd: c_int,
@@ -226,8 +253,31 @@ pub struct ibv_send_wr {
     pub wr: ibv_send_wr_wr,
     /// `qp_type.xrc.remote_srqn`.
     pub qp_type: u32,
-    /// The `bind_mw`/`tso` union (no memory windows or TSO here).
-    pub bind_mw: [u64; 6],
+    /// The `bind_mw` member of the `bind_mw`/`tso` union (no TSO here).
+    pub bind_mw: wr_bind_mw,
+}
+
+/// `ibv_send_wr::bind_mw`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct wr_bind_mw {
+    pub mw: *mut ibv_mw,
+    pub rkey: u32,
+    pub bind_info: ibv_mw_bind_info,
+}
+
+impl wr_bind_mw {
+    /// All zero, for requests other than BIND_MW.
+    pub const NONE: Self = Self {
+        mw: std::ptr::null_mut(),
+        rkey: 0,
+        bind_info: ibv_mw_bind_info {
+            mr: std::ptr::null_mut(),
+            addr: 0,
+            length: 0,
+            mw_access_flags: 0,
+        },
+    };
 }
 
 #[repr(C)]

@@ -133,6 +133,11 @@ pub(super) unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
         let p: &Pd = unsafe { obj(m.mr.pd) }?;
         // SAFETY: module contract.
         let c = unsafe { ctx(m.mr.context) }?;
+        if m.inner.windows_bound() > 0 {
+            // Not while windows are bound to it (rxe refuses it too, with
+            // EINVAL): the engine would go on reaching the memory.
+            return Err(libc::EBUSY);
+        }
         c.spans
             .write()
             .unwrap_or_else(|p| p.into_inner())

@@ -163,23 +163,6 @@ pub(super) unsafe extern "C" fn ibv_read_sysfs_file(
     })
 }
 
-pub(super) unsafe extern "C" fn alloc_mw(_pd: *mut ibv_pd, _kind: u32) -> *mut c_void {
-    set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
-}
-
-pub(super) unsafe extern "C" fn bind_mw(
-    _qp: *mut ibv_qp,
-    _mw: *mut c_void,
-    _bind: *mut c_void,
-) -> c_int {
-    libc::EOPNOTSUPP
-}
-
-pub(super) unsafe extern "C" fn dealloc_mw(_mw: *mut c_void) -> c_int {
-    libc::EOPNOTSUPP
-}
-
 /// `ibv_attach_mcast` / `ibv_detach_mcast`: no UD multicast in ferroce.
 pub(super) unsafe extern "C" fn ibv_attach_mcast(
     _qp: *mut ibv_qp,

@@ -40,6 +40,7 @@ mod rdmacm_event;
 mod rdmacm_qp;
 mod rdmacm_stubs;
 mod srq_ah;
+mod windows;
 
 // The extended verbs (`ibv_create_cq_ex`, `ibv_create_qp_ex`, `ibv_wr_*`)
 // and the event descriptors.
@@ -57,9 +58,9 @@ fn context_ops() -> ibv_context_ops {
         _compat_reg_mr: 0,
         _compat_rereg_mr: 0,
         _compat_dereg_mr: 0,
-        alloc_mw: Some(misc::alloc_mw),
-        bind_mw: Some(misc::bind_mw),
-        dealloc_mw: Some(misc::dealloc_mw),
+        alloc_mw: Some(windows::alloc_mw),
+        bind_mw: Some(windows::bind_mw),
+        dealloc_mw: Some(windows::dealloc_mw),
         _compat_create_cq: 0,
         poll_cq: Some(cq::poll_cq),
         req_notify_cq: Some(cq::req_notify_cq),

@@ -99,6 +99,12 @@ unsafe fn send_op(wr: &ibv_send_wr, len: u64) -> Result<SendOp, c_int> {
         WR_ATOMIC_WRITE => SendOp::AtomicWrite {
             remote: RemoteSlice::new(rdma.remote_addr, rdma.rkey, 8),
         },
+        WR_LOCAL_INV => SendOp::LocalInv(wr.imm_data),
+        // SAFETY: the `bind_mw` member, for a BIND_MW (module contract).
+        WR_BIND_MW => unsafe {
+            let b = wr.bind_mw;
+            super::windows::bind_op(b.mw, b.rkey, &b.bind_info)
+        }?,
         _ => return Err(libc::EINVAL),
     })
 }

@@ -17,11 +17,11 @@
 //! show only when posting: those before the one refused are posted, and
 //! `ibv_wr_complete` returns ENOMEM. `ibv_wr_abort` drops the batch.
 //!
-//! Operations ferroce has: SEND (+imm), RDMA WRITE (+imm), RDMA READ,
-//! CMP_SWAP, FETCH_ADD, ATOMIC WRITE (RC). Their `send_ops_flags` bits are
-//! accepted; any other (memory windows, local invalidate, SEND with
-//! invalidate, TSO, FLUSH) fails the create with EOPNOTSUPP, and its
-//! builder, if called anyway, fails the batch.
+//! Operations ferroce has: SEND (+imm, +invalidate), RDMA WRITE (+imm),
+//! RDMA READ, CMP_SWAP, FETCH_ADD, ATOMIC WRITE, BIND_MW and LOCAL_INV.
+//! Their `send_ops_flags` bits are accepted; any other (TSO, FLUSH) fails
+//! the create with EOPNOTSUPP, and its builder, if called anyway, fails the
+//! batch.
 
 use std::ffi::{c_int, c_void};
 use std::sync::MutexGuard;
@@ -40,14 +40,14 @@ pub(super) fn qp_ex(base: ibv_qp) -> ibv_qp_ex {
         wr_flags: AtomicU32::new(0),
         wr_atomic_cmp_swp: Some(atomic_cmp_swp),
         wr_atomic_fetch_add: Some(atomic_fetch_add),
-        wr_bind_mw: Some(lacking_bind_mw),
-        wr_local_inv: Some(lacking_u32),
+        wr_bind_mw: Some(bind_mw),
+        wr_local_inv: Some(local_inv),
         wr_rdma_read: Some(rdma_read),
         wr_rdma_write: Some(rdma_write),
         wr_rdma_write_imm: Some(rdma_write_imm),
         wr_send: Some(send),
         wr_send_imm: Some(send_imm),
-        wr_send_inv: Some(lacking_u32),
+        wr_send_inv: Some(send_inv),
         wr_send_tso: Some(lacking_tso),
         wr_set_ud_addr: Some(set_ud_addr),
         wr_set_xrc_srqn: Some(lacking_u32),
@@ -108,13 +108,19 @@ pub(super) unsafe extern "C" fn create_qp_ex(
 }
 
 /// The `send_ops_flags` a QP type may ask for, as rxe's provider allows
-/// them less what ferroce lacks: RC all eight (ATOMIC WRITE too), UC no READ or atomics, UD
-/// SENDs only.
+/// them less what ferroce lacks: RC all (ATOMIC WRITE too), UC no READ,
+/// atomics or SEND with invalidate, UD SENDs only.
 fn ops_for(qp_type: u32) -> u64 {
     let sends = QP_EX_WITH_SEND | QP_EX_WITH_SEND_WITH_IMM;
     match qp_type {
         QPT_RC => QP_EX_SUPPORTED,
-        QPT_UC => sends | QP_EX_WITH_RDMA_WRITE | QP_EX_WITH_RDMA_WRITE_WITH_IMM,
+        QPT_UC => {
+            sends
+                | QP_EX_WITH_RDMA_WRITE
+                | QP_EX_WITH_RDMA_WRITE_WITH_IMM
+                | QP_EX_WITH_BIND_MW
+                | QP_EX_WITH_LOCAL_INV
+        }
         QPT_UD => sends,
         _ => 0,
     }
@@ -264,7 +270,7 @@ fn send_wr(w: &BuiltWr, sges: &[ibv_sge]) -> ibv_send_wr {
         imm_data: w.imm,
         wr,
         qp_type: 0,
-        bind_mw: [0; 6],
+        bind_mw: w.bind.unwrap_or(wr_bind_mw::NONE),
     }
 }
 
@@ -425,13 +431,53 @@ unsafe extern "C" fn lacking_u32(qx: *mut ibv_qp_ex, _v: u32) {
     lacking(qx);
 }
 
-unsafe extern "C" fn lacking_bind_mw(
+/// `ibv_wr_bind_mw`: the bind is copied now.
+unsafe extern "C" fn bind_mw(
     qx: *mut ibv_qp_ex,
-    _mw: *mut c_void,
-    _rkey: u32,
-    _b: *const c_void,
+    mw: *mut ibv_mw,
+    rkey: u32,
+    info: *const ibv_mw_bind_info,
 ) {
-    lacking(qx);
+    // SAFETY: module contract.
+    let Some(&bind_info) = (unsafe { info.as_ref() }) else {
+        with_batch(qx, |_, b| {
+            b.error.get_or_insert(libc::EINVAL);
+        });
+        return;
+    };
+    start(
+        qx,
+        BuiltWr {
+            bind: Some(wr_bind_mw {
+                mw,
+                rkey,
+                bind_info,
+            }),
+            ..op(WR_BIND_MW)
+        },
+    );
+}
+
+/// `ibv_wr_local_inv`.
+unsafe extern "C" fn local_inv(qx: *mut ibv_qp_ex, rkey: u32) {
+    start(
+        qx,
+        BuiltWr {
+            imm: rkey,
+            ..op(WR_LOCAL_INV)
+        },
+    );
+}
+
+/// `ibv_wr_send_inv`.
+unsafe extern "C" fn send_inv(qx: *mut ibv_qp_ex, rkey: u32) {
+    start(
+        qx,
+        BuiltWr {
+            imm: rkey,
+            ..op(WR_SEND_WITH_INV)
+        },
+    );
 }
 
 unsafe extern "C" fn lacking_tso(qx: *mut ibv_qp_ex, _hdr: *mut c_void, _sz: u16, _mss: u16) {
