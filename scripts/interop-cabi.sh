@@ -20,6 +20,11 @@
 #     64-packet messages), and ib_write_bw over IPv6;
 #   * under netem on the guest's NIC (as in interop.sh): ibv_rc_pingpong -c,
 #     ib_{write,read,send,atomic}_bw, ib_{write,read}_lat;
+#   * memory windows: mw_peer, a C program of ours
+#     (crates/ferroce-verbs/tests/c/mw_peer.c: type 1 and type 2 windows,
+#     READ and WRITE through them, LOCAL_INV, SEND with invalidate), on
+#     rdma-core's libibverbs and rxe in the guest, on ferroce's here (none
+#     of the Debian tools binds a window);
 #   * with librdmacm: rping -v -V -C 10, ucmatose, udaddy,
 #     rdma_server/rdma_client, ib_write_bw -R. These run when the workspace
 #     has crates/ferroce-rdmacm (built here) or INTEROP_RDMACM names a
@@ -66,6 +71,12 @@ if [ -n "$rdmacm_so" ] && [ -f "$rdmacm_so" ]; then
     cp "$rdmacm_so" "$lib/librdmacm.so.1"
     have_rdmacm=1
 fi
+# mw_peer against the system's libibverbs: in the guest that is rdma-core's
+# (with rxe), here LD_LIBRARY_PATH puts ferroce's first.
+mw_peer=$out/mw_peer
+cc -Wall -Werror -o "$mw_peer" "$repo/crates/ferroce-verbs/tests/c/mw_peer.c" -libverbs
+mkdir -p "$rig_dir/run/A/share/mw"
+cp "$mw_peer" "$rig_dir/run/A/share/mw/"
 chmod -R a+rX "$out"
 
 # on_ferroce DEVICES: the prefix of a command on the ferroce side: the user
@@ -146,7 +157,18 @@ vcm() {
     fi
 }
 
+# vmw ROLE: mw_peer on ferroce <-> mw_peer on rxe; the server owns the
+# windows, the client reaches the server's memory through them.
+vmw() {
+    local role=$1
+    run_case "mw-$role" "mw_peer (ours)" "$role" rc IPv4 - "types 1 and 2" mw \
+        "/rig/mw/mw_peer -g \$GIDX" "$(on_ferroce "$host4") $mw_peer -g 0" "$guest4" "$host4" ""
+}
+
 t_cases=$(date +%s)
+for role in client server; do
+    vmw "$role"
+done
 for role in client server; do
     vpp "$role" rc 4096 "" IPv4 -
     vpp "$role" rc 8193 -c IPv4 -          # 9 packets, 1-byte LAST; data checked on both sides

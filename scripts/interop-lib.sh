@@ -221,6 +221,7 @@ tools_ok() {
             grep -q '^test complete' "$log_f" && grep -q '^test complete' "$log_g" ;;
         rdmaex) grep -q ': end 0$' "$log_f" && grep -q ': end 0$' "$log_g" ;;
         pingpong) grep -q ' iters in ' "$log_f" && grep -q ' iters in ' "$log_g" ;;
+        mw) grep -q 'all checks passed' "$log_f" && grep -q 'all checks passed' "$log_g" ;;
         *) true ;;
     esac
 }

@@ -23,6 +23,8 @@
 //!   `ibv_dereg_mr` refused while one is bound, LOCAL_INV (both ways) and a
 //!   peer's SEND with invalidate closing one, and a bind that breaks a
 //!   rule completing with `IBV_WC_MW_BIND_ERR`.
+//! * `mw_peer.c`: the same between two processes (owner and requester,
+//!   exchanging over TCP): what `scripts/interop-cabi.sh` runs against rxe.
 //! * `errors.c`: O_NONBLOCK on a completion channel and on `async_fd`
 //!   (EAGAIN), `async_fd` readable exactly while an event waits, a blocked
 //!   `ibv_get_async_event` that does not spin, posts to a QP in ERR
@@ -45,10 +47,9 @@ use common::{finish, lib_dir};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Builds `tests/c/<name>.c` and runs it on the device at `address`;
-/// returns its output, failing on a failed check.
-fn build_and_run(name: &str, address: &str) -> String {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+/// Builds `tests/c/<name>.c` against rdma-core's header, linked with this
+/// crate's library; returns the executable.
+fn build(name: &str) -> std::path::PathBuf {
     let src = format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
     let exe = lib_dir().join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
@@ -64,6 +65,14 @@ fn build_and_run(name: &str, address: &str) -> String {
         "{cc} failed on {name}.c (is libibverbs-dev installed? scripts/setup-test-deps.sh):\n{}",
         String::from_utf8_lossy(&built.stderr)
     );
+    exe
+}
+
+/// Builds `tests/c/<name>.c` and runs it on the device at `address`;
+/// returns its output, failing on a failed check.
+fn build_and_run(name: &str, address: &str) -> String {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let exe = build(name);
     let child = Command::new(&exe)
         .env("LD_LIBRARY_PATH", lib_dir())
         .env("FERROCE_DEVICES", address)
@@ -131,6 +140,42 @@ fn memory_windows() {
         out.contains("ok   WRITE through the invalidated window: REM_ACCESS_ERR"),
         "{out}"
     );
+}
+
+/// `mw_peer.c` in two processes, the window owner on 127.0.0.2 and the
+/// requester on 127.0.0.3 (the program that runs against rxe in
+/// `scripts/interop-cabi.sh`).
+#[test]
+fn memory_windows_between_two_processes() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let exe = build("mw_peer");
+    let spawn = |address: &str, args: &[&str]| {
+        Command::new(&exe)
+            .args(args)
+            .env("LD_LIBRARY_PATH", lib_dir())
+            .env("FERROCE_DEVICES", address)
+            .env_remove("FERROCE_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let owner = spawn("127.0.0.2", &["-p", "18611"]);
+    let requester = spawn("127.0.0.3", &["-p", "18611", "127.0.0.2"]);
+    for (child, name, last) in [
+        (requester, "requester", "requester: all checks passed"),
+        (owner, "owner", "owner: all checks passed"),
+    ] {
+        let out = finish(child, Duration::from_secs(60), name);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains(last),
+            "{name} ({}):\n{text}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[test]
