@@ -329,6 +329,10 @@ impl MrTable {
         let Some(&lkey) = self.rkey_to_lkey.get(&rkey) else {
             return self.invalidate_mw(pd, rkey, via);
         };
+        if self.windows_on(lkey) > 0 {
+            // As rxe: its windows would go on pointing into it.
+            return Err("the region has memory windows bound");
+        }
         match self.by_lkey.get_mut(&lkey) {
             Some(mr) if mr.pd == pd => {
                 mr.invalid = true;

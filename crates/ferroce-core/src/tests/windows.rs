@@ -370,6 +370,16 @@ fn windows_hold_their_region_and_protection_domain() {
     let mr = bindable(&mut p, &b);
     let mw = p.eps[1].alloc_mw(b.pd, MwType::Two).unwrap();
     bind2(&mut p, &b, mw.rkey, window(&mr, 0, 64, rw()));
+    // A LOCAL_INV of the region itself is refused while a window is bound
+    // (rxe refuses it too); it fails the QP, so on a QP of its own.
+    let [_c, d] = connect(&mut p, QpType::Rc, 4096, Mtu::Mtu1024);
+    let mr_d = bindable(&mut p, &d);
+    let mw_d = p.eps[1].alloc_mw(d.pd, MwType::Two).unwrap();
+    bind2(&mut p, &d, mw_d.rkey, window(&mr_d, 0, 64, rw()));
+    p.eps[1]
+        .post_send(d.qpn, SendWr::local_inv(3, mr_d.rkey))
+        .unwrap();
+    assert_eq!(p.wait_cqes(1, d.cq, 1)[0].status, WcStatus::LocQpOpErr);
     let e = &mut p.eps[1];
     assert!(matches!(e.dereg_mr(mr.lkey), Err(VerbsError::Busy(_))));
     e.dealloc_mw(mw.rkey).unwrap();
