@@ -19,6 +19,9 @@ use std::collections::VecDeque;
 use crate::Endpoint;
 use crate::verbs::{VerbsError, WcStatus, WorkCompletion};
 
+/// Completions a CQ holds at most (the device's `max_cqe`).
+pub const MAX_CQE: u32 = 1 << 20;
+
 /// A completion queue. Overflowing it is an asynchronous error in ibverbs
 /// (`IBV_EVENT_CQ_ERR`); here the completion is dropped, `overflowed` is
 /// set, and the endpoint raises the event once, so the user can see it
@@ -76,6 +79,15 @@ impl Cq {
 
     /// Queues a completion that is not a solicited receive (an unsuccessful
     /// one still fires a solicited-only arm).
+    /// Completions waiting to be polled.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub(crate) fn set_depth(&mut self, depth: usize) {
+        self.depth = depth;
+    }
+
     pub(crate) fn push(&mut self, wc: WorkCompletion) {
         self.push_solicited(wc, false);
     }

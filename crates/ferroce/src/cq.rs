@@ -31,6 +31,12 @@ pub struct CompletionQueue {
 }
 
 impl CompletionQueue {
+    /// `ibv_resize_cq`: holds up to `depth` completions from now on (1 to
+    /// [`crate::MAX_CQE`]); refused below the completions it holds now.
+    pub fn resize(&self, depth: u32) -> Result<()> {
+        Ok(self.shared.engine().resize_cq(self.handle, depth)?)
+    }
+
     /// Takes up to `max` completions, as `ibv_poll_cq`. Also moves the
     /// engine forward, so that a busy-polling caller never waits on the
     /// driver thread.

@@ -188,15 +188,25 @@ impl Endpoint {
     }
 
     pub fn create_cq(&mut self, depth: u32) -> Result<u32, VerbsError> {
-        if depth == 0 || depth > 1 << 20 {
-            return Err(VerbsError::BadValue {
-                what: "cq depth",
-                value: depth.into(),
-            });
-        }
+        check_cq_depth(depth)?;
         let h = self.handle();
         self.cqs.insert(h, Cq::new(depth as usize));
         Ok(h)
+    }
+
+    /// `ibv_resize_cq`: the CQ holds up to `depth` completions from now on;
+    /// refused below the completions it holds now (as rxe), which it keeps.
+    pub fn resize_cq(&mut self, cq: u32, depth: u32) -> Result<(), VerbsError> {
+        check_cq_depth(depth)?;
+        let c = self.cqs.get_mut(&cq).ok_or(VerbsError::NoSuchCq(cq))?;
+        if (depth as usize) < c.len() {
+            return Err(VerbsError::BadValue {
+                what: "cq depth (below the completions it holds: poll them first)",
+                value: depth.into(),
+            });
+        }
+        c.set_depth(depth as usize);
+        Ok(())
     }
 
     /// Takes up to `max` completions.
@@ -340,4 +350,15 @@ impl Endpoint {
         s.wqes.push_back(QueuedRecv::from(&wr));
         Ok(())
     }
+}
+
+/// A CQ's depth: 1 to `MAX_CQE`.
+fn check_cq_depth(depth: u32) -> Result<(), VerbsError> {
+    if depth == 0 || depth > crate::cq::MAX_CQE {
+        return Err(VerbsError::BadValue {
+            what: "cq depth (1 to 1,048,576)",
+            value: depth.into(),
+        });
+    }
+    Ok(())
 }

@@ -543,3 +543,39 @@ fn qpns_start_where_asked_and_never_below_0x11() {
         assert!((0x11..0x20).contains(&qpn), "{outside:#x} gave {qpn:#x}");
     }
 }
+
+#[test]
+fn resize_cq_keeps_what_the_cq_holds() {
+    let mut p = Pair::new(91);
+    let [a, b] = connect(&mut p, QpType::Rc, 4096, Mtu::Mtu1024);
+    for i in 0..3 {
+        p.eps[1]
+            .post_recv(b.qpn, recv_wr(i, &sge(&b, 0, 64)))
+            .unwrap();
+        p.eps[0]
+            .post_send(a.qpn, send_wr(i, SendOp::Send, &sge(&a, 0, 8)))
+            .unwrap();
+    }
+    p.settle(100_000);
+    // A holds 3 send completions: not below that, not 0 or past MAX_CQE.
+    let e = &mut p.eps[0];
+    let err = e.resize_cq(a.cq, 2).unwrap_err();
+    assert!(err.to_string().contains("poll them first"), "{err}");
+    assert!(e.resize_cq(a.cq, 0).is_err());
+    assert!(e.resize_cq(a.cq, crate::MAX_CQE + 1).is_err());
+    assert_eq!(e.resize_cq(999, 8), Err(VerbsError::NoSuchCq(999)));
+    e.resize_cq(a.cq, 3).unwrap();
+    assert_eq!(p.completions(0, a.cq).len(), 3);
+    // Shrunk to 1, the CQ overflows at the second completion.
+    p.eps[0].resize_cq(a.cq, 1).unwrap();
+    for i in 0..2 {
+        p.eps[1]
+            .post_recv(b.qpn, recv_wr(i, &sge(&b, 0, 64)))
+            .unwrap();
+        p.eps[0]
+            .post_send(a.qpn, send_wr(i, SendOp::Send, &sge(&a, 0, 8)))
+            .unwrap();
+    }
+    p.settle(100_000);
+    assert!(p.eps[0].cq_overflowed(a.cq).unwrap());
+}

@@ -137,8 +137,19 @@ pub(super) unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
 }
 
 /// `ibv_resize_cq`: ferroce's CQs keep their size.
-pub(super) unsafe extern "C" fn ibv_resize_cq(_cq: *mut ibv_cq, _cqe: c_int) -> c_int {
-    libc::EOPNOTSUPP
+/// `ibv_resize_cq`: the CQ holds `cqe` completions from now on (what it
+/// holds now stays); `cq->cqe` says so. EINVAL below the completions it
+/// holds, as rxe.
+pub(super) unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
+    guard_errno(|| {
+        let depth = u32::try_from(cqe).map_err(|_| libc::EINVAL)?;
+        // SAFETY: module contract.
+        let q: &Cq = unsafe { obj(cq) }?;
+        q.inner.resize(depth).map_err(|e| errno(&e))?;
+        // SAFETY: module contract; no reference to the CQ is held now.
+        unsafe { (*cq).cqe = cqe };
+        Ok(())
+    })
 }
 
 /// `ibv_context_ops::poll_cq`: up to `n` completions into `out`, or -1.

@@ -341,6 +341,41 @@ pub(super) unsafe extern "C" fn _ibv_query_gid_ex(
     })
 }
 
+/// `_ibv_query_gid_table@IBVERBS_1.11` (what `ibv_query_gid_table` calls):
+/// the table's non-empty entries, here the one at index 0; their number,
+/// or a negative errno (EINVAL: flags, no room, an entry size too small).
+pub(super) unsafe extern "C" fn _ibv_query_gid_table(
+    context: *mut ibv_context,
+    entries: *mut ibv_gid_entry,
+    max_entries: usize,
+    flags: u32,
+    entry_size: usize,
+) -> isize {
+    let r = guard(Err(libc::EIO), || {
+        // SAFETY: module contract.
+        let c = unsafe { ctx(context) }?;
+        if flags != 0 || entries.is_null() || entry_size < size_of::<ibv_gid_entry>() {
+            return Err(libc::EINVAL);
+        }
+        let gid = gid_at(c, 1, 0)?.ok_or(libc::ENODATA)?;
+        if max_entries < 1 {
+            return Err(libc::EINVAL);
+        }
+        let e = ibv_gid_entry {
+            gid,
+            gid_index: 0,
+            port_num: 1,
+            gid_type: GID_TYPE_ROCE_V2,
+            ndev_ifindex: 0,
+        };
+        // SAFETY: `entries` holds `max_entries` entries of `entry_size`
+        // bytes (module contract), the first of them written here.
+        unsafe { entries.write_unaligned(e) };
+        Ok(1)
+    });
+    r.unwrap_or_else(|e| -(e as isize))
+}
+
 /// One P_Key, the default partition's, at index 0 (as rxe).
 pub(super) unsafe extern "C" fn ibv_query_pkey(
     context: *mut ibv_context,

@@ -105,6 +105,7 @@ export! {
     ibv_query_ece = misc::ibv_query_ece, "IBVERBS_1.10";
     ibv_set_ece = misc::ibv_set_ece, "IBVERBS_1.10";
     _ibv_query_gid_ex = device::_ibv_query_gid_ex, "IBVERBS_1.11";
+    _ibv_query_gid_table = device::_ibv_query_gid_table, "IBVERBS_1.11";
     ibv_is_fork_initialized = misc::ibv_is_fork_initialized, "IBVERBS_1.13";
 
     ibv_query_gid_type = device::ibv_query_gid_type, "IBVERBS_PRIVATE_34";

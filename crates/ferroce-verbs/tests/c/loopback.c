@@ -145,6 +145,16 @@ int main(void)
 	CHECK(wait_one(cq_a, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_SEND &&
 	      wc.wr_id == 2, "send completion");
 
+	/* ibv_resize_cq (A's CQ holds nothing now) and ibv_query_gid_table. */
+	CHECK(ibv_resize_cq(cq_a, 256) == 0 && cq_a->cqe == 256, "resize_cq to 256");
+	CHECK(ibv_resize_cq(cq_a, 0) == EINVAL && cq_a->cqe == 256, "resize_cq to 0: EINVAL");
+	struct ibv_gid_entry ents[4];
+	CHECK(ibv_query_gid_table(ctx, ents, 4, 0) == 1 &&
+		      memcmp(ents[0].gid.raw, gid.raw, 16) == 0 && ents[0].gid_index == 0 &&
+		      ents[0].port_num == 1 && ents[0].gid_type == IBV_GID_TYPE_ROCE_V2,
+	      "query_gid_table: GID 0, RoCE v2");
+	CHECK(ibv_query_gid_table(ctx, ents, 0, 0) == -EINVAL, "query_gid_table, no room: -EINVAL");
+
 	/* Inline SEND: the bytes are taken at post, the buffer is free at once. */
 	CHECK(ibv_post_recv(qb, &rwr, &rbad) == 0, "post_recv again");
 	char stack_msg[32] = "inline bytes";

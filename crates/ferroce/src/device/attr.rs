@@ -33,7 +33,7 @@ pub const MAX_SRQ_WR: u32 = 1 << 15;
 
 /// Entries per completion queue: `Endpoint::create_cq` refuses more (rxe:
 /// `(1 << RXE_MAX_LOG_CQE) - 1` = 32767).
-pub const MAX_CQE: u32 = 1 << 20;
+pub const MAX_CQE: u32 = ferroce_core::MAX_CQE;
 
 /// Outstanding RDMA READ and atomic requests per QP, as initiator and as
 /// responder: the depth [`crate::ConnectOptions`] sets by default and ferroce is tested
