@@ -132,6 +132,27 @@ impl MemoryRegion {
         region.into_backing().ok()?.into_box().ok()
     }
 
+    /// `ibv_rereg_mr` without a new translation: the region moves to `pd`
+    /// and/or takes `access`; its keys, address and bytes stay (rxe allows
+    /// the same two changes). Refused while memory windows are bound to it.
+    pub fn rereg(
+        &self,
+        pd: Option<&crate::ProtectionDomain>,
+        access: Option<Access>,
+    ) -> Result<()> {
+        if pd.is_some_and(|p| !Arc::ptr_eq(&p.shared, &self.shared)) {
+            return Err(crate::VerbsError::BadValue {
+                what: "protection domain of another device (a region stays on its device)",
+                value: 0,
+            }
+            .into());
+        }
+        Ok(self
+            .shared
+            .engine()
+            .rereg_mr(self.info.lkey, pd.map(|p| p.handle), access)?)
+    }
+
     /// Memory windows bound onto the region now. Dropping the region
     /// unbinds them (peers holding their R_Keys are refused from then on).
     pub fn windows_bound(&self) -> usize {

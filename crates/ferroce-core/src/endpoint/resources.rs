@@ -149,6 +149,31 @@ impl Endpoint {
         Ok(())
     }
 
+    /// `ibv_rereg_mr` without a new translation (as rxe): the region `lkey`
+    /// moves to protection domain `pd` and/or takes `access`; its keys and
+    /// bytes stay. Refused while memory windows are bound to it.
+    pub fn rereg_mr(
+        &mut self,
+        lkey: u32,
+        pd: Option<u32>,
+        access: Option<Access>,
+    ) -> Result<(), VerbsError> {
+        let (old_pd, old_access) = self
+            .mrs
+            .pd_and_access(lkey)
+            .ok_or(VerbsError::NoSuchMr(lkey))?;
+        let (pd, access) = (pd.unwrap_or(old_pd), access.unwrap_or(old_access));
+        self.check_reg(pd, access)?;
+        if self.mrs.windows_on(lkey) > 0 {
+            return Err(VerbsError::Busy(
+                "memory windows are bound to this region: invalidate, unbind or deallocate \
+                 them first",
+            ));
+        }
+        self.mrs.set_pd_and_access(lkey, pd, access);
+        Ok(())
+    }
+
     /// Deregisters a region. Its bytes live on in any [`Region`] handle
     /// still held; the engine no longer touches them.
     pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), VerbsError> {

@@ -342,6 +342,17 @@ impl MrTable {
         }
     }
 
+    /// The protection domain and access of the region `lkey`.
+    pub(crate) fn pd_and_access(&self, lkey: u32) -> Option<(u32, Access)> {
+        self.by_lkey.get(&lkey).map(|m| (m.pd, m.access))
+    }
+
+    pub(crate) fn set_pd_and_access(&mut self, lkey: u32, pd: u32, access: Access) {
+        if let Some(m) = self.by_lkey.get_mut(&lkey) {
+            (m.pd, m.access) = (pd, access);
+        }
+    }
+
     /// The region with this lkey.
     pub(crate) fn region(&self, lkey: u32) -> Option<&Arc<Region>> {
         self.by_lkey.get(&lkey).map(|m| &m.region)

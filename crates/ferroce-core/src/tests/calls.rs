@@ -579,3 +579,37 @@ fn resize_cq_keeps_what_the_cq_holds() {
     p.settle(100_000);
     assert!(p.eps[0].cq_overflowed(a.cq).unwrap());
 }
+
+#[test]
+fn rereg_mr_changes_access_and_pd_in_place() {
+    let mut p = Pair::new(92);
+    let [a, b] = connect(&mut p, QpType::Rc, 4096, Mtu::Mtu1024);
+    let e = &mut p.eps[1];
+    let mr = e.reg_mr(b.pd, 4096, Access::LOCAL_WRITE).unwrap();
+    // Write access added: the peer's WRITE lands, under the same rkey.
+    let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    e.rereg_mr(mr.lkey, None, Some(rw)).unwrap();
+    let write = SendOp::Write {
+        remote: rmem(mr.addr + 8, mr.rkey),
+    };
+    p.eps[0]
+        .post_send(a.qpn, send_wr(1, write, &sge(&a, 0, 8)))
+        .unwrap();
+    assert_eq!(p.wait_cqes(0, a.cq, 1)[0].status, WcStatus::Success);
+    // The checks of registration, and the objects named.
+    let e = &mut p.eps[1];
+    assert!(matches!(
+        e.rereg_mr(mr.lkey, None, Some(Access::REMOTE_WRITE)),
+        Err(VerbsError::BadValue { .. })
+    ));
+    assert_eq!(
+        e.rereg_mr(mr.lkey, Some(777), None),
+        Err(VerbsError::NoSuchPd(777))
+    );
+    assert_eq!(e.rereg_mr(3, None, Some(rw)), Err(VerbsError::NoSuchMr(3)));
+    let pd2 = e.alloc_pd();
+    e.rereg_mr(mr.lkey, Some(pd2), None).unwrap();
+    assert!(matches!(e.dealloc_pd(pd2), Err(VerbsError::Busy(_))));
+    e.dereg_mr(mr.lkey).unwrap();
+    e.dealloc_pd(pd2).unwrap();
+}

@@ -7,7 +7,7 @@
 //! (`libibverbs.map`) defines the nodes.
 
 use super::{
-    cq, device, events, memory, misc, private, qp, qp_ex, rdmacm, rdmacm_addr, rdmacm_conn,
+    cq, device, events, memory, misc, private, qp, qp_ex, rates, rdmacm, rdmacm_addr, rdmacm_conn,
     rdmacm_event, rdmacm_qp, rdmacm_stubs, srq_ah,
 };
 
@@ -50,6 +50,10 @@ export! {
     ibv_read_sysfs_file = misc::ibv_read_sysfs_file, "IBVERBS_1.0";
     ibv_get_sysfs_path = misc::ibv_get_sysfs_path, "IBVERBS_1.0";
     ibv_copy_qp_attr_from_kern = misc::ibv_copy_qp_attr_from_kern, "IBVERBS_1.0";
+    ibv_rate_to_mult = rates::ibv_rate_to_mult, "IBVERBS_1.0";
+    mult_to_ibv_rate = rates::mult_to_ibv_rate, "IBVERBS_1.0";
+    ibv_rate_to_mbps = rates::ibv_rate_to_mbps, "IBVERBS_1.1";
+    mbps_to_ibv_rate = rates::mbps_to_ibv_rate, "IBVERBS_1.1";
     ibv_copy_path_rec_from_kern = misc::ibv_copy_path_rec_from_kern, "IBVERBS_1.0";
 
     ibv_get_device_list = device::ibv_get_device_list, "IBVERBS_1.1";
@@ -66,6 +70,7 @@ export! {
     ibv_dealloc_pd = memory::ibv_dealloc_pd, "IBVERBS_1.1";
     ibv_reg_mr = memory::ibv_reg_mr, "IBVERBS_1.1";
     ibv_dereg_mr = memory::ibv_dereg_mr, "IBVERBS_1.1";
+    ibv_rereg_mr = memory::ibv_rereg_mr, "IBVERBS_1.1";
     ibv_create_cq = cq::ibv_create_cq, "IBVERBS_1.1";
     ibv_destroy_cq = cq::ibv_destroy_cq, "IBVERBS_1.1";
     ibv_resize_cq = cq::ibv_resize_cq, "IBVERBS_1.1";
@@ -107,6 +112,7 @@ export! {
     _ibv_query_gid_ex = device::_ibv_query_gid_ex, "IBVERBS_1.11";
     _ibv_query_gid_table = device::_ibv_query_gid_table, "IBVERBS_1.11";
     ibv_is_fork_initialized = misc::ibv_is_fork_initialized, "IBVERBS_1.13";
+    ibv_query_qp_data_in_order = qp::ibv_query_qp_data_in_order, "IBVERBS_1.14";
 
     ibv_query_gid_type = device::ibv_query_gid_type, "IBVERBS_PRIVATE_34";
 

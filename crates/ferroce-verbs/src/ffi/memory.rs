@@ -9,7 +9,7 @@ use std::ffi::{c_int, c_uint, c_void};
 
 use ferroce::Backing;
 
-use super::{ctx, guard_errno, guard_ptr, obj, take};
+use super::{ctx, guard, guard_errno, guard_ptr, obj, take};
 use crate::abi::*;
 use crate::convert::{access, errno};
 use crate::objects::{Mr, Pd, Span};
@@ -148,4 +148,79 @@ pub(super) unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
         drop(unsafe { take::<Mr, _>(mr) });
         Ok(())
     })
+}
+
+/// `ibv_rereg_mr`'s flags and results (`enum ibv_rereg_mr_flags`,
+/// `enum ibv_rereg_mr_err_code`).
+const REREG_CHANGE_TRANSLATION: c_int = 1;
+const REREG_CHANGE_PD: c_int = 1 << 1;
+const REREG_CHANGE_ACCESS: c_int = 1 << 2;
+const REREG_ERR_INPUT: c_int = -1;
+const REREG_ERR_CMD: c_int = -4;
+
+/// `ibv_rereg_mr@IBVERBS_1.1`: a new PD and/or new access flags for a
+/// region, its keys and memory kept. A new translation (address, length)
+/// is `IBV_REREG_MR_ERR_CMD` with `EOPNOTSUPP`, as rxe answers it; bad
+/// flags or a NULL PD are `IBV_REREG_MR_ERR_INPUT` (`EINVAL`); what the
+/// region refuses (windows bound: `EBUSY`) is `IBV_REREG_MR_ERR_CMD`.
+pub(super) unsafe extern "C" fn ibv_rereg_mr(
+    mr: *mut ibv_mr,
+    flags: c_int,
+    pd: *mut ibv_pd,
+    _addr: *mut c_void,
+    _length: usize,
+    access_flags: c_int,
+) -> c_int {
+    let known = REREG_CHANGE_TRANSLATION | REREG_CHANGE_PD | REREG_CHANGE_ACCESS;
+    let r = guard(Err((REREG_ERR_CMD, libc::EIO)), || {
+        let input = |e| (REREG_ERR_INPUT, e);
+        if flags == 0 || flags & !known != 0 {
+            return Err(input(libc::EINVAL));
+        }
+        if flags & REREG_CHANGE_TRANSLATION != 0 {
+            return Err((REREG_ERR_CMD, libc::EOPNOTSUPP));
+        }
+        // SAFETY: module contract.
+        let m: &Mr = unsafe { obj(mr) }.map_err(input)?;
+        let new_pd: Option<&Pd> = if flags & REREG_CHANGE_PD != 0 {
+            // SAFETY: module contract.
+            Some(unsafe { obj(pd) }.map_err(input)?)
+        } else {
+            None
+        };
+        let new_access = if flags & REREG_CHANGE_ACCESS != 0 {
+            Some(access(access_flags as c_uint).map_err(input)?)
+        } else {
+            None
+        };
+        if new_pd.is_some_and(|p| p.pd.context != m.mr.context) {
+            return Err(input(libc::EINVAL));
+        }
+        m.inner
+            .rereg(new_pd.map(|p| &p.inner), new_access)
+            .map_err(|e| (REREG_ERR_CMD, errno(&e)))?;
+        if let Some(p) = new_pd {
+            // SAFETY: module contract: the old PD is a PD of this library.
+            unsafe { obj::<Pd, _>(m.mr.pd) }
+                .map_err(input)?
+                .users
+                .remove();
+            p.users.add();
+        }
+        Ok(())
+    });
+    match r {
+        Ok(()) => {
+            if flags & REREG_CHANGE_PD != 0 {
+                // SAFETY: module contract; no reference to the region is
+                // held now.
+                unsafe { (*mr).pd = pd };
+            }
+            0
+        }
+        Err((code, e)) => {
+            super::set_errno(e);
+            code
+        }
+    }
 }

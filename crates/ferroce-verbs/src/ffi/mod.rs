@@ -33,6 +33,7 @@ mod misc;
 mod post;
 mod private;
 mod qp;
+mod rates;
 mod rdmacm;
 mod rdmacm_addr;
 mod rdmacm_conn;

@@ -227,6 +227,31 @@ int main(void)
 	CHECK(ibv_query_qp(qa, &qa_attr, IBV_QP_STATE, &qa_init) == 0 && qa_attr.qp_state == IBV_QPS_ERR,
 	      "A's QP in the error state");
 
+	/* ibv_rereg_mr: new access, a new PD; not a new translation (as rxe). */
+	struct ibv_pd *pd2 = ibv_alloc_pd(ctx);
+	struct ibv_mr *m2 = ibv_reg_mr(pd, a, 64, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(pd2 && m2, "a second PD and region");
+	CHECK(ibv_rereg_mr(m2, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ) == 0,
+	      "rereg_mr: new access");
+	CHECK(ibv_rereg_mr(m2, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0) == 0 && m2->pd == pd2 &&
+		      ibv_dealloc_pd(pd2) == EBUSY,
+	      "rereg_mr: new PD (which then holds it)");
+	errno = 0;
+	CHECK(ibv_rereg_mr(m2, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, b, 64, 0) ==
+			      IBV_REREG_MR_ERR_CMD && errno == EOPNOTSUPP,
+	      "rereg_mr: new translation: ERR_CMD, EOPNOTSUPP");
+	errno = 0;
+	CHECK(ibv_rereg_mr(m2, 1 << 7, NULL, NULL, 0, 0) == IBV_REREG_MR_ERR_INPUT && errno == EINVAL,
+	      "rereg_mr: unknown flag: ERR_INPUT, EINVAL");
+	CHECK(ibv_dereg_mr(m2) == 0 && ibv_dealloc_pd(pd2) == 0, "dereg, dealloc the second PD");
+	CHECK(ibv_rate_to_mbps(IBV_RATE_100_GBPS) == 103125 &&
+		      mbps_to_ibv_rate(25781) == IBV_RATE_25_GBPS &&
+		      ibv_rate_to_mult(IBV_RATE_40_GBPS) == 16 && mult_to_ibv_rate(3) == IBV_RATE_MAX,
+	      "rate helpers");
+	CHECK(ibv_query_qp_data_in_order(qb, IBV_WR_RDMA_WRITE, 0) == 0,
+	      "query_qp_data_in_order: not promised (0, as rxe)");
+
 	CHECK(ibv_destroy_qp(qa) == 0 && ibv_destroy_qp(qb) == 0, "destroy QPs");
 	CHECK(ibv_dereg_mr(mr_a) == 0 && ibv_dereg_mr(mr_b) == 0, "dereg");
 	CHECK(ibv_destroy_cq(cq_a) == 0 && ibv_destroy_cq(cq_b) == 0, "destroy CQs");
