@@ -41,6 +41,7 @@ mod defer;
 mod drive;
 mod gsi;
 mod resources;
+mod xrc;
 
 use crate::verbs::{
     AsyncEvent, LocalErrors, Mtu, QpAttr, QpState, QpType, QueuedRecv, QueuedSend, RecvWr, SendOp,
@@ -87,6 +88,8 @@ pub struct Endpoint {
     port_mtu: Mtu,
     rng: ChaCha8Rng,
     pds: HashSet<u32>,
+    /// XRC domains (see `xrc`).
+    xrcds: HashSet<u32>,
     next_handle: u32,
     pub(crate) mrs: MrTable,
     pub(crate) cqs: HashMap<u32, Cq>,
@@ -130,6 +133,7 @@ impl Endpoint {
         Self {
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             pds: HashSet::new(),
+            xrcds: HashSet::new(),
             next_handle: 1,
             mrs: MrTable::default(),
             cqs: HashMap::default(),
@@ -207,7 +211,29 @@ impl Endpoint {
 
     /// `ibv_create_qp`. With `init.srq`, the QP takes its receive WQEs from
     /// that SRQ (which may be in another PD) and `max_recv_wr` is ignored.
-    pub fn create_qp(&mut self, init: QpInit) -> Result<u32, VerbsError> {
+    ///
+    /// An XRC initiator ([`QpType::XrcIni`]) has a send queue only: its
+    /// `recv_cq`, `max_recv_wr` and `srq` are not used (an SRQ is refused).
+    /// Targets are made by [`Self::create_xrc_tgt_qp`].
+    pub fn create_qp(&mut self, mut init: QpInit) -> Result<u32, VerbsError> {
+        match init.qp_type {
+            QpType::XrcTgt => {
+                return Err(VerbsError::BadValue {
+                    what: "qp_type XrcTgt in create_qp (a target has no PD or CQ: \
+                           create_xrc_tgt_qp makes it in its XRC domain)",
+                    value: 0,
+                });
+            }
+            QpType::XrcIni if init.srq.is_some() => {
+                return Err(VerbsError::BadValue {
+                    what: "srq on an XRC initiator (it receives nothing; its sends name \
+                           the target's SRQ)",
+                    value: init.srq.unwrap_or_default().into(),
+                });
+            }
+            QpType::XrcIni => init.recv_cq = init.send_cq,
+            _ => {}
+        }
         if !self.pds.contains(&init.pd) {
             return Err(VerbsError::NoSuchPd(init.pd));
         }
@@ -223,9 +249,7 @@ impl Endpoint {
         }
         // max_recv_wr sizes a receive queue of the QP's own: with an SRQ
         // there is none, and it is not checked (as rxe's rxe_qp_chk_cap).
-        let recv = init
-            .srq
-            .is_none()
+        let recv = (init.srq.is_none() && init.qp_type != QpType::XrcIni)
             .then_some(("max_recv_wr", init.max_recv_wr));
         for (what, v) in [("max_send_wr", init.max_send_wr)].into_iter().chain(recv) {
             if v == 0 || v > 1 << 15 {
@@ -238,6 +262,15 @@ impl Endpoint {
         if let Some(srq) = init.srq.and_then(|h| self.srqs.get_mut(&h)) {
             srq.users += 1;
         }
+        let qpn = self.next_qpn();
+        let mut qp = Qp::new(qpn, init);
+        self.ud_mtu(&mut qp);
+        self.qps.insert(qpn, qp);
+        Ok(qpn)
+    }
+
+    /// The QPN the next QP gets, counted on.
+    fn next_qpn(&mut self) -> u32 {
         let qpn = self.next_qpn;
         // Past the last 24-bit QPN, back to the first user one: wrapping
         // to 0 used to hand out QP0 and then QP1, the GSI's.
@@ -246,10 +279,7 @@ impl Endpoint {
         } else {
             qpn + 1
         };
-        let mut qp = Qp::new(qpn, init);
-        self.ud_mtu(&mut qp);
-        self.qps.insert(qpn, qp);
-        Ok(qpn)
+        qpn
     }
 
     /// `ibv_destroy_qp`. A receive WQE it had taken from its SRQ for a
@@ -263,7 +293,10 @@ impl Endpoint {
             if let Some((wr, _)) = q.resp.recv.take() {
                 srq.give_back(wr);
             }
-            srq.users -= 1;
+            // A target borrows the SRQ of each request; it does not hold one.
+            if q.init.qp_type != QpType::XrcTgt {
+                srq.users -= 1;
+            }
         }
         self.events.retain(|e| match *e {
             AsyncEvent::QpFatal { qpn: n } | AsyncEvent::QpLastWqeReached { qpn: n } => n != qpn,
@@ -392,9 +425,10 @@ impl Endpoint {
                     responder::give_back(q, &mut self.srqs, wr);
                 }
                 let (init, scheduled, counted) = (q.init, q.scheduled, q.counted_in_flight);
-                let local_errors = q.local_errors;
+                let (local_errors, xrcd) = (q.local_errors, q.xrcd);
                 *q = Qp::new(qpn, init);
                 q.local_errors = local_errors;
+                q.xrcd = xrcd;
                 if init.qp_type == QpType::Ud {
                     q.cfg.mtu = self.port_mtu;
                 }
@@ -423,6 +457,7 @@ impl Endpoint {
     pub fn post_send(&mut self, qpn: u32, wr: SendWr<'_>) -> Result<(), VerbsError> {
         let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
         let qp_type = q.init.qp_type;
+        xrc_send_allowed(qpn, qp_type, &wr)?;
         if matches!(q.state, QpState::Reset | QpState::Init | QpState::Rtr) {
             return Err(VerbsError::WrongState {
                 qpn,
@@ -451,6 +486,11 @@ impl Endpoint {
         };
         let allowed = match qp_type {
             QpType::Rc => true,
+            // XRC has no opcodes for ATOMIC WRITE and FLUSH (the XRC range
+            // ends at 0xB7).
+            QpType::XrcIni | QpType::XrcTgt => {
+                !matches!(wr.op, SendOp::AtomicWrite { .. } | SendOp::Flush { .. })
+            }
             QpType::Uc => matches!(
                 wr.op,
                 SendOp::Send
@@ -555,6 +595,14 @@ impl Endpoint {
     /// SRQ, as ibverbs refuses it.
     pub fn post_recv(&mut self, qpn: u32, wr: RecvWr<'_>) -> Result<(), VerbsError> {
         let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        if q.init.qp_type.is_xrc() {
+            return Err(VerbsError::XrcRefused {
+                qpn,
+                call: "post_recv",
+                fix: "XRC QPs have no receive queue: post receives to the XRC SRQ the \
+                      initiator's requests name (post_srq_recv)",
+            });
+        }
         if let Some(srq) = q.init.srq {
             return Err(VerbsError::QpHasSrq { qpn, srq });
         }
@@ -587,4 +635,22 @@ impl Endpoint {
         self.touched(qpn);
         Ok(())
     }
+}
+
+/// The XRC rules of a send request: a target sends nothing of its own, an
+/// initiator's requests name the target's SRQ.
+fn xrc_send_allowed(qpn: u32, qp_type: QpType, wr: &SendWr<'_>) -> Result<(), VerbsError> {
+    let fix = match qp_type {
+        QpType::XrcTgt => "an XRC target has no send queue: post to the initiator that reaches it",
+        QpType::XrcIni if wr.remote_srqn.is_none() => {
+            "an XRC initiator's request names the target's XRC SRQ: set remote_srqn \
+             (wr.qp_type.xrc.remote_srqn)"
+        }
+        _ => return Ok(()),
+    };
+    Err(VerbsError::XrcRefused {
+        qpn,
+        call: "post_send",
+        fix,
+    })
 }

@@ -18,6 +18,7 @@
 //! | `many` | many QPs at once: the endpoint's cap on packets in flight, fair turns |
 //! | `interop` | sequences met against the kernel's rxe, replayed |
 //! | `srq` | shared receive queues: QPs sharing one, RNR, the limit event, errors, UD and UC, refused calls |
+//! | `xrc` | XRC: one initiator to several SRQs, targets sharing a domain, the SRQ's PD, faults, hostile XRCETHs and transports, refused calls |
 //! | `log` | the `tracing` events of errors, RNR waits, losses, timeouts and drops |
 
 mod atomic_write;
@@ -43,6 +44,7 @@ mod soak;
 mod srq;
 mod states;
 mod util;
+mod xrc;
 
 use util::{Faults, Pair, connect, pattern, recv_wr, rmem, send_wr, sge};
 

@@ -1,0 +1,569 @@
+//! XRC on the simulated network: endpoint 0 holds the initiators, endpoint
+//! 1 an XRC domain with its SRQs and target QPs. One initiator reaches
+//! several SRQs through its target; two targets share the domain and its
+//! SRQs; WRITE, READ and atomics check memory against the named SRQ's PD;
+//! faults on the wire; hostile XRCETHs and transports.
+
+use ferroce_wire::aeth::{NakCode, Syndrome};
+use ferroce_wire::{Opcode, Psn};
+
+use super::util::{Faults, Pair, all_access, craft, emit, parse, pattern, recv_wr, rmem, sge};
+use super::{read_mr, write_mr};
+use crate::verbs::{
+    Mtu, Path, QpAttr, QpState, QpType, RoceMode, SendOp, SendWr, VerbsError, WcOpcode, WcStatus,
+};
+use crate::{MrInfo, QpInit};
+
+/// The target host's objects (endpoint 1).
+struct Target {
+    pd: u32,
+    xrcd: u32,
+    mr: MrInfo,
+    /// XRC SRQs and their CQs, pairwise.
+    srqs: Vec<u32>,
+    cqs: Vec<u32>,
+    tgts: Vec<u32>,
+}
+
+/// The initiator host's objects (endpoint 0).
+struct Initiator {
+    cq: u32,
+    mr: MrInfo,
+    inis: Vec<u32>,
+}
+
+const MR_LEN: usize = 1 << 17;
+/// First PSN of each direction: close to the wrap, as the RC tests.
+const PSN: u32 = 0xff_fff0;
+
+/// `n_srqs` XRC SRQs (each with its own CQ) and `n_qps` connected
+/// initiator/target pairs.
+fn setup(p: &mut Pair, n_srqs: usize, n_qps: usize, mtu: Mtu) -> (Initiator, Target) {
+    let e = &mut p.eps[1];
+    let pd = e.alloc_pd();
+    let xrcd = e.open_xrcd();
+    let mr = e.reg_mr(pd, MR_LEN, all_access()).unwrap();
+    let mut cqs = Vec::new();
+    let mut srqs = Vec::new();
+    for _ in 0..n_srqs {
+        let cq = e.create_cq(1024).unwrap();
+        srqs.push(e.create_xrc_srq(pd, xrcd, cq, 256, 0).unwrap());
+        cqs.push(cq);
+    }
+    let tgts: Vec<u32> = (0..n_qps)
+        .map(|_| p.eps[1].create_xrc_tgt_qp(xrcd).unwrap())
+        .collect();
+    let e = &mut p.eps[0];
+    let ipd = e.alloc_pd();
+    let icq = e.create_cq(1024).unwrap();
+    let imr = e.reg_mr(ipd, MR_LEN, all_access()).unwrap();
+    let inis: Vec<u32> = (0..n_qps)
+        .map(|_| {
+            p.eps[0]
+                .create_qp(QpInit {
+                    pd: ipd,
+                    qp_type: QpType::XrcIni,
+                    send_cq: icq,
+                    recv_cq: icq,
+                    max_send_wr: 256,
+                    max_recv_wr: 0,
+                    sq_sig_all: false,
+                    srq: None,
+                })
+                .unwrap()
+        })
+        .collect();
+    for (&i, &t) in inis.iter().zip(&tgts) {
+        connect_xrc(p, i, t, mtu);
+    }
+    let ini = Initiator {
+        cq: icq,
+        mr: imr,
+        inis,
+    };
+    let tgt = Target {
+        pd,
+        xrcd,
+        mr,
+        srqs,
+        cqs,
+        tgts,
+    };
+    (ini, tgt)
+}
+
+/// Takes initiator `ini` (endpoint 0) and target `tgt` (endpoint 1) to RTS
+/// against each other, with the attributes `ibv_xsrq_pingpong` gives each.
+pub(super) fn connect_xrc(p: &mut Pair, ini: u32, tgt: u32, mtu: Mtu) {
+    for (i, (me, peer)) in [(ini, tgt), (tgt, ini)].into_iter().enumerate() {
+        let path = Path {
+            remote: p.addrs[1 - i],
+            udp_src_port: 0xc000 | (me as u16 & 0x3fff),
+            traffic_class: 0,
+            hop_limit: 64,
+            roce: RoceMode::V2,
+        };
+        let is_tgt = i == 1;
+        let e = &mut p.eps[i];
+        let init = QpAttr {
+            state: Some(QpState::Init),
+            pkey_index: Some(0),
+            port: Some(1),
+            access: Some(all_access()),
+            ..QpAttr::default()
+        };
+        e.modify_qp(me, &init).unwrap();
+        let rtr = QpAttr {
+            state: Some(QpState::Rtr),
+            path: Some(path),
+            path_mtu: Some(mtu),
+            dest_qpn: Some(peer),
+            rq_psn: Some(Psn::new(PSN)),
+            max_dest_rd_atomic: is_tgt.then_some(16),
+            min_rnr_timer: is_tgt.then_some(1),
+            ..QpAttr::default()
+        };
+        e.modify_qp(me, &rtr).unwrap();
+        let rts = QpAttr {
+            state: Some(QpState::Rts),
+            sq_psn: Some(Psn::new(PSN)),
+            timeout: Some(4),
+            retry_cnt: (!is_tgt).then_some(7),
+            rnr_retry: (!is_tgt).then_some(7),
+            max_rd_atomic: (!is_tgt).then_some(16),
+            ..QpAttr::default()
+        };
+        e.modify_qp(me, &rts).unwrap();
+    }
+}
+
+/// Posts `n` receives of `len` bytes to SRQ `k`, at slots from `first`.
+fn post_srq(p: &mut Pair, t: &Target, k: usize, first: u64, n: u64, len: u32) {
+    for s in first..first + n {
+        let sg = [crate::verbs::Sge {
+            lkey: t.mr.lkey,
+            offset: s * u64::from(len),
+            len,
+        }];
+        p.eps[1].post_srq_recv(t.srqs[k], recv_wr(s, &sg)).unwrap();
+    }
+}
+
+fn ini_side(i: &Initiator) -> super::util::Side {
+    super::util::Side {
+        pd: 0,
+        cq: i.cq,
+        qpn: 0,
+        mr: i.mr,
+    }
+}
+
+#[test]
+fn one_initiator_reaches_several_srqs() {
+    let mut p = Pair::new(0x71);
+    let (ini, tgt) = setup(&mut p, 3, 1, Mtu::Mtu1024);
+    let len = 3000u32; // three packets at MTU 1024
+    for k in 0..3 {
+        post_srq(&mut p, &tgt, k, 10 * k as u64, 2, len);
+    }
+    let data = pattern(6 * len as usize, 9);
+    write_mr(&mut p, 0, ini.mr.lkey, 0, &data);
+    let side = ini_side(&ini);
+    for m in 0..6u64 {
+        let sg = sge(&side, m * u64::from(len), len);
+        let wr = SendWr::send(m, &sg).to_srq(tgt.srqs[(m % 3) as usize]);
+        p.eps[0].post_send(ini.inis[0], wr).unwrap();
+    }
+    let sent = p.wait_cqes(0, ini.cq, 6);
+    assert!(
+        sent.iter()
+            .all(|c| c.status == WcStatus::Success && c.opcode == WcOpcode::Send)
+    );
+    for k in 0..3 {
+        let got = p.wait_cqes(1, tgt.cqs[k], 2);
+        for (j, c) in got.iter().enumerate() {
+            assert_eq!(c.status, WcStatus::Success);
+            assert_eq!(c.opcode, WcOpcode::Recv);
+            assert_eq!(c.byte_len, len);
+            assert_eq!(c.qpn, tgt.tgts[0], "completes with the target QP's number");
+            assert_eq!(c.src_qp, ini.inis[0]);
+            let slot = 10 * k as u64 + j as u64;
+            assert_eq!(c.wr_id, slot);
+            let m = (3 * j + k) * len as usize;
+            let at = slot as usize * len as usize;
+            assert_eq!(
+                read_mr(&p, 1, tgt.mr.lkey, at, len as usize),
+                data[m..m + len as usize]
+            );
+        }
+    }
+}
+
+#[test]
+fn two_targets_share_a_domain_and_its_srqs() {
+    let mut p = Pair::new(0x72);
+    let (ini, tgt) = setup(&mut p, 2, 2, Mtu::Mtu1024);
+    post_srq(&mut p, &tgt, 0, 0, 4, 512);
+    post_srq(&mut p, &tgt, 1, 8, 4, 512);
+    let side = ini_side(&ini);
+    for m in 0..8u64 {
+        let sg = sge(&side, 0, 100 + m as u32);
+        let qp = ini.inis[(m % 2) as usize];
+        let wr = SendWr::send(m, &sg).to_srq(tgt.srqs[(m / 4) as usize]);
+        p.eps[0].post_send(qp, wr).unwrap();
+    }
+    p.wait_cqes(0, ini.cq, 8);
+    for k in 0..2 {
+        let got = p.wait_cqes(1, tgt.cqs[k], 4);
+        let mut from: Vec<u32> = got.iter().map(|c| c.qpn).collect();
+        from.sort_unstable();
+        let mut both = tgt.tgts.clone();
+        both.extend(tgt.tgts.iter());
+        both.sort_unstable();
+        assert_eq!(from, both, "each SRQ fed by both targets");
+    }
+    assert_eq!(p.eps[1].query_srq(tgt.srqs[0]).unwrap().wqes, 0);
+}
+
+#[test]
+fn write_read_and_atomics_use_the_srqs_pd() {
+    let mut p = Pair::new(0x73);
+    let (ini, tgt) = setup(&mut p, 1, 1, Mtu::Mtu1024);
+    // A second PD on the target with its own region and XRC SRQ.
+    let e = &mut p.eps[1];
+    let pd2 = e.alloc_pd();
+    let mr2 = e.reg_mr(pd2, 4096, all_access()).unwrap();
+    let cq2 = e.create_cq(16).unwrap();
+    let srq2 = e.create_xrc_srq(pd2, tgt.xrcd, cq2, 16, 0).unwrap();
+    let side = ini_side(&ini);
+    let qp = ini.inis[0];
+    let data = pattern(5000, 3);
+    write_mr(&mut p, 0, ini.mr.lkey, 0, &data);
+    let sg = sge(&side, 0, 5000);
+    let wr = SendWr::write(1, &sg, rmem(tgt.mr.addr + 64, tgt.mr.rkey)).to_srq(tgt.srqs[0]);
+    p.eps[0].post_send(qp, wr).unwrap();
+    let back = sge(&side, 8192, 5000);
+    let wr = SendWr::read(2, &back, rmem(tgt.mr.addr + 64, tgt.mr.rkey)).to_srq(tgt.srqs[0]);
+    p.eps[0].post_send(qp, wr).unwrap();
+    write_mr(&mut p, 1, tgt.mr.lkey, 16384, &40u64.to_ne_bytes());
+    let old = sge(&side, 16384, 8);
+    let wr = SendWr::fetch_add(3, &old, rmem(tgt.mr.addr + 16384, tgt.mr.rkey), 2);
+    p.eps[0].post_send(qp, wr.to_srq(tgt.srqs[0])).unwrap();
+    let old2 = sge(&side, 16392, 8);
+    let wr = SendWr::compare_swap(4, &old2, rmem(tgt.mr.addr + 16384, tgt.mr.rkey), 42, 7);
+    p.eps[0].post_send(qp, wr.to_srq(tgt.srqs[0])).unwrap();
+    // The second region through the second SRQ: its PD.
+    let wr = SendWr::write(5, &sg[..], rmem(mr2.addr, mr2.rkey));
+    let small = sge(&side, 0, 100);
+    let wr = SendWr { sg: &small, ..wr }.to_srq(srq2);
+    p.eps[0].post_send(qp, wr).unwrap();
+    let got = p.wait_cqes(0, ini.cq, 5);
+    let st: Vec<_> = got.iter().map(|c| (c.wr_id, c.status, c.opcode)).collect();
+    assert_eq!(
+        st,
+        [
+            (1, WcStatus::Success, WcOpcode::RdmaWrite),
+            (2, WcStatus::Success, WcOpcode::RdmaRead),
+            (3, WcStatus::Success, WcOpcode::FetchAdd),
+            (4, WcStatus::Success, WcOpcode::CompSwap),
+            (5, WcStatus::Success, WcOpcode::RdmaWrite),
+        ]
+    );
+    assert_eq!(read_mr(&p, 1, tgt.mr.lkey, 64, 5000), data);
+    assert_eq!(read_mr(&p, 0, ini.mr.lkey, 8192, 5000), data);
+    assert_eq!(read_mr(&p, 0, ini.mr.lkey, 16384, 8), 40u64.to_ne_bytes());
+    assert_eq!(read_mr(&p, 0, ini.mr.lkey, 16392, 8), 42u64.to_ne_bytes());
+    assert_eq!(read_mr(&p, 1, tgt.mr.lkey, 16384, 8), 7u64.to_ne_bytes());
+    assert_eq!(read_mr(&p, 1, mr2.lkey, 0, 100), data[..100]);
+    // The second PD's region named through the first SRQ: another PD,
+    // refused as RC refuses a foreign rkey.
+    let wr = SendWr::write(6, &small, rmem(mr2.addr, mr2.rkey)).to_srq(tgt.srqs[0]);
+    p.eps[0].post_send(qp, wr).unwrap();
+    let got = p.wait_cqes(0, ini.cq, 1);
+    assert_eq!(got[0].status, WcStatus::RemAccessErr);
+    assert_eq!(p.eps[1].qp_state(tgt.tgts[0]), Ok(QpState::Err));
+    let _ = tgt.pd;
+}
+
+#[test]
+fn rnr_on_an_empty_srq_then_delivered() {
+    let mut p = Pair::new(0x74);
+    let (ini, tgt) = setup(&mut p, 1, 1, Mtu::Mtu1024);
+    let side = ini_side(&ini);
+    let sg = sge(&side, 0, 64);
+    p.eps[0]
+        .post_send(ini.inis[0], SendWr::send(1, &sg).to_srq(tgt.srqs[0]))
+        .unwrap();
+    p.drive_until(10_000, |p| p.eps[1].stats().rnr_naks_sent > 0);
+    post_srq(&mut p, &tgt, 0, 0, 1, 64);
+    assert_eq!(p.wait_cqes(1, tgt.cqs[0], 1)[0].status, WcStatus::Success);
+    assert_eq!(p.wait_cqes(0, ini.cq, 1)[0].status, WcStatus::Success);
+}
+
+#[test]
+fn survives_loss_reordering_and_duplication() {
+    for seed in 0..4u64 {
+        let mut p = Pair::new(0x7500 + seed);
+        p.faults = Faults {
+            loss: 0.05,
+            duplicate: 0.05,
+            reorder: 0.1,
+            corrupt: 0.01,
+            ..Faults::default()
+        };
+        let (ini, tgt) = setup(&mut p, 2, 1, Mtu::Mtu1024);
+        let len = 2500u32;
+        post_srq(&mut p, &tgt, 0, 0, 20, len);
+        post_srq(&mut p, &tgt, 1, 20, 20, len);
+        let data = pattern(40 * len as usize, seed as u8);
+        write_mr(&mut p, 0, ini.mr.lkey, 0, &data);
+        let side = ini_side(&ini);
+        for m in 0..40u64 {
+            let sg = sge(&side, m * u64::from(len), len);
+            let wr = SendWr::send(m, &sg).to_srq(tgt.srqs[(m / 20) as usize]);
+            p.eps[0].post_send(ini.inis[0], wr).unwrap();
+        }
+        let sent = p.wait_cqes(0, ini.cq, 40);
+        assert!(
+            sent.iter().all(|c| c.status == WcStatus::Success),
+            "{sent:?}"
+        );
+        for k in 0..2 {
+            let got = p.wait_cqes(1, tgt.cqs[k], 20);
+            for (j, c) in got.iter().enumerate() {
+                assert_eq!(
+                    (c.status, c.wr_id),
+                    (WcStatus::Success, (20 * k + j) as u64)
+                );
+            }
+        }
+        let all = read_mr(&p, 1, tgt.mr.lkey, 0, 40 * len as usize);
+        assert_eq!(all, data, "seed {seed}");
+        assert!(p.dropped > 0 && p.eps[0].stats().retransmits > 0);
+    }
+}
+
+/// The NAK the target answers a request that fails its XRCETH check with,
+/// and the state it leaves the target in.
+fn bad_xrceth(p: &mut Pair, ini: &Initiator, tgt: &Target, srqn: u32) {
+    let side = ini_side(ini);
+    let sg = sge(&side, 0, 64);
+    p.eps[0]
+        .post_send(ini.inis[0], SendWr::send(7, &sg).to_srq(srqn))
+        .unwrap();
+    let got = p.wait_cqes(0, ini.cq, 1);
+    assert_eq!(got[0].status, WcStatus::RemInvReqErr, "srqn {srqn}");
+    assert_eq!(p.eps[1].qp_state(tgt.tgts[0]), Ok(QpState::Err));
+    assert_eq!(p.eps[1].stats().rx_bad_xrc_srq, 1);
+    for &cq in &tgt.cqs {
+        assert!(p.completions(1, cq).is_empty(), "nothing delivered");
+    }
+}
+
+#[test]
+fn xrceth_naming_no_srq_is_an_invalid_request() {
+    let mut p = Pair::new(0x76);
+    let (ini, tgt) = setup(&mut p, 1, 1, Mtu::Mtu1024);
+    post_srq(&mut p, &tgt, 0, 0, 1, 64);
+    bad_xrceth(&mut p, &ini, &tgt, 0x00ab_cdef);
+}
+
+#[test]
+fn xrceth_naming_an_srq_of_another_domain_is_refused() {
+    let mut p = Pair::new(0x77);
+    let (ini, tgt) = setup(&mut p, 1, 1, Mtu::Mtu1024);
+    let e = &mut p.eps[1];
+    let other = e.open_xrcd();
+    let cq = e.create_cq(4).unwrap();
+    let foreign = e.create_xrc_srq(tgt.pd, other, cq, 4, 0).unwrap();
+    let sg = [crate::verbs::Sge {
+        lkey: tgt.mr.lkey,
+        offset: 0,
+        len: 64,
+    }];
+    e.post_srq_recv(foreign, recv_wr(1, &sg)).unwrap();
+    bad_xrceth(&mut p, &ini, &tgt, foreign);
+    assert!(p.completions(1, cq).is_empty());
+}
+
+#[test]
+fn xrceth_naming_a_basic_srq_is_refused() {
+    let mut p = Pair::new(0x78);
+    let (ini, tgt) = setup(&mut p, 1, 1, Mtu::Mtu1024);
+    let basic = p.eps[1].create_srq(tgt.pd, 4, 0).unwrap();
+    let sg = [crate::verbs::Sge {
+        lkey: tgt.mr.lkey,
+        offset: 0,
+        len: 64,
+    }];
+    p.eps[1].post_srq_recv(basic, recv_wr(1, &sg)).unwrap();
+    bad_xrceth(&mut p, &ini, &tgt, basic);
+    assert_eq!(
+        p.eps[1].query_srq(basic).unwrap().wqes,
+        1,
+        "its WQE untouched"
+    );
+}
+
+#[test]
+fn xrc_packets_to_an_rc_qp_and_rc_packets_to_a_target_are_dropped() {
+    let mut p = Pair::new(0x79);
+    let (_ini, tgt) = setup(&mut p, 1, 1, Mtu::Mtu1024);
+    post_srq(&mut p, &tgt, 0, 0, 1, 64);
+    let [_, rc] = super::util::connect(&mut p, QpType::Rc, 4096, Mtu::Mtu1024);
+    let psn = Psn::new(PSN);
+    // An XRC SEND to the RC QP, an RC SEND to the target, an XRC
+    // response (ACK) to the target.
+    let mut to_rc = craft(xrc(Opcode::RC_SEND_ONLY), psn, rc.qpn, 8);
+    to_rc.xrceth = Some(tgt.srqs[0]);
+    let rc_send = craft(Opcode::RC_SEND_ONLY, psn, tgt.tgts[0], 8);
+    let mut ack = craft(xrc(Opcode::RC_ACKNOWLEDGE), psn, tgt.tgts[0], 0);
+    ack.aeth = Some(ferroce_wire::aeth::AethRepr {
+        syndrome: Syndrome::Nak(NakCode::InvalidRequest),
+        msn: 0,
+    });
+    let before = p.eps[1].stats().rx_unexpected;
+    for pkt in [
+        emit(&to_rc, &[1; 8]),
+        emit(&rc_send, &[2; 8]),
+        emit(&ack, &[]),
+    ] {
+        p.deliver(1, &pkt);
+    }
+    assert_eq!(p.eps[1].stats().rx_unexpected, before + 3);
+    assert!(p.take_transmits(1).is_empty(), "no answer");
+    assert_eq!(p.eps[1].qp_state(tgt.tgts[0]), Ok(QpState::Rts));
+    assert_eq!(p.eps[1].qp_state(rc.qpn), Ok(QpState::Rts));
+    assert!(p.completions(1, tgt.cqs[0]).is_empty());
+}
+
+#[test]
+fn packets_on_the_wire_are_xrc_with_the_srq_number() {
+    let mut p = Pair::new(0x7a);
+    let (ini, tgt) = setup(&mut p, 2, 1, Mtu::Mtu1024);
+    post_srq(&mut p, &tgt, 1, 0, 1, 2048);
+    let side = ini_side(&ini);
+    let sg = sge(&side, 0, 2048);
+    p.eps[0]
+        .post_send(ini.inis[0], SendWr::send(1, &sg).to_srq(tgt.srqs[1]))
+        .unwrap();
+    let out = p.take_transmits(0);
+    let reqs: Vec<_> = out.iter().map(|d| parse(d)).collect();
+    let ops: Vec<_> = reqs.iter().map(|t| t.bth.opcode).collect();
+    assert_eq!(ops, [xrc(Opcode::RC_SEND_FIRST), xrc(Opcode::RC_SEND_LAST)]);
+    assert!(reqs.iter().all(|t| t.xrceth == Some(tgt.srqs[1])));
+    for d in &out {
+        p.deliver(1, d);
+    }
+    let answers: Vec<_> = p.take_transmits(1).iter().map(|d| parse(d)).collect();
+    assert_eq!(answers.len(), 1);
+    assert_eq!(answers[0].bth.opcode, xrc(Opcode::RC_ACKNOWLEDGE));
+    assert_eq!(answers[0].xrceth, None);
+}
+
+#[test]
+fn refused_calls_name_the_cause() {
+    let mut p = Pair::new(0x7b);
+    let (ini, tgt) = setup(&mut p, 1, 1, Mtu::Mtu1024);
+    let side = ini_side(&ini);
+    let sg = sge(&side, 0, 8);
+    let e0 = &mut p.eps[0];
+    let msg = |r: Result<(), VerbsError>| r.unwrap_err().to_string();
+    let no_srqn = msg(e0.post_send(ini.inis[0], SendWr::send(1, &sg)));
+    assert!(no_srqn.contains("remote_srqn"), "{no_srqn}");
+    let recv = msg(e0.post_recv(ini.inis[0], recv_wr(1, &sg)));
+    assert!(recv.contains("post_srq_recv"), "{recv}");
+    let flush = SendWr::flush(
+        1,
+        rmem(0, 0),
+        crate::verbs::FlushType::Global,
+        crate::verbs::FlushLevel::Range,
+    );
+    let refused = e0.post_send(ini.inis[0], flush.to_srq(tgt.srqs[0]));
+    assert!(matches!(refused, Err(VerbsError::BadOpForQpType { .. })));
+    let e1 = &mut p.eps[1];
+    let t_sg = [crate::verbs::Sge {
+        lkey: tgt.mr.lkey,
+        offset: 0,
+        len: 8,
+    }];
+    let send = msg(e1.post_send(tgt.tgts[0], SendWr::send(1, &t_sg).to_srq(tgt.srqs[0])));
+    assert!(send.contains("no send queue"), "{send}");
+    let recv = msg(e1.post_recv(tgt.tgts[0], recv_wr(1, &t_sg)));
+    assert!(recv.contains("XRC"), "{recv}");
+    let basic = e1.create_srq(tgt.pd, 4, 0).unwrap();
+    assert_eq!(e1.srq_num(basic), Err(VerbsError::NotXrcSrq(basic)));
+    assert_eq!(e1.srq_num(tgt.srqs[0]), Ok(tgt.srqs[0]));
+    assert!(matches!(e1.close_xrcd(tgt.xrcd), Err(VerbsError::Busy(_))));
+    assert_eq!(e1.create_xrc_tgt_qp(999), Err(VerbsError::NoSuchXrcd(999)));
+    let cq = tgt.cqs[0];
+    let r = e1.create_xrc_srq(tgt.pd, 999, cq, 4, 0);
+    assert_eq!(r, Err(VerbsError::NoSuchXrcd(999)));
+    let as_tgt = e1.create_qp(QpInit {
+        pd: tgt.pd,
+        qp_type: QpType::XrcTgt,
+        send_cq: cq,
+        recv_cq: cq,
+        max_send_wr: 1,
+        max_recv_wr: 1,
+        sq_sig_all: false,
+        srq: None,
+    });
+    assert!(
+        as_tgt
+            .unwrap_err()
+            .to_string()
+            .contains("create_xrc_tgt_qp")
+    );
+    // Everything in the domain gone, it closes.
+    e1.destroy_qp(tgt.tgts[0]).unwrap();
+    e1.destroy_srq(tgt.srqs[0]).unwrap();
+    e1.close_xrcd(tgt.xrcd).unwrap();
+    assert_eq!(
+        e1.close_xrcd(tgt.xrcd),
+        Err(VerbsError::NoSuchXrcd(tgt.xrcd))
+    );
+}
+
+#[test]
+fn a_message_may_not_change_srq_midway() {
+    let mut p = Pair::new(0x7c);
+    let (ini, tgt) = setup(&mut p, 2, 1, Mtu::Mtu1024);
+    post_srq(&mut p, &tgt, 0, 0, 1, 4096);
+    post_srq(&mut p, &tgt, 1, 1, 1, 4096);
+    let side = ini_side(&ini);
+    let sg = sge(&side, 0, 2048);
+    p.eps[0]
+        .post_send(ini.inis[0], SendWr::send(1, &sg).to_srq(tgt.srqs[0]))
+        .unwrap();
+    let out = p.take_transmits(0);
+    assert_eq!(out.len(), 2);
+    p.deliver(1, &out[0]);
+    // The LAST rewritten to name the other SRQ.
+    let mut last = parse(&out[1]);
+    last.xrceth = Some(tgt.srqs[1]);
+    p.deliver(1, &emit(&last, &read_payload(&out[1])));
+    assert_eq!(p.eps[1].stats().rx_bad_xrc_srq, 1);
+    assert_eq!(p.eps[1].qp_state(tgt.tgts[0]), Ok(QpState::Err));
+    assert!(p.completions(1, tgt.cqs[1]).is_empty());
+    let flushed = p.completions(1, tgt.cqs[0]);
+    assert_eq!(
+        flushed.len(),
+        1,
+        "the half-filled WQE is flushed on its SRQ's CQ"
+    );
+    assert_eq!(flushed[0].status, WcStatus::WrFlushErr);
+    let _ = SendOp::Send;
+}
+
+/// The XRC opcode of an RC operation.
+fn xrc(rc: Opcode) -> Opcode {
+    rc.in_transport(ferroce_wire::Transport::Xrc)
+}
+
+fn read_payload(data: &[u8]) -> Vec<u8> {
+    ferroce_wire::TransportPacket::new_checked(data)
+        .unwrap()
+        .payload()
+        .to_vec()
+}
