@@ -111,6 +111,17 @@ pub(crate) struct Srq {
     pub(crate) inner: SharedReceiveQueue,
     pub(crate) attr: Mutex<ibv_srq_attr>,
     pub(crate) users: Users,
+    /// An XRC SRQ's domain and CQ (as addresses), which it holds.
+    pub(crate) xrc: Option<(usize, usize)>,
+}
+
+/// An XRC domain (`ibv_open_xrcd`).
+#[repr(C)]
+pub(crate) struct Xrcd {
+    pub(crate) xrcd: ibv_xrcd,
+    pub(crate) inner: ferroce::XrcDomain,
+    /// Its XRC SRQs and target QPs.
+    pub(crate) users: Users,
 }
 
 /// Every QP is an `ibv_qp_ex` (an `ibv_qp` is its prefix); only those
@@ -131,6 +142,9 @@ pub(crate) struct Qp {
     pub(crate) send_ops: Option<u64>,
     /// The requests built since `ibv_wr_start`.
     pub(crate) batch: Mutex<WrBatch>,
+    /// An XRC target's domain (as an address; 0 for other QPs), which it
+    /// holds.
+    pub(crate) xrcd: usize,
 }
 
 /// What the `ibv_wr_*` builders collected since `ibv_wr_start`: posted by
@@ -161,6 +175,8 @@ pub(crate) struct BuiltWr {
     pub(crate) sges: Vec<ibv_sge>,
     /// Inline data, copied when the builder was called.
     pub(crate) inline: Option<Vec<u8>>,
+    /// XRC: the target's SRQ number (`ibv_wr_set_xrc_srqn`).
+    pub(crate) xrc_srqn: u32,
 }
 
 #[repr(C)]
@@ -245,10 +261,10 @@ pub(crate) fn new_verbs_context(
         ABI_placeholder1: 0,
         open_qp: 0,
         create_qp_ex: None,
-        get_srq_num: 0,
-        create_srq_ex: 0,
-        open_xrcd: 0,
-        close_xrcd: 0,
+        get_srq_num: None,
+        create_srq_ex: None,
+        open_xrcd: None,
+        close_xrcd: None,
         _ABI_placeholder3: 0,
         sz: size_of::<verbs_context>(),
         context: ibv_context {
