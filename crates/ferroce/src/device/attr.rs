@@ -174,6 +174,8 @@ impl DeviceCapFlags {
     ///   receive queue or its SRQ) sends RNR NAKs.
     /// * SRQ_RESIZE: `modify_srq` takes a new `max_wr`. (ibverbs has no flag
     ///   for SRQ support itself: `max_srq` above 0 says it.)
+    /// * XRC: XRC domains, XRC SRQs and XRC initiator and target QPs (rxe
+    ///   has none).
     ///
     /// Not set, unlike rxe: BAD_PKEY_CNTR (the P_Key is not checked or
     /// counted), AUTO_PATH_MIG, CHANGE_PHY_PORT and UD_AV_PORT_ENFORCE (one
@@ -185,7 +187,8 @@ impl DeviceCapFlags {
         Self::BAD_QKEY_CNTR.0
             | Self::SYS_IMAGE_GUID.0
             | Self::RC_RNR_NAK_GEN.0
-            | Self::SRQ_RESIZE.0,
+            | Self::SRQ_RESIZE.0
+            | Self::XRC.0,
     );
 
     pub const fn bits(self) -> u32 {
