@@ -18,6 +18,10 @@
 //!   polling callbacks, `ibv_create_qp_ex`, `ibv_qp_to_qp_ex` and the
 //!   `ibv_wr_*` builders for every operation ferroce has, and what each
 //!   create refuses.
+//! * `xrc.c`: XRC: a domain, two XRC SRQs with their numbers, a target and
+//!   an initiator QP, SENDs naming each SRQ (through `ibv_post_send` and
+//!   `ibv_wr_set_xrc_srqn`), an RDMA WRITE, a SEND naming no SRQ, and which
+//!   destroys are refused while objects are in use.
 //! * `errors.c`: O_NONBLOCK on a completion channel and on `async_fd`
 //!   (EAGAIN), `async_fd` readable exactly while an event waits, a blocked
 //!   `ibv_get_async_event` that does not spin, posts to a QP in ERR
@@ -113,6 +117,18 @@ fn extended_cqs_and_the_wr_api() {
         out.contains("ok   the aborted and failed batches posted nothing"),
         "{out}"
     );
+}
+
+#[test]
+fn xrc_through_the_header() {
+    let out = build_and_run("xrc", "127.0.0.1");
+    for want in [
+        "ok   SRQ 0's CQ: its WQE, 2000 bytes, the target's QP number",
+        "ok   a SEND naming no SRQ: REM_INV_REQ_ERR",
+        "ok   destroy the SRQs, then close the domain",
+    ] {
+        assert!(out.contains(want), "{out}");
+    }
 }
 
 #[test]
