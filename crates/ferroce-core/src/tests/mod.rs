@@ -19,6 +19,7 @@
 //! | `interop` | sequences met against the kernel's rxe, replayed |
 //! | `srq` | shared receive queues: QPs sharing one, RNR, the limit event, errors, UD and UC, refused calls |
 //! | `xrc` | XRC: one initiator to several SRQs, targets sharing a domain, the SRQ's PD, faults, hostile XRCETHs and transports, refused calls |
+//! | `xrc_fuzz` | random XRC packets into an initiator and a target: no panic, no harm |
 //! | `log` | the `tracing` events of errors, RNR waits, losses, timeouts and drops |
 
 mod atomic_write;
@@ -45,6 +46,7 @@ mod srq;
 mod states;
 mod util;
 mod xrc;
+mod xrc_fuzz;
 
 use util::{Faults, Pair, connect, pattern, recv_wr, rmem, send_wr, sge};
 

@@ -15,30 +15,30 @@ use crate::verbs::{
 use crate::{MrInfo, QpInit};
 
 /// The target host's objects (endpoint 1).
-struct Target {
-    pd: u32,
-    xrcd: u32,
-    mr: MrInfo,
+pub(super) struct Target {
+    pub(super) pd: u32,
+    pub(super) xrcd: u32,
+    pub(super) mr: MrInfo,
     /// XRC SRQs and their CQs, pairwise.
-    srqs: Vec<u32>,
-    cqs: Vec<u32>,
-    tgts: Vec<u32>,
+    pub(super) srqs: Vec<u32>,
+    pub(super) cqs: Vec<u32>,
+    pub(super) tgts: Vec<u32>,
 }
 
 /// The initiator host's objects (endpoint 0).
-struct Initiator {
-    cq: u32,
-    mr: MrInfo,
-    inis: Vec<u32>,
+pub(super) struct Initiator {
+    pub(super) cq: u32,
+    pub(super) mr: MrInfo,
+    pub(super) inis: Vec<u32>,
 }
 
 const MR_LEN: usize = 1 << 17;
 /// First PSN of each direction: close to the wrap, as the RC tests.
-const PSN: u32 = 0xff_fff0;
+pub(super) const PSN: u32 = 0xff_fff0;
 
 /// `n_srqs` XRC SRQs (each with its own CQ) and `n_qps` connected
 /// initiator/target pairs.
-fn setup(p: &mut Pair, n_srqs: usize, n_qps: usize, mtu: Mtu) -> (Initiator, Target) {
+pub(super) fn setup(p: &mut Pair, n_srqs: usize, n_qps: usize, mtu: Mtu) -> (Initiator, Target) {
     let e = &mut p.eps[1];
     let pd = e.alloc_pd();
     let xrcd = e.open_xrcd();
@@ -138,7 +138,7 @@ pub(super) fn connect_xrc(p: &mut Pair, ini: u32, tgt: u32, mtu: Mtu) {
 }
 
 /// Posts `n` receives of `len` bytes to SRQ `k`, at slots from `first`.
-fn post_srq(p: &mut Pair, t: &Target, k: usize, first: u64, n: u64, len: u32) {
+pub(super) fn post_srq(p: &mut Pair, t: &Target, k: usize, first: u64, n: u64, len: u32) {
     for s in first..first + n {
         let sg = [crate::verbs::Sge {
             lkey: t.mr.lkey,
@@ -149,7 +149,7 @@ fn post_srq(p: &mut Pair, t: &Target, k: usize, first: u64, n: u64, len: u32) {
     }
 }
 
-fn ini_side(i: &Initiator) -> super::util::Side {
+pub(super) fn ini_side(i: &Initiator) -> super::util::Side {
     super::util::Side {
         pd: 0,
         cq: i.cq,
