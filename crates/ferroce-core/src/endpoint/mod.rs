@@ -216,24 +216,7 @@ impl Endpoint {
     /// `recv_cq`, `max_recv_wr` and `srq` are not used (an SRQ is refused).
     /// Targets are made by [`Self::create_xrc_tgt_qp`].
     pub fn create_qp(&mut self, mut init: QpInit) -> Result<u32, VerbsError> {
-        match init.qp_type {
-            QpType::XrcTgt => {
-                return Err(VerbsError::BadValue {
-                    what: "qp_type XrcTgt in create_qp (a target has no PD or CQ: \
-                           create_xrc_tgt_qp makes it in its XRC domain)",
-                    value: 0,
-                });
-            }
-            QpType::XrcIni if init.srq.is_some() => {
-                return Err(VerbsError::BadValue {
-                    what: "srq on an XRC initiator (it receives nothing; its sends name \
-                           the target's SRQ)",
-                    value: init.srq.unwrap_or_default().into(),
-                });
-            }
-            QpType::XrcIni => init.recv_cq = init.send_cq,
-            _ => {}
-        }
+        xrc::check_init(&mut init)?;
         if !self.pds.contains(&init.pd) {
             return Err(VerbsError::NoSuchPd(init.pd));
         }
@@ -457,7 +440,7 @@ impl Endpoint {
     pub fn post_send(&mut self, qpn: u32, wr: SendWr<'_>) -> Result<(), VerbsError> {
         let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
         let qp_type = q.init.qp_type;
-        xrc_send_allowed(qpn, qp_type, &wr)?;
+        xrc::send_allowed(qpn, qp_type, &wr)?;
         if matches!(q.state, QpState::Reset | QpState::Init | QpState::Rtr) {
             return Err(VerbsError::WrongState {
                 qpn,
@@ -635,22 +618,4 @@ impl Endpoint {
         self.touched(qpn);
         Ok(())
     }
-}
-
-/// The XRC rules of a send request: a target sends nothing of its own, an
-/// initiator's requests name the target's SRQ.
-fn xrc_send_allowed(qpn: u32, qp_type: QpType, wr: &SendWr<'_>) -> Result<(), VerbsError> {
-    let fix = match qp_type {
-        QpType::XrcTgt => "an XRC target has no send queue: post to the initiator that reaches it",
-        QpType::XrcIni if wr.remote_srqn.is_none() => {
-            "an XRC initiator's request names the target's XRC SRQ: set remote_srqn \
-             (wr.qp_type.xrc.remote_srqn)"
-        }
-        _ => return Ok(()),
-    };
-    Err(VerbsError::XrcRefused {
-        qpn,
-        call: "post_send",
-        fix,
-    })
 }

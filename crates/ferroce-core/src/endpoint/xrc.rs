@@ -20,7 +20,7 @@
 use super::Endpoint;
 use crate::qp::{Qp, QpInit};
 use crate::srq::{MAX_SRQ_WR, Srq, XrcSrq};
-use crate::verbs::{QpType, VerbsError};
+use crate::verbs::{QpType, SendWr, VerbsError};
 
 impl Endpoint {
     /// `ibv_open_xrcd`: a new XRC domain.
@@ -125,6 +125,46 @@ impl Endpoint {
         self.qps.insert(qpn, qp);
         Ok(qpn)
     }
+}
+
+/// What `create_qp` does with an XRC type: a target is refused (it has no
+/// PD or CQ: `create_xrc_tgt_qp` makes it), an initiator takes no SRQ and
+/// completes nothing on a receive CQ (its `recv_cq` becomes its `send_cq`).
+pub(super) fn check_init(init: &mut QpInit) -> Result<(), VerbsError> {
+    let what = match init.qp_type {
+        QpType::XrcTgt => {
+            "qp_type XrcTgt in create_qp (a target has no PD or CQ: create_xrc_tgt_qp \
+             makes it in its XRC domain)"
+        }
+        QpType::XrcIni if init.srq.is_some() => {
+            "srq on an XRC initiator (it receives nothing; its sends name the target's SRQ)"
+        }
+        QpType::XrcIni => {
+            init.recv_cq = init.send_cq;
+            return Ok(());
+        }
+        _ => return Ok(()),
+    };
+    let value = init.srq.unwrap_or_default().into();
+    Err(VerbsError::BadValue { what, value })
+}
+
+/// The XRC rules of a send request: a target sends nothing of its own, an
+/// initiator's requests name the target's SRQ.
+pub(super) fn send_allowed(qpn: u32, qp_type: QpType, wr: &SendWr<'_>) -> Result<(), VerbsError> {
+    let fix = match qp_type {
+        QpType::XrcTgt => "an XRC target has no send queue: post to the initiator that reaches it",
+        QpType::XrcIni if wr.remote_srqn.is_none() => {
+            "an XRC initiator's request names the target's XRC SRQ: set remote_srqn \
+             (wr.qp_type.xrc.remote_srqn)"
+        }
+        _ => return Ok(()),
+    };
+    Err(VerbsError::XrcRefused {
+        qpn,
+        call: "post_send",
+        fix,
+    })
 }
 
 /// The handle a target QP has for its PD and CQs until a request binds it
