@@ -11,7 +11,8 @@
 //!   [`Endpoint::poll_cq`], [`Endpoint::poll_async_event`], and the MADs
 //!   received on QP1 ([`Endpoint::poll_mad`]; see `gsi`);
 //! * commands: the verbs (`alloc_pd`, `reg_mr`, `create_cq`, `create_srq`,
-//!   `create_qp`, `modify_qp`, `post_send`, `post_recv`, `post_srq_recv`),
+//!   `create_qp`, `modify_qp`, `post_send`, `post_recv`, `post_srq_recv`;
+//!   XRC's `open_xrcd`, `create_xrc_srq`, `create_xrc_tgt_qp`, see `xrc`),
 //!   and [`Endpoint::send_mad`] from QP1. A post checks its scatter/gather
 //!   list at once (the default) or lets the request fail with a completion
 //!   when it executes ([`Endpoint::set_local_errors`]).
