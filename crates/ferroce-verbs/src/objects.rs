@@ -5,8 +5,9 @@
 //! into these; nothing here is `unsafe`.
 //!
 //! Objects that others depend on count their users (a context its PDs,
-//! CQs and channels; a PD its MRs, QPs, SRQs and AHs; a CQ its QPs; a
-//! channel its CQs; an SRQ its QPs), so that
+//! CQs, channels and XRC domains; a PD its MRs, QPs, SRQs and AHs; a CQ
+//! its QPs and XRC SRQs; a channel its CQs; an SRQ its QPs; an XRC domain
+//! its XRC SRQs and target QPs), so that
 //! destroying one still in use returns `EBUSY`, as rdma-core's kernel
 //! objects do, instead of leaving a dangling pointer in the application.
 
