@@ -298,6 +298,30 @@ fn rnr_on_an_empty_srq_then_delivered() {
     assert_eq!(p.wait_cqes(0, ini.cq, 1)[0].status, WcStatus::Success);
 }
 
+/// An XRC SRQ's limit event is raised when a target takes its WQEs below
+/// the armed limit, once, naming the SRQ.
+#[test]
+fn an_xrc_srqs_limit_event_is_raised_through_its_target() {
+    let mut p = Pair::new(0x7d);
+    let (ini, tgt) = setup(&mut p, 1, 1, Mtu::Mtu1024);
+    post_srq(&mut p, &tgt, 0, 0, 4, 64);
+    let limit = crate::verbs::SrqAttr {
+        max_wr: None,
+        srq_limit: Some(3),
+    };
+    p.eps[1].modify_srq(tgt.srqs[0], &limit).unwrap();
+    let side = ini_side(&ini);
+    let sg = sge(&side, 0, 64);
+    for m in 0..2 {
+        let wr = SendWr::send(m, &sg).to_srq(tgt.srqs[0]);
+        p.eps[0].post_send(ini.inis[0], wr).unwrap();
+    }
+    p.wait_cqes(1, tgt.cqs[0], 2);
+    let events: Vec<_> = std::iter::from_fn(|| p.eps[1].poll_async_event()).collect();
+    let srq = tgt.srqs[0];
+    assert_eq!(events, [crate::verbs::AsyncEvent::SrqLimitReached { srq }]);
+}
+
 #[test]
 fn survives_loss_reordering_and_duplication() {
     for seed in 0..4u64 {
