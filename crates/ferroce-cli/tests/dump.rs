@@ -112,3 +112,33 @@ fn pfc_frames_are_printed_with_their_pause_times() {
         "{stderr}"
     );
 }
+
+/// The sample holds every XRC opcode (0xA0-0xB7 less the reserved 0xB5),
+/// and `dump --check` passes each and shows the XRC SRQ number of every
+/// request (responses carry no XRCETH).
+#[test]
+fn xrc_packets_are_dumped_with_their_srq_number() {
+    let dir = TempDir::new("dump-xrc");
+    let sample = dir.path().join("sample.pcap");
+    assert!(
+        ferroce(&["sample", sample.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let out = ferroce(&["dump", "--check", sample.to_str().unwrap()]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let xrc: Vec<&str> = stdout.lines().filter(|l| l.contains(" XRC_")).collect();
+    let mut names: Vec<&str> = xrc
+        .iter()
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("XRC_")))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), 23, "{names:?}");
+    for l in &xrc {
+        let response = l.contains("RESPONSE") || l.contains("ACKNOWLEDGE");
+        assert_eq!(l.contains("XRCSRQ="), !response, "{l}");
+        assert!(l.ends_with("ICRC ok"), "{l}");
+    }
+}

@@ -1,5 +1,5 @@
 //! The RoCE transport engine, sans-IO: verbs objects (PD, MR, CQ, QP, SRQ)
-//! and the RC, UC and UD transports, split as the kernel's rxe splits them
+//! and the RC, UC, UD and XRC transports, split as the kernel's rxe splits them
 //! into requester, responder and completer.
 //!
 //! Datagrams in, datagrams and completions out, time passed in: the engine
@@ -17,7 +17,8 @@
 //! | `log` | what the engine tells `tracing` (nothing is printed unless a subscriber asks) |
 //! | [`cc`] | congestion control: ECN, CNPs, DCQCN and the pacer |
 //!
-//! Not yet: XRC, memory windows, atomic write and flush, multicast.
+//! XRC (domains, XRC SRQs, initiator and target QPs) is in `endpoint::xrc`.
+//! Not yet: memory windows, multicast.
 #![forbid(unsafe_code)]
 
 pub mod cc;

@@ -14,6 +14,10 @@
 //!   the limit disarms and [`crate::verbs::AsyncEvent::SrqLimitReached`] is
 //!   raised, once. It is checked when WQEs are taken, as rxe does, so arming
 //!   a limit above the current count raises nothing until the next one is.
+//! * An XRC SRQ (`xrc`) belongs to an XRC domain and has its own CQ: XRC
+//!   target QPs of that domain deliver into it the requests whose XRCETH
+//!   names its number, and its receives complete on its CQ (see
+//!   `endpoint::xrc`).
 //! * Posted WQEs are checked against the SRQ's protection domain (at post,
 //!   or, with [`LocalErrors::Completion`], only when a QP takes one: see
 //!   `qp::responder`); the QPs that use it may be in other PDs (ibverbs
@@ -41,6 +45,17 @@ pub(crate) struct Srq {
     pub(crate) users: u32,
     /// How a bad scatter/gather list in its posts is reported.
     pub(crate) local_errors: LocalErrors,
+    /// An XRC SRQ's domain and completion queue (`None`: a basic SRQ).
+    pub(crate) xrc: Option<XrcSrq>,
+}
+
+/// What makes an SRQ an XRC SRQ (`IBV_SRQT_XRC`): its XRC domain, whose
+/// target QPs may deliver into it, and the CQ its receives complete on
+/// (the target QP has none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct XrcSrq {
+    pub(crate) xrcd: u32,
+    pub(crate) cq: u32,
 }
 
 impl Srq {
@@ -53,6 +68,7 @@ impl Srq {
             limit_reached: false,
             users: 0,
             local_errors: LocalErrors::Immediate,
+            xrc: None,
         }
     }
 

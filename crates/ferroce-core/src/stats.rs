@@ -61,4 +61,7 @@ pub struct Stats {
     pub rx_bad_cnp: u64,
     /// Rate cuts DCQCN made on CNPs.
     pub rate_cuts: u64,
+    /// XRC requests whose XRCETH names no XRC SRQ of the target's domain
+    /// (answered NAK Invalid Request).
+    pub rx_bad_xrc_srq: u64,
 }

@@ -12,9 +12,11 @@
 //!   `struct verbs_context` in front of `struct ibv_context`, with the ops
 //!   the header's inline `ibv_post_send`, `ibv_post_recv`,
 //!   `ibv_post_srq_recv`, `ibv_poll_cq`, `ibv_req_notify_cq`,
-//!   `ibv_query_port`, `ibv_query_device_ex`, `ibv_create_cq_ex` and
-//!   `ibv_create_qp_ex` call. Every CQ is an `ibv_cq_ex` and every QP an
-//!   `ibv_qp_ex`, for the extended polling and `ibv_wr_*` interfaces.
+//!   `ibv_query_port`, `ibv_query_device_ex`, `ibv_create_cq_ex`,
+//!   `ibv_create_qp_ex` and XRC's `ibv_open_xrcd`, `ibv_close_xrcd`,
+//!   `ibv_create_srq_ex` and `ibv_get_srq_num` call. Every CQ is an
+//!   `ibv_cq_ex` and every QP an `ibv_qp_ex`, for the extended polling and
+//!   `ibv_wr_*` interfaces.
 //! * Events: the context's `async_fd` and each completion channel's `fd`
 //!   are readable while events wait, and honour the application's
 //!   O_NONBLOCK.

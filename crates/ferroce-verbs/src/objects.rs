@@ -5,8 +5,9 @@
 //! into these; nothing here is `unsafe`.
 //!
 //! Objects that others depend on count their users (a context its PDs,
-//! CQs and channels; a PD its MRs, QPs, SRQs and AHs; a CQ its QPs; a
-//! channel its CQs; an SRQ its QPs), so that
+//! CQs, channels and XRC domains; a PD its MRs, QPs, SRQs and AHs; a CQ
+//! its QPs and XRC SRQs; a channel its CQs; an SRQ its QPs; an XRC domain
+//! its XRC SRQs and target QPs), so that
 //! destroying one still in use returns `EBUSY`, as rdma-core's kernel
 //! objects do, instead of leaving a dangling pointer in the application.
 
@@ -117,6 +118,17 @@ pub(crate) struct Srq {
     pub(crate) inner: SharedReceiveQueue,
     pub(crate) attr: Mutex<ibv_srq_attr>,
     pub(crate) users: Users,
+    /// An XRC SRQ's domain and CQ (as addresses), which it holds.
+    pub(crate) xrc: Option<(usize, usize)>,
+}
+
+/// An XRC domain (`ibv_open_xrcd`).
+#[repr(C)]
+pub(crate) struct Xrcd {
+    pub(crate) xrcd: ibv_xrcd,
+    pub(crate) inner: ferroce::XrcDomain,
+    /// Its XRC SRQs and target QPs.
+    pub(crate) users: Users,
 }
 
 /// Every QP is an `ibv_qp_ex` (an `ibv_qp` is its prefix); only those
@@ -137,6 +149,9 @@ pub(crate) struct Qp {
     pub(crate) send_ops: Option<u64>,
     /// The requests built since `ibv_wr_start`.
     pub(crate) batch: Mutex<WrBatch>,
+    /// An XRC target's domain (as an address; 0 for other QPs), which it
+    /// holds.
+    pub(crate) xrcd: usize,
 }
 
 /// What the `ibv_wr_*` builders collected since `ibv_wr_start`: posted by
@@ -169,6 +184,8 @@ pub(crate) struct BuiltWr {
     pub(crate) inline: Option<Vec<u8>>,
     /// BIND_MW: the window, its new R_Key and the bind.
     pub(crate) bind: Option<wr_bind_mw>,
+    /// XRC: the target's SRQ number (`ibv_wr_set_xrc_srqn`).
+    pub(crate) xrc_srqn: u32,
 }
 
 #[repr(C)]
@@ -253,10 +270,10 @@ pub(crate) fn new_verbs_context(
         ABI_placeholder1: 0,
         open_qp: 0,
         create_qp_ex: None,
-        get_srq_num: 0,
-        create_srq_ex: 0,
-        open_xrcd: 0,
-        close_xrcd: 0,
+        get_srq_num: None,
+        create_srq_ex: None,
+        open_xrcd: None,
+        close_xrcd: None,
         _ABI_placeholder3: 0,
         sz: size_of::<verbs_context>(),
         context: ibv_context {

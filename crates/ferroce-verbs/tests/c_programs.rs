@@ -25,6 +25,10 @@
 //!   rule completing with `IBV_WC_MW_BIND_ERR`.
 //! * `mw_peer.c`: the same between two processes (owner and requester,
 //!   exchanging over TCP): what `scripts/interop-cabi.sh` runs against rxe.
+//! * `xrc.c`: XRC: a domain, two XRC SRQs with their numbers, a target and
+//!   an initiator QP, SENDs naming each SRQ (through `ibv_post_send` and
+//!   `ibv_wr_set_xrc_srqn`), an RDMA WRITE, a SEND naming no SRQ, and which
+//!   destroys are refused while objects are in use.
 //! * `errors.c`: O_NONBLOCK on a completion channel and on `async_fd`
 //!   (EAGAIN), `async_fd` readable exactly while an event waits, a blocked
 //!   `ibv_get_async_event` that does not spin, posts to a QP in ERR
@@ -175,6 +179,18 @@ fn memory_windows_between_two_processes() {
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+}
+
+#[test]
+fn xrc_through_the_header() {
+    let out = build_and_run("xrc", "127.0.0.1");
+    for want in [
+        "ok   SRQ 0's CQ: its WQE, 2000 bytes, the target's QP number",
+        "ok   a SEND naming no SRQ: REM_INV_REQ_ERR",
+        "ok   destroy the SRQs, then close the domain",
+    ] {
+        assert!(out.contains(want), "{out}");
     }
 }
 

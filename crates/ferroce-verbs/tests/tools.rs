@@ -1,7 +1,8 @@
 //! The unmodified Debian tools (ibverbs-utils, perftest) on ferroce's
-//! `libibverbs.so.1`: `ibv_devices`, `ibv_devinfo`, the pingpongs and
-//! `ib_write_bw`, each pair on loopback (server on 127.0.0.1, client on
-//! 127.0.0.2), as root and, when the tests run as root, as `nobody` too.
+//! `libibverbs.so.1`: `ibv_devices`, `ibv_devinfo`, the pingpongs (XRC's
+//! `ibv_xsrq_pingpong` too) and `ib_write_bw`, each pair on loopback
+//! (server on 127.0.0.1, client on 127.0.0.2), as root and, when the
+//! tests run as root, as `nobody` too.
 //!
 //! The library under test is this crate's cdylib, copied as
 //! `libibverbs.so.1` into a temporary directory that `LD_LIBRARY_PATH`
@@ -260,6 +261,62 @@ fn ibv_uc_ud_and_srq_pingpong() {
             s.contains("100 iters in") && c.contains("100 iters in"),
             "{name}\n{s}\n{c}"
         );
+    }
+}
+
+/// `ibv_xsrq_pingpong`: XRC, both sides on ferroce (the kernel's rxe has
+/// no XRC). Each side creates an XRC domain, an XRC SRQ, and per client a
+/// target QP and an initiator QP; its SENDs name the peer's SRQ number.
+#[test]
+fn ibv_xsrq_pingpong_runs() {
+    let _g = serial();
+    let prog = tool("ibv_xsrq_pingpong", "ibverbs-utils");
+    for who in users() {
+        let (s, c) = pair(who, &prog, &["-g", "0", "-n", "100", "-s", "4096"]);
+        for out in [&s, &c] {
+            assert!(out.contains("success"), "{out}");
+            assert!(out.contains("SRQN"), "{out}");
+        }
+    }
+}
+
+/// `ibv_xsrq_pingpong` with a server of two clients (two target QPs
+/// feeding one SRQ), messages of several packets, and completion events.
+#[test]
+fn ibv_xsrq_pingpong_two_clients_with_events() {
+    let _g = serial();
+    let prog = tool("ibv_xsrq_pingpong", "ibverbs-utils");
+    let port = free_port();
+    let common = ["-g", "0", "-n", "200", "-s", "8192", "-e", "-p", &port];
+    let mut server_args = common.to_vec();
+    server_args.extend(["-c", "2"]);
+    let server = command(As::Me, "127.0.0.1", &prog, &server_args)
+        .spawn()
+        .unwrap();
+    wait_listening(&port, Duration::from_secs(20));
+    let mut client_args = common.to_vec();
+    client_args.push("127.0.0.1");
+    let clients: Vec<_> = ["127.0.0.2", "127.0.0.3"]
+        .into_iter()
+        .map(|dev| {
+            let child = command(As::Me, dev, &prog, &client_args).spawn().unwrap();
+            // The server accepts its clients one after the other.
+            std::thread::sleep(Duration::from_millis(200));
+            child
+        })
+        .collect();
+    let mut outs = Vec::new();
+    for (i, c) in clients.into_iter().enumerate() {
+        outs.push(finish(c, Duration::from_secs(60), &format!("client {i}")));
+    }
+    outs.push(finish(server, Duration::from_secs(60), "server"));
+    for o in &outs {
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(o.status.success() && text.contains("success"), "{text}");
     }
 }
 

@@ -57,6 +57,8 @@ impl core::fmt::Display for QpEndpoint {
             QpType::Rc => "RC",
             QpType::Uc => "UC",
             QpType::Ud => "UD",
+            QpType::XrcIni => "XRC_INI",
+            QpType::XrcTgt => "XRC_TGT",
         };
         write!(
             f,
@@ -77,7 +79,8 @@ const ENDPOINT_LEN: usize = 28;
 
 impl QpEndpoint {
     /// The stable encoding (version 1, 28 bytes, network byte order):
-    /// `'Q'`, version, QP type (0 RC, 1 UC, 2 UD), 0, the GID as 16 bytes
+    /// `'Q'`, version, QP type (0 RC, 1 UC, 2 UD, 3 XRC
+    /// initiator, 4 XRC target), 0, the GID as 16 bytes
     /// (IPv4 as `::ffff:a.b.c.d`, as RoCE v2 GIDs are), QPN, PSN.
     pub fn to_bytes(&self) -> [u8; ENDPOINT_LEN] {
         let mut b = [0; ENDPOINT_LEN];
@@ -116,6 +119,8 @@ fn qp_type_code(t: QpType) -> u8 {
         QpType::Rc => 0,
         QpType::Uc => 1,
         QpType::Ud => 2,
+        QpType::XrcIni => 3,
+        QpType::XrcTgt => 4,
     }
 }
 
@@ -124,6 +129,8 @@ fn qp_type_from_code(code: u8) -> Result<QpType, DecodeError> {
         0 => Ok(QpType::Rc),
         1 => Ok(QpType::Uc),
         2 => Ok(QpType::Ud),
+        3 => Ok(QpType::XrcIni),
+        4 => Ok(QpType::XrcTgt),
         _ => Err(DecodeError::BadValue {
             what: "QP type",
             value: code.into(),

@@ -32,6 +32,7 @@ mod qp;
 mod remote;
 pub mod roce_config;
 mod srq;
+mod xrcd;
 
 #[cfg(feature = "tokio")]
 pub use async_cq::AsyncChannel;
@@ -61,3 +62,4 @@ pub use pd::ProtectionDomain;
 pub use qp::{QpInitAttr, QueuePair, path_to};
 pub use remote::RemoteRegion;
 pub use srq::SharedReceiveQueue;
+pub use xrcd::XrcDomain;

@@ -124,6 +124,7 @@ impl ProtectionDomain {
                 shared: self.shared.clone(),
                 _device: self.device.clone(),
                 handle,
+                _xrcd: None,
             }),
         })
     }

@@ -17,7 +17,7 @@ use crate::{
 /// What `create_qp` takes (`ibv_qp_init_attr`).
 #[derive(Debug, Clone, Copy)]
 pub struct QpInitAttr<'a> {
-    /// RC, UC or UD.
+    /// RC, UC, UD or XRC initiator (XRC targets: [`crate::XrcDomain`]).
     pub qp_type: QpType,
     /// Where send work requests complete.
     pub send_cq: &'a CompletionQueue,
@@ -71,6 +71,8 @@ pub struct QueuePair {
     psn: Psn,
     /// Keeps the SRQ it takes receives from until the QP is destroyed.
     pub(crate) srq: Option<Arc<SrqHandle>>,
+    /// An XRC target keeps its domain open.
+    _xrcd: Option<Arc<crate::xrcd::XrcdHandle>>,
 }
 
 impl fmt::Debug for QueuePair {
@@ -103,6 +105,27 @@ impl QueuePair {
             qp_type: attr.qp_type,
             psn,
             srq: attr.srq.map(|s| s.inner.clone()),
+            _xrcd: None,
+        }
+    }
+
+    /// Wraps the engine's XRC target QP `qpn` of domain `xrcd`.
+    pub(crate) fn xrc_target(
+        shared: Arc<Shared>,
+        device: Arc<DeviceHandle>,
+        qpn: u32,
+        psn: Option<Psn>,
+        xrcd: Arc<crate::xrcd::XrcdHandle>,
+    ) -> Self {
+        let psn = psn.unwrap_or_else(|| Psn::new(RandomState::new().hash_one(qpn) as u32));
+        Self {
+            shared,
+            _device: device,
+            qpn,
+            qp_type: QpType::XrcTgt,
+            psn,
+            srq: None,
+            _xrcd: Some(xrcd),
         }
     }
 
@@ -186,15 +209,21 @@ impl QueuePair {
     /// before the exchange); then RTR expecting the peer's PSN, with
     /// `opts.access`, and RTS sending from this QP's own PSN. The peer
     /// does the same with this QP's endpoint. Refuses a UD QP and a remote
-    /// of another QP type.
+    /// of another QP type (an XRC initiator connects to an XRC target and
+    /// the other way round).
     pub fn connect(&self, remote: &QpEndpoint, opts: &ConnectOptions) -> Result<()> {
-        if self.qp_type == QpType::Ud || remote.qp_type != self.qp_type {
+        let peer_type = match self.qp_type {
+            QpType::XrcIni => QpType::XrcTgt,
+            QpType::XrcTgt => QpType::XrcIni,
+            t => t,
+        };
+        if self.qp_type == QpType::Ud || remote.qp_type != peer_type {
             return Err(Error::QpTypeMismatch {
                 local: self.qp_type,
                 remote: remote.qp_type,
             });
         }
-        let rc = self.qp_type == QpType::Rc;
+        let rc = self.qp_type.is_reliable();
         if self.state()? == QpState::Reset {
             self.modify(&QpAttr {
                 state: Some(QpState::Init),

@@ -21,6 +21,8 @@ pub(crate) struct SrqHandle {
     /// Keeps the device (its driver) alive while this object is.
     pub(crate) _device: Arc<DeviceHandle>,
     pub(crate) handle: u32,
+    /// An XRC SRQ keeps its domain open.
+    pub(crate) _xrcd: Option<Arc<crate::xrcd::XrcdHandle>>,
 }
 
 impl Drop for SrqHandle {
@@ -38,6 +40,13 @@ impl SharedReceiveQueue {
     /// The number [`AsyncEvent::SrqLimitReached`](crate::AsyncEvent::SrqLimitReached) names it by.
     pub fn handle(&self) -> u32 {
         self.inner.handle
+    }
+
+    /// `ibv_get_srq_num`: the number an XRC initiator's requests name this
+    /// XRC SRQ by ([`SendWr::to_srq`](crate::SendWr::to_srq)); refused for
+    /// a basic SRQ.
+    pub fn srq_num(&self) -> Result<u32> {
+        Ok(self.inner.shared.engine().srq_num(self.inner.handle)?)
     }
 
     /// `ibv_post_srq_recv`: one receive work request, for whichever of

@@ -37,6 +37,27 @@ fn endpoints_round_trip_over_ipv4_and_ipv6() {
     assert_eq!(&b[20..], &[0, 0xab, 0xcd, 0xef, 0, 0x12, 0x34, 0x56]);
 }
 
+/// Every QP type has its code, XRC's halves 3 (initiator) and 4 (target).
+#[test]
+fn every_qp_type_round_trips_with_its_code() {
+    let types = [
+        QpType::Rc,
+        QpType::Uc,
+        QpType::Ud,
+        QpType::XrcIni,
+        QpType::XrcTgt,
+    ];
+    for (code, qp_type) in types.into_iter().enumerate() {
+        let e = QpEndpoint {
+            qp_type,
+            ..endpoint("10.0.0.1")
+        };
+        let b = e.to_bytes();
+        assert_eq!(usize::from(b[2]), code, "{qp_type:?}");
+        assert_eq!(QpEndpoint::from_bytes(&b), Ok(e));
+    }
+}
+
 #[test]
 fn endpoint_decoding_refuses_and_says_why() {
     let good = endpoint("10.0.0.1").to_bytes();

@@ -344,9 +344,10 @@ mod tests {
         assert_eq!(short.lines().collect::<Vec<_>>(), want_short);
         let long = render(&dev, &port, &gids, true);
         for want in [
-            "\tdevice_cap_flags:\t\t0x01023804",
+            "\tdevice_cap_flags:\t\t0x01123804",
             "\t\t\t\t\tBAD_QKEY_CNTR",
             "\t\t\t\t\tSRQ_RESIZE",
+            "\t\t\t\t\tXRC",
             "\t\t\t\t\tMEM_WINDOW_TYPE_2B",
             "\tatomic_cap:\t\t\tATOMIC_HCA (1)",
             "\tmax_qp_rd_atom:\t\t\t16",
@@ -355,7 +356,7 @@ mod tests {
             "\tmax_srq_sge:\t\t\t2147483647",
             // FLUSH_GLOBAL (bit 38) and ATOMIC WRITE (bit 40), which
             // rdma-core 44's ibv_devinfo also lists as unknown.
-            "\tdevice_cap_flags_ex:\t\t0x14001023804",
+            "\tdevice_cap_flags_ex:\t\t0x14001123804",
             "\t\t\t\t\tUnknown flags: 0x14000000000",
             "\t\t\tmax_msg_sz:\t\t0x800000",
             "\t\t\tport_cap_flags:\t\t0x00010000",

@@ -97,13 +97,14 @@ impl Endpoint {
             self.on_cnp(now, from, dqpn, pkt.bth().pkey());
             return;
         }
-        let transport = pkt.info().transport;
-        let expected = match q.init.qp_type {
-            QpType::Rc => ferroce_wire::Transport::Rc,
-            QpType::Uc => ferroce_wire::Transport::Uc,
-            QpType::Ud => ferroce_wire::Transport::Ud,
+        let info = pkt.info();
+        // An XRC initiator takes responses only, a target requests only.
+        let wrong_half = match q.init.qp_type {
+            QpType::XrcIni => !info.response,
+            QpType::XrcTgt => info.response,
+            _ => false,
         };
-        if transport != expected {
+        if info.transport != q.transport() || wrong_half {
             self.stats.rx_unexpected += 1;
             return;
         }
@@ -271,7 +272,7 @@ impl Endpoint {
                 }
                 continue;
             };
-            let rc = q.init.qp_type == QpType::Rc;
+            let rc = q.init.qp_type.is_reliable();
             if !rc {
                 completer::complete_done(q, &mut self.cqs);
             }

@@ -11,7 +11,8 @@
 //!   [`Endpoint::poll_cq`], [`Endpoint::poll_async_event`], and the MADs
 //!   received on QP1 ([`Endpoint::poll_mad`]; see `gsi`);
 //! * commands: the verbs (`alloc_pd`, `reg_mr`, `create_cq`, `create_srq`,
-//!   `create_qp`, `modify_qp`, `post_send`, `post_recv`, `post_srq_recv`),
+//!   `create_qp`, `modify_qp`, `post_send`, `post_recv`, `post_srq_recv`;
+//!   XRC's `open_xrcd`, `create_xrc_srq`, `create_xrc_tgt_qp`, see `xrc`),
 //!   and [`Endpoint::send_mad`] from QP1. A post checks its scatter/gather
 //!   list at once (the default) or lets the request fail with a completion
 //!   when it executes ([`Endpoint::set_local_errors`]).
@@ -42,6 +43,7 @@ mod drive;
 mod gsi;
 mod resources;
 mod windows;
+mod xrc;
 
 use crate::verbs::{
     AsyncEvent, LocalErrors, Mtu, QpAttr, QpState, QpType, QueuedRecv, QueuedSend, RecvWr, SendOp,
@@ -89,6 +91,8 @@ pub struct Endpoint {
     port_mtu: Mtu,
     rng: ChaCha8Rng,
     pds: HashSet<u32>,
+    /// XRC domains (see `xrc`).
+    xrcds: HashSet<u32>,
     next_handle: u32,
     pub(crate) mrs: MrTable,
     pub(crate) cqs: HashMap<u32, Cq>,
@@ -132,6 +136,7 @@ impl Endpoint {
         Self {
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             pds: HashSet::new(),
+            xrcds: HashSet::new(),
             next_handle: 1,
             mrs: MrTable::default(),
             cqs: HashMap::default(),
@@ -209,7 +214,12 @@ impl Endpoint {
 
     /// `ibv_create_qp`. With `init.srq`, the QP takes its receive WQEs from
     /// that SRQ (which may be in another PD) and `max_recv_wr` is ignored.
-    pub fn create_qp(&mut self, init: QpInit) -> Result<u32, VerbsError> {
+    ///
+    /// An XRC initiator ([`QpType::XrcIni`]) has a send queue only: its
+    /// `recv_cq`, `max_recv_wr` and `srq` are not used (an SRQ is refused).
+    /// Targets are made by [`Self::create_xrc_tgt_qp`].
+    pub fn create_qp(&mut self, mut init: QpInit) -> Result<u32, VerbsError> {
+        xrc::check_init(&mut init)?;
         if !self.pds.contains(&init.pd) {
             return Err(VerbsError::NoSuchPd(init.pd));
         }
@@ -225,9 +235,7 @@ impl Endpoint {
         }
         // max_recv_wr sizes a receive queue of the QP's own: with an SRQ
         // there is none, and it is not checked (as rxe's rxe_qp_chk_cap).
-        let recv = init
-            .srq
-            .is_none()
+        let recv = (init.srq.is_none() && init.qp_type != QpType::XrcIni)
             .then_some(("max_recv_wr", init.max_recv_wr));
         for (what, v) in [("max_send_wr", init.max_send_wr)].into_iter().chain(recv) {
             if v == 0 || v > 1 << 15 {
@@ -240,6 +248,15 @@ impl Endpoint {
         if let Some(srq) = init.srq.and_then(|h| self.srqs.get_mut(&h)) {
             srq.users += 1;
         }
+        let qpn = self.next_qpn();
+        let mut qp = Qp::new(qpn, init);
+        self.ud_mtu(&mut qp);
+        self.qps.insert(qpn, qp);
+        Ok(qpn)
+    }
+
+    /// The QPN the next QP gets, counted on.
+    fn next_qpn(&mut self) -> u32 {
         let qpn = self.next_qpn;
         // Past the last 24-bit QPN, back to the first user one: wrapping
         // to 0 used to hand out QP0 and then QP1, the GSI's.
@@ -248,10 +265,7 @@ impl Endpoint {
         } else {
             qpn + 1
         };
-        let mut qp = Qp::new(qpn, init);
-        self.ud_mtu(&mut qp);
-        self.qps.insert(qpn, qp);
-        Ok(qpn)
+        qpn
     }
 
     /// `ibv_destroy_qp`. A receive WQE it had taken from its SRQ for a
@@ -265,7 +279,10 @@ impl Endpoint {
             if let Some((wr, _)) = q.resp.recv.take() {
                 srq.give_back(wr);
             }
-            srq.users -= 1;
+            // A target borrows the SRQ of each request; it does not hold one.
+            if q.init.qp_type != QpType::XrcTgt {
+                srq.users -= 1;
+            }
         }
         self.events.retain(|e| match *e {
             AsyncEvent::QpFatal { qpn: n } | AsyncEvent::QpLastWqeReached { qpn: n } => n != qpn,
@@ -394,9 +411,10 @@ impl Endpoint {
                     responder::give_back(q, &mut self.srqs, wr);
                 }
                 let (init, scheduled, counted) = (q.init, q.scheduled, q.counted_in_flight);
-                let local_errors = q.local_errors;
+                let (local_errors, xrcd) = (q.local_errors, q.xrcd);
                 *q = Qp::new(qpn, init);
                 q.local_errors = local_errors;
+                q.xrcd = xrcd;
                 if init.qp_type == QpType::Ud {
                     q.cfg.mtu = self.port_mtu;
                 }
@@ -425,6 +443,7 @@ impl Endpoint {
     pub fn post_send(&mut self, qpn: u32, wr: SendWr<'_>) -> Result<(), VerbsError> {
         let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
         let qp_type = q.init.qp_type;
+        xrc::send_allowed(qpn, qp_type, &wr)?;
         if matches!(q.state, QpState::Reset | QpState::Init | QpState::Rtr) {
             return Err(VerbsError::WrongState {
                 qpn,
@@ -455,6 +474,11 @@ impl Endpoint {
         };
         let allowed = match qp_type {
             QpType::Rc => true,
+            // XRC has no opcodes for ATOMIC WRITE and FLUSH (the XRC range
+            // ends at 0xB7).
+            QpType::XrcIni | QpType::XrcTgt => {
+                !matches!(wr.op, SendOp::AtomicWrite { .. } | SendOp::Flush { .. })
+            }
             QpType::Uc => matches!(
                 wr.op,
                 SendOp::Send
@@ -567,6 +591,14 @@ impl Endpoint {
     /// SRQ, as ibverbs refuses it.
     pub fn post_recv(&mut self, qpn: u32, wr: RecvWr<'_>) -> Result<(), VerbsError> {
         let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        if q.init.qp_type.is_xrc() {
+            return Err(VerbsError::XrcRefused {
+                qpn,
+                call: "post_recv",
+                fix: "XRC QPs have no receive queue: post receives to the XRC SRQ the \
+                      initiator's requests name (post_srq_recv)",
+            });
+        }
         if let Some(srq) = q.init.srq {
             return Err(VerbsError::QpHasSrq { qpn, srq });
         }

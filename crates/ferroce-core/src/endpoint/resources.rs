@@ -29,7 +29,9 @@ impl Endpoint {
         if let Some(what) = self.mrs.pd_in_use(pd) {
             return Err(VerbsError::Busy(what));
         }
-        if self.qps.values().any(|q| q.init.pd == pd) {
+        // A target's PD is only that of the SRQ its last request named.
+        let holds = |q: &crate::qp::Qp| q.init.qp_type != crate::verbs::QpType::XrcTgt;
+        if self.qps.values().any(|q| holds(q) && q.init.pd == pd) {
             return Err(VerbsError::Busy("queue pairs created in this PD"));
         }
         if self.srqs.values().any(|s| s.pd == pd) {

@@ -300,6 +300,10 @@ pub(crate) struct Qp {
     pub(crate) local_errors: LocalErrors,
     /// Congestion control: its notification and reaction points, pacer.
     pub(crate) cc: QpCc,
+    /// An XRC target's domain (kept through Reset). Its `init.pd`,
+    /// `init.srq` and `init.recv_cq` are those of the XRC SRQ the request
+    /// being taken names (see `responder::bind_xrc_srq`).
+    pub(crate) xrcd: Option<u32>,
 }
 
 /// A QP's share of congestion control (see [`crate::cc`]).
@@ -320,7 +324,9 @@ impl Qp {
     /// RC: PSNs sent (or, for READs, asked for) and not yet acknowledged.
     pub(crate) fn in_flight(&self) -> u32 {
         match (self.init.qp_type, self.comp.acked) {
-            (QpType::Rc, Some(acked)) => self.req.next_psn.distance(acked + 1).max(0) as u32,
+            (QpType::Rc | QpType::XrcIni, Some(acked)) => {
+                self.req.next_psn.distance(acked + 1).max(0) as u32
+            }
             _ => 0,
         }
     }
@@ -366,6 +372,18 @@ impl Qp {
             timer_filed: None,
             local_errors: LocalErrors::Immediate,
             cc: QpCc::default(),
+            xrcd: None,
+        }
+    }
+
+    /// The transport its packets are of.
+    pub(crate) fn transport(&self) -> ferroce_wire::Transport {
+        use ferroce_wire::Transport;
+        match self.init.qp_type {
+            QpType::Rc => Transport::Rc,
+            QpType::Uc => Transport::Uc,
+            QpType::Ud => Transport::Ud,
+            QpType::XrcIni | QpType::XrcTgt => Transport::Xrc,
         }
     }
 

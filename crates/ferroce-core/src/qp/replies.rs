@@ -233,7 +233,7 @@ pub(super) fn atomic(
     let mut b = [0u8; 8];
     b.copy_from_slice(cell);
     let orig = u64::from_ne_bytes(b);
-    let new = if pkt.bth().opcode() == Opcode::RC_COMPARE_SWAP {
+    let new = if pkt.bth().opcode().operation() == Opcode::RC_COMPARE_SWAP.operation() {
         if orig == a.compare() {
             a.swap_add()
         } else {
@@ -360,9 +360,10 @@ pub(crate) fn next_response(
     mrs: &MrTable,
     pool: &mut BufPool,
 ) -> Option<Result<Transmit, NotSent>> {
-    if qp.init.qp_type != QpType::Rc {
+    if !matches!(qp.init.qp_type, QpType::Rc | QpType::XrcTgt) {
         return None;
     }
+    let transport = qp.transport();
     let path = qp.path();
     let dest = qp.cfg.dest_qpn;
     let mtu = qp.cfg.mtu.bytes();
@@ -407,7 +408,7 @@ pub(crate) fn next_response(
                 (false, false) => (Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, Position::Middle),
             };
             let psn = job.psn + (job.sent / mtu) as u32;
-            let mut t = super::transport_repr(op, psn, dest, n);
+            let mut t = super::transport_repr(op.in_transport(transport), psn, dest, n);
             // Every READ response but a MIDDLE carries an AETH.
             if position != Position::Middle {
                 t.aeth = Some(AethRepr {
@@ -440,5 +441,8 @@ pub(crate) fn next_response(
             return Some(built.map_err(NotSent::Emit));
         }
     };
+    // RC's answers in the QP's transport (XRC's share their low five bits).
+    let mut t = t;
+    t.bth.opcode = t.bth.opcode.in_transport(transport);
     Some(Transmit::build(pool, path, &t, |_| {}).map_err(NotSent::Emit))
 }

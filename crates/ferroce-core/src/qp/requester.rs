@@ -65,7 +65,7 @@ pub(crate) fn next_packet(
     if !wqe.started && !may_start(qp, idx) {
         return None;
     }
-    if qp.init.qp_type == QpType::Rc {
+    if qp.init.qp_type.is_reliable() {
         let oldest = qp
             .sq
             .iter()
@@ -93,7 +93,7 @@ pub(crate) fn next_packet(
         qp.req.offset = 0;
     }
     let t = build(qp, idx, mrs, pool, ask_ack);
-    if qp.init.qp_type == QpType::Rc && qp.comp.retransmit_at.is_none() {
+    if qp.init.qp_type.is_reliable() && qp.comp.retransmit_at.is_none() {
         qp.comp.retransmit_at = local_ack_timeout(qp.cfg.timeout).map(|d| now.after(d));
     }
     t
@@ -202,11 +202,7 @@ fn build(
         (false, true) => Position::Last,
         (false, false) => Position::Middle,
     };
-    let transport = match qp_type {
-        QpType::Rc => Transport::Rc,
-        QpType::Uc => Transport::Uc,
-        QpType::Ud => Transport::Ud,
-    };
+    let transport = qp.transport();
     let (rc_opcode, reth) = match op {
         SendOp::Read { remote } => {
             // After a lost response the READ resumes where the responses
@@ -332,7 +328,7 @@ fn build(
     t.bth.solicited = solicited && pos.ends();
     qp.req.since_ack_req += 1;
     t.bth.ack_req =
-        qp_type == QpType::Rc && (pos.ends() || qp.req.since_ack_req >= PACKETS_PER_ACK || ask_ack);
+        qp_type.is_reliable() && (pos.ends() || qp.req.since_ack_req >= PACKETS_PER_ACK || ask_ack);
     if t.bth.ack_req {
         qp.req.since_ack_req = 0;
     }
@@ -349,7 +345,7 @@ fn build(
 fn finish_wqe(qp: &mut Qp, idx: usize) {
     qp.req.wqe = idx + 1;
     qp.req.offset = 0;
-    if qp.init.qp_type != QpType::Rc {
+    if !qp.init.qp_type.is_reliable() {
         qp.sq[idx].done = true;
     }
 }
@@ -408,6 +404,12 @@ fn transmit(
         }
     } else {
         t.bth.dest_qp = qp.cfg.dest_qpn;
+    }
+    if qp.init.qp_type == QpType::XrcIni {
+        // READs and atomics were built with RC's opcodes; every request
+        // names the target's SRQ (post_send made sure there is one).
+        t.bth.opcode = t.bth.opcode.in_transport(Transport::Xrc);
+        t.xrceth = wr.remote_srqn;
     }
     let mut copied = Ok(());
     let packet = Transmit::build(pool, path, &t, |out| {

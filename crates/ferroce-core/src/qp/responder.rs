@@ -110,7 +110,12 @@ pub(crate) fn on_request(
     match qp.init.qp_type {
         QpType::Ud => return ud_receive(qp, pkt, from, grh, t),
         QpType::Uc => return uc_receive(qp, pkt, t),
-        QpType::Rc => {}
+        QpType::Rc | QpType::XrcTgt => {}
+        QpType::XrcIni => {
+            // Requests to an initiator are dropped before they get here.
+            t.stats.rx_unexpected += 1;
+            return Ok(());
+        }
     }
     let psn = pkt.bth().psn();
     let d = psn.distance(qp.resp.epsn);
@@ -129,7 +134,10 @@ pub(crate) fn on_request(
         }
         return Ok(());
     }
-    let outcome = execute(qp, pkt, psn, t);
+    let outcome = match bind_xrc_srq(qp, pkt, t) {
+        Ok(()) => execute(qp, pkt, psn, t),
+        Err(code) => Outcome::Nak(code),
+    };
     if outcome == Outcome::Busy {
         return Err(RegionBusy);
     }
@@ -161,6 +169,43 @@ pub(crate) fn on_request(
             super::completer::flush(qp, t.cqs);
         }
     }
+    Ok(())
+}
+
+/// An XRC target takes the request at the expected PSN into the XRC SRQ
+/// its XRCETH names: that SRQ's PD (for memory), its WQEs and its CQ
+/// become the QP's for the request. The SRQ must exist, be an XRC SRQ of
+/// the target's domain, and be the one the message began with; else the
+/// request is refused as invalid (IBA A14 gives the target no other way to
+/// answer). Other QPs take every request as they are.
+fn bind_xrc_srq(
+    qp: &mut Qp,
+    pkt: &TransportPacket<&[u8]>,
+    t: &mut Tables<'_>,
+) -> Result<(), NakCode> {
+    if qp.init.qp_type != QpType::XrcTgt {
+        return Ok(());
+    }
+    let srqn = pkt.xrceth().map(|x| x.value());
+    let xrc = srqn
+        .and_then(|n| t.srqs.get(&n))
+        .and_then(|s| Some((s.pd, s.xrc?)));
+    let open = qp.resp.recv.is_some() || qp.resp.write.is_some();
+    let (srqn, (pd, xrc)) = match (srqn, xrc) {
+        (Some(n), Some(found)) if Some(found.1.xrcd) == qp.xrcd => (n, found),
+        _ => {
+            t.stats.rx_bad_xrc_srq += 1;
+            tracing::debug!(qpn = %crate::log::Qpn(qp.qpn), srqn, "NAK: XRCETH names no XRC SRQ of the target's domain");
+            return Err(NakCode::InvalidRequest);
+        }
+    };
+    if open && qp.init.srq != Some(srqn) {
+        t.stats.rx_bad_xrc_srq += 1;
+        return Err(NakCode::InvalidRequest);
+    }
+    qp.init.pd = pd;
+    qp.init.srq = Some(srqn);
+    qp.init.recv_cq = xrc.cq;
     Ok(())
 }
 

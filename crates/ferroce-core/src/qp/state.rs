@@ -367,7 +367,24 @@ fn attr_rule(qp_type: QpType, from: QpState, to: QpState) -> Option<AttrRule> {
                 QpType::Rc => t.rc,
                 QpType::Uc => t.uc,
                 QpType::Ud => t.ud,
+                QpType::XrcIni | QpType::XrcTgt => xrc_rule(qp_type, to, t.rc),
             }),
+    }
+}
+
+/// XRC's rules are RC's (IBA A14), less what a half without a responder
+/// or without a requester does not use, as the kernel's `qp_state_table`
+/// has them: an initiator needs no responder attributes to reach RTR, a
+/// target no requester ones to reach RTS. They stay allowed.
+fn xrc_rule(qp_type: QpType, to: QpState, rc: AttrRule) -> AttrRule {
+    let unused = match (qp_type, to) {
+        (QpType::XrcIni, S::Rtr) => A::of(&[A::MAX_DEST_RD_ATOMIC, A::MIN_RNR_TIMER]),
+        (QpType::XrcTgt, S::Rts) => A::of(&[A::RETRY_CNT, A::RNR_RETRY, A::MAX_RD_ATOMIC]),
+        _ => A(0),
+    };
+    AttrRule {
+        required: rc.required.without(unused),
+        optional: rc.optional.union(unused),
     }
 }
 

@@ -327,3 +327,40 @@ fn a_disallowed_attribute_is_unexpected_even_with_a_bad_value() {
         })
     );
 }
+
+/// XRC's halves take RC's rules less what they do not use, as the kernel's
+/// table: an initiator's RTR needs no responder attributes, a target's RTS
+/// no requester ones; RC still needs both. The rest is RC's.
+#[test]
+fn xrc_rules_are_rcs_less_the_unused_half() {
+    let rc_rtr = required(QpType::Rc, S::Init, S::Rtr);
+    let ini_rtr: Vec<&str> = rc_rtr
+        .iter()
+        .copied()
+        .filter(|a| !["max_dest_rd_atomic", "min_rnr_timer"].contains(a))
+        .collect();
+    let rtr = call(S::Rtr, &ini_rtr);
+    assert_eq!(check_modify(QpType::XrcIni, S::Init, &rtr), Ok(S::Rtr));
+    assert!(matches!(
+        check_modify(QpType::Rc, S::Init, &rtr),
+        Err(VerbsError::MissingAttr { .. })
+    ));
+    assert!(check_modify(QpType::XrcTgt, S::Init, &rtr).is_err());
+    assert_eq!(
+        check_modify(QpType::XrcTgt, S::Init, &call(S::Rtr, rc_rtr)),
+        Ok(S::Rtr)
+    );
+    let rts = call(S::Rts, &["sq_psn", "timeout"]);
+    assert_eq!(check_modify(QpType::XrcTgt, S::Rtr, &rts), Ok(S::Rts));
+    assert!(check_modify(QpType::XrcIni, S::Rtr, &rts).is_err());
+    assert!(check_modify(QpType::Rc, S::Rtr, &rts).is_err());
+    // What a half does not need, it may still be given.
+    let full = call(S::Rts, required(QpType::Rc, S::Rtr, S::Rts));
+    assert_eq!(check_modify(QpType::XrcTgt, S::Rtr, &full), Ok(S::Rts));
+    assert_eq!(check_modify(QpType::XrcIni, S::Rtr, &full), Ok(S::Rts));
+    for t in [QpType::XrcIni, QpType::XrcTgt] {
+        let init = call(S::Init, required(QpType::Rc, S::Reset, S::Init));
+        assert_eq!(check_modify(t, S::Reset, &init), Ok(S::Init));
+        assert!(check_modify(t, S::Reset, &call(S::Rts, &[])).is_err());
+    }
+}

@@ -18,6 +18,9 @@
 //! | `many` | many QPs at once: the endpoint's cap on packets in flight, fair turns |
 //! | `interop` | sequences met against the kernel's rxe, replayed |
 //! | `srq` | shared receive queues: QPs sharing one, RNR, the limit event, errors, UD and UC, refused calls |
+//! | `xrc` | XRC: one initiator to several SRQs, targets sharing a domain, the SRQ's PD, RNR, faults, the packets on the wire |
+//! | `xrc_hostile` | XRC's refusals: XRCETHs naming a wrong SRQ, mixed transports, refused calls |
+//! | `xrc_fuzz` | random XRC packets into an initiator and a target: no panic, no harm |
 //! | `log` | the `tracing` events of errors, RNR waits, losses, timeouts and drops |
 
 mod atomic_write;
@@ -44,6 +47,9 @@ mod srq;
 mod states;
 mod util;
 mod windows;
+mod xrc;
+mod xrc_fuzz;
+mod xrc_hostile;
 
 use util::{Faults, Pair, connect, pattern, recv_wr, rmem, send_wr, sge};
 

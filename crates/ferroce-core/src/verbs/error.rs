@@ -98,6 +98,17 @@ pub enum VerbsError {
         len: u64,
         size: u64,
     },
+    /// No XRC domain with this handle.
+    NoSuchXrcd(u32),
+    /// An XRC call named an SRQ that is not an XRC SRQ.
+    NotXrcSrq(u32),
+    /// A call an XRC QP does not take (`call`: what it was; `fix`: what to
+    /// do instead).
+    XrcRefused {
+        qpn: u32,
+        call: &'static str,
+        fix: &'static str,
+    },
 }
 
 impl fmt::Debug for VerbsError {
@@ -110,6 +121,14 @@ impl fmt::Debug for VerbsError {
             Self::NoSuchSrq(h) => f.debug_tuple("NoSuchSrq").field(&h).finish(),
             Self::NoSuchMw(k) => f.debug_tuple("NoSuchMw").field(&Hex(k)).finish(),
             Self::BadMwBind { why } => f.debug_struct("BadMwBind").field("why", &why).finish(),
+            Self::NoSuchXrcd(h) => f.debug_tuple("NoSuchXrcd").field(&h).finish(),
+            Self::NotXrcSrq(h) => f.debug_tuple("NotXrcSrq").field(&h).finish(),
+            Self::XrcRefused { qpn, call, fix } => f
+                .debug_struct("XrcRefused")
+                .field("qpn", &Hex(qpn))
+                .field("call", &call)
+                .field("fix", &fix)
+                .finish(),
             Self::Busy(what) => f.debug_tuple("Busy").field(&what).finish(),
             Self::BadTransition { from, to } => f
                 .debug_struct("BadTransition")
@@ -206,6 +225,13 @@ impl fmt::Display for VerbsError {
             Self::NoSuchSrq(h) => write!(f, "no shared receive queue {h}"),
             Self::NoSuchMw(k) => write!(f, "no memory window with key {k:#x}"),
             Self::BadMwBind { why } => write!(f, "memory window bind refused: {why}"),
+            Self::NoSuchXrcd(h) => write!(f, "no XRC domain {h}: open one (open_xrcd)"),
+            Self::NotXrcSrq(h) => write!(
+                f,
+                "shared receive queue {h} is not an XRC SRQ: create one with an XRC domain \
+                 (create_xrc_srq)"
+            ),
+            Self::XrcRefused { qpn, call, fix } => write!(f, "{call} on XRC QP {qpn:#x}: {fix}"),
             Self::Busy(what) => write!(f, "still in use: {what}"),
             Self::BadTransition { from, to } => {
                 write!(f, "modify_qp: no transition from {from:?} to {to:?}")

@@ -68,6 +68,27 @@ pub enum QpType {
     Rc,
     Uc,
     Ud,
+    /// XRC initiator (`IBV_QPT_XRC_SEND`): an RC-like send queue whose
+    /// requests each name the target's XRC SRQ (`SendWr::remote_srqn`); no
+    /// receive queue.
+    XrcIni,
+    /// XRC target (`IBV_QPT_XRC_RECV`): the responder side only, in an XRC
+    /// domain, with no PD, CQ or queue of its own: each request names the
+    /// XRC SRQ that takes it (see `Endpoint::create_xrc_tgt_qp`).
+    XrcTgt,
+}
+
+impl QpType {
+    /// Whether the transport acknowledges and retransmits (RC and both XRC
+    /// halves).
+    pub const fn is_reliable(self) -> bool {
+        matches!(self, Self::Rc | Self::XrcIni | Self::XrcTgt)
+    }
+
+    /// Whether it is one half of XRC.
+    pub const fn is_xrc(self) -> bool {
+        matches!(self, Self::XrcIni | Self::XrcTgt)
+    }
 }
 
 /// IBA QP states (`IBV_QPS_*`).

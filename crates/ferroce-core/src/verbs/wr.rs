@@ -210,6 +210,9 @@ pub struct SendWr<'a> {
     pub inline: Option<&'a [u8]>,
     /// For UD: destination and its QPN and Q_Key.
     pub ud: Option<UdDest>,
+    /// For XRC_INI: the number of the XRC SRQ at the target that takes the
+    /// request (`wr.qp_type.xrc.remote_srqn`), sent in every packet's XRCETH.
+    pub remote_srqn: Option<u32>,
 }
 
 impl<'a> SendWr<'a> {
@@ -224,6 +227,7 @@ impl<'a> SendWr<'a> {
             solicited: false,
             inline: None,
             ud: None,
+            remote_srqn: None,
         }
     }
 
@@ -296,6 +300,13 @@ impl<'a> SendWr<'a> {
     /// The same request, completing only on error (or with `sq_sig_all`).
     pub const fn unsignaled(mut self) -> Self {
         self.signaled = false;
+        self
+    }
+
+    /// The same request sent to the XRC SRQ numbered `srqn` at the target
+    /// (XRC_INI QPs only).
+    pub const fn to_srq(mut self, srqn: u32) -> Self {
+        self.remote_srqn = Some(srqn);
         self
     }
 }
@@ -398,6 +409,7 @@ pub(crate) struct QueuedSend {
     pub(crate) solicited: bool,
     pub(crate) inline: Option<Box<[u8]>>,
     pub(crate) ud: Option<UdDest>,
+    pub(crate) remote_srqn: Option<u32>,
 }
 
 impl From<&SendWr<'_>> for QueuedSend {
@@ -411,6 +423,7 @@ impl From<&SendWr<'_>> for QueuedSend {
             solicited: wr.solicited,
             inline: wr.inline.map(Box::from),
             ud: wr.ud,
+            remote_srqn: wr.remote_srqn,
         }
     }
 }

@@ -16,7 +16,7 @@ use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use super::{ibv_ah, ibv_comp_channel, ibv_context, ibv_cq, ibv_pd, ibv_qp, ibv_qp_cap, ibv_sge};
-use super::{ibv_mw, ibv_mw_bind_info, ibv_srq, pthread_cond_t, pthread_mutex_t};
+use super::{ibv_mw, ibv_mw_bind_info, ibv_srq, ibv_srq_attr, pthread_cond_t, pthread_mutex_t};
 
 /// `struct ibv_poll_cq_attr`.
 #[repr(C)]
@@ -176,6 +176,7 @@ pub const CREATE_CQ_ATTR_SINGLE_THREADED: u32 = 1;
 
 // `enum ibv_qp_init_attr_mask`.
 pub const QP_INIT_ATTR_PD: u32 = 1;
+pub const QP_INIT_ATTR_XRCD: u32 = 1 << 1;
 pub const QP_INIT_ATTR_CREATE_FLAGS: u32 = 1 << 2;
 pub const QP_INIT_ATTR_SEND_OPS_FLAGS: u32 = 1 << 6;
 
@@ -193,3 +194,49 @@ pub const QP_EX_WITH_SEND_WITH_INV: u64 = 1 << 9;
 pub const QP_EX_WITH_ATOMIC_WRITE: u64 = 1 << 12;
 /// Every operation the `ibv_wr_*` builders of this library can post.
 pub const QP_EX_SUPPORTED: u64 = 0x3ff | QP_EX_WITH_ATOMIC_WRITE;
+
+/// `struct ibv_xrcd_init_attr` (`ibv_open_xrcd`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_xrcd_init_attr {
+    pub comp_mask: u32,
+    pub fd: c_int,
+    pub oflags: c_int,
+}
+
+/// `struct ibv_xrcd`.
+#[repr(C)]
+pub struct ibv_xrcd {
+    pub context: *mut ibv_context,
+}
+
+/// `struct ibv_tm_cap` (tag matching, not here).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct ibv_tm_cap {
+    pub max_num_tags: u32,
+    pub max_ops: u32,
+}
+
+/// `struct ibv_srq_init_attr_ex` (`ibv_create_srq_ex`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_srq_init_attr_ex {
+    pub srq_context: *mut c_void,
+    pub attr: ibv_srq_attr,
+    pub comp_mask: u32,
+    pub srq_type: u32,
+    pub pd: *mut ibv_pd,
+    pub xrcd: *mut ibv_xrcd,
+    pub cq: *mut ibv_cq,
+    pub tm_cap: ibv_tm_cap,
+}
+
+pub const SRQT_BASIC: u32 = 0;
+pub const SRQT_XRC: u32 = 1;
+pub const SRQ_INIT_ATTR_TYPE: u32 = 1;
+pub const SRQ_INIT_ATTR_PD: u32 = 1 << 1;
+pub const SRQ_INIT_ATTR_XRCD: u32 = 1 << 2;
+pub const SRQ_INIT_ATTR_CQ: u32 = 1 << 3;
+pub const XRCD_INIT_ATTR_FD: u32 = 1;
+pub const XRCD_INIT_ATTR_OFLAGS: u32 = 1 << 1;

@@ -273,10 +273,12 @@ pub struct verbs_context {
     pub ABI_placeholder1: usize,
     pub open_qp: usize,
     pub create_qp_ex: Option<CreateQpExFn>,
-    pub get_srq_num: usize,
-    pub create_srq_ex: usize,
-    pub open_xrcd: usize,
-    pub close_xrcd: usize,
+    pub get_srq_num: Option<unsafe extern "C" fn(*mut ibv_srq, *mut u32) -> c_int>,
+    pub create_srq_ex:
+        Option<unsafe extern "C" fn(*mut ibv_context, *mut ibv_srq_init_attr_ex) -> *mut ibv_srq>,
+    pub open_xrcd:
+        Option<unsafe extern "C" fn(*mut ibv_context, *mut ibv_xrcd_init_attr) -> *mut ibv_xrcd>,
+    pub close_xrcd: Option<unsafe extern "C" fn(*mut ibv_xrcd) -> c_int>,
     pub _ABI_placeholder3: u64,
     pub sz: usize,
     pub context: ibv_context,
@@ -289,6 +291,8 @@ pub const TRANSPORT_IB: i32 = 0;
 pub const QPT_RC: u32 = 2;
 pub const QPT_UC: u32 = 3;
 pub const QPT_UD: u32 = 4;
+pub const QPT_XRC_SEND: u32 = 9;
+pub const QPT_XRC_RECV: u32 = 10;
 
 pub const QPS_RESET: u32 = 0;
 pub const QPS_INIT: u32 = 1;

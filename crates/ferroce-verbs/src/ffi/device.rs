@@ -89,6 +89,10 @@ pub(super) unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ib
         );
         vctx.create_cq_ex = Some(super::cq_ex::create_cq_ex);
         vctx.create_qp_ex = Some(super::qp_ex::create_qp_ex);
+        vctx.open_xrcd = Some(super::xrc::open_xrcd);
+        vctx.close_xrcd = Some(super::xrc::close_xrcd);
+        vctx.create_srq_ex = Some(super::xrc::create_srq_ex);
+        vctx.get_srq_num = Some(super::xrc::get_srq_num);
         let boxed = Box::new(Ctx {
             vctx,
             device: d,

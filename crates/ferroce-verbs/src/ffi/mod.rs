@@ -48,6 +48,7 @@ mod windows;
 mod cq_ex;
 mod events;
 mod qp_ex;
+mod xrc;
 
 /// The context ops: what the header's inline verbs call.
 fn context_ops() -> ibv_context_ops {

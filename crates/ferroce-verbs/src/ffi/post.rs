@@ -158,6 +158,8 @@ pub(super) unsafe fn post_one_send(c: &Ctx, q: &Qp, wr: &ibv_send_wr) -> Result<
         solicited: flags & SEND_SOLICITED != 0,
         inline: inline.as_deref(),
         ud,
+        // An XRC initiator's request names the target's SRQ.
+        remote_srqn: (q.qp_type == ferroce::QpType::XrcIni).then_some(wr.qp_type),
         ..SendWr::new(wr.wr_id, op, if inline.is_some() { &[] } else { &sg })
     };
     q.inner.post_send(send).map_err(|e| errno(&e))

@@ -50,10 +50,16 @@ pub(super) unsafe fn new_qp(
         QPT_RC => QpType::Rc,
         QPT_UC => QpType::Uc,
         QPT_UD => QpType::Ud,
+        QPT_XRC_SEND => QpType::XrcIni,
         _ => return Err(libc::EOPNOTSUPP),
     };
     // SAFETY: module contract.
     let send: &Cq = unsafe { obj(a.send_cq) }?;
+    // An XRC initiator receives nothing: its recv_cq may be NULL.
+    let xrc_ini = qp_type == QpType::XrcIni;
+    if xrc_ini && a.recv_cq.is_null() {
+        a.recv_cq = a.send_cq;
+    }
     // SAFETY: module contract.
     let recv: &Cq = unsafe { obj(a.recv_cq) }?;
     let srq: Option<&Srq> = if a.srq.is_null() {
@@ -92,7 +98,15 @@ pub(super) unsafe fn new_qp(
         .max(1);
     a.cap.max_recv_sge = a.cap.max_recv_sge.max(1);
     a.cap.max_send_wr = attr.max_send_wr;
-    a.cap.max_recv_wr = if srq.is_some() { 0 } else { attr.max_recv_wr };
+    a.cap.max_recv_wr = if srq.is_some() || xrc_ini {
+        0
+    } else {
+        attr.max_recv_wr
+    };
+    if xrc_ini {
+        a.cap.max_recv_sge = 0;
+        a.recv_cq = init.recv_cq;
+    }
     init.cap = a.cap;
     let qp = Box::into_raw(Box::new(Qp {
         qp: super::qp_ex::qp_ex(ibv_qp {
@@ -116,10 +130,13 @@ pub(super) unsafe fn new_qp(
         attr: Mutex::new(ibv_qp_attr::default()),
         send_ops,
         batch: Default::default(),
+        xrcd: 0,
     }));
     p.users.add();
     send.users.add();
-    recv.users.add();
+    if !a.recv_cq.is_null() {
+        recv.users.add();
+    }
     if let Some(s) = srq {
         s.users.add();
     }
@@ -193,12 +210,24 @@ pub(super) unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
         // SAFETY: module contract.
         let q: &Qp = unsafe { obj(qp) }?;
         // SAFETY: module contract: the objects a QP uses outlive it (EBUSY).
+        // An XRC target has no PD or CQ, an initiator maybe no receive CQ.
         unsafe {
-            obj::<Pd, _>(q.qp.qp_base.pd)?.users.remove();
-            obj::<Cq, _>(q.qp.qp_base.send_cq)?.users.remove();
-            obj::<Cq, _>(q.qp.qp_base.recv_cq)?.users.remove();
-            if !q.qp.qp_base.srq.is_null() {
-                obj::<Srq, _>(q.qp.qp_base.srq)?.users.remove();
+            let b = &q.qp.qp_base;
+            if !b.pd.is_null() {
+                obj::<Pd, _>(b.pd)?.users.remove();
+            }
+            for cq in [b.send_cq, b.recv_cq] {
+                if !cq.is_null() {
+                    obj::<Cq, _>(cq)?.users.remove();
+                }
+            }
+            if !b.srq.is_null() {
+                obj::<Srq, _>(b.srq)?.users.remove();
+            }
+            if q.xrcd != 0 {
+                obj::<crate::objects::Xrcd, _>(q.xrcd as *mut ibv_xrcd)?
+                    .users
+                    .remove();
             }
         }
         // SAFETY: module contract.

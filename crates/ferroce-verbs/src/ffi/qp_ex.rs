@@ -18,9 +18,10 @@
 //! `ibv_wr_complete` returns ENOMEM. `ibv_wr_abort` drops the batch.
 //!
 //! Operations ferroce has: SEND (+imm, +invalidate), RDMA WRITE (+imm),
-//! RDMA READ, CMP_SWAP, FETCH_ADD, ATOMIC WRITE, BIND_MW and LOCAL_INV.
-//! Their `send_ops_flags` bits are accepted; any other (TSO, FLUSH) fails
-//! the create with EOPNOTSUPP, and its builder, if called anyway, fails the
+//! RDMA READ, CMP_SWAP, FETCH_ADD, ATOMIC WRITE, BIND_MW and LOCAL_INV, and
+//! on an XRC initiator `ibv_wr_set_xrc_srqn` names the target SRQ. Their
+//! `send_ops_flags` bits are accepted; any other (TSO, FLUSH) fails the
+//! create with EOPNOTSUPP, and its builder, if called anyway, fails the
 //! batch.
 
 use std::ffi::{c_int, c_void};
@@ -50,7 +51,7 @@ pub(super) fn qp_ex(base: ibv_qp) -> ibv_qp_ex {
         wr_send_inv: Some(send_inv),
         wr_send_tso: Some(lacking_tso),
         wr_set_ud_addr: Some(set_ud_addr),
-        wr_set_xrc_srqn: Some(lacking_u32),
+        wr_set_xrc_srqn: Some(set_xrc_srqn),
         wr_set_inline_data: Some(set_inline_data),
         wr_set_inline_data_list: Some(set_inline_data_list),
         wr_set_sge: Some(set_sge),
@@ -70,12 +71,20 @@ pub(super) unsafe extern "C" fn create_qp_ex(
     guard_ptr(|| {
         // SAFETY: module contract.
         let a = unsafe { attr.as_mut() }.ok_or(libc::EINVAL)?;
+        if a.qp_type == QPT_XRC_RECV {
+            if a.comp_mask & QP_INIT_ATTR_XRCD == 0 || a.xrcd.is_null() {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: module contract.
+            return unsafe { super::xrc::new_tgt_qp(context, a) }.map(|q| q.cast());
+        }
         let known = QP_INIT_ATTR_PD | QP_INIT_ATTR_CREATE_FLAGS | QP_INIT_ATTR_SEND_OPS_FLAGS;
         if a.comp_mask & QP_INIT_ATTR_PD == 0 || a.pd.is_null() {
             return Err(libc::EINVAL);
         }
         if a.comp_mask & !known != 0 {
-            // XRC domains, TSO, RSS indirection and hashing: not here.
+            // TSO, RSS indirection and hashing: not here (an XRCD only
+            // for an XRC target).
             return Err(libc::EOPNOTSUPP);
         }
         if a.comp_mask & QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0 {
@@ -114,6 +123,8 @@ fn ops_for(qp_type: u32) -> u64 {
     let sends = QP_EX_WITH_SEND | QP_EX_WITH_SEND_WITH_IMM;
     match qp_type {
         QPT_RC => QP_EX_SUPPORTED,
+        // XRC has no ATOMIC WRITE opcode.
+        QPT_XRC_SEND => QP_EX_SUPPORTED & !QP_EX_WITH_ATOMIC_WRITE,
         QPT_UC => {
             sends
                 | QP_EX_WITH_RDMA_WRITE
@@ -269,7 +280,7 @@ fn send_wr(w: &BuiltWr, sges: &[ibv_sge]) -> ibv_send_wr {
         send_flags: (w.flags & !SEND_INLINE) | inline,
         imm_data: w.imm,
         wr,
-        qp_type: 0,
+        qp_type: w.xrc_srqn,
         bind_mw: w.bind.unwrap_or(wr_bind_mw::NONE),
     }
 }
@@ -344,6 +355,13 @@ unsafe extern "C" fn set_ud_addr(qx: *mut ibv_qp_ex, ah: *mut ibv_ah, qpn: u32, 
             return Err(libc::EINVAL);
         }
         w.ud = Some((ah as usize, qpn, qkey));
+        Ok(())
+    });
+}
+
+unsafe extern "C" fn set_xrc_srqn(qx: *mut ibv_qp_ex, srqn: u32) {
+    set_last(qx, |_, w| {
+        w.xrc_srqn = srqn;
         Ok(())
     });
 }
@@ -425,10 +443,6 @@ unsafe extern "C" fn set_inline_data_list(qx: *mut ibv_qp_ex, n: usize, list: *c
         }
         Ok(())
     });
-}
-
-unsafe extern "C" fn lacking_u32(qx: *mut ibv_qp_ex, _v: u32) {
-    lacking(qx);
 }
 
 /// `ibv_wr_bind_mw`: the bind is copied now.

@@ -48,6 +48,7 @@ pub(super) unsafe extern "C" fn ibv_create_srq(
                 ..a.attr
             }),
             users: Default::default(),
+            xrc: None,
         });
         p.users.add();
         // SAFETY: module contract.
@@ -106,6 +107,17 @@ pub(super) unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
         }
         // SAFETY: module contract.
         unsafe { obj::<Pd, _>(s.srq.pd) }?.users.remove();
+        if let Some((xrcd, cq)) = s.xrc {
+            // SAFETY: module contract: an XRC SRQ's domain and CQ outlive it.
+            unsafe {
+                obj::<crate::objects::Xrcd, _>(xrcd as *mut ibv_xrcd)?
+                    .users
+                    .remove();
+                obj::<crate::objects::Cq, _>(cq as *mut ibv_cq)?
+                    .users
+                    .remove();
+            }
+        }
         // SAFETY: module contract.
         let c = unsafe { ctx(s.srq.context) }?;
         c.srqs

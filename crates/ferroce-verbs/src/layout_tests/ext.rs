@@ -100,6 +100,20 @@ pub(super) fn checks(v: &mut Vec<Check>) {
     layout!(v, ibv_data_buf, "struct ibv_data_buf", [addr, length]);
     layout!(
         v,
+        ibv_xrcd_init_attr,
+        "struct ibv_xrcd_init_attr",
+        [comp_mask, fd, oflags]
+    );
+    layout!(v, ibv_xrcd, "struct ibv_xrcd", [context]);
+    layout!(v, ibv_tm_cap, "struct ibv_tm_cap", [max_num_tags, max_ops]);
+    layout!(
+        v,
+        ibv_srq_init_attr_ex,
+        "struct ibv_srq_init_attr_ex",
+        [srq_context, attr, comp_mask, srq_type, pd, xrcd, cq, tm_cap]
+    );
+    layout!(
+        v,
         ibv_qp_ex,
         "struct ibv_qp_ex",
         [

@@ -93,9 +93,20 @@ int main(void)
 	errno = 0;
 	CHECK(ibv_create_qp(pd, &init) == NULL && errno == EINVAL, "create_qp, max_inline_data 1 MiB: EINVAL");
 	init.cap.max_inline_data = 0;
-	init.qp_type = IBV_QPT_XRC_SEND;
+	init.qp_type = IBV_QPT_RAW_PACKET;
 	errno = 0;
-	CHECK(ibv_create_qp(pd, &init) == NULL && errno == EOPNOTSUPP, "create_qp, XRC: EOPNOTSUPP");
+	CHECK(ibv_create_qp(pd, &init) == NULL && errno == EOPNOTSUPP, "create_qp, RAW_PACKET: EOPNOTSUPP");
+	init.qp_type = IBV_QPT_XRC_RECV;
+	errno = 0;
+	CHECK(ibv_create_qp(pd, &init) == NULL && errno == EOPNOTSUPP,
+	      "create_qp, XRC_RECV without an XRC domain (ibv_create_qp_ex's): EOPNOTSUPP");
+	init.qp_type = IBV_QPT_XRC_SEND;
+	struct ibv_qp *ini = ibv_create_qp(pd, &init);
+	CHECK(ini && ini->qp_type == IBV_QPT_XRC_SEND && init.cap.max_recv_wr == 0,
+	      "create_qp, XRC_SEND: an initiator with no receive queue");
+	struct ibv_recv_wr xrc_rwr = { .wr_id = 1 }, *xrc_bad;
+	CHECK(ini && ibv_post_recv(ini, &xrc_rwr, &xrc_bad) == EINVAL, "post_recv on an XRC initiator: EINVAL");
+	CHECK(ini && ibv_destroy_qp(ini) == 0, "destroy an XRC initiator");
 	init.qp_type = IBV_QPT_RC;
 	struct ibv_qp *qp = ibv_create_qp(pd, &init);
 	CHECK(qp && qp->state == IBV_QPS_RESET, "create_qp: RESET");

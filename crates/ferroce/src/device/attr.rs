@@ -175,6 +175,8 @@ impl DeviceCapFlags {
     /// * SRQ_RESIZE: `modify_srq` takes a new `max_wr`. (ibverbs has no flag
     ///   for SRQ support itself: `max_srq` above 0 says it.)
     /// * MEM_WINDOW, MEM_WINDOW_TYPE_2B: type 1 and type 2B memory windows.
+    /// * XRC: XRC domains, XRC SRQs and XRC initiator and target QPs (rxe
+    ///   has none).
     ///
     /// Not set, unlike rxe: BAD_PKEY_CNTR (the P_Key is not checked or
     /// counted), AUTO_PATH_MIG, CHANGE_PHY_PORT and UD_AV_PORT_ENFORCE (one
@@ -187,6 +189,7 @@ impl DeviceCapFlags {
             | Self::RC_RNR_NAK_GEN.0
             | Self::SRQ_RESIZE.0
             | Self::MEM_WINDOW.0
+            | Self::XRC.0
             | Self::MEM_WINDOW_TYPE_2B.0,
     );
 
