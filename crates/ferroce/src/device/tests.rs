@@ -271,7 +271,7 @@ fn cap_flags() {
         ]
     );
     assert_eq!(DeviceCapFlags::RXE.unknown_bits(), 0);
-    assert_eq!(DeviceCapFlags::FERROCE.bits(), 0x10_3804);
+    assert_eq!(DeviceCapFlags::FERROCE.bits(), 0x0112_3804);
     assert!(DeviceCapFlags::FERROCE.contains(DeviceCapFlags::SRQ_RESIZE));
     assert_eq!(DeviceCapFlags::from_bits(1 << 31).unknown_bits(), 1 << 31);
 }
