@@ -11,7 +11,7 @@
 #include <string.h>
 #include <infiniband/verbs.h>
 
-static int failed;
+#include "check.h"
 
 /* The process's thread count, from /proc/self/status. */
 static int threads(void)
@@ -26,16 +26,6 @@ static int threads(void)
 		fclose(f);
 	return n;
 }
-
-#define CHECK(cond, what)                                                   \
-	do {                                                                \
-		if (cond) {                                                 \
-			printf("ok   %s\n", what);                          \
-		} else {                                                    \
-			printf("FAIL %s (errno %d)\n", what, errno);        \
-			failed = 1;                                         \
-		}                                                           \
-	} while (0)
 
 int main(void)
 {

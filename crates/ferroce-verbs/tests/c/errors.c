@@ -27,18 +27,7 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
-static int failed;
-
-#define CHECK(cond, what)                                                   \
-	do {                                                                \
-		if (cond) {                                                 \
-			printf("ok   %s\n", what);                          \
-		} else {                                                    \
-			printf("FAIL %s (errno %d)\n", what, errno);        \
-			failed = 1;                                         \
-		}                                                           \
-		fflush(stdout);                                             \
-	} while (0)
+#include "check.h"
 
 enum { LEN = 4096 };
 
@@ -48,18 +37,6 @@ struct peer {
 	uint64_t addr;
 	union ibv_gid gid;
 };
-
-static int wait_one(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
-{
-	for (int i = 0; i < ms * 10; i++) {
-		int n = ibv_poll_cq(cq, 1, wc);
-		if (n != 0)
-			return n;
-		struct timespec ts = { 0, 100000 };
-		nanosleep(&ts, NULL);
-	}
-	return 0;
-}
 
 static int to_init(struct ibv_qp *qp)
 {
@@ -277,11 +254,11 @@ int main(void)
 	struct peer nobody = { 0 };
 	CHECK(post_write(lone, mr, buf, &nobody, mr->lkey, 11) == 0, "post_send in ERR: accepted");
 	struct ibv_wc wc;
-	CHECK(wait_one(cq, &wc, 2000) == 1 && wc.wr_id == 11 && wc.status == IBV_WC_WR_FLUSH_ERR,
+	CHECK(wait_one_ms(cq, &wc, 2000) == 1 && wc.wr_id == 11 && wc.status == IBV_WC_WR_FLUSH_ERR,
 	      "post_send in ERR: completes with WR_FLUSH_ERR");
 	struct ibv_sge rs = { (uintptr_t)buf, 64, mr->lkey };
 	struct ibv_recv_wr rw = { .wr_id = 12, .sg_list = &rs, .num_sge = 1 }, *rbad;
-	CHECK(ibv_post_recv(lone, &rw, &rbad) == 0 && wait_one(cq, &wc, 2000) == 1 &&
+	CHECK(ibv_post_recv(lone, &rw, &rbad) == 0 && wait_one_ms(cq, &wc, 2000) == 1 &&
 	      wc.wr_id == 12 && wc.status == IBV_WC_WR_FLUSH_ERR,
 	      "post_recv in ERR: completes with WR_FLUSH_ERR");
 
@@ -302,7 +279,7 @@ int main(void)
 	struct peer them;
 	CHECK(meet(ctx, qp, to1, from1, &them) == 0, "connected to the child's QP");
 
-	CHECK(post_write(qp, mr, buf, &them, mr->lkey, 1) == 0 && wait_one(cq, &wc, 2000) == 1 &&
+	CHECK(post_write(qp, mr, buf, &them, mr->lkey, 1) == 0 && wait_one_ms(cq, &wc, 2000) == 1 &&
 	      wc.wr_id == 1 && wc.status == IBV_WC_SUCCESS,
 	      "WRITE into the child's freed heap buffer: lands, no crash (the application's bug)");
 
@@ -315,7 +292,7 @@ int main(void)
 	struct ibv_qp *probe = ibv_create_qp(pd, &init), *probe2 = ibv_create_qp(pd, &init);
 	CHECK(probe && probe2 && to_init(probe) == 0 && connect_qp(probe, &nowhere) == 0 &&
 	      to_init(probe2) == 0 && connect_qp(probe2, &nowhere) == 0, "two probe QPs");
-	CHECK(post_write(probe, mr, other, &nowhere, mr2->lkey, 2) == 0 && wait_one(cq, &wc, 2000) == 1 &&
+	CHECK(post_write(probe, mr, other, &nowhere, mr2->lkey, 2) == 0 && wait_one_ms(cq, &wc, 2000) == 1 &&
 	      wc.wr_id == 2 && wc.status == IBV_WC_LOC_PROT_ERR,
 	      "lkey of another PD: posted, completes with LOC_PROT_ERR");
 	CHECK(qp_state(probe) == IBV_QPS_ERR, "the QP is then in ERR (ibv_query_qp)");
@@ -323,15 +300,15 @@ int main(void)
 	struct ibv_recv_wr bad_rw = { .wr_id = 13, .sg_list = &bad_rs, .num_sge = 1 };
 	CHECK(ibv_post_recv(probe2, &bad_rw, &rbad) == 0,
 	      "post_recv with another PD's lkey: 0 (it fails when a SEND arrives)");
-	CHECK(post_write(probe2, mr, other, &nowhere, gone_lkey, 3) == 0 && wait_one(cq, &wc, 2000) == 1 &&
+	CHECK(post_write(probe2, mr, other, &nowhere, gone_lkey, 3) == 0 && wait_one_ms(cq, &wc, 2000) == 1 &&
 	      wc.wr_id == 3 && wc.status == IBV_WC_LOC_PROT_ERR && qp_state(probe2) == IBV_QPS_ERR,
 	      "lkey of a deregistered MR: posted, LOC_PROT_ERR, the QP in ERR");
-	CHECK(wait_one(cq, &wc, 2000) == 1 && wc.wr_id == 13 && wc.status == IBV_WC_WR_FLUSH_ERR,
+	CHECK(wait_one_ms(cq, &wc, 2000) == 1 && wc.wr_id == 13 && wc.status == IBV_WC_WR_FLUSH_ERR,
 	      "the receive posted before: flushed");
-	CHECK(post_write(probe, mr, buf, &nowhere, mr->lkey, 5) == 0 && wait_one(cq, &wc, 2000) == 1 &&
+	CHECK(post_write(probe, mr, buf, &nowhere, mr->lkey, 5) == 0 && wait_one_ms(cq, &wc, 2000) == 1 &&
 	      wc.wr_id == 5 && wc.status == IBV_WC_WR_FLUSH_ERR,
 	      "a good request after it: flushed (the QP is in ERR)");
-	CHECK(wait_one(cq, &wc, 20) == 0, "no other completion");
+	CHECK(wait_one_ms(cq, &wc, 20) == 0, "no other completion");
 
 	/* Each probe's failure raised QP_FATAL: async_fd readable, the
 	 * events, then EAGAIN and not readable. */
@@ -359,7 +336,7 @@ int main(void)
 	struct timespec pause = { 0, 200 * 1000 * 1000 };
 	nanosleep(&pause, NULL);
 	CHECK(post_write(qp, mr, buf, &them, mr->lkey, 4) == 0, "WRITE to the dead peer posted");
-	CHECK(wait_one(cq, &wc, 5000) == 1 && wc.wr_id == 4 && wc.status == IBV_WC_RETRY_EXC_ERR,
+	CHECK(wait_one_ms(cq, &wc, 5000) == 1 && wc.wr_id == 4 && wc.status == IBV_WC_RETRY_EXC_ERR,
 	      "WRITE to the dead peer: RETRY_EXC_ERR, not a hang");
 	pthread_join(t, NULL);
 	CHECK(w.rc == 0 && w.ev.event_type == IBV_EVENT_QP_FATAL && w.ev.element.qp == qp,
@@ -387,12 +364,12 @@ int main(void)
 	CHECK(exited && WIFEXITED(status) && WEXITSTATUS(status) == 0,
 	      "the child's exit(0) with its device open and traffic in flight returns within 3 s");
 	int done = 0;
-	while (done < 8 && wait_one(cq, &wc, 5000) == 1)
+	while (done < 8 && wait_one_ms(cq, &wc, 5000) == 1)
 		done++;
 	CHECK(done == 8, "the 8 WRITEs completed (successfully or not): no hang");
 	nanosleep(&pause, NULL);
 	CHECK(post_write(q2, mr, buf, &them2, mr->lkey, 30) != 0 ||
-	      (wait_one(cq, &wc, 5000) == 1 && wc.wr_id == 30 &&
+	      (wait_one_ms(cq, &wc, 5000) == 1 && wc.wr_id == 30 &&
 	       (wc.status == IBV_WC_RETRY_EXC_ERR || wc.status == IBV_WC_WR_FLUSH_ERR)),
 	      "a WRITE after the exit: RETRY_EXC_ERR (or flushed behind it), not a hang");
 	/* The send queue (4 WRs) and ibv_wr_complete, the QP aimed at a
@@ -410,18 +387,18 @@ int main(void)
 	struct ibv_qp_ex *sx = small ? ibv_qp_to_qp_ex(small) : NULL;
 	CHECK(sx && to_init(small) == 0 && connect_qp(small, &nowhere) == 0, "a QP of 4 send WRs");
 	if (sx) {
-		CHECK(write_batch(sx, mr, buf, &them, 40, 6) == ENOMEM && wait_one(cq, &wc, 50) == 0,
+		CHECK(write_batch(sx, mr, buf, &them, 40, 6) == ENOMEM && wait_one_ms(cq, &wc, 50) == 0,
 		      "wr_complete, a batch of 6 for 4 slots: ENOMEM, none posted");
 		CHECK(write_batch(sx, mr, buf, &them, 50, 3) == 0, "a batch of 3: posted");
 		CHECK(write_batch(sx, mr, buf, &them, 60, 3) == ENOMEM,
 		      "a batch of 3 more: ENOMEM");
 		int n = 0, last = -1;
-		while (wait_one(cq, &wc, 3000) == 1) {
+		while (wait_one_ms(cq, &wc, 3000) == 1) {
 			last = (int)wc.wr_id;
 			if (++n == 4)
 				break;
 		}
-		CHECK(n == 4 && last == 60 && wait_one(cq, &wc, 100) == 0,
+		CHECK(n == 4 && last == 60 && wait_one_ms(cq, &wc, 100) == 0,
 		      "the 3 and the first of the 3 more were posted (and end in errors), no more");
 	}
 
@@ -435,7 +412,7 @@ int main(void)
 		bx->wr_flags = IBV_SEND_SIGNALED;
 		ibv_wr_rdma_write(bx, nowhere.rkey, nowhere.addr);
 		ibv_wr_set_sge(bx, gone_lkey, (uintptr_t)other, 64);
-		CHECK(ibv_wr_complete(bx) == 0 && wait_one(cq, &wc, 2000) == 1 && wc.wr_id == 70 &&
+		CHECK(ibv_wr_complete(bx) == 0 && wait_one_ms(cq, &wc, 2000) == 1 && wc.wr_id == 70 &&
 		      wc.status == IBV_WC_LOC_PROT_ERR && qp_state(bq) == IBV_QPS_ERR,
 		      "wr_complete with a deregistered MR's lkey: 0, LOC_PROT_ERR, the QP in ERR");
 	}

@@ -17,17 +17,7 @@
 #include <time.h>
 #include <infiniband/verbs.h>
 
-static int failed;
-
-#define CHECK(cond, what)                                                   \
-	do {                                                                \
-		if (cond) {                                                 \
-			printf("ok   %s\n", what);                          \
-		} else {                                                    \
-			printf("FAIL %s (errno %d)\n", what, errno);        \
-			failed = 1;                                         \
-		}                                                           \
-	} while (0)
+#include "check.h"
 
 enum { LEN = 4096, INLINE = 64 };
 
@@ -67,37 +57,11 @@ static int poll_ex(struct ibv_cq_ex *cq, struct got *g)
 
 static int connect_qp(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-						    IBV_ACCESS_REMOTE_READ |
-						    IBV_ACCESS_REMOTE_ATOMIC };
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				      IBV_QP_ACCESS_FLAGS))
-		return 1;
-	memset(&a, 0, sizeof a);
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.rq_psn = 0x100;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = *gid;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-				      IBV_QP_MIN_RNR_TIMER))
-		return 1;
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0x100;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-					 IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					 IBV_QP_MAX_QP_RD_ATOMIC);
+	struct rc_path p = { .dest = dest, .gid = *gid, .rq_psn = 0x100, .sq_psn = 0x100,
+			     .access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+				       IBV_ACCESS_REMOTE_ATOMIC,
+			     .mtu = IBV_MTU_1024, .timeout = 14 };
+	return rc_connect(qp, &p);
 }
 
 enum { UD_QKEY = 0x1111 };

@@ -14,72 +14,22 @@
 #include <time.h>
 #include <infiniband/verbs.h>
 
-static int failed;
-
-#define CHECK(cond, what)                                                   \
-	do {                                                                \
-		if (cond) {                                                 \
-			printf("ok   %s\n", what);                          \
-		} else {                                                    \
-			printf("FAIL %s (errno %d)\n", what, errno);        \
-			failed = 1;                                         \
-		}                                                           \
-	} while (0)
+#include "check.h"
 
 enum { LEN = 4096 };
 
-/* Waits up to 2 s for one completion on `cq`. */
 static int wait_one(struct ibv_cq *cq, struct ibv_wc *wc)
 {
-	for (int i = 0; i < 200000; i++) {
-		int n = ibv_poll_cq(cq, 1, wc);
-		if (n != 0)
-			return n;
-		struct timespec ts = { 0, 10000 };
-		nanosleep(&ts, NULL);
-	}
-	return 0;
+	return wait_one_ms(cq, wc, 2000);
 }
 
 static int connect_qp(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-						    IBV_ACCESS_REMOTE_READ |
-						    IBV_ACCESS_REMOTE_ATOMIC };
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				      IBV_QP_ACCESS_FLAGS))
-		return 1;
-	memset(&a, 0, sizeof a);
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.rq_psn = 0x100;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = *gid;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-				      IBV_QP_MIN_RNR_TIMER))
-		return 1;
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0x100;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-					 IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					 IBV_QP_MAX_QP_RD_ATOMIC);
-}
-
-static int post(struct ibv_qp *qp, struct ibv_send_wr *wr)
-{
-	struct ibv_send_wr *bad;
-	return ibv_post_send(qp, wr, &bad);
+	struct rc_path p = { .dest = dest, .gid = *gid, .rq_psn = 0x100, .sq_psn = 0x100,
+			     .access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+				       IBV_ACCESS_REMOTE_ATOMIC,
+			     .mtu = IBV_MTU_1024, .timeout = 14 };
+	return rc_connect(qp, &p);
 }
 
 int main(void)
@@ -128,7 +78,7 @@ int main(void)
 	struct ibv_send_wr wr = { .wr_id = 2, .sg_list = &sge, .num_sge = 1,
 				  .opcode = IBV_WR_SEND_WITH_IMM, .send_flags = IBV_SEND_SIGNALED,
 				  .imm_data = htonl(0x12345678) };
-	CHECK(post(qa, &wr) == 0, "post SEND_WITH_IMM");
+	CHECK(post_one(qa, &wr) == 0, "post SEND_WITH_IMM");
 	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
 	CHECK(poll(&pfd, 1, 2000) == 1 && (pfd.revents & POLLIN), "poll: channel readable");
 	struct ibv_cq *ev_cq;
@@ -162,7 +112,7 @@ int main(void)
 	wr.sg_list = &isge;
 	wr.opcode = IBV_WR_SEND;
 	wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
-	CHECK(post(qa, &wr) == 0, "post inline SEND");
+	CHECK(post_one(qa, &wr) == 0, "post inline SEND");
 	memset(stack_msg, 'x', sizeof stack_msg);
 	CHECK(wait_one(cq_b, &wc) == 1 && wc.status == IBV_WC_SUCCESS && strcmp(b, "inline bytes") == 0,
 	      "inline SEND received");
@@ -176,7 +126,7 @@ int main(void)
 				   .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED };
 	wr.wr.rdma.remote_addr = (uintptr_t)b + LEN / 2;
 	wr.wr.rdma.rkey = mr_b->rkey;
-	CHECK(post(qa, &wr) == 0, "post RDMA WRITE");
+	CHECK(post_one(qa, &wr) == 0, "post RDMA WRITE");
 	CHECK(wait_one(cq_a, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_WRITE,
 	      "WRITE completes");
 	CHECK(memcmp(b + LEN / 2, a, LEN / 2) == 0, "WRITE landed in B's buffer");
@@ -187,7 +137,7 @@ int main(void)
 	wr.wr_id = 4;
 	wr.opcode = IBV_WR_RDMA_READ;
 	wr.wr.rdma.remote_addr = (uintptr_t)b + LEN / 2;
-	CHECK(post(qa, &wr) == 0, "post RDMA READ");
+	CHECK(post_one(qa, &wr) == 0, "post RDMA READ");
 	CHECK(wait_one(cq_a, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_READ,
 	      "READ completes");
 	CHECK(memcmp(a + 100, b + LEN / 2, 1000) == 0, "READ landed in A's buffer");
@@ -202,14 +152,14 @@ int main(void)
 	wr.wr.atomic.remote_addr = (uintptr_t)target;
 	wr.wr.atomic.rkey = mr_b->rkey;
 	wr.wr.atomic.compare_add = 2;
-	CHECK(post(qa, &wr) == 0, "post FETCH_ADD");
+	CHECK(post_one(qa, &wr) == 0, "post FETCH_ADD");
 	CHECK(wait_one(cq_a, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_FETCH_ADD &&
 	      *(uint64_t *)a == 40 && *target == 42, "FETCH_ADD: 40 fetched, 42 left");
 	wr.wr_id = 6;
 	wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
 	wr.wr.atomic.compare_add = 42;
 	wr.wr.atomic.swap = 7;
-	CHECK(post(qa, &wr) == 0, "post CMP_AND_SWP");
+	CHECK(post_one(qa, &wr) == 0, "post CMP_AND_SWP");
 	CHECK(wait_one(cq_a, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_COMP_SWAP &&
 	      *(uint64_t *)a == 42 && *target == 7, "CMP_AND_SWP: 42 fetched, 7 left");
 
@@ -219,7 +169,7 @@ int main(void)
 				   .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED };
 	wr.wr.rdma.remote_addr = (uintptr_t)b + LEN - 8;
 	wr.wr.rdma.rkey = mr_b->rkey;
-	CHECK(post(qa, &wr) == 0, "post WRITE out of bounds");
+	CHECK(post_one(qa, &wr) == 0, "post WRITE out of bounds");
 	CHECK(wait_one(cq_a, &wc) == 1 && wc.status == IBV_WC_REM_ACCESS_ERR && wc.wr_id == 7,
 	      "remote access error completion");
 	struct ibv_qp_attr qa_attr;

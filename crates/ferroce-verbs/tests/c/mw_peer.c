@@ -29,18 +29,7 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
-static int failed;
-
-#define CHECK(cond, what)                                                   \
-	do {                                                                \
-		if (cond) {                                                 \
-			printf("ok   %s\n", what);                          \
-		} else {                                                    \
-			printf("FAIL %s (errno %d)\n", what, errno);        \
-			failed = 1;                                         \
-		}                                                           \
-		fflush(stdout);                                             \
-	} while (0)
+#include "check.h"
 
 #define DIE(what)                                                           \
 	do {                                                                \
@@ -60,19 +49,6 @@ struct qp_info {
 	uint32_t qpn, psn;
 	uint8_t gid[16];
 };
-
-/* Up to 10 s for one completion (a TCG guest is slow). */
-static int wait_one(struct ibv_cq *cq, struct ibv_wc *wc)
-{
-	for (int i = 0; i < 100000; i++) {
-		int n = ibv_poll_cq(cq, 1, wc);
-		if (n != 0)
-			return n;
-		struct timespec ts = { 0, 100000 };
-		nanosleep(&ts, NULL);
-	}
-	return 0;
-}
 
 static void xfer(int fd, void *buf, size_t len, int out)
 {
@@ -113,39 +89,20 @@ static int tcp(const char *owner, int port)
 	return c;
 }
 
+/* Up to 10 s for one completion (a TCG guest is slow). */
+static int wait_one(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	return wait_one_ms(cq, wc, 10000);
+}
+
 static int connect_qp(struct ibv_qp *qp, struct qp_info *peer, int gidx)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-						    IBV_ACCESS_REMOTE_READ };
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				      IBV_QP_ACCESS_FLAGS))
-		return 1;
-	memset(&a, 0, sizeof a);
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = ntohl(peer->qpn);
-	a.rq_psn = ntohl(peer->psn);
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
-	a.ah_attr.grh.sgid_index = gidx;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-				      IBV_QP_MIN_RNR_TIMER))
-		return 1;
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = PSN;
-	a.timeout = 16;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-					 IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					 IBV_QP_MAX_QP_RD_ATOMIC);
+	struct rc_path p = { .dest = ntohl(peer->qpn), .sgid_index = gidx,
+			     .rq_psn = ntohl(peer->psn), .sq_psn = PSN,
+			     .access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+			     .mtu = IBV_MTU_1024, .timeout = 16 };
+	memcpy(p.gid.raw, peer->gid, 16);
+	return rc_connect(qp, &p);
 }
 
 /* One request from the requester; its completion's status, -1 if none. */

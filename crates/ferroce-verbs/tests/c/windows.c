@@ -18,71 +18,21 @@
 #include <time.h>
 #include <infiniband/verbs.h>
 
-static int failed;
-
-#define CHECK(cond, what)                                                   \
-	do {                                                                \
-		if (cond) {                                                 \
-			printf("ok   %s\n", what);                          \
-		} else {                                                    \
-			printf("FAIL %s (errno %d)\n", what, errno);        \
-			failed = 1;                                         \
-		}                                                           \
-	} while (0)
+#include "check.h"
 
 enum { LEN = 16384 };
 
-/* Waits up to 2 s for one completion on `cq`. */
 static int wait_one(struct ibv_cq *cq, struct ibv_wc *wc)
 {
-	for (int i = 0; i < 200000; i++) {
-		int n = ibv_poll_cq(cq, 1, wc);
-		if (n != 0)
-			return n;
-		struct timespec ts = { 0, 10000 };
-		nanosleep(&ts, NULL);
-	}
-	return 0;
+	return wait_one_ms(cq, wc, 2000);
 }
 
 static int connect_qp(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid, uint32_t psn)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-						    IBV_ACCESS_REMOTE_READ };
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				      IBV_QP_ACCESS_FLAGS))
-		return 1;
-	memset(&a, 0, sizeof a);
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.rq_psn = psn;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = *gid;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-				      IBV_QP_MIN_RNR_TIMER))
-		return 1;
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = psn;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-					 IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					 IBV_QP_MAX_QP_RD_ATOMIC);
-}
-
-static int post(struct ibv_qp *qp, struct ibv_send_wr *wr)
-{
-	struct ibv_send_wr *bad;
-	return ibv_post_send(qp, wr, &bad);
+	struct rc_path p = { .dest = dest, .gid = *gid, .rq_psn = psn, .sq_psn = psn,
+			     .access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+			     .mtu = IBV_MTU_1024, .timeout = 14 };
+	return rc_connect(qp, &p);
 }
 
 /* Posts one request from `qp` and returns its completion's status (or -1
@@ -90,7 +40,7 @@ static int post(struct ibv_qp *qp, struct ibv_send_wr *wr)
 static int run(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_send_wr *wr)
 {
 	struct ibv_wc wc;
-	if (post(qp, wr))
+	if (post_one(qp, wr))
 		return -1;
 	return wait_one(cq, &wc) == 1 ? (int)wc.status : -1;
 }
@@ -203,7 +153,7 @@ int main(void)
 	/* LOCAL_INV by B, then ibv_wr_bind_mw and ibv_wr_local_inv. */
 	struct ibv_send_wr inv = { .wr_id = 14, .opcode = IBV_WR_LOCAL_INV,
 				   .send_flags = IBV_SEND_SIGNALED, .invalidate_rkey = key2 };
-	CHECK(post(qb, &inv) == 0 && wait_one(cq_b, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+	CHECK(post_one(qb, &inv) == 0 && wait_one(cq_b, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
 		      wc.opcode == IBV_WC_LOCAL_INV,
 	      "LOCAL_INV of the type 2 window");
 	struct ibv_qp_ex *bx = ibv_qp_to_qp_ex(qb);
@@ -248,7 +198,7 @@ int main(void)
 	bw.bind_mw.rkey = ibv_inc_rkey(key4);
 	bw.bind_mw.bind_info.mr = plain;
 	bw.bind_mw.bind_info.addr = (uintptr_t)b;
-	CHECK(post(qc, &bw) == 0 && wait_one(cq_c, &wc) == 1 &&
+	CHECK(post_one(qc, &bw) == 0 && wait_one(cq_c, &wc) == 1 &&
 		      wc.status == IBV_WC_MW_BIND_ERR && wc.wr_id == 20,
 	      "bind onto a region without MW_BIND: IBV_WC_MW_BIND_ERR");
 

@@ -16,32 +16,9 @@
 #include <time.h>
 #include <infiniband/verbs.h>
 
-static int failed;
-
-#define CHECK(cond, what)                                                   \
-	do {                                                                \
-		if (cond) {                                                 \
-			printf("ok   %s\n", what);                          \
-		} else {                                                    \
-			printf("FAIL %s (errno %d)\n", what, errno);        \
-			failed = 1;                                         \
-		}                                                           \
-	} while (0)
+#include "check.h"
 
 enum { LEN = 4096 };
-
-/* Up to 2 s for one completion of `cq`; 1 if one came. */
-static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
-{
-	for (int i = 0; i < 200000; i++) {
-		int n = ibv_poll_cq(cq, 1, wc);
-		if (n)
-			return n;
-		struct timespec ts = { 0, 10000 };
-		nanosleep(&ts, NULL);
-	}
-	return 0;
-}
 
 /* INIT, RTR, RTS with the attributes ibv_xsrq_pingpong gives each half. */
 static int connect_qp(struct ibv_qp *qp, int target, uint32_t dest, union ibv_gid *gid)
@@ -166,14 +143,14 @@ int main(void)
 	ibv_wr_set_sge(x, mr->lkey, (uintptr_t)(buf + LEN), 2000);
 	CHECK(ibv_wr_complete(x) == 0, "wr_send with wr_set_xrc_srqn naming SRQ 0");
 	struct ibv_wc wc[2];
-	CHECK(poll_one(send_cq, &wc[0]) && poll_one(send_cq, &wc[1]) &&
+	CHECK(wait_one_ms(send_cq, &wc[0], 2000) && wait_one_ms(send_cq, &wc[1], 2000) &&
 		      wc[0].status == IBV_WC_SUCCESS && wc[1].status == IBV_WC_SUCCESS,
 	      "both SENDs complete on the initiator");
-	CHECK(poll_one(cq1, &wc[0]) && wc[0].status == IBV_WC_SUCCESS && wc[0].wr_id == 11 &&
+	CHECK(wait_one_ms(cq1, &wc[0], 2000) && wc[0].status == IBV_WC_SUCCESS && wc[0].wr_id == 11 &&
 		      wc[0].byte_len == 3000 && wc[0].qp_num == tgt->qp_num &&
 		      buf[3 * LEN] == 'a' && buf[3 * LEN + 2999] == 'a',
 	      "SRQ 1's CQ: its WQE, 3000 bytes, the target's QP number");
-	CHECK(poll_one(cq0, &wc[0]) && wc[0].status == IBV_WC_SUCCESS && wc[0].wr_id == 10 &&
+	CHECK(wait_one_ms(cq0, &wc[0], 2000) && wc[0].status == IBV_WC_SUCCESS && wc[0].wr_id == 10 &&
 		      wc[0].byte_len == 2000 && wc[0].qp_num == tgt->qp_num &&
 		      buf[2 * LEN] == 'b' && buf[2 * LEN + 1999] == 'b',
 	      "SRQ 0's CQ: its WQE, 2000 bytes, the target's QP number");
@@ -184,7 +161,7 @@ int main(void)
 	ibv_wr_rdma_write(x, mr->rkey, (uintptr_t)(buf + 2 * LEN + 100));
 	ibv_wr_set_xrc_srqn(x, srqn[0]);
 	ibv_wr_set_sge(x, mr->lkey, (uintptr_t)(buf + LEN), 16);
-	CHECK(ibv_wr_complete(x) == 0 && poll_one(send_cq, &wc[0]) &&
+	CHECK(ibv_wr_complete(x) == 0 && wait_one_ms(send_cq, &wc[0], 2000) &&
 		      wc[0].status == IBV_WC_SUCCESS && wc[0].opcode == IBV_WC_RDMA_WRITE &&
 		      buf[2 * LEN + 100] == 'b',
 	      "RDMA WRITE through the target");
@@ -192,7 +169,7 @@ int main(void)
 	/* A SEND naming no XRC SRQ of the domain: the target refuses it. */
 	w.wr_id = 4;
 	w.qp_type.xrc.remote_srqn = 0xabcdef;
-	CHECK(ibv_post_send(ini, &w, &bad) == 0 && poll_one(send_cq, &wc[0]) &&
+	CHECK(ibv_post_send(ini, &w, &bad) == 0 && wait_one_ms(send_cq, &wc[0], 2000) &&
 		      wc[0].status == IBV_WC_REM_INV_REQ_ERR,
 	      "a SEND naming no SRQ: REM_INV_REQ_ERR");
 
