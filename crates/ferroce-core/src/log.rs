@@ -111,6 +111,7 @@ fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 18] {
         rx_bad_cnp,
         rate_cuts: _,
         rx_bad_xrc_srq: _,
+        rx_bad_rd: _,
     } = *a;
     [
         ("malformed", rx_malformed, b.rx_malformed),

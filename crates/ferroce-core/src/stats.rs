@@ -64,4 +64,8 @@ pub struct Stats {
     /// XRC requests whose XRCETH names no XRC SRQ of the target's domain
     /// (answered NAK Invalid Request).
     pub rx_bad_xrc_srq: u64,
+    /// RD requests an EE context refused: no RD QP of its domain ready at
+    /// the BTH's QP number, or another Q_Key (answered NAK invalid RD
+    /// request).
+    pub rx_bad_rd: u64,
 }

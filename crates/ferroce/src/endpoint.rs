@@ -59,6 +59,7 @@ impl core::fmt::Display for QpEndpoint {
             QpType::Ud => "UD",
             QpType::XrcIni => "XRC_INI",
             QpType::XrcTgt => "XRC_TGT",
+            QpType::Rd => "RD",
         };
         write!(
             f,
@@ -80,7 +81,7 @@ const ENDPOINT_LEN: usize = 28;
 impl QpEndpoint {
     /// The stable encoding (version 1, 28 bytes, network byte order):
     /// `'Q'`, version, QP type (0 RC, 1 UC, 2 UD, 3 XRC
-    /// initiator, 4 XRC target), 0, the GID as 16 bytes
+    /// initiator, 4 XRC target, 5 RD: an EE context's endpoint), 0, the GID as 16 bytes
     /// (IPv4 as `::ffff:a.b.c.d`, as RoCE v2 GIDs are), QPN, PSN.
     pub fn to_bytes(&self) -> [u8; ENDPOINT_LEN] {
         let mut b = [0; ENDPOINT_LEN];
@@ -121,6 +122,7 @@ fn qp_type_code(t: QpType) -> u8 {
         QpType::Ud => 2,
         QpType::XrcIni => 3,
         QpType::XrcTgt => 4,
+        QpType::Rd => 5,
     }
 }
 
@@ -131,6 +133,7 @@ fn qp_type_from_code(code: u8) -> Result<QpType, DecodeError> {
         2 => Ok(QpType::Ud),
         3 => Ok(QpType::XrcIni),
         4 => Ok(QpType::XrcTgt),
+        5 => Ok(QpType::Rd),
         _ => Err(DecodeError::BadValue {
             what: "QP type",
             value: code.into(),

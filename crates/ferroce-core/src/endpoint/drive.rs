@@ -85,7 +85,22 @@ impl Endpoint {
             self.gsi.receive(&pkt, from, roce);
             return;
         }
-        let Some(q) = self.qps.get_mut(&dqpn) else {
+        // RD's packets go to the EE context their RDETH names; the BTH's
+        // QP is the RD QP behind it (see `rd`).
+        let rd = pkt.info().transport == ferroce_wire::Transport::Rd;
+        let target = match (rd, pkt.rdeth()) {
+            (false, _) => dqpn,
+            (true, Some(eec)) => eec.value(),
+            (true, None) => {
+                self.stats.rx_malformed += 1;
+                return;
+            }
+        };
+        if rd && self.qps.get(&target).is_none_or(|q| q.eec().is_none()) {
+            self.stats.rx_unknown_qp += 1;
+            return;
+        }
+        let Some(q) = self.qps.get_mut(&target) else {
             self.stats.rx_unknown_qp += 1;
             return;
         };
@@ -94,7 +109,7 @@ impl Endpoint {
             return;
         }
         if pkt.bth().opcode() == Opcode::CNP {
-            self.on_cnp(now, from, dqpn, pkt.bth().pkey());
+            self.on_cnp(now, from, target, pkt.bth().pkey());
             return;
         }
         let info = pkt.info();
@@ -128,13 +143,16 @@ impl Endpoint {
             return;
         }
         if ecn == Ecn::Ce {
-            self.on_ce(now, dqpn);
+            self.on_ce(now, target);
         }
-        if self.deferred.contains_key(&dqpn) {
-            self.defer(now, dqpn, from, grh, data);
+        if self.deferred.contains_key(&target) {
+            self.defer(now, target, from, grh, data);
             return;
         }
-        let Some(q) = self.qps.get_mut(&dqpn) else {
+        if rd && !pkt.info().response {
+            self.rd_bind(target, &pkt);
+        }
+        let Some(q) = self.qps.get_mut(&target) else {
             return;
         };
         let mut tables = Tables {
@@ -149,11 +167,14 @@ impl Endpoint {
             responder::on_request(q, &pkt, from, grh, &mut tables)
         };
         if taken.is_err() {
-            self.defer(now, dqpn, from, grh, data);
+            self.defer(now, target, from, grh, data);
             return;
         }
-        self.touched(dqpn);
-        self.raise_events(dqpn);
+        self.touched(target);
+        self.raise_events(target);
+        if rd {
+            self.rd_wake(target);
+        }
     }
 
     /// Whether a packet from `from` for QP `dest_qp` could be taken at all:
@@ -212,6 +233,16 @@ impl Endpoint {
             }
         }
         while let Some(qpn) = self.active.pop_front() {
+            if self
+                .qps
+                .get(&qpn)
+                .is_some_and(|q| q.init.qp_type == QpType::Rd)
+            {
+                // An RD QP sends through its EE contexts (`rd`).
+                self.rd_hand_off(qpn);
+                self.burst = 0;
+                continue;
+            }
             let capped = self.in_flight >= MAX_IN_FLIGHT;
             let Some(q) = self.qps.get_mut(&qpn) else {
                 self.burst = 0;
@@ -269,6 +300,7 @@ impl Endpoint {
                     completer::complete_done(q, &mut self.cqs);
                     self.recount(qpn);
                     self.raise_events(qpn);
+                    self.rd_wake(qpn);
                 }
                 continue;
             };
@@ -358,6 +390,7 @@ impl Endpoint {
                 completer::on_timeout(q, &mut self.cqs, &mut self.stats, now);
                 self.touched(qpn);
                 self.raise_events(qpn);
+                self.rd_wake(qpn);
             } else if released {
                 self.touched(qpn);
             } else {

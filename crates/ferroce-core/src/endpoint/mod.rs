@@ -41,6 +41,7 @@ mod congestion;
 mod defer;
 mod drive;
 mod gsi;
+mod rd;
 mod resources;
 mod windows;
 mod xrc;
@@ -93,6 +94,10 @@ pub struct Endpoint {
     pds: HashSet<u32>,
     /// XRC domains (see `xrc`).
     xrcds: HashSet<u32>,
+    /// Reliable datagram domains (see `rd`).
+    rdds: HashSet<u32>,
+    /// The last token of an RD request handed to an EE context.
+    rd_tokens: u64,
     next_handle: u32,
     pub(crate) mrs: MrTable,
     pub(crate) cqs: HashMap<u32, Cq>,
@@ -137,6 +142,8 @@ impl Endpoint {
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             pds: HashSet::new(),
             xrcds: HashSet::new(),
+            rdds: HashSet::new(),
+            rd_tokens: 0,
             next_handle: 1,
             mrs: MrTable::default(),
             cqs: HashMap::default(),
@@ -272,6 +279,17 @@ impl Endpoint {
     /// message still arriving goes back to the SRQ; its events not yet
     /// polled are dropped.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
+        self.user_qp(qpn)?;
+        let own_srq = self.rd_own_srq(qpn);
+        self.destroy_any_qp(qpn)?;
+        if let Some(h) = own_srq {
+            self.srqs.remove(&h);
+        }
+        Ok(())
+    }
+
+    /// [`Self::destroy_qp`] of a QP or an EE context.
+    fn destroy_any_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
         let mut q = self.qps.remove(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
         self.forget_deferred(qpn);
         self.in_flight -= u64::from(q.counted_in_flight);
@@ -353,6 +371,21 @@ impl Endpoint {
 
     /// `ibv_modify_qp`: checked as ibverbs checks it (see `qp::state`).
     pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr) -> Result<(), VerbsError> {
+        self.user_qp(qpn)?;
+        self.modify_any_qp(qpn, attr)
+    }
+
+    /// A QP of the application's: not an EE context (`rd`), which has its
+    /// own calls.
+    fn user_qp(&self, qpn: u32) -> Result<&Qp, VerbsError> {
+        self.qps
+            .get(&qpn)
+            .filter(|q| q.eec().is_none())
+            .ok_or(VerbsError::NoSuchQp(qpn))
+    }
+
+    /// [`Self::modify_qp`] of a QP or an EE context.
+    fn modify_any_qp(&mut self, qpn: u32, attr: &QpAttr) -> Result<(), VerbsError> {
         let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
         let to = qp::state::check_modify(q.init.qp_type, q.state, attr)?;
         crate::log::state_change(qpn, q.state, to, crate::log::Why::Modify);
@@ -411,10 +444,11 @@ impl Endpoint {
                     responder::give_back(q, &mut self.srqs, wr);
                 }
                 let (init, scheduled, counted) = (q.init, q.scheduled, q.counted_in_flight);
-                let (local_errors, xrcd) = (q.local_errors, q.xrcd);
+                let (local_errors, xrcd, rd) = (q.local_errors, q.xrcd, q.rd.take());
                 *q = Qp::new(qpn, init);
                 q.local_errors = local_errors;
                 q.xrcd = xrcd;
+                q.rd = rd.map(crate::qp::rd::RdRole::reset);
                 if init.qp_type == QpType::Ud {
                     q.cfg.mtu = self.port_mtu;
                 }
@@ -441,6 +475,7 @@ impl Endpoint {
     /// `ibv_post_send`: checks the request and copies it (scatter list,
     /// inline data) into the send queue.
     pub fn post_send(&mut self, qpn: u32, wr: SendWr<'_>) -> Result<(), VerbsError> {
+        self.rd_send_allowed(self.user_qp(qpn)?, &wr)?;
         let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
         let qp_type = q.init.qp_type;
         xrc::send_allowed(qpn, qp_type, &wr)?;
@@ -489,6 +524,7 @@ impl Endpoint {
                     | SendOp::LocalInv(_)
             ),
             QpType::Ud => matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)),
+            QpType::Rd => rd::rd_op(&wr.op),
         };
         if !allowed {
             return Err(VerbsError::BadOpForQpType {
@@ -568,6 +604,7 @@ impl Endpoint {
             done: false,
             status: WcStatus::Success,
             read_received: 0,
+            origin: None,
         };
         if q.state == QpState::Err {
             // Posted to a QP in error: completes at once, flushed, as
@@ -590,6 +627,18 @@ impl Endpoint {
     /// `ibv_post_recv`; refused on a QP that takes its receives from an
     /// SRQ, as ibverbs refuses it.
     pub fn post_recv(&mut self, qpn: u32, wr: RecvWr<'_>) -> Result<(), VerbsError> {
+        self.user_qp(qpn)?;
+        if let Some(srq) = self.rd_own_srq(qpn) {
+            // An RD QP's receive queue is the SRQ made for it (`rd`).
+            if self.qps[&qpn].state == QpState::Reset {
+                return Err(VerbsError::WrongState {
+                    qpn,
+                    state: QpState::Reset,
+                    call: "post_recv",
+                });
+            }
+            return self.post_srq_recv(srq, wr);
+        }
         let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
         if q.init.qp_type.is_xrc() {
             return Err(VerbsError::XrcRefused {

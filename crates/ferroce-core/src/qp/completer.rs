@@ -8,7 +8,8 @@ use ferroce_wire::aeth::{NakCode, Syndrome, rnr_timer_us};
 use ferroce_wire::opcode::{Kind, Position};
 use ferroce_wire::{Psn, TransportPacket};
 
-use super::{Qp, requester};
+use super::rd::RdRole;
+use super::{Qp, SendWqe, requester};
 use crate::cq::Cq;
 use crate::log::{self, Why};
 use crate::mr::{CopyFault, MrTable, RegionBusy};
@@ -93,6 +94,7 @@ pub(crate) fn on_response(
                 let status = match code {
                     NakCode::InvalidRequest => WcStatus::RemInvReqErr,
                     NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+                    NakCode::InvalidRdRequest => WcStatus::RemInvRdReqErr,
                     _ => WcStatus::RemOpErr,
                 };
                 let _ = acknowledge(qp, psn - 1, Kind::Ack);
@@ -320,6 +322,7 @@ pub(crate) fn complete_done(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>) {
             qp.req.wqe -= 1;
         }
         let failed = w.status != WcStatus::Success;
+        note_rd_done(qp, &w, w.status);
         if qp.signals(&w)
             && let Some(cq) = cqs.get_mut(&qp.init.send_cq)
         {
@@ -327,7 +330,8 @@ pub(crate) fn complete_done(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>) {
                 wr_id: w.wr.wr_id,
                 status: w.status,
                 opcode: w.wc_opcode(),
-                qpn: qp.qpn,
+                // An EE context completes on the RD QP that posted it.
+                qpn: w.origin.map_or(qp.qpn, |(q, _)| q),
                 byte_len: match w.wr.op {
                     // rxe reports the length flushed.
                     SendOp::Flush { remote, .. } => remote.len() as u32,
@@ -347,21 +351,33 @@ pub(crate) fn complete_done(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>) {
     }
 }
 
+/// An EE context records how the RD QP's request it carried ended, for
+/// that QP to take it back (`endpoint::rd`).
+fn note_rd_done(qp: &mut Qp, w: &SendWqe, status: WcStatus) {
+    if let (Some((_, token)), Some(e)) = (w.origin, qp.rd.as_mut().and_then(RdRole::eec_mut)) {
+        e.last = Some((token, status));
+    }
+}
+
 /// Completes every queued work request with `WR_FLUSH_ERR` (QP in error).
 pub(crate) fn flush(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>) {
     qp.comp.retransmit_at = None;
     qp.comp.rnr_until = None;
-    for w in qp.sq.drain(..) {
+    for w in std::mem::take(&mut qp.sq) {
+        note_rd_done(qp, &w, WcStatus::WrFlushErr);
         if let Some(cq) = cqs.get_mut(&qp.init.send_cq) {
-            cq.push(WorkCompletion::flushed(w.wr.wr_id, w.wc_opcode(), qp.qpn));
+            let qpn = w.origin.map_or(qp.qpn, |(q, _)| q);
+            cq.push(WorkCompletion::flushed(w.wr.wr_id, w.wc_opcode(), qpn));
         }
     }
     qp.req.wqe = 0;
     qp.req.offset = 0;
+    // An EE context's message under way was the RD QP's receive.
+    let recv_qpn = qp.access_as().1;
     let pending = qp.resp.recv.take().map(|(wr, _)| wr);
     for wr in pending.into_iter().chain(qp.rq.drain(..)) {
         if let Some(cq) = cqs.get_mut(&qp.init.recv_cq) {
-            cq.push(WorkCompletion::flushed(wr.wr_id, WcOpcode::Recv, qp.qpn));
+            cq.push(WorkCompletion::flushed(wr.wr_id, WcOpcode::Recv, recv_qpn));
         }
     }
 }

@@ -13,6 +13,7 @@
 
 pub(crate) mod completer;
 pub(crate) mod local_ops;
+pub(crate) mod rd;
 pub(crate) mod replies;
 pub(crate) mod requester;
 pub(crate) mod resources;
@@ -80,6 +81,8 @@ pub(crate) struct SendWqe {
     pub(crate) status: WcStatus,
     /// READ: bytes of response received so far.
     pub(crate) read_received: u64,
+    /// On an EE context: the RD QP that posted it, and its hand-off token.
+    pub(crate) origin: Option<(u32, u64)>,
 }
 
 impl SendWqe {
@@ -304,6 +307,9 @@ pub(crate) struct Qp {
     /// `init.srq` and `init.recv_cq` are those of the XRC SRQ the request
     /// being taken names (see `responder::bind_xrc_srq`).
     pub(crate) xrcd: Option<u32>,
+    /// RD: an RD QP's or an EE context's part (kept through Reset; see
+    /// [`rd`]).
+    pub(crate) rd: Option<rd::RdRole>,
 }
 
 /// A QP's share of congestion control (see [`crate::cc`]).
@@ -373,6 +379,21 @@ impl Qp {
             local_errors: LocalErrors::Immediate,
             cc: QpCc::default(),
             xrcd: None,
+            rd: None,
+        }
+    }
+
+    /// The EE context part, if this is an EEC.
+    pub(crate) fn eec(&self) -> Option<&rd::Eec> {
+        self.rd.as_ref().and_then(rd::RdRole::eec)
+    }
+
+    /// The PD and QP number a remote access through this QP is checked as:
+    /// an EEC's are those of the RD QP the incoming message is for.
+    pub(crate) fn access_as(&self) -> (u32, u32) {
+        match self.eec().and_then(|e| e.bound).and_then(|b| b.dest) {
+            Some(d) => (d.pd, d.qpn),
+            None => (self.init.pd, self.qpn),
         }
     }
 
@@ -380,10 +401,13 @@ impl Qp {
     pub(crate) fn transport(&self) -> ferroce_wire::Transport {
         use ferroce_wire::Transport;
         match self.init.qp_type {
+            // An EE context is of RC's kind, and sends and takes RD's.
+            QpType::Rc if self.eec().is_some() => Transport::Rd,
             QpType::Rc => Transport::Rc,
             QpType::Uc => Transport::Uc,
             QpType::Ud => Transport::Ud,
             QpType::XrcIni | QpType::XrcTgt => Transport::Xrc,
+            QpType::Rd => Transport::Rd,
         }
     }
 

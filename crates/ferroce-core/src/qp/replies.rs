@@ -211,13 +211,8 @@ pub(super) fn atomic(
     if a.va() % 8 != 0 {
         return Outcome::Nak(NakCode::InvalidRequest);
     }
-    let Ok((lkey, off)) = mrs.remote(
-        (qp.init.pd, qp.qpn),
-        a.rkey(),
-        a.va(),
-        8,
-        Access::REMOTE_ATOMIC,
-    ) else {
+    let Ok((lkey, off)) = mrs.remote(qp.access_as(), a.rkey(), a.va(), 8, Access::REMOTE_ATOMIC)
+    else {
         return Outcome::Nak(NakCode::RemoteAccessError);
     };
     if owed_jobs(qp) >= depth(qp) {
@@ -330,7 +325,7 @@ pub(super) fn flush(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, psn: Psn, mrs: &M
     let checked = match (feth & FETH_SELECTIVITY) >> 4 {
         0 => remote_target(qp, mrs, rkey, va, len, need).map(|_| ()),
         1 if qp.cfg.access.contains(need) => mrs
-            .remote_region((qp.init.pd, qp.qpn), rkey, need)
+            .remote_region(qp.access_as(), rkey, need)
             .map(|_| ())
             .map_err(|_| NakCode::RemoteAccessError),
         1 => Err(NakCode::RemoteAccessError),
@@ -365,7 +360,11 @@ pub(crate) fn next_response(
     }
     let transport = qp.transport();
     let path = qp.path();
-    let dest = qp.cfg.dest_qpn;
+    // An EE context answers the RD QP that asked, through the peer's EEC.
+    let (dest, rdeth) = match qp.eec() {
+        Some(e) => (e.bound.map_or(0, |b| b.src_qp), Some(qp.cfg.dest_qpn)),
+        None => (qp.cfg.dest_qpn, None),
+    };
     let mtu = qp.cfg.mtu.bytes();
     let front = qp.resp.out.front_mut()?;
     let t = match front {
@@ -409,6 +408,7 @@ pub(crate) fn next_response(
             };
             let psn = job.psn + (job.sent / mtu) as u32;
             let mut t = super::transport_repr(op.in_transport(transport), psn, dest, n);
+            t.rdeth = rdeth;
             // Every READ response but a MIDDLE carries an AETH.
             if position != Position::Middle {
                 t.aeth = Some(AethRepr {
@@ -444,5 +444,6 @@ pub(crate) fn next_response(
     // RC's answers in the QP's transport (XRC's share their low five bits).
     let mut t = t;
     t.bth.opcode = t.bth.opcode.in_transport(transport);
+    t.rdeth = rdeth;
     Some(Transmit::build(pool, path, &t, |_| {}).map_err(NotSent::Emit))
 }

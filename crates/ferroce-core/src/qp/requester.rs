@@ -411,6 +411,17 @@ fn transmit(
         t.bth.opcode = t.bth.opcode.in_transport(Transport::Xrc);
         t.xrceth = wr.remote_srqn;
     }
+    if let (Some(dest), Some((src_qp, _))) = (wr.rd, qp.sq[idx].origin) {
+        // An EE context's request: to the RD QP the request names, through
+        // the peer's EEC, from the RD QP that posted it.
+        t.bth.opcode = t.bth.opcode.in_transport(Transport::Rd);
+        t.bth.dest_qp = dest.qpn;
+        t.rdeth = Some(qp.cfg.dest_qpn);
+        t.deth = Some(DethRepr {
+            qkey: dest.qkey,
+            src_qp,
+        });
+    }
     let mut copied = Ok(());
     let packet = Transmit::build(pool, path, &t, |out| {
         copied = match &wr.inline {

@@ -111,8 +111,9 @@ pub(crate) fn on_request(
         QpType::Ud => return ud_receive(qp, pkt, from, grh, t),
         QpType::Uc => return uc_receive(qp, pkt, t),
         QpType::Rc | QpType::XrcTgt => {}
-        QpType::XrcIni => {
-            // Requests to an initiator are dropped before they get here.
+        QpType::XrcIni | QpType::Rd => {
+            // Requests to an initiator are dropped before they get here,
+            // and an RD QP's go to the EE context their RDETH names.
             t.stats.rx_unexpected += 1;
             return Ok(());
         }
@@ -134,7 +135,7 @@ pub(crate) fn on_request(
         }
         return Ok(());
     }
-    let outcome = match bind_xrc_srq(qp, pkt, t) {
+    let outcome = match bind_xrc_srq(qp, pkt, t).and_then(|()| check_rd(qp, pkt, t)) {
         Ok(()) => execute(qp, pkt, psn, t),
         Err(code) => Outcome::Nak(code),
     };
@@ -206,6 +207,23 @@ fn bind_xrc_srq(
     qp.init.pd = pd;
     qp.init.srq = Some(srqn);
     qp.init.recv_cq = xrc.cq;
+    Ok(())
+}
+
+/// An EE context takes the request at the expected PSN for the RD QP it
+/// was bound to (`endpoint::rd`): one of its domain, ready, with the
+/// DETH's Q_Key, and the same for every packet of a message. Else NAK
+/// invalid RD request. Other QPs take every request as they are.
+fn check_rd(qp: &Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_>) -> Result<(), NakCode> {
+    let Some(e) = qp.eec() else { return Ok(()) };
+    let dest = e.bound.and_then(|b| b.dest);
+    let qkey = pkt.deth().map(|d| d.qkey());
+    let ok = dest.is_some_and(|d| d.qpn == pkt.bth().dest_qp()) && qkey == Some(qp.cfg.qkey);
+    if !ok {
+        t.stats.rx_bad_rd += 1;
+        tracing::debug!(eec = %crate::log::Qpn(qp.qpn), dest_qp = %crate::log::Qpn(pkt.bth().dest_qp()), "NAK: invalid RD request (no such RD QP of the domain, or another Q_Key)");
+        return Err(NakCode::InvalidRdRequest);
+    }
     Ok(())
 }
 
@@ -464,7 +482,7 @@ pub(super) fn remote_target(
     if len == 0 {
         return Ok((NO_REGION, 0));
     }
-    mrs.remote((qp.init.pd, qp.qpn), rkey, va, u64::from(len), need)
+    mrs.remote(qp.access_as(), rkey, va, u64::from(len), need)
         .map_err(|_: RemoteAccess| NakCode::RemoteAccessError)
 }
 
@@ -490,11 +508,16 @@ pub(super) fn complete_recv(
                 wr_id: wr.wr_id,
                 status,
                 opcode,
-                qpn: qp.qpn,
+                // An EE context completes on the RD QP the message was for,
+                // from the RD QP that sent it.
+                qpn: qp.access_as().1,
                 byte_len,
                 imm,
                 invalidated_rkey,
-                src_qp: qp.cfg.dest_qpn,
+                src_qp: qp
+                    .eec()
+                    .and_then(|e| e.bound)
+                    .map_or(qp.cfg.dest_qpn, |b| b.src_qp),
             },
             solicited,
         );

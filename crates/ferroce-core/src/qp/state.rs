@@ -368,6 +368,7 @@ fn attr_rule(qp_type: QpType, from: QpState, to: QpState) -> Option<AttrRule> {
                 QpType::Uc => t.uc,
                 QpType::Ud => t.ud,
                 QpType::XrcIni | QpType::XrcTgt => xrc_rule(qp_type, to, t.rc),
+                QpType::Rd => rd_rule(to, t.ud),
             }),
     }
 }
@@ -385,6 +386,20 @@ fn xrc_rule(qp_type: QpType, to: QpState, rc: AttrRule) -> AttrRule {
     AttrRule {
         required: rc.required.without(unused),
         optional: rc.optional.union(unused),
+    }
+}
+
+/// An RD QP's rules are UD's (Q_Key, P_Key index, port, first PSN): its
+/// peers and paths are its EE contexts'. It may also be given the remote
+/// access its RD peers' RDMA and atomics need.
+fn rd_rule(to: QpState, ud: AttrRule) -> AttrRule {
+    let access = match to {
+        S::Init | S::Rtr | S::Rts => A::of(&[A::ACCESS]),
+        _ => A(0),
+    };
+    AttrRule {
+        optional: ud.optional.union(access),
+        ..ud
     }
 }
 

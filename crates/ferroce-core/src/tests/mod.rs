@@ -39,6 +39,7 @@ mod local;
 mod log;
 mod many;
 mod ops;
+mod rd;
 mod resources;
 mod roce_v1;
 mod rules;

@@ -72,6 +72,9 @@ pub enum WcStatus {
     /// `IBV_WC_RNR_RETRY_EXC_ERR`: the peer had no receive posted, still,
     /// after `rnr_retry` tries.
     RnrRetryExcErr,
+    /// `IBV_WC_REM_INV_RD_REQ_ERR`: the peer's EE context refused an RD
+    /// request (no such RD QP there, of its domain, or another Q_Key).
+    RemInvRdReqErr,
     /// `IBV_WC_GENERAL_ERR`.
     GeneralErr,
 }
@@ -93,6 +96,7 @@ impl WcStatus {
             Self::RemOpErr => "remote operation error",
             Self::RetryExcErr => "transport retry counter exceeded",
             Self::RnrRetryExcErr => "RNR retry counter exceeded",
+            Self::RemInvRdReqErr => "remote invalid RD request",
             Self::GeneralErr => "general error",
         }
     }
@@ -114,6 +118,7 @@ impl WcStatus {
             Self::RemOpErr => 11,
             Self::RetryExcErr => 12,
             Self::RnrRetryExcErr => 13,
+            Self::RemInvRdReqErr => 15,
             Self::GeneralErr => 21,
         }
     }

@@ -16,6 +16,10 @@ pub enum VerbsError {
     NoSuchSrq(u32),
     /// No memory window has this R_Key's index.
     NoSuchMw(u32),
+    /// No reliable datagram domain with this handle.
+    NoSuchRdd(u32),
+    /// No EE context with this number.
+    NoSuchEec(u32),
     /// A BIND_MW that breaks a rule of memory windows (`why` names it).
     BadMwBind {
         why: &'static str,
@@ -120,6 +124,8 @@ impl fmt::Debug for VerbsError {
             Self::NoSuchMr(k) => f.debug_tuple("NoSuchMr").field(&Hex(k)).finish(),
             Self::NoSuchSrq(h) => f.debug_tuple("NoSuchSrq").field(&h).finish(),
             Self::NoSuchMw(k) => f.debug_tuple("NoSuchMw").field(&Hex(k)).finish(),
+            Self::NoSuchRdd(h) => f.debug_tuple("NoSuchRdd").field(&h).finish(),
+            Self::NoSuchEec(n) => f.debug_tuple("NoSuchEec").field(&Hex(n)).finish(),
             Self::BadMwBind { why } => f.debug_struct("BadMwBind").field("why", &why).finish(),
             Self::NoSuchXrcd(h) => f.debug_tuple("NoSuchXrcd").field(&h).finish(),
             Self::NotXrcSrq(h) => f.debug_tuple("NotXrcSrq").field(&h).finish(),
@@ -224,6 +230,11 @@ impl fmt::Display for VerbsError {
             Self::NoSuchMr(k) => write!(f, "no memory region with key {k:#x}"),
             Self::NoSuchSrq(h) => write!(f, "no shared receive queue {h}"),
             Self::NoSuchMw(k) => write!(f, "no memory window with key {k:#x}"),
+            Self::NoSuchRdd(h) => write!(
+                f,
+                "no reliable datagram domain {h}: allocate one (alloc_rdd)"
+            ),
+            Self::NoSuchEec(n) => write!(f, "no EE context {n:#x}: create one (create_eec)"),
             Self::BadMwBind { why } => write!(f, "memory window bind refused: {why}"),
             Self::NoSuchXrcd(h) => write!(f, "no XRC domain {h}: open one (open_xrcd)"),
             Self::NotXrcSrq(h) => write!(

@@ -25,7 +25,7 @@ pub use qp::{Access, LocalErrors, Mtu, Path, QpAttr, QpState, QpType, RoceMode, 
 #[cfg(test)]
 pub(crate) use wr::SgList;
 pub use wr::{
-    FlushLevel, FlushType, INLINE_SGES, RecvWr, RemoteSlice, SendOp, SendWr, Sge, UdDest,
+    FlushLevel, FlushType, INLINE_SGES, RdDest, RecvWr, RemoteSlice, SendOp, SendWr, Sge, UdDest,
 };
 pub(crate) use wr::{QueuedRecv, QueuedSend};
 

@@ -76,6 +76,11 @@ pub enum QpType {
     /// domain, with no PD, CQ or queue of its own: each request names the
     /// XRC SRQ that takes it (see `Endpoint::create_xrc_tgt_qp`).
     XrcTgt,
+    /// Reliable datagram (IBA 9.7, RD): one QP reaches any RD QP of its
+    /// reliable datagram domain, reliably, through EE contexts
+    /// (`Endpoint::create_rd_qp`, `create_eec`); every send names its EE
+    /// context, destination QP and Q_Key (`SendWr::via`).
+    Rd,
 }
 
 impl QpType {

@@ -213,6 +213,9 @@ pub struct SendWr<'a> {
     /// For XRC_INI: the number of the XRC SRQ at the target that takes the
     /// request (`wr.qp_type.xrc.remote_srqn`), sent in every packet's XRCETH.
     pub remote_srqn: Option<u32>,
+    /// For RD: the EE context that carries the request, and the
+    /// destination QP and its Q_Key.
+    pub rd: Option<RdDest>,
 }
 
 impl<'a> SendWr<'a> {
@@ -228,6 +231,7 @@ impl<'a> SendWr<'a> {
             inline: None,
             ud: None,
             remote_srqn: None,
+            rd: None,
         }
     }
 
@@ -308,6 +312,33 @@ impl<'a> SendWr<'a> {
     pub const fn to_srq(mut self, srqn: u32) -> Self {
         self.remote_srqn = Some(srqn);
         self
+    }
+
+    /// The same request sent by an RD QP through `dest`'s EE context.
+    pub const fn via(mut self, dest: RdDest) -> Self {
+        self.rd = Some(dest);
+        self
+    }
+}
+
+/// Where an RD request goes: the local EE context that carries it (which
+/// is connected to one EE context of the peer), the destination RD QP
+/// there, and its Q_Key (one with the high bit set stands for the sending
+/// QP's own, as for UD).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct RdDest {
+    pub eec: u32,
+    pub qpn: u32,
+    pub qkey: u32,
+}
+
+impl fmt::Debug for RdDest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RdDest")
+            .field("eec", &Hex(self.eec))
+            .field("qpn", &Hex(self.qpn))
+            .field("qkey", &Hex(self.qkey))
+            .finish()
     }
 }
 
@@ -410,6 +441,7 @@ pub(crate) struct QueuedSend {
     pub(crate) inline: Option<Box<[u8]>>,
     pub(crate) ud: Option<UdDest>,
     pub(crate) remote_srqn: Option<u32>,
+    pub(crate) rd: Option<RdDest>,
 }
 
 impl From<&SendWr<'_>> for QueuedSend {
@@ -424,6 +456,7 @@ impl From<&SendWr<'_>> for QueuedSend {
             inline: wr.inline.map(Box::from),
             ud: wr.ud,
             remote_srqn: wr.remote_srqn,
+            rd: wr.rd,
         }
     }
 }

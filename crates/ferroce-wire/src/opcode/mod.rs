@@ -340,6 +340,11 @@ impl Opcode {
     pub const RC_ATOMIC_WRITE: Self = Self(0x1d);
     pub const UC_SEND_ONLY: Self = Self(0x24);
     pub const UC_RDMA_WRITE_ONLY: Self = Self(0x2a);
+    pub const RD_SEND_FIRST: Self = Self(0x40);
+    pub const RD_SEND_LAST: Self = Self(0x42);
+    pub const RD_SEND_ONLY: Self = Self(0x44);
+    pub const RD_ACKNOWLEDGE: Self = Self(0x51);
+    pub const RD_RESYNC: Self = Self(0x55);
     pub const UD_SEND_ONLY: Self = Self(0x64);
     pub const UD_SEND_ONLY_WITH_IMMEDIATE: Self = Self(0x65);
     pub const CNP: Self = Self(0x81);
