@@ -29,6 +29,7 @@ mod mr;
 mod mw;
 mod pd;
 mod qp;
+mod rd;
 mod remote;
 pub mod roce_config;
 mod srq;
@@ -49,8 +50,9 @@ pub use endpoint::{ConnectOptions, QpEndpoint};
 pub use error::{DecodeError, Error, Result};
 pub use ferroce_core::verbs::{
     Access, AsyncEvent, FlushLevel, FlushType, INLINE_SGES, LocalErrors, Mtu, MwBind, MwInfo,
-    MwType, Path, QpAttr, QpState, QpType, RecvWr, RemoteSlice, RoceMode, SendOp, SendWr, Sge,
-    SrqAttr, SrqInfo, UdDest, VerbsError, WcError, WcOpcode, WcStatus, WorkCompletion, inc_rkey,
+    MwType, Path, QpAttr, QpState, QpType, RdDest, RecvWr, RemoteSlice, RoceMode, SendOp, SendWr,
+    Sge, SrqAttr, SrqInfo, UdDest, VerbsError, WcError, WcOpcode, WcStatus, WorkCompletion,
+    inc_rkey,
 };
 pub use ferroce_core::{Backing, MAX_MSG_SIZE, MadStats, MrInfo, RangeError, Stats};
 pub use ferroce_core::{CongestionConfig, DcqcnConfig, NpConfig, QpCongestion};
@@ -60,6 +62,7 @@ pub use mr::MemoryRegion;
 pub use mw::MemoryWindow;
 pub use pd::ProtectionDomain;
 pub use qp::{QpInitAttr, QueuePair, path_to};
+pub use rd::{EeContext, RdDomain};
 pub use remote::RemoteRegion;
 pub use srq::SharedReceiveQueue;
 pub use xrcd::XrcDomain;

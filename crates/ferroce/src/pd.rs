@@ -114,6 +114,28 @@ impl ProtectionDomain {
         ))
     }
 
+    /// An RD QP of reliable datagram domain `rdd` (`attr.qp_type` must be
+    /// [`QpType::Rd`](crate::QpType::Rd)), in RESET: [`QueuePair::ready`]
+    /// brings it up; its sends name EE contexts of `rdd`.
+    pub fn create_rd_qp(&self, attr: &QpInitAttr<'_>, rdd: &crate::RdDomain) -> Result<QueuePair> {
+        let qpn = self.shared.engine().create_rd_qp(
+            QpInit {
+                pd: self.handle,
+                qp_type: attr.qp_type,
+                send_cq: attr.send_cq.handle,
+                recv_cq: attr.recv_cq.handle,
+                max_send_wr: attr.max_send_wr,
+                max_recv_wr: attr.max_recv_wr,
+                sq_sig_all: attr.sq_sig_all,
+                srq: attr.srq.map(|s| s.inner.handle),
+            },
+            rdd.handle(),
+        )?;
+        let mut qp = QueuePair::new(self.shared.clone(), self.device.clone(), qpn, attr);
+        qp.rdd = Some(rdd.inner.clone());
+        Ok(qp)
+    }
+
     /// A shared receive queue of up to `max_wr` receive work requests
     /// (`ibv_create_srq`), its limit not armed. QPs created with it in
     /// [`QpInitAttr::srq`] take their receives from it.

@@ -73,6 +73,8 @@ pub struct QueuePair {
     pub(crate) srq: Option<Arc<SrqHandle>>,
     /// An XRC target keeps its domain open.
     _xrcd: Option<Arc<crate::xrcd::XrcdHandle>>,
+    /// An RD QP keeps its domain.
+    pub(crate) rdd: Option<Arc<crate::rd::RddHandle>>,
 }
 
 impl fmt::Debug for QueuePair {
@@ -106,6 +108,7 @@ impl QueuePair {
             psn,
             srq: attr.srq.map(|s| s.inner.clone()),
             _xrcd: None,
+            rdd: None,
         }
     }
 
@@ -126,6 +129,7 @@ impl QueuePair {
             psn,
             srq: None,
             _xrcd: Some(xrcd),
+            rdd: None,
         }
     }
 
@@ -153,6 +157,38 @@ impl QueuePair {
             qpn: self.qpn,
             psn: self.psn,
         }
+    }
+
+    /// Brings this UD or RD QP (which have no peer of their own) from
+    /// RESET or INIT to RTS, with Q_Key `qkey` and, for RD, the remote
+    /// `access` its RD peers' RDMA and atomics get.
+    pub fn ready(&self, qkey: u32, access: crate::Access) -> Result<()> {
+        if !matches!(self.qp_type, QpType::Ud | QpType::Rd) {
+            return Err(Error::Verbs(crate::VerbsError::BadValue {
+                what: "QP type of ready (UD or RD; connect RC, UC and XRC QPs)",
+                value: 0,
+            }));
+        }
+        let rd = self.qp_type == QpType::Rd;
+        if self.state()? == QpState::Reset {
+            self.modify(&QpAttr {
+                state: Some(QpState::Init),
+                pkey_index: Some(0),
+                port: Some(1),
+                qkey: Some(qkey),
+                access: rd.then_some(access),
+                ..QpAttr::default()
+            })?;
+        }
+        self.modify(&QpAttr {
+            state: Some(QpState::Rtr),
+            ..QpAttr::default()
+        })?;
+        self.modify(&QpAttr {
+            state: Some(QpState::Rts),
+            sq_psn: Some(self.psn),
+            ..QpAttr::default()
+        })
     }
 
     /// `ibv_query_qp`'s state.

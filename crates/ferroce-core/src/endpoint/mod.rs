@@ -297,8 +297,9 @@ impl Endpoint {
             if let Some((wr, _)) = q.resp.recv.take() {
                 srq.give_back(wr);
             }
-            // A target borrows the SRQ of each request; it does not hold one.
-            if q.init.qp_type != QpType::XrcTgt {
+            // A target (and an EE context) borrows the SRQ of each request;
+            // it does not hold one.
+            if q.init.qp_type != QpType::XrcTgt && q.eec().is_none() {
                 srq.users -= 1;
             }
         }

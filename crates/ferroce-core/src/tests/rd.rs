@@ -227,6 +227,22 @@ fn one_rd_qp_reaches_several_peers_through_one_and_two_eecs() {
         let at = c.wr_id as usize * 4096;
         assert!(read_mr(&p, 1, b.mr.lkey, at, 2500) == pattern(2500, c.wr_id as u8));
     }
+    // Everything goes: the EECs that took messages for the QPs, the QPs
+    // (and the receive queues made for them), the domains.
+    p.settle(100_000);
+    for (i, h) in [a, b].iter().enumerate() {
+        let e = &mut p.eps[i];
+        assert!(matches!(e.dealloc_rdd(h.rdd), Err(VerbsError::Busy(_))));
+        for &q in &h.qps {
+            e.destroy_qp(q).unwrap();
+        }
+        for &eec in &h.eecs {
+            e.destroy_eec(eec).unwrap();
+        }
+        e.dealloc_rdd(h.rdd).unwrap();
+        e.dereg_mr(h.mr.lkey).unwrap();
+        e.dealloc_pd(h.pd).unwrap();
+    }
 }
 
 fn sge_of(h: &Host, offset: u64, len: u32) -> Vec<crate::verbs::Sge> {
