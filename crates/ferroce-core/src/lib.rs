@@ -17,7 +17,7 @@
 //! | `log` | what the engine tells `tracing` (nothing is printed unless a subscriber asks) |
 //! | [`cc`] | congestion control: ECN, CNPs, DCQCN and the pacer |
 //!
-//! Not yet: XRC, memory windows, atomic write and flush, multicast.
+//! Not yet: XRC, memory windows.
 #![forbid(unsafe_code)]
 
 pub mod cc;
@@ -46,6 +46,7 @@ pub use endpoint::{
 };
 pub use endpoint::{GSI_QKEY, GSI_QPN, MAD_LEN, MAX_QUEUED_MADS, Mad, MadStats};
 pub use endpoint::{MAX_DEFERRED, MAX_DEFERRED_TOTAL};
+pub use endpoint::{MAX_MCAST_GROUPS, MAX_MCAST_QP_ATTACH, MULTICAST_QPN, multicast_group};
 pub use endpoint::{MAX_QUEUED_CNPS, QpCongestion};
 pub use ferroce_mem::Backing;
 pub use mr::{MrInfo, RangeError, Region};

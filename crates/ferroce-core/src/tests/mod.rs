@@ -18,6 +18,7 @@
 //! | `many` | many QPs at once: the endpoint's cap on packets in flight, fair turns |
 //! | `interop` | sequences met against the kernel's rxe, replayed |
 //! | `srq` | shared receive queues: QPs sharing one, RNR, the limit event, errors, UD and UC, refused calls |
+//! | `mcast` | UD multicast: attach/detach and refusals, every attached QP's copy, Q_Keys, RoCE v1 and IPv6 groups, hostile packets |
 //! | `log` | the `tracing` events of errors, RNR waits, losses, timeouts and drops |
 
 mod atomic_write;
@@ -35,6 +36,7 @@ mod interop;
 mod local;
 mod log;
 mod many;
+mod mcast;
 mod ops;
 mod resources;
 mod roce_v1;
