@@ -233,6 +233,16 @@ fn destroying_a_qp_detaches_it() {
     assert!(!p.eps[1].accepts_group(GROUP));
 }
 
+/// A call's result, the error it should be (QPN, group, cause), and a
+/// phrase its message should have.
+type Case = (
+    Result<bool, VerbsError>,
+    u32,
+    IpAddr,
+    McastRefusal,
+    &'static str,
+);
+
 #[test]
 fn attach_and_detach_refusals_name_the_cause() {
     let mut p = Pair::new(165);
@@ -240,7 +250,7 @@ fn attach_and_detach_refusals_name_the_cause() {
     let [_, rc] = super::util::connect(&mut p, QpType::Rc, 4096, crate::verbs::Mtu::Mtu1024);
     let e = &mut p.eps[1];
     let unicast: IpAddr = "10.1.1.1".parse().unwrap();
-    let cases: [(Result<bool, VerbsError>, u32, IpAddr, McastRefusal, &str); 4] = [
+    let cases: [Case; 4] = [
         (
             e.attach_mcast(rc.qpn, GROUP),
             rc.qpn,
