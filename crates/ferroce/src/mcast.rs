@@ -33,7 +33,7 @@ impl QueuePair {
 }
 
 impl Shared {
-    fn attach(&self, qpn: u32, gid: IpAddr) -> Result<()> {
+    pub(crate) fn attach(&self, qpn: u32, gid: IpAddr) -> Result<()> {
         let _device = self.span.enter();
         // The I/O lock first, as a round of progress takes them, so that
         // the engine's groups and the backend's memberships change together.
@@ -49,7 +49,7 @@ impl Shared {
         Ok(())
     }
 
-    fn detach(&self, qpn: u32, gid: IpAddr) -> Result<()> {
+    pub(crate) fn detach(&self, qpn: u32, gid: IpAddr) -> Result<()> {
         let _device = self.span.enter();
         let mut io = self.io();
         let last = self.engine().detach_mcast(qpn, gid)?;

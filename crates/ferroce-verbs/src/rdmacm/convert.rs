@@ -134,6 +134,7 @@ pub(crate) fn event_code(kind: &CmEventKind) -> u32 {
         CmEventKind::Established { .. } => RDMA_CM_EVENT_ESTABLISHED,
         CmEventKind::Disconnected => RDMA_CM_EVENT_DISCONNECTED,
         CmEventKind::TimewaitExit => RDMA_CM_EVENT_TIMEWAIT_EXIT,
+        CmEventKind::MulticastJoin { .. } => RDMA_CM_EVENT_MULTICAST_JOIN,
     }
 }
 
