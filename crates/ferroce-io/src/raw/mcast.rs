@@ -2,16 +2,20 @@
 //! address for a group, and the interface's membership.
 //!
 //! The packet ring sees what the interface accepts. [`RawBackend::join`]
-//! makes the kernel join the IP group on the interface (a UDP socket that
-//! never binds, so it receives nothing, holds the membership): the kernel
-//! adds the group's MAC address to the interface's filter and sends the
-//! IGMP or MLD report a snooping switch needs, as rdma_cm's
-//! `cma_igmp_send` does for RoCE v2. Dropping the socket leaves.
+//! makes the kernel join the IP group on the interface: the kernel adds
+//! the group's MAC address to the interface's filter and sends the IGMP
+//! or MLD report a snooping switch needs, as rdma_cm's `cma_igmp_send`
+//! does for RoCE v2. The membership is held by a UDP socket bound to
+//! `group:4791` (`SO_REUSEADDR`) whose filter drops everything, as the
+//! unicast port is held: the kernel's own stack, which gets every frame
+//! too, then has a socket for the group's datagrams instead of counting
+//! them as sent to no port. Dropping the socket leaves.
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr, SocketAddrV6};
 use std::os::fd::AsRawFd;
 
+use ferroce_wire::udp::ROCE_V2_PORT;
 use socket2::{Domain, InterfaceIndexOrAddress, Protocol, Socket, Type};
 
 use super::{RawBackend, filter};
@@ -49,20 +53,27 @@ impl RawBackend {
                 format!("joining {group} on {}: {e}", self.interface),
             )
         };
-        let s = match group {
+        let domain = if group.is_ipv4() {
+            Domain::IPV4
+        } else {
+            Domain::IPV6
+        };
+        let s = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
+        packet::attach_filter(s.as_raw_fd(), &filter::reject_all())?;
+        s.set_reuse_address(true)?;
+        match group {
             IpAddr::V4(g) => {
-                let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+                s.bind(&SocketAddr::new(group, ROCE_V2_PORT).into())?;
                 s.join_multicast_v4_n(&g, &InterfaceIndexOrAddress::Index(self.ifindex))
                     .map_err(fail)?;
-                s
             }
             IpAddr::V6(g) => {
-                let s = Socket::new(Domain::IPV6, Type::DGRAM, Some(Protocol::UDP))?;
+                s.set_only_v6(true)?;
+                let at = SocketAddrV6::new(g, ROCE_V2_PORT, 0, self.ifindex);
+                s.bind(&at.into())?;
                 s.join_multicast_v6(&g, self.ifindex).map_err(fail)?;
-                s
             }
-        };
-        packet::attach_filter(s.as_raw_fd(), &filter::reject_all())?;
+        }
         tracing::debug!(%group, interface = %self.interface, "joined multicast group");
         self.groups.push((group, s));
         Ok(())

@@ -151,7 +151,8 @@ pub(crate) enum EventParam<'a> {
 pub(crate) fn event_param(kind: &CmEventKind) -> EventParam<'_> {
     match kind {
         CmEventKind::ConnectRequest { ud: Some(u), .. }
-        | CmEventKind::Established { ud: Some(u), .. } => EventParam::Ud(u),
+        | CmEventKind::Established { ud: Some(u), .. }
+        | CmEventKind::MulticastJoin { ud: u, .. } => EventParam::Ud(u),
         CmEventKind::ConnectRequest { param, .. }
         | CmEventKind::ConnectResponse { param }
         | CmEventKind::Established { param, .. } => EventParam::Conn(param),

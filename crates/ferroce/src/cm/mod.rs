@@ -82,7 +82,7 @@ pub use channel::EventChannel;
 pub use error::CmIdError;
 pub use event::{CmEvent, CmEventKind, ConnInfo, UdInfo};
 pub use ferroce_cm::CmStats;
-pub use ferroce_cm::rdma_cm::{Depth, PortSpace};
+pub use ferroce_cm::rdma_cm::{Depth, McJoinError, PortSpace};
 pub use id::CmId;
 pub use state::ConnParam;
 
