@@ -34,7 +34,11 @@ fn multicast_between_raw_and_udp_devices_both_ways() {
         assert_ok(&format!("{what}: sender"), &s);
         assert_ok(&format!("{what}: receiver"), &r);
         let out = text(&r).0;
-        assert_eq!(out.matches("mckey: joined dgid").count(), 2, "{what}: {out}");
+        assert_eq!(
+            out.matches("mckey: joined dgid").count(),
+            2,
+            "{what}: {out}"
+        );
         assert!(out.contains("data transfers complete"), "{what}: {out}");
     }
 }

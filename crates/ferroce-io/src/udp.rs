@@ -223,9 +223,13 @@ pub struct UdpBackend {
     groups: Vec<mcast::Group>,
     /// Readable when `rx` or a group socket is (an epoll instance).
     wake: std::os::fd::OwnedFd,
+    /// The index of the local address's interface (IPv6 only).
+    mc_if: Option<u32>,
 }
 
-fn new_socket(local: IpAddr) -> io::Result<Socket> {
+/// A socket for the device at `local`; `mc_if` is the index of its
+/// interface, which IPv6 multicast leaves by.
+fn new_socket(local: IpAddr, mc_if: Option<u32>) -> io::Result<Socket> {
     let domain = match local {
         IpAddr::V4(_) => Domain::IPV4,
         IpAddr::V6(_) => Domain::IPV6,
@@ -248,6 +252,9 @@ fn new_socket(local: IpAddr) -> io::Result<Socket> {
             sys::set_udp_no_check6(fd)?;
             s.set_unicast_hops_v6(64)?;
             s.set_multicast_hops_v6(MULTICAST_HOPS)?;
+            if let Some(index) = mc_if {
+                s.set_multicast_if_v6(index)?;
+            }
         }
     }
     Ok(s)
@@ -273,7 +280,15 @@ impl UdpBackend {
     /// the kernel's rdma_rxe on the same address).
     pub fn bind(cfg: UdpConfig) -> io::Result<Self> {
         let mut cfg = cfg;
-        let rx = new_socket(cfg.local)?;
+        // IPv6 multicast leaves by interface index: the device's, when an
+        // interface has its address (looked up once: it reads every
+        // interface's details).
+        let mc_if = cfg
+            .local
+            .is_ipv6()
+            .then(|| mcast::interface_index(cfg.local).ok())
+            .flatten();
+        let rx = new_socket(cfg.local, mc_if)?;
         set_buffers(&rx)?;
         rx.bind(&SocketAddr::new(cfg.local, cfg.port).into())?;
         // Without GRO support the kernel hands over datagrams one by one.
@@ -303,6 +318,7 @@ impl UdpBackend {
             stats: UdpStats::default(),
             groups: Vec::new(),
             wake,
+            mc_if,
         })
     }
 

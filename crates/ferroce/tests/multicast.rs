@@ -1,8 +1,9 @@
-//! UD multicast over real UDP sockets on loopback (127.0.0.171-173,
-//! group 239.255.71.1): every attached QP of every device gets a copy,
+//! UD multicast over real UDP sockets on loopback (127.0.0.171-176,
+//! groups 239.255.71.x): every attached QP of every device gets a copy,
 //! the sender's own included (the kernel's multicast loop); a detached QP
-//! gets nothing; the devices join and leave the IP group (the group
-//! socket exists exactly while a QP is attached); refusals name the cause.
+//! gets nothing; garbage sent to a group is dropped and counted; refusals
+//! name the cause. (Linux does not loop IPv6 multicast on `lo`: IPv6
+//! groups are tested on the simulated network.)
 //! Run it in a network namespace of its own when other tests bind the
 //! same addresses.
 
@@ -171,4 +172,37 @@ fn refusals_name_the_cause() {
     assert!(err.to_string().contains("address family"), "{err}");
     let err = m.qp.detach_mcast(GROUP.parse().unwrap()).unwrap_err();
     assert!(err.to_string().contains("not attached"), "{err}");
+}
+
+#[test]
+fn garbage_sent_to_a_group_is_dropped_and_counted() {
+    let group: IpAddr = "239.255.71.2".parse().unwrap();
+    let ctx = Context::open("127.0.0.175".parse::<IpAddr>().unwrap()).unwrap();
+    let m = ud_member(&ctx);
+    m.qp.attach_mcast(group).unwrap();
+    post_recv(&m, 1);
+    let before = ctx.udp_stats();
+    let sock = std::net::UdpSocket::bind("127.0.0.176:0").unwrap();
+    sock.set_multicast_loop_v4(true).unwrap();
+    // A UD SEND ONLY to the multicast QPN with rdma_cm's layout and a
+    // zero ICRC, a runt, and an unknown opcode.
+    let mut bad_icrc = vec![0x64, 0, 0xff, 0xff, 0, 0xff, 0xff, 0xff, 0, 0, 0, 1];
+    bad_icrc.extend_from_slice(&QKEY.to_be_bytes());
+    bad_icrc.extend_from_slice(&[0, 0, 0, 0x42]);
+    bad_icrc.extend_from_slice(&[7; 8]);
+    bad_icrc.extend_from_slice(&[0; 4]);
+    let dest = std::net::SocketAddr::new(group, 4791);
+    for d in [&bad_icrc[..], &[0xff; 5][..], &[0xfe; 40][..]] {
+        sock.send_to(d, dest).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ctx.udp_stats().rx_datagrams < before.rx_datagrams + 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let after = ctx.udp_stats();
+    assert_eq!(after.rx_datagrams - before.rx_datagrams, 3, "{after:?}");
+    assert_eq!(after.rx_bad_icrc - before.rx_bad_icrc, 1, "{after:?}");
+    assert_eq!(after.rx_too_short - before.rx_too_short, 1, "{after:?}");
+    assert_eq!(after.rx_bad_opcode - before.rx_bad_opcode, 1, "{after:?}");
+    assert!(completions(&m.cq, 1, Duration::from_millis(200)).is_empty());
 }

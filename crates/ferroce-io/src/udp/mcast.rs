@@ -13,8 +13,8 @@
 //! reach [`Receiver::deliver_multicast`].
 //!
 //! Sending to a group needs nothing of its own: every socket sends
-//! multicast from the device's interface (`IP_MULTICAST_IF`) with a hop
-//! limit of 64 (rdma_cm's for RoCE v2 groups) and the kernel's multicast
+//! multicast from the device's interface (`IP_MULTICAST_IF`,
+//! `IPV6_MULTICAST_IF`) with a hop limit of 64 (rdma_cm's for RoCE v2 groups) and the kernel's multicast
 //! loop on, so other devices of the host and the sender's own attached
 //! QPs get a copy (as a NIC loops multicast back to its own QPs).
 //!
@@ -56,12 +56,18 @@ impl UdpBackend {
                 ),
             ));
         }
-        let sock = new_socket(self.cfg.local)?;
+        let sock = new_socket(self.cfg.local, self.mc_if)?;
         sock.set_reuse_address(true)?;
         sock.bind(&SocketAddr::new(group, self.cfg.port).into())?;
         match (group, self.cfg.local) {
             (IpAddr::V4(g), IpAddr::V4(l)) => sock.join_multicast_v4(&g, &l)?,
-            (IpAddr::V6(g), l) => sock.join_multicast_v6(&g, interface_index(l)?)?,
+            (IpAddr::V6(g), l) => {
+                let index = match self.mc_if {
+                    Some(i) => i,
+                    None => interface_index(l)?,
+                };
+                sock.join_multicast_v6(&g, index)?
+            }
             _ => unreachable!("families checked above"),
         }
         sys::set_recv_tos(sock.as_raw_fd(), group.is_ipv6())?;
@@ -110,7 +116,7 @@ impl UdpBackend {
 
 /// The index of the interface that has `local` (IPv6 groups are joined by
 /// interface index).
-fn interface_index(local: IpAddr) -> io::Result<u32> {
+pub(super) fn interface_index(local: IpAddr) -> io::Result<u32> {
     let iface = crate::netif::interface_of(local)?.ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::NotFound,
