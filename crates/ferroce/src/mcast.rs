@@ -30,6 +30,13 @@ impl QueuePair {
     pub fn detach_mcast(&self, gid: IpAddr) -> Result<()> {
         self.shared.detach(self.qpn, gid)
     }
+
+    /// The groups this QP is attached to (IPv4-mapped GIDs as IPv4). A
+    /// QP dropped while attached leaves them (the kernel refuses
+    /// `ibv_destroy_qp` with EBUSY instead, which the C library follows).
+    pub fn mcast_groups(&self) -> Vec<IpAddr> {
+        self.shared.engine().mcast_groups_of(self.qpn)
+    }
 }
 
 impl Shared {

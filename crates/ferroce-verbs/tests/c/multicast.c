@@ -3,7 +3,8 @@
  * third to the group through an address handle reaches both (their own
  * receives, the GRH in front naming the group), a detached QP gets nothing
  * more, and the refusals get rdma-core's errno (EINVAL: an RC QP, a
- * unicast GID, a QP not attached; attaching twice). Run by c_programs.rs;
+ * unicast GID, a QP not attached; attaching twice; EBUSY: destroying an
+ * attached QP, as the kernel's uverbs). Run by c_programs.rs;
  * prints one line per check, exits 1 if one failed. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -136,8 +137,10 @@ int main(void)
 	CHECK(wait_one(cq[1], &wc, 300) == 0, "a, detached, received nothing");
 
 	CHECK(ibv_destroy_ah(ah) == 0, "destroy_ah");
+	CHECK(ibv_destroy_qp(b) == EBUSY, "destroy b while attached: EBUSY (as the kernel)");
+	CHECK(ibv_detach_mcast(b, &group, 0) == 0, "detach b");
 	CHECK(ibv_destroy_qp(tx) == 0 && ibv_destroy_qp(a) == 0 && ibv_destroy_qp(b) == 0,
-	      "destroy QPs (b still attached: it leaves the group)");
+	      "destroy QPs");
 	for (int i = 0; i < 3; i++)
 		ibv_destroy_cq(cq[i]);
 	ibv_dereg_mr(mr);
