@@ -190,7 +190,8 @@ fn mckey_joins_and_multicasts_to_every_receiving_id() {
             who,
             &prog,
             &[&group[..], &["-b", "127.0.0.1", "-c", "2", "-C", "5"]].concat(),
-            &[&group[..], &["-b", "127.0.0.2", "-s", "-C", "5"]].concat(),
+            // -l: rdma_create_qp_ex with IBV_QP_CREATE_BLOCK_SELF_MCAST_LB.
+            &[&group[..], &["-b", "127.0.0.2", "-s", "-l", "-C", "5"]].concat(),
             SETTLE,
         );
         let joined = "mckey: joined dgid: ::ffff:239.255.0.72 mlid 0x0 sl 0";

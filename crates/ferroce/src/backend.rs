@@ -131,7 +131,8 @@ impl Backend {
     pub(crate) fn recv(&mut self, ep: &mut Endpoint, now: Instant) -> usize {
         match self {
             Self::Udp(b) => {
-                let mut rx = EngineRx { ep, now };
+                let local = b.local();
+                let mut rx = EngineRx { ep, now, local };
                 b.recv_into(&mut rx).unwrap_or_else(|e| {
                     debug!(error = %e, "receive failed");
                     0
@@ -163,6 +164,9 @@ impl Backend {
 struct EngineRx<'a> {
     ep: &'a mut Endpoint,
     now: Instant,
+    /// The device's address: a multicast datagram from it is its own,
+    /// looped back by the kernel.
+    local: IpAddr,
 }
 
 impl Receiver for EngineRx<'_> {
@@ -181,7 +185,12 @@ impl Receiver for EngineRx<'_> {
     }
     fn deliver_multicast(&mut self, from: IpAddr, group: IpAddr, _: u16, tos: u8, data: &[u8]) {
         let ecn = ferroce_core::Ecn::from_traffic_class(tos);
-        self.ep.handle_multicast(self.now, from, group, ecn, data);
+        if from == self.local {
+            self.ep
+                .handle_own_multicast(self.now, from, group, None, ecn, data);
+        } else {
+            self.ep.handle_multicast(self.now, from, group, ecn, data);
+        }
     }
 }
 

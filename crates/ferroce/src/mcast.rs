@@ -9,7 +9,9 @@
 //! with the kernel's IGMP/MLD report. A device receives its own
 //! multicast sends on its attached QPs, the sender's included (the
 //! kernel's multicast loop on UDP, the device's own loop on the raw
-//! backend), as a NIC without `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` does.
+//! backend), as a NIC does; a QP can refuse its own
+//! ([`QueuePair::block_self_mcast_loopback`], mlx5's
+//! `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`).
 
 use std::net::IpAddr;
 
@@ -29,6 +31,16 @@ impl QueuePair {
     /// `ibv_detach_mcast`: refused for a QP not attached to `gid`.
     pub fn detach_mcast(&self, gid: IpAddr) -> Result<()> {
         self.shared.detach(self.qpn, gid)
+    }
+
+    /// Keeps this QP's own multicast sends from coming back to it (mlx5's
+    /// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`); other QPs of the device, and
+    /// other devices, still get them. Off until set.
+    pub fn block_self_mcast_loopback(&self, block: bool) -> Result<()> {
+        Ok(self
+            .shared
+            .engine()
+            .block_self_mcast_loopback(self.qpn, block)?)
     }
 
     /// The groups this QP is attached to (IPv4-mapped GIDs as IPv4). A

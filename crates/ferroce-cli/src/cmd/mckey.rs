@@ -16,9 +16,9 @@
 //! destroyed (mckey sends all unsignaled and exits at once); a receiver
 //! waiting [`cmtest::STALL`] without a message, or a failed completion,
 //! ends the run with a message (mckey waits forever and counts failures
-//! as messages); `-M` (AF_IB addresses), `-p 0x2` (IPoIB) and `-l`
-//! (`IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`, which ferroce does not offer)
-//! are refused with the reason.
+//! as messages); `-M` (AF_IB addresses) and `-p 0x2` (IPoIB) are refused
+//! with the reason. `-l` creates the QPs with mlx5's
+//! `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`, as mckey does.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -74,7 +74,8 @@ pub(crate) struct MckeyArgs {
     /// Join as a send-only full member (no attach, no IP group join).
     #[arg(short = 'o')]
     send_only: bool,
-    /// Join without multicast loopback: refused (see the module docs).
+    /// Join without multicast loopback: the QPs do not get their own sends
+    /// back (`IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`).
     #[arg(short = 'l')]
     no_loopback: bool,
     #[command(flatten)]
@@ -103,13 +104,6 @@ pub(crate) fn run(args: &MckeyArgs) -> Result<bool, Error> {
         return Err(Error::Usage(
             "-M takes an AF_IB multicast GID, which needs an InfiniBand subnet: give the \
              group's IP address with -m"
-                .into(),
-        ));
-    }
-    if args.no_loopback {
-        return Err(Error::Usage(
-            "-l asks for IBV_QP_CREATE_BLOCK_SELF_MCAST_LB, which ferroce does not offer (its \
-             QPs receive their device's own multicast, as a NIC's by default): leave -l out"
                 .into(),
         ));
     }
@@ -289,6 +283,10 @@ impl Test<'_> {
         let qp = id
             .create_qp(&pd, &attr)
             .map_err(|e| call_failed(TOOL, "unable to create QP", e))?;
+        if self.args.no_loopback {
+            qp.block_self_mcast_loopback(true)
+                .map_err(|e| call_failed(TOOL, "unable to create QP", e))?;
+        }
         let mr = if self.count > 0 {
             let mr = pd
                 .reg_mr((GRH + self.args.size) as usize, Access::LOCAL_WRITE)

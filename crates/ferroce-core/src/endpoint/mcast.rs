@@ -24,8 +24,11 @@
 //! * Loopback is the I/O layer's, as a NIC's: the engine does not hand its
 //!   own sends to its own QPs. A packet the I/O layer loops back (the UDP
 //!   backend's kernel does, IP_MULTICAST_LOOP) reaches every attached QP,
-//!   the sender's own too, as mlx5 does unless told
-//!   `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`.
+//!   the sender's own too, as mlx5 does, unless the sender blocked it
+//!   ([`Endpoint::block_self_mcast_loopback`], mlx5's
+//!   `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`): the I/O layer says which
+//!   packets are the device's own ([`Endpoint::handle_own_multicast`]),
+//!   and such a packet skips the QP whose number is its DETH's source QP.
 //!
 //! A copy that finds its QP's region held by the application is set aside
 //! as a unicast packet for that QP (its DQPN rewritten), so that the retry
@@ -147,7 +150,31 @@ impl Endpoint {
         ecn: super::Ecn,
         data: &[u8],
     ) {
-        self.handle_packet(now, from, Some(group), None, ecn, data);
+        self.handle_packet(now, from, Some(group), None, ecn, data, false);
+    }
+
+    /// As [`Self::handle_multicast`] for a multicast packet this device
+    /// sent, looped back to it (`from` is its own address; `grh` a RoCE
+    /// v1 packet's): a QP that blocks its own loopback does not get it.
+    pub fn handle_own_multicast(
+        &mut self,
+        now: Instant,
+        from: IpAddr,
+        group: IpAddr,
+        grh: Option<&Grh>,
+        ecn: super::Ecn,
+        data: &[u8],
+    ) {
+        self.handle_packet(now, from, Some(group), grh, ecn, data, true);
+    }
+
+    /// Keeps QP `qpn`'s own multicast sends from being delivered back to
+    /// it (`IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`); other QPs of the device
+    /// still get them.
+    pub fn block_self_mcast_loopback(&mut self, qpn: u32, block: bool) -> Result<(), VerbsError> {
+        let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        q.block_self_mcast = block;
+        Ok(())
     }
 
     /// Checks that `qpn` is a UD QP and `gid` a multicast GID.
@@ -182,6 +209,7 @@ impl Endpoint {
         to: Option<IpAddr>,
         grh: Option<&Grh>,
         data: &[u8],
+        own: bool,
     ) -> bool {
         // The common case first, on the BTH alone: a unicast packet to us.
         let unicast = |dqpn| dqpn != MULTICAST_QPN && to.is_none() && grh.is_none();
@@ -211,7 +239,11 @@ impl Endpoint {
             self.stats.rx_mcast_unattached += 1;
             return true;
         };
+        let sender = pkt.deth().map(|d| d.src_qp()).filter(|_| own);
         for qpn in members {
+            if sender == Some(qpn) && self.qps.get(&qpn).is_some_and(|q| q.block_self_mcast) {
+                continue; // its own send, which it asked not to get back
+            }
             self.deliver_copy(now, qpn, &pkt, from, grh, group, data);
         }
         true

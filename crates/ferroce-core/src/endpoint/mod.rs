@@ -399,9 +399,10 @@ impl Endpoint {
                     responder::give_back(q, &mut self.srqs, wr);
                 }
                 let (init, scheduled, counted) = (q.init, q.scheduled, q.counted_in_flight);
-                let local_errors = q.local_errors;
+                let (local_errors, block) = (q.local_errors, q.block_self_mcast);
                 *q = Qp::new(qpn, init);
                 q.local_errors = local_errors;
+                q.block_self_mcast = block;
                 if init.qp_type == QpType::Ud {
                     q.cfg.mtu = self.port_mtu;
                 }

@@ -297,6 +297,9 @@ pub(crate) struct Qp {
     pub(crate) local_errors: LocalErrors,
     /// Congestion control: its notification and reaction points, pacer.
     pub(crate) cc: QpCc,
+    /// Its own multicast sends are not delivered back to it
+    /// (`IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`; kept through Reset).
+    pub(crate) block_self_mcast: bool,
 }
 
 /// A QP's share of congestion control (see [`crate::cc`]).
@@ -362,6 +365,7 @@ impl Qp {
             counted_in_flight: 0,
             timer_filed: None,
             local_errors: LocalErrors::Immediate,
+            block_self_mcast: false,
             cc: QpCc::default(),
         }
     }

@@ -433,3 +433,32 @@ fn a_multicast_copy_into_a_held_region_waits_for_that_qp_alone() {
     p.settle(10_000);
     assert!(p.completions(1, b.cq).is_empty(), "b got one copy only");
 }
+
+/// mlx5's `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`: the sender's own copy is
+/// not delivered back to it; another QP of its device, and the other
+/// endpoint, still get theirs.
+#[test]
+fn a_qp_may_block_its_own_loopback_only() {
+    for roce in [RoceMode::V2, RoceMode::V1] {
+        let mut p = Pair::new(172);
+        let tx = ud_qp(&mut p, 0, QKEY);
+        let neighbour = ud_qp(&mut p, 0, QKEY);
+        let far = ud_qp(&mut p, 1, QKEY);
+        p.eps[0].block_self_mcast_loopback(tx.qpn, true).unwrap();
+        for (i, s) in [(0, &tx), (0, &neighbour), (1, &far)] {
+            p.eps[i].attach_mcast(s.qpn, GROUP).unwrap();
+            post_recv(&mut p, i, s, 3);
+        }
+        send_to(
+            &mut p,
+            &tx,
+            to_group(GROUP, MULTICAST_QPN, roce),
+            b"not to me",
+        );
+        assert_eq!(p.wait_cqes(0, neighbour.cq, 1)[0].status, WcStatus::Success);
+        assert_eq!(p.wait_cqes(1, far.cq, 1)[0].status, WcStatus::Success);
+        p.settle(10_000);
+        assert!(p.completions(0, tx.cq).is_empty(), "{roce:?}: its own copy");
+        assert_eq!(p.eps[0].stats().rx_mcast_delivered, 1, "{roce:?}");
+    }
+}

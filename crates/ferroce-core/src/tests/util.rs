@@ -200,10 +200,20 @@ impl Pair {
             if v1 {
                 let dst = group.unwrap_or(self.addrs[to]);
                 let grh = v1_grh(from, dst, data.len());
-                self.eps[to].handle_v1_packet(self.now, from, &grh, &data);
+                match group {
+                    Some(g) if to == sender => {
+                        let ecn = Ecn::NotEct;
+                        self.eps[to].handle_own_multicast(self.now, from, g, Some(&grh), ecn, &data)
+                    }
+                    _ => self.eps[to].handle_v1_packet(self.now, from, &grh, &data),
+                }
                 self.v1_delivered += 1;
             } else if let Some(g) = group {
-                self.eps[to].handle_multicast(self.now, from, g, ecn, &data);
+                if to == sender {
+                    self.eps[to].handle_own_multicast(self.now, from, g, None, ecn, &data);
+                } else {
+                    self.eps[to].handle_multicast(self.now, from, g, ecn, &data);
+                }
             } else {
                 self.eps[to].handle_datagram_ecn(self.now, from, ecn, &data);
             }

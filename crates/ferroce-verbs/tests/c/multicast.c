@@ -4,7 +4,9 @@
  * receives, the GRH in front naming the group), a detached QP gets nothing
  * more, and the refusals get rdma-core's errno (EINVAL: an RC QP, a
  * unicast GID, a QP not attached; attaching twice; EBUSY: destroying an
- * attached QP, as the kernel's uverbs). Run by c_programs.rs;
+ * attached QP, as the kernel's uverbs), and mlx5's
+ * IBV_QP_CREATE_BLOCK_SELF_MCAST_LB keeps a QP's own send from it while
+ * another QP still gets it. Run by c_programs.rs;
  * prints one line per check, exits 1 if one failed. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -42,12 +44,8 @@ static int wait_one(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
 	return 0;
 }
 
-static struct ibv_qp *ud_qp(struct ibv_pd *pd, struct ibv_cq *cq)
+static struct ibv_qp *to_rts(struct ibv_qp *qp)
 {
-	struct ibv_qp_init_attr init = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
-					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
-						  .max_send_sge = 1, .max_recv_sge = 1 } };
-	struct ibv_qp *qp = ibv_create_qp(pd, &init);
 	if (!qp)
 		return NULL;
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = QKEY };
@@ -61,6 +59,27 @@ static struct ibv_qp *ud_qp(struct ibv_pd *pd, struct ibv_cq *cq)
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
 		return NULL;
 	return qp;
+}
+
+static struct ibv_qp *ud_qp(struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	struct ibv_qp_init_attr init = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	return to_rts(ibv_create_qp(pd, &init));
+}
+
+/* A UD QP made with ibv_create_qp_ex and `flags`. */
+static struct ibv_qp *ud_qp_ex(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq,
+			       enum ibv_qp_type type, uint32_t flags)
+{
+	struct ibv_qp_init_attr_ex init = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = type,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS,
+		.pd = pd, .create_flags = flags,
+	};
+	return ibv_create_qp_ex(ctx, &init);
 }
 
 static int post_recv(struct ibv_qp *qp, struct ibv_mr *mr, char *buf)
@@ -135,6 +154,28 @@ int main(void)
 	CHECK(wait_one(cq[0], &wc, 2000) == 1, "second send completes");
 	CHECK(wait_one(cq[2], &wc, 2000) == 1 && wc.status == IBV_WC_SUCCESS, "b received it again");
 	CHECK(wait_one(cq[1], &wc, 300) == 0, "a, detached, received nothing");
+
+	/* mlx5's loopback block: its own send skips it, b still gets it. */
+	CHECK(ud_qp_ex(ctx, pd, cq[0], IBV_QPT_RC, IBV_QP_CREATE_BLOCK_SELF_MCAST_LB) == NULL &&
+		      errno == EOPNOTSUPP,
+	      "BLOCK_SELF_MCAST_LB on an RC QP: EOPNOTSUPP");
+	struct ibv_qp *lone = to_rts(ud_qp_ex(ctx, pd, cq[0], IBV_QPT_UD,
+					      IBV_QP_CREATE_BLOCK_SELF_MCAST_LB));
+	CHECK(lone && ibv_attach_mcast(lone, &group, 0) == 0,
+	      "a UD QP created with BLOCK_SELF_MCAST_LB, attached");
+	static char own[GRH + MSG];
+	struct ibv_mr *own_mr = ibv_reg_mr(pd, own, sizeof own, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(own_mr && post_recv(lone, own_mr, own) == 0 && post_recv(b, mr, buf[2]) == 0,
+	      "post receives on it and b");
+	CHECK(lone && ibv_post_send(lone, &wr, &bad) == 0, "post SEND from it to the group");
+	CHECK(wait_one(cq[0], &wc, 2000) == 1 && wc.opcode == IBV_WC_SEND, "its send completes");
+	CHECK(wait_one(cq[2], &wc, 2000) == 1 && wc.status == IBV_WC_SUCCESS &&
+		      wc.src_qp == lone->qp_num,
+	      "b received it");
+	CHECK(wait_one(cq[0], &wc, 300) == 0, "it did not receive its own send");
+	CHECK(ibv_detach_mcast(lone, &group, 0) == 0 && ibv_destroy_qp(lone) == 0,
+	      "detach and destroy it");
+	ibv_dereg_mr(own_mr);
 
 	CHECK(ibv_destroy_ah(ah) == 0, "destroy_ah");
 	CHECK(ibv_destroy_qp(b) == EBUSY, "destroy b while attached: EBUSY (as the kernel)");

@@ -503,10 +503,10 @@ fn loop_back(ep: &mut Endpoint, now: Instant, local: IpAddr, t: &Transmit) {
         };
         let mut bytes = [0; 40];
         if grh.emit(&mut bytes).is_ok() {
-            ep.handle_v1_packet(now, local, &bytes, &t.data);
+            ep.handle_own_multicast(now, local, group, Some(&bytes), t.ecn, &t.data);
         }
     } else {
-        ep.handle_multicast(now, local, group, t.ecn, &t.data);
+        ep.handle_own_multicast(now, local, group, None, t.ecn, &t.data);
     }
 }
 
