@@ -462,3 +462,61 @@ fn a_qp_may_block_its_own_loopback_only() {
         assert_eq!(p.eps[0].stats().rx_mcast_delivered, 1, "{roce:?}");
     }
 }
+
+/// Every single-byte corruption of a good multicast packet, and its every
+/// truncation, sent to an attached group: no panic, a copy for exactly
+/// those still a UD SEND to the multicast QPN, and the QP takes a good
+/// packet afterwards.
+#[test]
+fn corrupted_and_truncated_multicast_packets_are_harmless() {
+    let mut p = Pair::new(173);
+    let rx = ud_qp(&mut p, 1, QKEY);
+    p.eps[1].attach_mcast(rx.qpn, GROUP).unwrap();
+    let mut t = craft(Opcode::UD_SEND_ONLY, Psn::new(0), MULTICAST_QPN, 16);
+    if let Some(d) = t.deth.as_mut() {
+        d.qkey = QKEY;
+    }
+    let good = emit(&t, &[9; 16]);
+    let from = p.addrs[0];
+    let now = p.now;
+    let mut variants: Vec<Vec<u8>> = (0..good.len()).map(|n| good[..n].to_vec()).collect();
+    for i in 0..good.len() {
+        for x in [0x01, 0x80, 0xff] {
+            let mut v = good.clone();
+            v[i] ^= x;
+            variants.push(v);
+        }
+    }
+    for v in &variants {
+        p.eps[1].handle_multicast(now, from, GROUP, crate::Ecn::NotEct, v);
+    }
+    // Copies reach the QP exactly for the variants that are still a UD
+    // SEND to the multicast QPN in the default partition (no receive is
+    // posted: each is then dropped and counted there).
+    let still_mcast = |v: &Vec<u8>| {
+        ferroce_wire::TransportPacket::new_checked(&v[..]).is_ok_and(|t| {
+            let info = t.info();
+            t.bth().dest_qp() == MULTICAST_QPN
+                && info.transport == ferroce_wire::Transport::Ud
+                && !info.response
+                && t.deth().is_some()
+                && crate::qp::pkey_matches(t.bth().pkey(), 0xffff)
+        })
+    };
+    let expected = variants.iter().filter(|v| still_mcast(v)).count() as u64;
+    let s = p.eps[1].stats();
+    assert!(
+        expected > 0 && expected < variants.len() as u64,
+        "{expected}"
+    );
+    assert_eq!(s.rx_mcast_delivered, expected);
+    assert!(p.completions(1, rx.cq).is_empty());
+    assert_eq!(p.eps[1].qp_state(rx.qpn).unwrap(), QpState::Rts);
+    post_recv(&mut p, 1, &rx, 1);
+    p.eps[1].handle_multicast(now, from, GROUP, crate::Ecn::NotEct, &good);
+    let c = p.completions(1, rx.cq);
+    assert_eq!(
+        (c.len(), c[0].status, c[0].byte_len),
+        (1, WcStatus::Success, 56)
+    );
+}
