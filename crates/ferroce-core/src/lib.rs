@@ -8,7 +8,7 @@
 //!
 //! | where | what |
 //! |---|---|
-//! | [`endpoint`] | the objects and the input/output loop |
+//! | [`endpoint`] | the objects and the input/output loop; UD multicast groups (`endpoint::mcast`) |
 //! | [`verbs`] | ibverbs-shaped types: attributes, work requests, completions, errors |
 //! | `qp::requester` / `qp::responder` / `qp::completer` | the three engines |
 //! | `qp::state` | the `modify_qp` state machine |

@@ -1,6 +1,7 @@
 //! RoCE v2 over the kernel's UDP sockets.
 //!
-//! One socket bound to `local:4791` receives (with `recvmmsg`). Sending goes
+//! One socket bound to `local:4791` receives (with `recvmmsg`), and one
+//! per multicast group joined (see `mcast`). Sending goes
 //! through one socket per UDP source port, bound to `local:port` and never
 //! connected, so that every flow keeps its RoCE source port (0xC000 | flow
 //! hash, for ECMP) and the kernel writes a predictable IP header (DF, IPv4
