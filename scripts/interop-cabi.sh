@@ -26,7 +26,8 @@
 #     rdma-core's libibverbs and rxe in the guest, on ferroce's here (none
 #     of the Debian tools binds a window);
 #   * with librdmacm: rping -v -V -C 10, ucmatose, udaddy,
-#     rdma_server/rdma_client, ib_write_bw -R. These run when the workspace
+#     rdma_server/rdma_client, ib_write_bw -R, mckey (UD multicast through
+#     rdma_cm's join, IPv4 group; the receiving side with two IDs). These run when the workspace
 #     has crates/ferroce-rdmacm (built here) or INTEROP_RDMACM names a
 #     librdmacm.so; otherwise each is a row "not run: librdmacm.so not
 #     built", counted apart from the passed and failed.
@@ -165,6 +166,30 @@ vmw() {
         "/rig/mw/mw_peer -g \$GIDX" "$(on_ferroce "$host4") $mw_peer -g 0" "$guest4" "$host4" ""
 }
 
+# vmc ROLE GROUP: mckey on ferroce <-> mckey on rxe, UD multicast to the
+# IPv4 GROUP; the ferroce side sends as client and receives (two IDs) as
+# server. The group goes where run_case puts the peer's address.
+vmc() {
+    local role=$1 group=$2 name=cm-mckey-$1-IPv4 opts="-c 2 -C 10" pre
+    if [ -z "$have_rdmacm" ]; then
+        if [ -z "$only" ] || [[ $name =~ $only ]]; then
+            not_run mckey "$role" ud IPv4 - "$opts" "librdmacm.so not built"
+            step "$name: not run: librdmacm.so not built"
+        fi
+        return 0
+    fi
+    pre=$(on_ferroce "$host4")
+    if [ "$role" = client ]; then
+        run_case "$name" mckey client ud IPv4 - "$opts" mckey \
+            "mckey -m $group -b $guest4 -c 2 -C 10" "$pre mckey -s -C 10 -b $host4 -m" \
+            "$group" "$host4" ""
+    else
+        run_case "$name" mckey server ud IPv4 - "$opts" mckey \
+            "mckey -s -C 10 -b $guest4 -m" "$pre mckey -c 2 -C 10 -b $host4 -m" \
+            "$guest4" "$group" "$group"
+    fi
+}
+
 t_cases=$(date +%s)
 for role in client server; do
     vmw "$role"
@@ -210,6 +235,7 @@ for role in client server; do
             "udaddy -c 10 -C 10" -b "udaddy -c 10 -C 10 -s"
         vcm "$role" rdmaex rdma_server/rdma_client rdmaex rc "$ip" - rdma_server -s "rdma_client -s"
     done
+    vmc "$role" 239.255.79.2
 done
 # perftest 4.5's -R is IPv4 only (see interop.sh), and runs here with
 # ferroce's library as the server only: its client connects the data QP

@@ -217,7 +217,7 @@ rping_ok() {
 tools_ok() {
     local kind=$1 log_f=$2 log_g=$3
     case $kind in
-        cmatose | udaddy) grep -q 'data transfers complete' "$log_f" && grep -q 'data transfers complete' "$log_g" &&
+        cmatose | udaddy | mckey) grep -q 'data transfers complete' "$log_f" && grep -q 'data transfers complete' "$log_g" &&
             grep -q '^test complete' "$log_f" && grep -q '^test complete' "$log_g" ;;
         rdmaex) grep -q ': end 0$' "$log_f" && grep -q ': end 0$' "$log_g" ;;
         pingpong) grep -q ' iters in ' "$log_f" && grep -q ' iters in ' "$log_g" ;;

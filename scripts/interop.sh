@@ -32,6 +32,9 @@
 #     -R against ucmatose (10 and 32 connections at once), udaddy,
 #     rdma_server/rdma_client (IPv4 and IPv6) and ib_{write,send,read}_bw
 #     -R, ib_write_lat -R (IPv4: perftest 4.5's -R has no IPv6);
+#   * UD multicast (cases cm-mckey-*): ferroce mckey against librdmacm's
+#     mckey, ferroce sending to the guest's receiver (two IDs) and
+#     receiving the guest's sends (rdma_cm's RoCE v2 join: IPv4 groups only);
 #   * loss and reordering: netem on the guest's NIC, both directions (the
 #     host kernel of this machine has no sch_netem; the guest's Debian
 #     kernel has, and the script hands it the modules and tc through the
@@ -328,6 +331,22 @@ uda() {
         "$gcmd" "$fcmd" "$gaddr" "$faddr" "-b $faddr"
 }
 
+# mck ROLE GROUP CONNECTIONS COUNT: ferroce mckey <-> mckey (UD multicast
+# through rdma_cm's join, IPv4 group GROUP). ferroce's client role sends,
+# to the guest receiving on CONNECTIONS IDs; as server it receives on as
+# many IDs what the guest sends. The group goes where run_case puts the
+# peer's address.
+mck() {
+    local role=$1 group=$2 c=$3 n=$4 gcmd fcmd
+    if [ "$role" = client ]; then
+        gcmd="mckey -m $group -b $guest4 -c $c -C $n" fcmd="$ferroce mckey$raw -s -C $n -b $host4 -m"
+    else
+        gcmd="mckey -s -C $n -b $guest4 -m" fcmd="$ferroce mckey$raw -c $c -C $n -b $host4 -m"
+    fi
+    run_case "cm-mckey-$role-c$c-C$n-IPv4" mckey "$role" ud IPv4 - "-c $c -C $n" mckey \
+        "$gcmd" "$fcmd" "$group" "$group" "$group"
+}
+
 # ptr ROLE TOOL SIZE IP NETEM: ferroce perf --perftest -R <-> ib_TOOL -R
 # (the exchange and the QPs over rdma_cm, to the address of the family).
 ptr() {
@@ -407,6 +426,7 @@ for role in client server; do
     done
     cmt "$role" IPv4 32 10 -
     cmt "$role" IPv6 32 10 -
+    mck "$role" 239.255.79.1 2 10
     # perftest 4.5 resolves -R addresses as IPv4 only ("Address family for
     # hostname not supported"; --ipv6-addr came with perftest PR 218, 2023):
     # no IPv6 case.

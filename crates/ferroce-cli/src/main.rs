@@ -105,6 +105,8 @@ enum Command {
     Cmatose(cmd::cmatose::CmatoseArgs),
     /// UD peers resolved through rdma_cm (SIDR), as rdma-core's udaddy.
     Udaddy(cmd::udaddy::UdaddyArgs),
+    /// UD multicast through rdma_cm, as rdma-core's mckey.
+    Mckey(cmd::mckey::MckeyArgs),
     /// The device and its port as ibstat shows them (-l, -p, -s, CA [PORT]).
     Ibstat(cmd::ibstat::IbstatArgs),
     /// rdma_cm's RoCE mode and ToS per port: the tree, `get KEY`, `set KEY VALUE`.
@@ -140,6 +142,7 @@ fn main() -> ExitCode {
         Command::Devinfo(args) => cmd::devinfo::run(args),
         Command::Cmatose(args) => cmd::cmatose::run(args),
         Command::Udaddy(args) => cmd::udaddy::run(args),
+        Command::Mckey(args) => cmd::mckey::run(args),
         Command::Ibstat(args) => cmd::ibstat::run(args),
         Command::Config(args) => cmd::config::run(args),
         Command::RdmaServer(args) => cmd::rdma_example::server(args),

@@ -8,7 +8,7 @@
 //!
 //! | where | what |
 //! |---|---|
-//! | [`endpoint`] | the objects and the input/output loop |
+//! | [`endpoint`] | the objects and the input/output loop; UD multicast groups (`endpoint::mcast`) |
 //! | [`verbs`] | ibverbs-shaped types: attributes, work requests, completions, errors |
 //! | `qp::requester` / `qp::responder` / `qp::completer` | the three engines |
 //! | `qp::state` | the `modify_qp` state machine |
@@ -17,8 +17,9 @@
 //! | `log` | what the engine tells `tracing` (nothing is printed unless a subscriber asks) |
 //! | [`cc`] | congestion control: ECN, CNPs, DCQCN and the pacer |
 //!
-//! XRC (domains, XRC SRQs, initiator and target QPs) is in `endpoint::xrc`.
-//! Not yet: memory windows, multicast.
+//! XRC (domains, XRC SRQs, initiator and target QPs) is in `endpoint::xrc`,
+//! reliable datagram in `endpoint::rd`, UD multicast in `endpoint::mcast`,
+//! memory windows in `endpoint::windows`.
 #![forbid(unsafe_code)]
 
 pub mod cc;
@@ -47,6 +48,7 @@ pub use endpoint::{
 };
 pub use endpoint::{GSI_QKEY, GSI_QPN, MAD_LEN, MAX_QUEUED_MADS, Mad, MadStats};
 pub use endpoint::{MAX_DEFERRED, MAX_DEFERRED_TOTAL, MAX_MW};
+pub use endpoint::{MAX_MCAST_GROUPS, MAX_MCAST_QP_ATTACH, MULTICAST_QPN, multicast_group};
 pub use endpoint::{MAX_QUEUED_CNPS, QpCongestion};
 pub use ferroce_mem::Backing;
 pub use mr::{MrInfo, RangeError, Region};

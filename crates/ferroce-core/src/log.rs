@@ -81,7 +81,7 @@ pub(crate) fn drops_since(before: Option<Stats>, after: &Stats) {
 /// The drop counters of `a` and `b`, by cause. Destructured in full, so
 /// that a counter added to [`Stats`] must be placed here (or below as not a
 /// drop) before this compiles.
-fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 18] {
+fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 20] {
     let Stats {
         rx_packets: _,
         tx_packets: _,
@@ -112,6 +112,9 @@ fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 18] {
         rate_cuts: _,
         rx_bad_xrc_srq: _,
         rx_bad_rd: _,
+        rx_mcast_unattached,
+        rx_mcast_misaddressed,
+        rx_mcast_delivered: _,
     } = *a;
     [
         ("malformed", rx_malformed, b.rx_malformed),
@@ -140,6 +143,16 @@ fn drop_counters(a: &Stats, b: &Stats) -> [(&'static str, u64, u64); 18] {
         ("region_busy", tx_region_busy, b.tx_region_busy),
         ("cnp_dropped", cnps_dropped, b.cnps_dropped),
         ("bad_cnp", rx_bad_cnp, b.rx_bad_cnp),
+        (
+            "mcast_unattached",
+            rx_mcast_unattached,
+            b.rx_mcast_unattached,
+        ),
+        (
+            "mcast_misaddressed",
+            rx_mcast_misaddressed,
+            b.rx_mcast_misaddressed,
+        ),
     ]
 }
 

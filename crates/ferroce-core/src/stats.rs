@@ -68,4 +68,14 @@ pub struct Stats {
     /// the BTH's QP number, or another Q_Key (answered NAK invalid RD
     /// request).
     pub rx_bad_rd: u64,
+    /// Multicast packets (DQPN 0xFFFFFF to a multicast GID) for a group no
+    /// QP of the endpoint is attached to.
+    pub rx_mcast_unattached: u64,
+    /// Packets that break the multicast addressing rules (IBA 10.5.2.2):
+    /// DQPN 0xFFFFFF to a unicast GID, another DQPN to a multicast GID, or
+    /// anything but a UD SEND to a group.
+    pub rx_mcast_misaddressed: u64,
+    /// Copies of a multicast packet handed to an attached QP (one per QP
+    /// that took it).
+    pub rx_mcast_delivered: u64,
 }

@@ -1,7 +1,9 @@
 //! Network backends for ferroce. Today: RoCE v2 over the kernel's UDP
 //! sockets ([`udp`]), IPv4 and IPv6, with batched system calls and the ICRC
 //! filled in on send and checked on receive (as far as a UDP socket shows
-//! the headers; [`icrc`] says exactly what is verified). Beside it, the
+//! the headers; [`icrc`] says exactly what is verified).
+//! Both backends join IP multicast groups for UD multicast
+//! ([`UdpBackend::join`], [`raw::RawBackend::join`]). Beside it, the
 //! raw-Ethernet I/O layer ([`raw`]: whole frames through packet rings, for
 //! RoCE v1 and v2 with every header in hand; not yet used by the driver).
 //!

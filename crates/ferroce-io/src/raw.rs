@@ -56,6 +56,7 @@
 mod block;
 mod filter;
 pub mod frame;
+mod mcast;
 pub mod pfc;
 pub mod qos;
 mod recv;
@@ -71,6 +72,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::sys::packet::{self, RxFrameRing, RxRing, Slot, TxRing};
 use frame::RxPacket;
+pub use mcast::multicast_mac;
 use vnet::{VNET_HDR_LEN, VnetHdr};
 
 /// The largest super-frame sent (see [`vnet`]): the most an IPv4 header's
@@ -216,6 +218,8 @@ pub struct RawBackend {
     rx_fd: OwnedFd,
     tx_fd: OwnedFd,
     holds: Vec<Socket>,
+    /// Multicast groups joined, each held by a socket (see `mcast`).
+    groups: Vec<(IpAddr, Socket)>,
     interface: String,
     ifindex: u32,
     mac: [u8; 6],
@@ -284,6 +288,7 @@ impl RawBackend {
             rx_fd,
             tx_fd,
             holds,
+            groups: Vec::new(),
             interface: cfg.interface.clone(),
             ifindex,
             mac,

@@ -1,6 +1,7 @@
 //! RoCE v2 over the kernel's UDP sockets.
 //!
-//! One socket bound to `local:4791` receives (with `recvmmsg`). Sending goes
+//! One socket bound to `local:4791` receives (with `recvmmsg`), and one
+//! per multicast group joined (see `mcast`). Sending goes
 //! through one socket per UDP source port, bound to `local:port` and never
 //! connected, so that every flow keeps its RoCE source port (0xC000 | flow
 //! hash, for ECMP) and the kernel writes a predictable IP header (DF, IPv4
@@ -59,6 +60,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use crate::icrc::{RxVerifier, Verdict};
 use crate::sys;
 
+mod mcast;
 mod send;
 
 /// Backend settings.
@@ -126,6 +128,26 @@ pub trait Receiver {
     fn deliver_with_tos(&mut self, from: IpAddr, src_port: u16, tos: u8, transport: &[u8]) {
         let _ = tos;
         self.deliver(from, src_port, transport);
+    }
+    /// Whether a structurally sound datagram from `from` to multicast
+    /// `group` (one the backend joined) could be taken: as
+    /// [`Self::accepts`]. By default no: a receiver that knows nothing of
+    /// multicast never sees it (counted as unwanted).
+    fn accepts_group(&mut self, from: IpAddr, group: IpAddr) -> bool {
+        let _ = (from, group);
+        false
+    }
+    /// A datagram sent to multicast `group` that passed every check (its
+    /// ICRC computed with the group as destination).
+    fn deliver_multicast(
+        &mut self,
+        from: IpAddr,
+        group: IpAddr,
+        src_port: u16,
+        tos: u8,
+        transport: &[u8],
+    ) {
+        let _ = (from, group, src_port, tos, transport);
     }
 }
 
@@ -198,9 +220,17 @@ pub struct UdpBackend {
     msgs: Vec<sys::OutMsg>,
     verifier: RxVerifier,
     stats: UdpStats,
+    /// The multicast groups joined (see `mcast`).
+    groups: Vec<mcast::Group>,
+    /// Readable when `rx` or a group socket is (an epoll instance).
+    wake: std::os::fd::OwnedFd,
+    /// The index of the local address's interface (IPv6 only).
+    mc_if: Option<u32>,
 }
 
-fn new_socket(local: IpAddr) -> io::Result<Socket> {
+/// A socket for the device at `local`; `mc_if` is the index of its
+/// interface, which IPv6 multicast leaves by.
+fn new_socket(local: IpAddr, mc_if: Option<u32>) -> io::Result<Socket> {
     let domain = match local {
         IpAddr::V4(_) => Domain::IPV4,
         IpAddr::V6(_) => Domain::IPV6,
@@ -209,19 +239,31 @@ fn new_socket(local: IpAddr) -> io::Result<Socket> {
     s.set_nonblocking(true)?;
     let fd = s.as_raw_fd();
     match local {
-        IpAddr::V4(_) => {
+        IpAddr::V4(a) => {
             sys::set_dont_fragment(fd)?;
             s.set_ttl_v4(64)?;
+            // Multicast leaves from the device's interface, and crosses
+            // routers as rdma_cm's RoCE v2 groups do (hop limit 64).
+            s.set_multicast_if_v4(&a)?;
+            s.set_multicast_ttl_v4(MULTICAST_HOPS)?;
         }
         IpAddr::V6(_) => {
             s.set_only_v6(true)?;
             sys::set_dont_fragment_v6(fd)?;
             sys::set_udp_no_check6(fd)?;
             s.set_unicast_hops_v6(64)?;
+            s.set_multicast_hops_v6(MULTICAST_HOPS)?;
+            if let Some(index) = mc_if {
+                s.set_multicast_if_v6(index)?;
+            }
         }
     }
     Ok(s)
 }
+
+/// The hop limit of multicast sends (rdma_cm's for RoCE v2 groups,
+/// IPV6_DEFAULT_HOPLIMIT).
+const MULTICAST_HOPS: u32 = 64;
 
 /// 8 MiB socket buffers: forced if the process may (root in CI), else as
 /// large as `net.core.rmem_max`/`wmem_max` allow.
@@ -239,7 +281,15 @@ impl UdpBackend {
     /// the kernel's rdma_rxe on the same address).
     pub fn bind(cfg: UdpConfig) -> io::Result<Self> {
         let mut cfg = cfg;
-        let rx = new_socket(cfg.local)?;
+        // IPv6 multicast leaves by interface index: the device's, when an
+        // interface has its address (looked up once: it reads every
+        // interface's details).
+        let mc_if = cfg
+            .local
+            .is_ipv6()
+            .then(|| mcast::interface_index(cfg.local).ok())
+            .flatten();
+        let rx = new_socket(cfg.local, mc_if)?;
         set_buffers(&rx)?;
         rx.bind(&SocketAddr::new(cfg.local, cfg.port).into())?;
         // Without GRO support the kernel hands over datagrams one by one.
@@ -252,6 +302,8 @@ impl UdpBackend {
         } else {
             (cfg.batch.max(1), cfg.max_datagram)
         };
+        let wake = sys::epoll_new()?;
+        sys::epoll_add(wake.as_raw_fd(), rx.as_raw_fd())?;
         Ok(Self {
             cfg,
             rx,
@@ -265,6 +317,9 @@ impl UdpBackend {
             msgs: Vec::new(),
             verifier: RxVerifier::default(),
             stats: UdpStats::default(),
+            groups: Vec::new(),
+            wake,
+            mc_if,
         })
     }
 
@@ -283,12 +338,11 @@ impl UdpBackend {
 
     /// One `recvmmsg` into the receive buffers; `received` says what came.
     fn receive_batch(&mut self) -> io::Result<usize> {
-        sys::recv_batch(
-            self.rx.as_raw_fd(),
-            &mut self.bufs,
-            &mut self.received,
-            &mut self.scratch,
-        )
+        self.receive_batch_from(self.rx.as_raw_fd())
+    }
+
+    fn receive_batch_from(&mut self, fd: std::os::fd::RawFd) -> io::Result<usize> {
+        sys::recv_batch(fd, &mut self.bufs, &mut self.received, &mut self.scratch)
     }
 
     /// Baseline for benchmarks: receives what is waiting with the same
@@ -312,12 +366,28 @@ impl UdpBackend {
         self.recv_into(&mut TakeAll(f))
     }
 
-    /// Receives what is waiting (one `recvmmsg`) and hands each datagram
-    /// that passes every check to `rx`: first the cheap ones (its length,
-    /// its opcode, its headers against its length, then `rx.accepts`), the
-    /// ICRC last. Returns the number of datagrams read (good or not).
+    /// Receives what is waiting (one `recvmmsg`, and one per multicast
+    /// group joined) and hands each datagram that passes every check to
+    /// `rx`: first the cheap ones (its length, its opcode, its headers
+    /// against its length, then `rx.accepts`), the ICRC last. Returns the
+    /// number of datagrams read (good or not).
     pub fn recv_into(&mut self, rx: &mut impl Receiver) -> io::Result<usize> {
-        self.receive_batch()?;
+        let n = self.drain(self.rx.as_raw_fd(), None, rx)?;
+        if self.groups.is_empty() {
+            return Ok(n);
+        }
+        Ok(n + self.recv_groups(rx)?)
+    }
+
+    /// One `recvmmsg` on `fd` (the receive socket, or `group`'s), each
+    /// datagram checked and handed on.
+    fn drain(
+        &mut self,
+        fd: std::os::fd::RawFd,
+        group: Option<IpAddr>,
+        rx: &mut impl Receiver,
+    ) -> io::Result<usize> {
+        self.receive_batch_from(fd)?;
         let mut n = 0;
         for r in &self.received {
             if r.truncated {
@@ -335,7 +405,11 @@ impl UdpBackend {
             for data in segments(train, r.segment) {
                 n += 1;
                 self.stats.rx_datagrams += 1;
-                if let Err(why) = check(&mut self.verifier, &self.cfg, ip, port, data, rx) {
+                let to = Dest {
+                    group,
+                    local: self.cfg.local,
+                };
+                if let Err(why) = check(&mut self.verifier, &self.cfg, ip, to, port, data, rx) {
                     tracing::trace!(%ip, len = data.len(), cause = why.cause(), "datagram dropped");
                     why.count(&mut self.stats);
                     continue;
@@ -343,11 +417,21 @@ impl UdpBackend {
                 if r.tos & ECN_MASK == ECN_CE {
                     self.stats.rx_ce += 1;
                 }
-                rx.deliver_with_tos(ip, port, r.tos, data);
+                match group {
+                    None => rx.deliver_with_tos(ip, port, r.tos, data),
+                    Some(g) => rx.deliver_multicast(ip, g, port, r.tos, data),
+                }
             }
         }
         Ok(n)
     }
+}
+
+/// Where a datagram came to: the local address, or a group joined.
+#[derive(Debug, Clone, Copy)]
+struct Dest {
+    group: Option<IpAddr>,
+    local: IpAddr,
 }
 
 /// Every check of a received datagram, cheapest first.
@@ -355,6 +439,7 @@ fn check(
     verifier: &mut RxVerifier,
     cfg: &UdpConfig,
     from: IpAddr,
+    to: Dest,
     src_port: u16,
     data: &[u8],
     rx: &mut impl Receiver,
@@ -363,10 +448,14 @@ fn check(
         return Err(Reject::TooLong);
     }
     let packet = TransportPacket::new_checked(data).map_err(Reject::from_wire)?;
-    if !rx.accepts(from, packet.bth().dest_qp()) {
+    let wanted = match to.group {
+        None => rx.accepts(from, packet.bth().dest_qp()),
+        Some(g) => rx.accepts_group(from, g),
+    };
+    if !wanted {
         return Err(Reject::Unwanted);
     }
-    match verifier.verify(from, cfg.local, src_port, cfg.port, data) {
+    match verifier.verify(from, to.group.unwrap_or(to.local), src_port, cfg.port, data) {
         Verdict::Good | Verdict::GoodWithIdent(_) => Ok(()),
         Verdict::Bad => Err(Reject::BadIcrc),
     }

@@ -1,5 +1,5 @@
 //! The unmodified Debian rdma_cm programs on ferroce's `librdmacm.so.1`
-//! (rdmacm-utils 44: `rping`, `ucmatose`, `udaddy`, `rdma_server` /
+//! (rdmacm-utils 44: `rping`, `ucmatose`, `udaddy`, `mckey`, `rdma_server` /
 //! `rdma_client`; perftest: `ib_write_bw -R`, `ib_send_bw -R`), each pair
 //! on loopback (server on 127.0.0.1, client on 127.0.0.2, one device per
 //! process through `FERROCE_DEVICES`), as this user and, when the tests
@@ -173,6 +173,31 @@ fn udaddy_resolves_and_exchanges_datagrams() {
     let prog = tool("udaddy", "rdmacm-utils");
     for who in users() {
         let (s, c) = pair(who, &prog, &[], &["-s", "127.0.0.1"], SETTLE);
+        for out in [&s, &c] {
+            assert!(out.contains("data transfers complete"), "{out}");
+            assert!(out.contains("return status 0"), "{out}");
+        }
+    }
+}
+
+#[test]
+fn mckey_joins_and_multicasts_to_every_receiving_id() {
+    let _g = serial();
+    let prog = tool("mckey", "rdmacm-utils");
+    for who in users() {
+        let group = ["-m", "239.255.0.72"];
+        let (s, c) = pair(
+            who,
+            &prog,
+            &[&group[..], &["-b", "127.0.0.1", "-c", "2", "-C", "5"]].concat(),
+            // -l: rdma_create_qp_ex with IBV_QP_CREATE_BLOCK_SELF_MCAST_LB.
+            &[&group[..], &["-b", "127.0.0.2", "-s", "-l", "-C", "5"]].concat(),
+            SETTLE,
+        );
+        let joined = "mckey: joined dgid: ::ffff:239.255.0.72 mlid 0x0 sl 0";
+        assert_eq!(s.matches(joined).count(), 2, "{s}");
+        assert!(s.contains("receiving data transfers"), "{s}");
+        assert!(c.contains("initiating data transfers"), "{c}");
         for out in [&s, &c] {
             assert!(out.contains("data transfers complete"), "{out}");
             assert!(out.contains("return status 0"), "{out}");

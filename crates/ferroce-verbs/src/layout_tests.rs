@@ -588,6 +588,10 @@ fn constants() -> Vec<Check> {
             "IBV_QP_INIT_ATTR_SEND_OPS_FLAGS",
             QP_INIT_ATTR_SEND_OPS_FLAGS.into(),
         ),
+        c(
+            "IBV_QP_CREATE_BLOCK_SELF_MCAST_LB",
+            QP_CREATE_BLOCK_SELF_MCAST_LB.into(),
+        ),
         c("IBV_QP_EX_WITH_RDMA_WRITE", QP_EX_WITH_RDMA_WRITE as i64),
         c(
             "IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM",

@@ -38,6 +38,10 @@
 //!   the requests after end in errors). The peers are child processes on
 //!   127.0.0.2 and 127.0.0.3.
 //!
+//! * `multicast.c`: UD QPs attached to a group with `ibv_attach_mcast`
+//!   receive a send to it (each its own copy, behind a GRH naming the
+//!   group), a detached one no more; the refusals' errnos.
+//!
 //! `loopback.c` runs on 127.0.0.1 and on `::1`. They bind UDP 4791: they
 //! take turns.
 
@@ -102,6 +106,12 @@ fn loopback_data_lands_in_application_memory() {
     let out = build_and_run("loopback", "127.0.0.1");
     assert!(out.contains("ok   WRITE landed in B's buffer"), "{out}");
     assert!(out.contains("ok   poll: channel readable"), "{out}");
+}
+
+#[test]
+fn multicast_reaches_every_attached_qp() {
+    let out = build_and_run("multicast", "127.0.0.1");
+    assert!(out.contains("ok   b received it again"), "{out}");
 }
 
 #[test]

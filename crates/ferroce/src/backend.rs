@@ -76,8 +76,26 @@ impl Backend {
     /// The descriptor that turns readable when packets arrive.
     pub(crate) fn rx_fd(&self) -> RawFd {
         match self {
-            Self::Udp(b) => b.rx_fd(),
+            // Readable for the receive socket and every group socket.
+            Self::Udp(b) => b.wake_fd(),
             Self::Raw(r) => r.rx_fd(),
+        }
+    }
+
+    /// Joins multicast `group` (the IP group on the socket or the
+    /// interface; see `ferroce_io`'s `udp::mcast` and `raw::mcast`).
+    pub(crate) fn join(&mut self, group: IpAddr) -> std::io::Result<()> {
+        match self {
+            Self::Udp(b) => b.join(group),
+            Self::Raw(r) => r.join(group),
+        }
+    }
+
+    /// Leaves multicast `group`.
+    pub(crate) fn leave(&mut self, group: IpAddr) {
+        match self {
+            Self::Udp(b) => b.leave(group),
+            Self::Raw(r) => r.leave(group),
         }
     }
 
@@ -113,7 +131,8 @@ impl Backend {
     pub(crate) fn recv(&mut self, ep: &mut Endpoint, now: Instant) -> usize {
         match self {
             Self::Udp(b) => {
-                let mut rx = EngineRx { ep, now };
+                let local = b.local();
+                let mut rx = EngineRx { ep, now, local };
                 b.recv_into(&mut rx).unwrap_or_else(|e| {
                     debug!(error = %e, "receive failed");
                     0
@@ -145,6 +164,9 @@ impl Backend {
 struct EngineRx<'a> {
     ep: &'a mut Endpoint,
     now: Instant,
+    /// The device's address: a multicast datagram from it is its own,
+    /// looped back by the kernel.
+    local: IpAddr,
 }
 
 impl Receiver for EngineRx<'_> {
@@ -157,6 +179,18 @@ impl Receiver for EngineRx<'_> {
     fn deliver_with_tos(&mut self, from: IpAddr, _src_port: u16, tos: u8, transport: &[u8]) {
         let ecn = ferroce_core::Ecn::from_traffic_class(tos);
         self.ep.handle_datagram_ecn(self.now, from, ecn, transport);
+    }
+    fn accepts_group(&mut self, _from: IpAddr, group: IpAddr) -> bool {
+        self.ep.accepts_group(group)
+    }
+    fn deliver_multicast(&mut self, from: IpAddr, group: IpAddr, _: u16, tos: u8, data: &[u8]) {
+        let ecn = ferroce_core::Ecn::from_traffic_class(tos);
+        if from == self.local {
+            self.ep
+                .handle_own_multicast(self.now, from, group, None, ecn, data);
+        } else {
+            self.ep.handle_multicast(self.now, from, group, ecn, data);
+        }
     }
 }
 

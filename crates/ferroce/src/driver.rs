@@ -53,8 +53,8 @@ use crate::hold::ResponseHold;
 
 /// The backend and what it could not send yet.
 #[derive(Debug)]
-struct Io {
-    backend: Backend,
+pub(crate) struct Io {
+    pub(crate) backend: Backend,
     /// Packets the engine gave out that found the socket buffer full: they
     /// go first next round, and until they are gone the engine is asked
     /// for no more (back-pressure instead of dropping our own packets).
@@ -167,6 +167,12 @@ impl Shared {
         self.engine.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The I/O side (backend, packets waiting), locked; a poisoned lock is
+    /// taken over, as [`Self::engine`]'s.
+    pub(crate) fn io(&self) -> MutexGuard<'_, Io> {
+        self.io.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The UDP backend's counters.
     pub(crate) fn udp_stats(&self) -> ferroce_io::UdpStats {
         self.io
@@ -270,6 +276,8 @@ impl Shared {
                     ),
                 ))
             }
+            // A group's MAC address comes from the group itself.
+            Some(_) if ferroce_core::multicast_group(path.remote).is_some() => Ok(()),
             Some(neigh) => neigh
                 .resolve(path.remote, crate::backend::raw::RESOLVE_WAIT)
                 .map(drop),

@@ -25,6 +25,7 @@ mod driver;
 mod endpoint;
 mod error;
 mod hold;
+mod mcast;
 mod mr;
 mod mw;
 mod pd;
@@ -49,13 +50,14 @@ pub use device::*;
 pub use endpoint::{ConnectOptions, QpEndpoint};
 pub use error::{DecodeError, Error, Result};
 pub use ferroce_core::verbs::{
-    Access, AsyncEvent, FlushLevel, FlushType, INLINE_SGES, LocalErrors, Mtu, MwBind, MwInfo,
-    MwType, Path, QpAttr, QpState, QpType, RdDest, RecvWr, RemoteSlice, RoceMode, SendOp, SendWr,
-    Sge, SrqAttr, SrqInfo, UdDest, VerbsError, WcError, WcOpcode, WcStatus, WorkCompletion,
+    Access, AsyncEvent, FlushLevel, FlushType, INLINE_SGES, LocalErrors, McastRefusal, Mtu, MwBind,
+    MwInfo, MwType, Path, QpAttr, QpState, QpType, RdDest, RecvWr, RemoteSlice, RoceMode, SendOp,
+    SendWr, Sge, SrqAttr, SrqInfo, UdDest, VerbsError, WcError, WcOpcode, WcStatus, WorkCompletion,
     inc_rkey,
 };
 pub use ferroce_core::{Backing, MAX_MSG_SIZE, MadStats, MrInfo, RangeError, Stats};
 pub use ferroce_core::{CongestionConfig, DcqcnConfig, NpConfig, QpCongestion};
+pub use ferroce_core::{MULTICAST_QPN, multicast_group};
 pub use ferroce_io::UdpStats;
 pub use ferroce_wire::Psn;
 pub use mr::MemoryRegion;

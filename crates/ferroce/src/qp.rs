@@ -366,7 +366,13 @@ impl Drop for QueuePair {
         // What the QP owes its peer (the ACK of the last request received)
         // goes out before it is destroyed.
         self.shared.flush_now();
-        let _ = self.shared.engine().destroy_qp(self.qpn);
+        let groups = {
+            let mut engine = self.shared.engine();
+            let groups = engine.mcast_groups_of(self.qpn);
+            let _ = engine.destroy_qp(self.qpn);
+            groups
+        };
+        self.shared.leave_unused_groups(groups);
         // Its events the driver already took out of the engine go too.
         let qpn = self.qpn;
         self.shared.async_events.forget(|e| match *e {

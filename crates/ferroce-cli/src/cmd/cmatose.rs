@@ -292,7 +292,9 @@ impl Test<'_> {
                 self.disconnects_left = self.disconnects_left.saturating_sub(1);
                 Ok(())
             }
-            CmEventKind::ConnectResponse { .. } | CmEventKind::TimewaitExit => Ok(()),
+            CmEventKind::ConnectResponse { .. }
+            | CmEventKind::TimewaitExit
+            | CmEventKind::MulticastJoin { .. } => Ok(()),
         }
     }
 

@@ -10,6 +10,7 @@ pub(crate) mod dump;
 pub(crate) mod exchange;
 pub(crate) mod ibstat;
 pub(crate) mod limits;
+pub(crate) mod mckey;
 pub(crate) mod perf;
 pub(crate) mod pingpong;
 pub(crate) mod qos;

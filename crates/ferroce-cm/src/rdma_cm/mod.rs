@@ -17,6 +17,9 @@
 //!   from the REQ and REP ([`active_rtr`], [`passive_rtr`], ...), with the
 //!   application's overrides ([`QpOptions`]) and a UD QP's Q_Key
 //!   ([`PortSpace::default_qkey`], [`ud_init`]).
+//! - [`multicast`]: `rdma_join_multicast` on RoCE (a local join: the
+//!   MGID from the address, rdma_cm's Q_Key, the hop limit, whether the IP
+//!   group is joined), as the kernel's `cma_iboe_join_multicast`.
 //!
 //! # Where this follows the kernel and librdmacm
 //! IBA defines only the CM messages; the port spaces, the header and the
@@ -37,12 +40,14 @@
 //!   the REP goes out (both the kernel's `cma_accept_ib` and librdmacm's
 //!   `rdma_accept` do RTS there, not on the RTU). See [`qp`].
 
+pub mod multicast;
 pub mod private_data;
 pub mod qp;
 pub mod service;
 
 use core::fmt;
 
+pub use multicast::{McJoin, McJoinError};
 pub use private_data::{
     CMA_HEADER_LEN, CmaHeader, Message, app_limit, check_app_data, ib_cm_limit, req_private_data,
     sidr_req_private_data,

@@ -25,14 +25,14 @@ impl Endpoint {
     /// from `from`, not ECN-marked. Malformed or unexpected packets are
     /// dropped and counted.
     pub fn handle_datagram(&mut self, now: Instant, from: IpAddr, data: &[u8]) {
-        self.handle_packet(now, from, None, Ecn::NotEct, data);
+        self.handle_packet(now, from, None, None, Ecn::NotEct, data, false);
     }
 
     /// As [`Self::handle_datagram`], with the ECN field of the IP header
     /// it came in: a packet marked [`Ecn::Ce`] makes its QP answer with a
     /// CNP (see [`crate::cc`]).
     pub fn handle_datagram_ecn(&mut self, now: Instant, from: IpAddr, ecn: Ecn, data: &[u8]) {
-        self.handle_packet(now, from, None, ecn, data);
+        self.handle_packet(now, from, None, None, ecn, data, false);
     }
 
     /// A received RoCE v1 packet: as [`Self::handle_datagram`], with the
@@ -43,21 +43,29 @@ impl Endpoint {
         // Version (4 bits), then the traffic class across bytes 0 and 1.
         let traffic_class = (grh[0] << 4) | (grh[1] >> 4);
         let ecn = Ecn::from_traffic_class(traffic_class);
-        self.handle_packet(now, from, Some(grh), ecn, data);
+        self.handle_packet(now, from, None, Some(grh), ecn, data, false);
     }
 
-    fn handle_packet(
+    /// A packet in; `to` is its destination when it came to a multicast
+    /// address (RoCE v2), else the GRH's (RoCE v1) or ours; `own`: a
+    /// multicast packet this device sent, looped back to it.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn handle_packet(
         &mut self,
         now: Instant,
         from: IpAddr,
+        to: Option<IpAddr>,
         grh: Option<&Grh>,
         ecn: Ecn,
         data: &[u8],
+        own: bool,
     ) {
         let _rx = log::rx_span(from, data).entered();
         let before = log::drops_before(&self.stats);
         self.stats.rx_packets += 1;
-        self.receive(now, from, grh, ecn, data);
+        if !self.take_multicast(now, from, to, grh, data, own) {
+            self.receive(now, from, grh, ecn, data);
+        }
         log::drops_since(before, &self.stats);
     }
 

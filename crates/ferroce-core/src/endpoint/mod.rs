@@ -41,6 +41,7 @@ mod congestion;
 mod defer;
 mod drive;
 mod gsi;
+mod mcast;
 mod rd;
 mod resources;
 mod windows;
@@ -54,6 +55,7 @@ pub use congestion::{MAX_QUEUED_CNPS, QpCongestion};
 pub use defer::{MAX_DEFERRED, MAX_DEFERRED_TOTAL};
 pub use drive::Grh;
 pub use gsi::{GSI_QKEY, GSI_QPN, MAD_LEN, MAX_QUEUED_MADS, Mad, MadStats};
+pub use mcast::{MAX_MCAST_GROUPS, MAX_MCAST_QP_ATTACH, MULTICAST_QPN, multicast_group};
 pub use windows::MAX_MW;
 
 /// Largest message (ibv_devinfo's max_msg_sz as rxe reports it).
@@ -134,6 +136,8 @@ pub struct Endpoint {
     cc: crate::cc::CongestionConfig,
     /// CNPs waiting to be polled, at most [`MAX_QUEUED_CNPS`].
     cnps: VecDeque<Transmit>,
+    /// Multicast groups and their attached QPs (see `mcast`).
+    groups: mcast::Groups,
 }
 
 impl Endpoint {
@@ -166,6 +170,7 @@ impl Endpoint {
             port_mtu: Mtu::Mtu1024,
             cc: crate::cc::CongestionConfig::default(),
             cnps: VecDeque::new(),
+            groups: mcast::Groups::new(),
         }
     }
 
@@ -275,7 +280,8 @@ impl Endpoint {
         qpn
     }
 
-    /// `ibv_destroy_qp`. A receive WQE it had taken from its SRQ for a
+    /// `ibv_destroy_qp`. It leaves the multicast groups it is attached
+    /// to (the kernel refuses with EBUSY instead). A receive WQE it had taken from its SRQ for a
     /// message still arriving goes back to the SRQ; its events not yet
     /// polled are dropped.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
@@ -292,6 +298,7 @@ impl Endpoint {
     fn destroy_any_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
         let mut q = self.qps.remove(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
         self.forget_deferred(qpn);
+        self.forget_mcast(qpn);
         self.in_flight -= u64::from(q.counted_in_flight);
         if let Some(srq) = q.init.srq.and_then(|h| self.srqs.get_mut(&h)) {
             if let Some((wr, _)) = q.resp.recv.take() {
@@ -446,10 +453,12 @@ impl Endpoint {
                 }
                 let (init, scheduled, counted) = (q.init, q.scheduled, q.counted_in_flight);
                 let (local_errors, xrcd, rd) = (q.local_errors, q.xrcd, q.rd.take());
+                let block = q.block_self_mcast;
                 *q = Qp::new(qpn, init);
                 q.local_errors = local_errors;
                 q.xrcd = xrcd;
                 q.rd = rd.map(crate::qp::rd::RdRole::reset);
+                q.block_self_mcast = block;
                 if init.qp_type == QpType::Ud {
                     q.cfg.mtu = self.port_mtu;
                 }
@@ -475,7 +484,7 @@ impl Endpoint {
 
     /// `ibv_post_send`: checks the request and copies it (scatter list,
     /// inline data) into the send queue.
-    pub fn post_send(&mut self, qpn: u32, wr: SendWr<'_>) -> Result<(), VerbsError> {
+    pub fn post_send(&mut self, qpn: u32, mut wr: SendWr<'_>) -> Result<(), VerbsError> {
         self.rd_send_allowed(self.user_qp(qpn)?, &wr)?;
         let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
         let qp_type = q.init.qp_type;
@@ -538,6 +547,12 @@ impl Endpoint {
                 what: "UD send without a destination (ud)",
                 value: 0,
             });
+        }
+        if let Some(ud) = wr.ud.as_mut()
+            && multicast_group(ud.path.remote).is_some()
+        {
+            // Every multicast packet carries the multicast QPN.
+            ud.qpn = MULTICAST_QPN;
         }
         let writes_local = wr.op.writes_local();
         if wr.inline.is_some() && writes_local {

@@ -310,6 +310,9 @@ pub(crate) struct Qp {
     /// RD: an RD QP's or an EE context's part (kept through Reset; see
     /// [`rd`]).
     pub(crate) rd: Option<rd::RdRole>,
+    /// Its own multicast sends are not delivered back to it
+    /// (`IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`; kept through Reset).
+    pub(crate) block_self_mcast: bool,
 }
 
 /// A QP's share of congestion control (see [`crate::cc`]).
@@ -377,6 +380,7 @@ impl Qp {
             counted_in_flight: 0,
             timer_filed: None,
             local_errors: LocalErrors::Immediate,
+            block_self_mcast: false,
             cc: QpCc::default(),
             xrcd: None,
             rd: None,

@@ -99,6 +99,18 @@ pub(crate) fn give_back(qp: &mut Qp, srqs: &mut HashMap<u32, Srq>, wr: QueuedRec
     }
 }
 
+/// A multicast copy for this UD QP, attached to `group`.
+pub(crate) fn on_multicast(
+    qp: &mut Qp,
+    pkt: &TransportPacket<&[u8]>,
+    from: IpAddr,
+    grh: Option<&crate::endpoint::Grh>,
+    group: IpAddr,
+    t: &mut Tables<'_>,
+) -> Result<(), RegionBusy> {
+    ud_receive(qp, pkt, from, grh, Some(group), t)
+}
+
 /// A request packet for this QP.
 pub(crate) fn on_request(
     qp: &mut Qp,
@@ -108,7 +120,7 @@ pub(crate) fn on_request(
     t: &mut Tables<'_>,
 ) -> Result<(), RegionBusy> {
     match qp.init.qp_type {
-        QpType::Ud => return ud_receive(qp, pkt, from, grh, t),
+        QpType::Ud => return ud_receive(qp, pkt, from, grh, None, t),
         QpType::Uc => return uc_receive(qp, pkt, t),
         QpType::Rc | QpType::XrcTgt => {}
         QpType::XrcIni | QpType::Rd => {

@@ -68,12 +68,14 @@ pub(super) fn uc_receive(
 const GRH_LEN: usize = 40;
 
 /// A UD SEND: delivered into the next receive WQE behind a GRH, if its
-/// Q_Key is the QP's.
+/// Q_Key is the QP's. `group` is the multicast GID a multicast copy was
+/// sent to, which goes into the GRH's destination as a NIC writes it.
 pub(super) fn ud_receive(
     qp: &mut Qp,
     pkt: &TransportPacket<&[u8]>,
     from: IpAddr,
     v1_grh: Option<&crate::endpoint::Grh>,
+    group: Option<IpAddr>,
     t: &mut Tables<'_>,
 ) -> Result<(), RegionBusy> {
     let Some(deth) = pkt.deth() else {
@@ -97,7 +99,8 @@ pub(super) fn ud_receive(
     }
     // ibverbs puts the 40-byte GRH in front of UD data: for RoCE v2 over
     // IPv4, the IPv4 header sits in its last 20 bytes.
-    // Only the version and the source address are filled in.
+    // Only the version and the addresses are filled in (the destination
+    // for a multicast copy only).
     const IPV4_VERSION_IHL: u8 = 0x45;
     const IPV6_VERSION: u8 = 0x60;
     // A RoCE v1 packet's GRH goes in whole, as a NIC places it.
@@ -112,6 +115,11 @@ pub(super) fn ud_receive(
             grh[0] = IPV6_VERSION;
             grh[8..24].copy_from_slice(&a.octets());
         }
+    }
+    match (v1_grh, group) {
+        (None, Some(IpAddr::V4(g))) => grh[36..40].copy_from_slice(&g.octets()),
+        (None, Some(IpAddr::V6(g))) => grh[24..40].copy_from_slice(&g.octets()),
+        _ => {}
     }
     let data = pkt.payload();
     let copied = t

@@ -21,6 +21,7 @@
 //! | `xrc` | XRC: one initiator to several SRQs, targets sharing a domain, the SRQ's PD, RNR, faults, the packets on the wire |
 //! | `xrc_hostile` | XRC's refusals: XRCETHs naming a wrong SRQ, mixed transports, refused calls |
 //! | `xrc_fuzz` | random XRC packets into an initiator and a target: no panic, no harm |
+//! | `mcast` | UD multicast: attach/detach and refusals, every attached QP's copy, Q_Keys, RoCE v1 and IPv6 groups, hostile packets |
 //! | `log` | the `tracing` events of errors, RNR waits, losses, timeouts and drops |
 
 mod atomic_write;
@@ -38,6 +39,7 @@ mod interop;
 mod local;
 mod log;
 mod many;
+mod mcast;
 mod ops;
 mod rd;
 mod resources;

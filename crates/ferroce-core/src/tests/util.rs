@@ -14,7 +14,7 @@ use crate::verbs::WorkCompletion;
 use crate::verbs::{
     Access, Mtu, Path, QpAttr, QpState, QpType, RecvWr, RemoteSlice, RoceMode, SendWr, Sge,
 };
-use crate::{Ecn, Endpoint, EndpointConfig, Instant, MrInfo, QpInit};
+use crate::{Ecn, Endpoint, EndpointConfig, Instant, MrInfo, QpInit, Transmit};
 use ferroce_wire::{Opcode, Psn, TransportRepr};
 
 /// Fault rates in [0, 1], per packet.
@@ -36,9 +36,19 @@ pub(crate) struct Faults {
     pub(crate) ce_mark: f64,
 }
 
-/// A packet on the wire: arrival time, sequence (ties), receiver, whether
-/// it is RoCE v1 (a GRH rather than IP/UDP), its IP ECN field, bytes.
-type InFlight = (Instant, u64, usize, bool, Ecn, Vec<u8>);
+/// A packet on the wire: arrival time, sequence (ties), receiver, sender,
+/// the multicast group it was sent to, whether it is RoCE v1 (a GRH rather
+/// than IP/UDP), its IP ECN field, bytes.
+type InFlight = (
+    Instant,
+    u64,
+    usize,
+    usize,
+    Option<IpAddr>,
+    bool,
+    Ecn,
+    Vec<u8>,
+);
 
 pub(crate) struct Pair {
     pub(crate) now: Instant,
@@ -97,11 +107,28 @@ impl Pair {
     fn transmit(&mut self) {
         for i in 0..2 {
             while let Some(t) = self.eps[i].poll_transmit(self.now) {
+                // A multicast packet reaches both endpoints, its sender's
+                // too (as a switch and the kernel's multicast loop do).
+                let group = crate::multicast_group(t.path.remote);
+                if group.is_some() {
+                    self.put_on_wire(i, 0, group, t.clone());
+                    self.put_on_wire(i, 1, group, t);
+                    continue;
+                }
                 let to = usize::from(t.path.remote != self.addrs[0]);
                 assert_eq!(
                     self.addrs[to], t.path.remote,
                     "packet to an unknown address"
                 );
+                self.put_on_wire(i, to, None, t);
+            }
+        }
+    }
+
+    /// One packet from endpoint `i` to endpoint `to`, through the faults.
+    fn put_on_wire(&mut self, i: usize, to: usize, group: Option<IpAddr>, t: Transmit) {
+        {
+            {
                 let copies = if self.chance(self.faults.duplicate) {
                     2
                 } else {
@@ -139,7 +166,7 @@ impl Pair {
                         ecn = Ecn::Ce;
                         self.ce_marked += 1;
                     }
-                    let packet = (at, self.seq, to, v1, ecn, bytes);
+                    let packet = (at, self.seq, to, i, group, v1, ecn, bytes);
                     self.in_flight.push(Reverse(packet));
                 }
             }
@@ -153,10 +180,11 @@ impl Pair {
         if let Some(Reverse((at, ..))) = self.in_flight.peek()
             && *at <= self.now
         {
-            let Some(Reverse((_, _, to, v1, ecn, data))) = self.in_flight.pop() else {
+            let Some(Reverse((_, _, to, sender, group, v1, ecn, data))) = self.in_flight.pop()
+            else {
                 return false;
             };
-            let from = self.addrs[1 - to];
+            let from = self.addrs[sender];
             if std::env::var_os("SIM_TRACE").is_some()
                 && let Ok(t) = ferroce_wire::TransportPacket::new_checked(&data[..])
             {
@@ -164,15 +192,28 @@ impl Pair {
                 eprintln!(
                     "{:>10} {} -> {to} {} psn={} {aeth:?}",
                     self.now.as_nanos(),
-                    1 - to,
+                    sender,
                     t.bth().opcode(),
                     t.bth().psn()
                 );
             }
             if v1 {
-                let grh = v1_grh(from, self.addrs[to], data.len());
-                self.eps[to].handle_v1_packet(self.now, from, &grh, &data);
+                let dst = group.unwrap_or(self.addrs[to]);
+                let grh = v1_grh(from, dst, data.len());
+                match group {
+                    Some(g) if to == sender => {
+                        let ecn = Ecn::NotEct;
+                        self.eps[to].handle_own_multicast(self.now, from, g, Some(&grh), ecn, &data)
+                    }
+                    _ => self.eps[to].handle_v1_packet(self.now, from, &grh, &data),
+                }
                 self.v1_delivered += 1;
+            } else if let Some(g) = group {
+                if to == sender {
+                    self.eps[to].handle_own_multicast(self.now, from, g, None, ecn, &data);
+                } else {
+                    self.eps[to].handle_multicast(self.now, from, g, ecn, &data);
+                }
             } else {
                 self.eps[to].handle_datagram_ecn(self.now, from, ecn, &data);
             }

@@ -113,6 +113,29 @@ pub enum VerbsError {
         call: &'static str,
         fix: &'static str,
     },
+    /// `attach_mcast` / `detach_mcast` refused (see [`McastRefusal`]).
+    Mcast {
+        qpn: u32,
+        group: std::net::IpAddr,
+        why: McastRefusal,
+    },
+}
+
+/// Why a multicast attach or detach was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum McastRefusal {
+    /// Only UD QPs join multicast groups (IBA 10.5.2.2; ibverbs: EINVAL).
+    NotUd(QpType),
+    /// The GID is not a multicast one (RoCE v2: IPv4 224.0.0.0/4, mapped or
+    /// not, or IPv6 ff00::/8).
+    NotMulticast,
+    /// The QP is attached to the group already.
+    AlreadyAttached,
+    /// The QP is not attached to the group.
+    NotAttached,
+    /// The group has [`crate::MAX_MCAST_QP_ATTACH`] QPs already, or the
+    /// endpoint [`crate::MAX_MCAST_GROUPS`] groups.
+    Full,
 }
 
 impl fmt::Debug for VerbsError {
@@ -196,6 +219,12 @@ impl fmt::Debug for VerbsError {
                 .field("qp_type", &qp_type)
                 .finish(),
             Self::Unaligned(a) => write!(f, "Unaligned({a:#x})"),
+            Self::Mcast { qpn, group, why } => f
+                .debug_struct("Mcast")
+                .field("qpn", &Hex(qpn))
+                .field("group", &group)
+                .field("why", &why)
+                .finish(),
             Self::TooLong { len, max } => f
                 .debug_struct("TooLong")
                 .field("len", &len)
@@ -294,6 +323,32 @@ impl fmt::Display for VerbsError {
                 "{len} bytes at offset {offset} are outside the remote region of {size} \
                  bytes: take a range inside it"
             ),
+            Self::Mcast { qpn, group, why } => {
+                write!(f, "QP {qpn:#x} and multicast group {group}: ")?;
+                match why {
+                    McastRefusal::NotUd(t) => write!(
+                        f,
+                        "a {t:?} QP cannot join a multicast group: only UD QPs do"
+                    ),
+                    McastRefusal::NotMulticast => write!(
+                        f,
+                        "not a multicast GID: take one in 224.0.0.0/4 (IPv4 or \
+                         ::ffff:224.0.0.0/100) or ff00::/8"
+                    ),
+                    McastRefusal::AlreadyAttached => {
+                        write!(f, "the QP is attached already: detach it first")
+                    }
+                    McastRefusal::NotAttached => write!(
+                        f,
+                        "the QP is not attached to this group: attach before detaching"
+                    ),
+                    McastRefusal::Full => write!(
+                        f,
+                        "the device's multicast limits are reached (max_mcast_grp, \
+                         max_mcast_qp_attach): detach other QPs or groups first"
+                    ),
+                }
+            }
         }
     }
 }

@@ -18,7 +18,7 @@ mod qp;
 mod wr;
 
 pub use completion::{AsyncEvent, WcError, WcOpcode, WcStatus, WorkCompletion};
-pub use error::VerbsError;
+pub use error::{McastRefusal, VerbsError};
 pub use mw::{MwBind, MwInfo, MwType, inc_rkey};
 pub use qp::{Access, LocalErrors, Mtu, Path, QpAttr, QpState, QpType, RoceMode, SrqAttr, SrqInfo};
 // Named outside this module only by the crate's tests.

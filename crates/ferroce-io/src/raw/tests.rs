@@ -4,6 +4,7 @@
 mod backlog;
 mod capture;
 mod gso;
+mod mcast;
 mod netns;
 
 use std::time::{Duration, Instant};

@@ -649,3 +649,55 @@ pub(crate) fn wait(fds: [RawFd; 2], timeout: std::time::Duration) -> io::Result<
     }
     Ok(rc > 0)
 }
+
+/// A new epoll instance: one descriptor that turns readable when any of
+/// the descriptors added to it ([`epoll_add`]) is readable, so that a
+/// thread sleeping in [`wait`] on it wakes for all of them.
+pub(crate) fn epoll_new() -> io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: epoll_create1 takes no pointers; a non-negative result is a
+    // new fd that nothing else owns.
+    let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor owned by nothing else.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+}
+
+/// Watches `fd` for readability in epoll instance `ep` (level-triggered).
+pub(crate) fn epoll_add(ep: RawFd, fd: RawFd) -> io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: fd as u64,
+    };
+    // SAFETY: `ev` is a live epoll_event for the call; the kernel copies it.
+    let rc = unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &raw mut ev) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Stops watching `fd` in `ep` (closing `fd` would too; this is for
+/// descriptors that stay open).
+pub(crate) fn epoll_del(ep: RawFd, fd: RawFd) -> io::Result<()> {
+    // SAFETY: EPOLL_CTL_DEL ignores the event pointer (null allowed since
+    // Linux 2.6.9).
+    let rc = unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The index of interface `name` (`if_nametoindex`).
+pub(crate) fn if_index(name: &str) -> io::Result<u32> {
+    let c = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name with a NUL"))?;
+    // SAFETY: `c` is a live NUL-terminated string for the call.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(i)
+}

@@ -1,6 +1,6 @@
 //! The only `unsafe` of ferroce-io: socket options the standard library and
 //! socket2 do not offer (set, and read back: the path MTU of a connected
-//! socket), `getifaddrs`, eventfd and `ppoll`, and the batched
+//! socket), `getifaddrs`, `if_nametoindex`, eventfd, epoll and `ppoll`, and the batched
 //! `sendmmsg`/`recvmmsg` calls with the control messages they carry (a
 //! send's `UDP_SEGMENT` and `IP_TOS` / `IPV6_TCLASS`, a receive's
 //! `UDP_GRO`), written into and read from buffers this module owns, within

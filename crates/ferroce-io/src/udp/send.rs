@@ -21,7 +21,7 @@ use crate::sys;
 impl UdpBackend {
     fn tx_socket(&mut self, port: u16) -> io::Result<&Socket> {
         if !self.tx.contains_key(&port) {
-            let s = new_socket(self.cfg.local)?;
+            let s = new_socket(self.cfg.local, self.mc_if)?;
             set_buffers(&s)?;
             s.set_reuse_address(true)?;
             s.bind(&SocketAddr::new(self.cfg.local, port).into())?;

@@ -98,7 +98,9 @@ static void bad_arguments(struct rdma_event_channel *ch)
 	CHECK(rdma_connect(id, NULL) == -1 && errno == EINVAL,
 	      "connect before resolving: EINVAL");
 	CHECK(rdma_join_multicast(id, (struct sockaddr *)&nowhere, NULL) == -1 &&
-	      errno == ENOSYS, "join_multicast: ENOSYS");
+	      errno == EINVAL, "join_multicast on an ID not bound: EINVAL");
+	CHECK(rdma_leave_multicast(id, (struct sockaddr *)&nowhere) == -1 &&
+	      errno == EADDRNOTAVAIL, "leave_multicast of a group not joined: EADDRNOTAVAIL");
 	CHECK(rdma_set_option(id, RDMA_OPTION_ID, 99, &tos, 1) == -1 &&
 	      errno == ENOSYS, "set_option with an unknown name: ENOSYS");
 	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 1) == 0,

@@ -178,6 +178,8 @@ pub const CREATE_CQ_ATTR_SINGLE_THREADED: u32 = 1;
 pub const QP_INIT_ATTR_PD: u32 = 1;
 pub const QP_INIT_ATTR_XRCD: u32 = 1 << 1;
 pub const QP_INIT_ATTR_CREATE_FLAGS: u32 = 1 << 2;
+/// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` (`create_flags`).
+pub const QP_CREATE_BLOCK_SELF_MCAST_LB: u32 = 1 << 1;
 pub const QP_INIT_ATTR_SEND_OPS_FLAGS: u32 = 1 << 6;
 
 // `enum ibv_qp_create_send_ops_flags`: the ones ferroce has.

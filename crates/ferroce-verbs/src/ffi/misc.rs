@@ -1,10 +1,11 @@
 //! The rest of what programs call: the `*_str` helpers, fork support,
-//! `ibv_read_sysfs_file`, and the verbs ferroce does
-//! not have (memory windows, multicast, CQ resizing), which return
+//! `ibv_read_sysfs_file`, multicast attach and detach, and the verbs
+//! ferroce does not have (memory windows, CQ resizing), which return
 //! EOPNOTSUPP as rdma-core does for a provider without them.
 
-use super::{guard, set_errno};
+use super::{guard, guard_errno, obj, set_errno};
 use crate::abi::*;
+use crate::objects::Qp;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::io::Read;
 
@@ -163,21 +164,54 @@ pub(super) unsafe extern "C" fn ibv_read_sysfs_file(
     })
 }
 
-/// `ibv_attach_mcast` / `ibv_detach_mcast`: no UD multicast in ferroce.
+/// `ibv_attach_mcast`: the UD QP receives what is sent to multicast
+/// `gid` (the LID is ignored: RoCE has none). EINVAL for a QP that is not
+/// UD, a GID that is not multicast, a QP attached already (rxe returns 0
+/// there; ferroce follows IBA and says so); ENOMEM past the device's
+/// multicast limits; a group the device cannot join, the socket's errno.
 pub(super) unsafe extern "C" fn ibv_attach_mcast(
-    _qp: *mut ibv_qp,
-    _gid: *const ibv_gid,
+    qp: *mut ibv_qp,
+    gid: *const ibv_gid,
     _lid: u16,
 ) -> c_int {
-    libc::EOPNOTSUPP
+    guard_errno(|| {
+        // SAFETY: module contract.
+        let q: &Qp = unsafe { obj(qp) }?;
+        // SAFETY: the caller's GID, read once.
+        let g = unsafe { gid.as_ref() }.ok_or(libc::EINVAL)?;
+        q.inner.attach_mcast(gid_ip(g)).map_err(|e| mcast_errno(&e))
+    })
 }
 
+/// `ibv_detach_mcast`: EINVAL for a QP not attached to `gid`.
 pub(super) unsafe extern "C" fn ibv_detach_mcast(
-    _qp: *mut ibv_qp,
-    _gid: *const ibv_gid,
+    qp: *mut ibv_qp,
+    gid: *const ibv_gid,
     _lid: u16,
 ) -> c_int {
-    libc::EOPNOTSUPP
+    guard_errno(|| {
+        // SAFETY: module contract.
+        let q: &Qp = unsafe { obj(qp) }?;
+        // SAFETY: the caller's GID, read once.
+        let g = unsafe { gid.as_ref() }.ok_or(libc::EINVAL)?;
+        q.inner.detach_mcast(gid_ip(g)).map_err(|e| mcast_errno(&e))
+    })
+}
+
+/// A GID as the address it holds (IPv4-mapped ones as IPv4).
+fn gid_ip(g: &ibv_gid) -> std::net::IpAddr {
+    std::net::IpAddr::V6(std::net::Ipv6Addr::from(g.raw)).to_canonical()
+}
+
+/// The errno of a refused attach or detach (rxe's: ENOMEM past its limits).
+fn mcast_errno(e: &ferroce::Error) -> c_int {
+    match e {
+        ferroce::Error::Verbs(ferroce::VerbsError::Mcast {
+            why: ferroce::McastRefusal::Full,
+            ..
+        }) => libc::ENOMEM,
+        other => crate::convert::errno(other),
+    }
 }
 
 /// `ibv_get_sysfs_path@IBVERBS_1.0`.

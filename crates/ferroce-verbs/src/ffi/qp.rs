@@ -209,6 +209,11 @@ pub(super) unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     guard_errno(|| {
         // SAFETY: module contract.
         let q: &Qp = unsafe { obj(qp) }?;
+        // As the kernel's uverbs: a QP still attached to a multicast
+        // group is busy until the application detaches it.
+        if !q.inner.mcast_groups().is_empty() {
+            return Err(libc::EBUSY);
+        }
         // SAFETY: module contract: the objects a QP uses outlive it (EBUSY).
         // An XRC target has no PD or CQ, an initiator maybe no receive CQ.
         unsafe {

@@ -87,8 +87,15 @@ pub(super) unsafe extern "C" fn create_qp_ex(
             // for an XRC target).
             return Err(libc::EOPNOTSUPP);
         }
-        if a.comp_mask & QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0 {
-            // rxe refuses every create flag the same way.
+        let flags = if a.comp_mask & QP_INIT_ATTR_CREATE_FLAGS != 0 {
+            a.create_flags
+        } else {
+            0
+        };
+        // rxe refuses every create flag; ferroce takes mlx5's multicast
+        // loopback block (on UD QPs, the only ones that join groups).
+        let block_self = flags == QP_CREATE_BLOCK_SELF_MCAST_LB && a.qp_type == QPT_UD;
+        if flags != 0 && !block_self {
             return Err(libc::EOPNOTSUPP);
         }
         let send_ops = (a.comp_mask & QP_INIT_ATTR_SEND_OPS_FLAGS != 0).then_some(a.send_ops_flags);
@@ -112,6 +119,13 @@ pub(super) unsafe extern "C" fn create_qp_ex(
         // SAFETY: module contract.
         let qp = unsafe { super::qp::new_qp(a.pd, &mut init, send_ops) }?;
         a.cap = init.cap;
+        if block_self {
+            // SAFETY: the QP just made.
+            let q: &Qp = unsafe { obj(qp) }?;
+            q.inner
+                .block_self_mcast_loopback(true)
+                .map_err(|e| crate::convert::errno(&e))?;
+        }
         Ok(qp.cast())
     })
 }

@@ -302,6 +302,7 @@ pub(super) fn new_id(
         unacked: Unacked::default(),
         ep_qp: Mutex::new(None),
         own_cqs: AtomicBool::new(false),
+        mc_contexts: Mutex::new(Vec::new()),
     }));
     ids().push((inner, raw as usize));
     raw.cast()

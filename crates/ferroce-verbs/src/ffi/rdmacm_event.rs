@@ -105,7 +105,29 @@ fn event_obj(
             (*raw).ev.param.conn.private_data = data.as_ptr().cast();
         }
     }
+    // A join's event carries the join's context where the data pointer
+    // is (librdmacm's `ucma_process_join`).
+    if let CmEventKind::MulticastJoin { group, .. } = &held_kind(raw)
+        // SAFETY: `id` is live (the caller's).
+        && let Ok(o) = unsafe { id_obj(id) }
+    {
+        let context = super::rdmacm_mcast::context_of(o, *group);
+        // SAFETY: `raw` is the Box just made.
+        unsafe { (*raw).ev.param.ud.private_data = context.cast_const() };
+    }
     raw.cast()
+}
+
+/// The kind of the ferroce event an event object holds.
+fn held_kind(raw: *mut EventObj) -> CmEventKind {
+    // SAFETY: `raw` is a live Box of this module.
+    match unsafe { &(*raw)._held.kind } {
+        CmEventKind::MulticastJoin { group, ud } => CmEventKind::MulticastJoin {
+            group: *group,
+            ud: ud.clone(),
+        },
+        _ => CmEventKind::Disconnected,
+    }
 }
 
 /// Frees an event and counts it acknowledged.

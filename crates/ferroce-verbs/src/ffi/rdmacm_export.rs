@@ -36,7 +36,9 @@ export! {
     ferroce_rdma_destroy_ep = rdmacm_qp::ferroce_rdma_destroy_ep, "FERROCE_RDMACM_PRIVATE";
     ferroce_rdma_getaddrinfo = rdmacm_addr::ferroce_rdma_getaddrinfo, "FERROCE_RDMACM_PRIVATE";
     ferroce_rdma_freeaddrinfo = rdmacm_addr::ferroce_rdma_freeaddrinfo, "FERROCE_RDMACM_PRIVATE";
-    ferroce_rdma_no_multicast = rdmacm_stubs::no_multicast, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_join_multicast = rdmacm_mcast::ferroce_rdma_join_multicast, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_join_multicast_ex = rdmacm_mcast::ferroce_rdma_join_multicast_ex, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rdma_leave_multicast = rdmacm_mcast::ferroce_rdma_leave_multicast, "FERROCE_RDMACM_PRIVATE";
     ferroce_rdma_not_supported = rdmacm_stubs::not_supported, "FERROCE_RDMACM_PRIVATE";
     ferroce_rdma_no_rsocket = rdmacm_stubs::no_rsocket, "FERROCE_RDMACM_PRIVATE";
     ferroce_rpoll = rdmacm_stubs::rpoll, "FERROCE_RDMACM_PRIVATE";

@@ -20,7 +20,10 @@ use super::rdmacm_conn::{
     ferroce_rdma_bind_addr, ferroce_rdma_resolve_addr, ferroce_rdma_resolve_route,
 };
 use super::{cq, obj, put, qp};
-use crate::abi::{QPS_INIT, QPS_RTS, QPT_UD, ibv_comp_channel, ibv_cq, ibv_pd, ibv_qp_init_attr};
+use crate::abi::{
+    QP_CREATE_BLOCK_SELF_MCAST_LB, QP_INIT_ATTR_CREATE_FLAGS, QPS_INIT, QPS_RTS, QPT_UD,
+    ibv_comp_channel, ibv_cq, ibv_pd, ibv_qp_init_attr,
+};
 use crate::objects::Qp;
 use crate::rdmacm::abi::{
     IBV_QP_INIT_ATTR_PD, RAI_PASSIVE, RDMA_PS_TCP, RDMA_PS_UDP, RDMA_UDP_QKEY, ibv_qp_init_attr_ex,
@@ -192,9 +195,10 @@ pub(super) unsafe extern "C" fn ferroce_rdma_create_qp(
     })
 }
 
-/// `rdma_create_qp_ex`: as `rdma_create_qp` with the PD in the attributes;
-/// other extended attributes (send ops for `ibv_wr_*`, create flags) are
-/// not in ferroce's library: EOPNOTSUPP.
+/// `rdma_create_qp_ex`: as `rdma_create_qp` with the PD in the attributes,
+/// and of the create flags `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` on a UD QP
+/// (mckey's `-l`); other extended attributes (send ops for `ibv_wr_*`,
+/// other flags) are not in ferroce's library: EOPNOTSUPP.
 pub(super) unsafe extern "C" fn ferroce_rdma_create_qp_ex(
     id: *mut rdma_cm_id,
     attr: *mut ibv_qp_init_attr_ex,
@@ -204,7 +208,16 @@ pub(super) unsafe extern "C" fn ferroce_rdma_create_qp_ex(
         let o = unsafe { id_obj(id) }?;
         // SAFETY: module contract.
         let ex = unsafe { attr.as_mut() }.ok_or(libc::EINVAL)?;
-        if ex.comp_mask & !IBV_QP_INIT_ATTR_PD != 0 {
+        if ex.comp_mask & !(IBV_QP_INIT_ATTR_PD | QP_INIT_ATTR_CREATE_FLAGS) != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        let flags = if ex.comp_mask & QP_INIT_ATTR_CREATE_FLAGS != 0 {
+            ex.create_flags
+        } else {
+            0
+        };
+        let block_self = flags == QP_CREATE_BLOCK_SELF_MCAST_LB && ex.qp_type == QPT_UD;
+        if flags != 0 && !block_self {
             return Err(libc::EOPNOTSUPP);
         }
         let pd = if ex.comp_mask & IBV_QP_INIT_ATTR_PD != 0 {
@@ -223,6 +236,13 @@ pub(super) unsafe extern "C" fn ferroce_rdma_create_qp_ex(
         };
         // SAFETY: module contract.
         unsafe { create_qp_on(id, o, pd, &mut a) }?;
+        if block_self {
+            // SAFETY: the QP `create_qp_on` just put on the ID.
+            let q: &Qp = unsafe { super::obj((*id).qp) }?;
+            q.inner
+                .block_self_mcast_loopback(true)
+                .map_err(|e| crate::convert::errno(&e))?;
+        }
         ex.send_cq = a.send_cq;
         ex.recv_cq = a.recv_cq;
         ex.cap = a.cap;

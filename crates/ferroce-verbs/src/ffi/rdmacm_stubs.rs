@@ -2,8 +2,6 @@
 //! answers a device without them (never a crash), and `rpoll`/`rselect`,
 //! which librdmacm's examples call on ordinary descriptors.
 //!
-//! * Multicast (`rdma_join_multicast[_ex]`, `rdma_leave_multicast`):
-//!   ENOSYS (ferroce has no multicast groups).
 //! * ECE (`rdma_set_local_ece`, `rdma_get_remote_ece`, `rdma_reject_ece`)
 //!   and SRQs made by rdma_cm (`rdma_create_srq[_ex]`, `rdma_destroy_srq`):
 //!   EOPNOTSUPP; `ibv_create_srq` and `rdma_create_qp` with `srq` set work.
@@ -14,12 +12,6 @@
 use std::ffi::c_int;
 
 use super::set_errno;
-
-/// Multicast: not in ferroce.
-pub(super) unsafe extern "C" fn no_multicast() -> c_int {
-    set_errno(libc::ENOSYS);
-    -1
-}
 
 /// ECE and rdma_cm's SRQs: not in ferroce.
 pub(super) unsafe extern "C" fn not_supported() -> c_int {

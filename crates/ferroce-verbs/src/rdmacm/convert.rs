@@ -134,6 +134,7 @@ pub(crate) fn event_code(kind: &CmEventKind) -> u32 {
         CmEventKind::Established { .. } => RDMA_CM_EVENT_ESTABLISHED,
         CmEventKind::Disconnected => RDMA_CM_EVENT_DISCONNECTED,
         CmEventKind::TimewaitExit => RDMA_CM_EVENT_TIMEWAIT_EXIT,
+        CmEventKind::MulticastJoin { .. } => RDMA_CM_EVENT_MULTICAST_JOIN,
     }
 }
 
@@ -150,7 +151,8 @@ pub(crate) enum EventParam<'a> {
 pub(crate) fn event_param(kind: &CmEventKind) -> EventParam<'_> {
     match kind {
         CmEventKind::ConnectRequest { ud: Some(u), .. }
-        | CmEventKind::Established { ud: Some(u), .. } => EventParam::Ud(u),
+        | CmEventKind::Established { ud: Some(u), .. }
+        | CmEventKind::MulticastJoin { ud: u, .. } => EventParam::Ud(u),
         CmEventKind::ConnectRequest { param, .. }
         | CmEventKind::ConnectResponse { param }
         | CmEventKind::Established { param, .. } => EventParam::Conn(param),

@@ -77,6 +77,9 @@ pub(crate) struct IdObj {
     /// The CQs and channels `rdma_create_qp` made for this ID (it destroys
     /// them with the QP).
     pub(crate) own_cqs: AtomicBool,
+    /// The `context` of each multicast join (the group, as an address):
+    /// MULTICAST_JOIN hands it back.
+    pub(crate) mc_contexts: Mutex<Vec<(std::net::IpAddr, usize)>>,
 }
 
 #[repr(C)]

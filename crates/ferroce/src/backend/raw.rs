@@ -126,6 +126,10 @@ pub(crate) struct RawDevice {
     qos: pfc::Qos,
     /// Whether runs of packets go out as super-frames (see `train_len`).
     trains: bool,
+    /// Copies of the multicast packets sent, for the engine's own QPs
+    /// (the ring ignores outgoing frames; a NIC loops multicast back to
+    /// its own QPs): handed over at the next receive.
+    looped: Vec<Transmit>,
 }
 
 impl RawDevice {
@@ -175,7 +179,32 @@ impl RawDevice {
             parked: std::collections::VecDeque::new(),
             qos: pfc::Qos::new(opts, interface, cnp_prio),
             trains: true,
+            looped: Vec::new(),
         })
+    }
+
+    /// Joins multicast `group` on the interface.
+    pub(crate) fn join(&mut self, group: IpAddr) -> io::Result<()> {
+        self.backend.join(group)
+    }
+
+    /// Leaves multicast `group`.
+    pub(crate) fn leave(&mut self, group: IpAddr) {
+        self.backend.leave(group);
+    }
+
+    /// The MAC address of `t`'s destination: the group's for a multicast
+    /// packet (a copy is kept for the loop back), else the peer's from the
+    /// neighbour cache (`None`: not resolved yet).
+    fn dest_mac(&mut self, t: &Transmit) -> Option<[u8; 6]> {
+        if ferroce_core::multicast_group(t.path.remote).is_some() {
+            if self.looped.len() < MAX_LOOPED {
+                self.looped.push(t.clone());
+            }
+            let v1 = t.path.roce == RoceMode::V1;
+            return Some(ferroce_io::raw::multicast_mac(t.path.remote, v1));
+        }
+        self.neigh.lookup(t.path.remote)
     }
 
     pub(crate) fn rx_fd(&self) -> RawFd {
@@ -240,7 +269,7 @@ impl RawDevice {
         self.send_parked();
         let mut taken = 0;
         while let Some(t) = out.get(taken) {
-            let Some(mac) = self.neigh.lookup(t.path.remote) else {
+            let Some(mac) = self.dest_mac(t) else {
                 if self.parked.len() < MAX_PARKED {
                     self.parked.push_back((StdInstant::now(), t.clone()));
                 } else {
@@ -410,6 +439,9 @@ impl RawDevice {
     /// With PFC on, then looks at the ring's backlog and sends the PFC
     /// frame it calls for.
     pub(crate) fn recv(&mut self, ep: &mut Endpoint, now: Instant) -> usize {
+        for t in self.looped.drain(..) {
+            loop_back(ep, now, self.local, &t);
+        }
         let mut rx = EngineRawRx {
             ep,
             now,
@@ -449,6 +481,35 @@ impl RawDevice {
     }
 }
 
+/// Loops multicast packets sent per device at most this many per round
+/// (a round sends at most a batch).
+const MAX_LOOPED: usize = 256;
+
+/// Hands our own multicast packet `t` to the engine, as if received.
+fn loop_back(ep: &mut Endpoint, now: Instant, local: IpAddr, t: &Transmit) {
+    let group = t.path.remote.to_canonical();
+    if !ep.accepts_group(group) {
+        return; // no QP of ours is in the group: nothing to loop
+    }
+    if t.path.roce == RoceMode::V1 {
+        let grh = ferroce_wire::ipv6::Ipv6Repr {
+            traffic_class: t.tos(),
+            flow_label: 0,
+            payload_len: t.data.len() as u16,
+            next_header: ferroce_wire::ipv6::NEXT_HEADER_IBA,
+            hop_limit: t.path.hop_limit,
+            src: gid_of(local),
+            dst: gid_of(group),
+        };
+        let mut bytes = [0; 40];
+        if grh.emit(&mut bytes).is_ok() {
+            ep.handle_own_multicast(now, local, group, Some(&bytes), t.ecn, &t.data);
+        }
+    } else {
+        ep.handle_own_multicast(now, local, group, None, t.ecn, &t.data);
+    }
+}
+
 /// Sends a PFC frame now (MAC control is never paused itself); counts it
 /// in `lost` if the send ring is full.
 fn send_pfc(backend: &mut RawBackend, lost: &mut u64, repr: &MacControlRepr) {
@@ -476,10 +537,30 @@ impl RawReceiver for EngineRawRx<'_> {
     /// Before the ICRC: a flood for QPs that do not exist costs no CRC.
     fn accepts(&mut self, _src_mac: [u8; 6], dest_qp: u32) -> bool {
         self.ep.accepts_qp(dest_qp)
+            || (dest_qp == ferroce_core::MULTICAST_QPN && self.ep.mcast_groups().next().is_some())
     }
 
     fn deliver(&mut self, p: &RxPacket<'_>) {
+        let ecn = ferroce_core::Ecn::from_traffic_class(p.ecn());
         match p.network {
+            Network::V1 { grh } if ferroce_core::multicast_group(IpAddr::V6(grh.dst)).is_some() => {
+                let mut bytes = [0; 40];
+                if grh.emit(&mut bytes).is_ok() {
+                    let from = IpAddr::V6(grh.src).to_canonical();
+                    self.ep
+                        .handle_v1_packet(self.now, from, &bytes, p.transport);
+                }
+            }
+            Network::V2Ipv4 { ip, .. } if ip.dst.is_multicast() => {
+                let (from, group) = (IpAddr::V4(ip.src), IpAddr::V4(ip.dst));
+                self.ep
+                    .handle_multicast(self.now, from, group, ecn, p.transport);
+            }
+            Network::V2Ipv6 { ip, .. } if ip.dst.is_multicast() => {
+                let (from, group) = (IpAddr::V6(ip.src), IpAddr::V6(ip.dst));
+                self.ep
+                    .handle_multicast(self.now, from, group, ecn, p.transport);
+            }
             Network::V1 { grh } if grh.dst == self.local_gid => {
                 let mut bytes = [0; 40];
                 if grh.emit(&mut bytes).is_ok() {

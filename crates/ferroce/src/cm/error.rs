@@ -42,6 +42,13 @@ pub enum CmIdError {
     Config(crate::roce_config::ConfigError),
     /// A blocking call gave up.
     TimedOut(&'static str),
+    /// rdma_cm's multicast rules refused the join (not a group, an IPv6
+    /// group on RoCE v2, the unspecified address).
+    Multicast(ferroce_cm::rdma_cm::McJoinError),
+    /// The ID joined the group already.
+    AlreadyJoined(IpAddr),
+    /// The ID did not join the group it leaves.
+    NotJoined(IpAddr),
 }
 
 impl fmt::Display for CmIdError {
@@ -68,6 +75,15 @@ impl fmt::Display for CmIdError {
             Self::Rule(e) => e.fmt(f),
             Self::Config(e) => write!(f, "RoCE settings: {e}"),
             Self::TimedOut(what) => write!(f, "timed out waiting for {what}"),
+            Self::Multicast(e) => write!(f, "join_multicast: {e}"),
+            Self::AlreadyJoined(a) => write!(
+                f,
+                "join_multicast: this ID joined {a} already: leave it first, or use it"
+            ),
+            Self::NotJoined(a) => write!(
+                f,
+                "leave_multicast: this ID has not joined {a}: leave only what it joined"
+            ),
         }
     }
 }
@@ -79,6 +95,7 @@ impl std::error::Error for CmIdError {
             Self::Config(e) => Some(e),
             Self::Protocol(e) => Some(e),
             Self::Rule(e) => Some(e),
+            Self::Multicast(e) => Some(e),
             _ => None,
         }
     }

@@ -117,6 +117,15 @@ pub enum CmEventKind {
     Disconnected,
     /// `RDMA_CM_EVENT_TIMEWAIT_EXIT`: the QP may be reused.
     TimewaitExit,
+    /// `RDMA_CM_EVENT_MULTICAST_JOIN`: the ID is in `group`
+    /// ([`CmId::join_multicast`]); send to it with `ud.dest`.
+    MulticastJoin {
+        /// The address joined.
+        group: std::net::IpAddr,
+        /// The group's UD destination: its GID, QPN 0xFFFFFF, rdma_cm's
+        /// Q_Key.
+        ud: UdInfo,
+    },
 }
 
 impl CmEventKind {
@@ -133,6 +142,7 @@ impl CmEventKind {
             Self::Established { .. } => "RDMA_CM_EVENT_ESTABLISHED",
             Self::Disconnected => "RDMA_CM_EVENT_DISCONNECTED",
             Self::TimewaitExit => "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+            Self::MulticastJoin { .. } => "RDMA_CM_EVENT_MULTICAST_JOIN",
         }
     }
 

@@ -64,6 +64,7 @@ impl Drop for IdInner {
     /// DREP) goes out from the device's driver, which also forgets the
     /// communication; the port is released now.
     fn drop(&mut self) {
+        super::multicast::leave_all(self);
         let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
         if let Some(bound) = st.bound.take() {
             registry::release_port(self.port_space, bound);

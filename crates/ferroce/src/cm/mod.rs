@@ -50,7 +50,10 @@
 //!   acknowledgement. Resolution is immediate (ADDR_RESOLVED and
 //!   ROUTE_RESOLVED are queued before the call returns).
 //! - Dropping the last handle of an ID destroys it as `rdma_destroy_id`:
-//!   the CM sends what the state owes the peer (REJ, DREQ, DREP).
+//!   the CM sends what the state owes the peer (REJ, DREQ, DREP), and the
+//!   ID leaves the multicast groups it joined.
+//! - Multicast ([`CmId::join_multicast`]) is a local join, as the kernel's
+//!   on RoCE (no SA): see `multicast`.
 //!
 //! # Where this differs from librdmacm
 //! No `rdma_ack_cm_event` (events own their ID); no AF_IB addressing or
@@ -64,6 +67,7 @@ mod error;
 mod event;
 pub(crate) mod hub;
 mod id;
+mod multicast;
 mod passive;
 mod qp_attr;
 pub(crate) mod registry;
@@ -78,7 +82,7 @@ pub use channel::EventChannel;
 pub use error::CmIdError;
 pub use event::{CmEvent, CmEventKind, ConnInfo, UdInfo};
 pub use ferroce_cm::CmStats;
-pub use ferroce_cm::rdma_cm::{Depth, PortSpace};
+pub use ferroce_cm::rdma_cm::{Depth, McJoinError, PortSpace};
 pub use id::CmId;
 pub use state::ConnParam;
 

@@ -134,6 +134,8 @@ pub(crate) struct IdState {
     pub(crate) disconnect_reported: bool,
     /// Listening on every device of the family (a wildcard bind).
     pub(crate) wildcard: bool,
+    /// The multicast groups joined.
+    pub(crate) joined: Vec<super::multicast::Joined>,
 }
 
 pub(crate) fn wrong_state(call: &'static str, phase: Phase, needs: &'static str) -> crate::Error {
@@ -166,6 +168,7 @@ impl IdState {
             options: QpOptions::default(),
             disconnect_reported: false,
             wildcard: false,
+            joined: Vec::new(),
         }
     }
 

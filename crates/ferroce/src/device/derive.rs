@@ -125,10 +125,12 @@ pub fn device_attr_for(iface: &Interface, local: IpAddr) -> DeviceAttr {
         max_mw: ferroce_core::MAX_MW,
         max_raw_ipv6_qp: 0,
         max_raw_ethy_qp: 0,
-        // No multicast (rxe: 8192 groups, 56 QPs each, 0x70000 in all).
-        max_mcast_grp: 0,
-        max_mcast_qp_attach: 0,
-        max_total_mcast_qp_attach: 0,
+        // UD multicast with rxe's limits: 8192 groups, 56 QPs each,
+        // 0x70000 attachments in all.
+        max_mcast_grp: ferroce_core::MAX_MCAST_GROUPS as u32,
+        max_mcast_qp_attach: ferroce_core::MAX_MCAST_QP_ATTACH as u32,
+        max_total_mcast_qp_attach: (ferroce_core::MAX_MCAST_GROUPS
+            * ferroce_core::MAX_MCAST_QP_ATTACH) as u32,
         // A UD destination travels in each work request; there are no
         // address handle objects to run out of (rxe: a table).
         max_ah: UNLIMITED,

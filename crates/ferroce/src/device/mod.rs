@@ -32,7 +32,7 @@
 //! (Linux 6.x) and, for the observed ones, from a 6.1 guest's
 //! `ibv_devinfo -v` (`shared/rig/README.md` §3). ferroce reports what its
 //! engine enforces; every field that differs says so on its constant below.
-//! In short: no memory windows, multicast, APM or port events (so those
+//! In short: no memory windows, APM or port events (so those
 //! counts and flags are 0), one completion vector (completion channels are
 //! served by the one driver thread; rxe: one per CPU), a per-QP RDMA READ/atomic
 //! depth of 16 (rxe: 128), larger queue limits (QP and SRQ 32768 WRs, CQ
