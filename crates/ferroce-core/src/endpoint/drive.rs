@@ -108,6 +108,11 @@ impl Endpoint {
             self.stats.rx_unknown_qp += 1;
             return;
         }
+        if pkt.bth().opcode() == Opcode::RD_RESYNC {
+            // ferroce neither sends nor serves RESYNC (`rd`).
+            self.stats.rx_unexpected += 1;
+            return;
+        }
         let Some(q) = self.qps.get_mut(&target) else {
             self.stats.rx_unknown_qp += 1;
             return;

@@ -7,7 +7,7 @@
 
 use ferroce_wire::{Opcode, Psn};
 
-use super::util::{Faults, Pair, all_access, parse, pattern, recv_wr, rmem};
+use super::util::{Faults, Pair, all_access, craft, emit, parse, pattern, recv_wr, rmem};
 use super::{read_mr, write_mr};
 use crate::verbs::{
     Mtu, Path, QpAttr, QpState, QpType, RdDest, RoceMode, SendOp, SendWr, VerbsError, WcOpcode,
@@ -458,4 +458,42 @@ fn an_eec_answers_rnr_and_the_message_goes_when_a_receive_comes() {
     post_recv(&mut p, &b, b.qps[0], 0, 4096);
     assert_eq!(p.wait_cqes(0, a.cq, 1)[0].status, WcStatus::Success);
     assert_eq!(p.wait_cqes(1, b.cq, 1)[0].byte_len, 100);
+}
+
+#[test]
+fn stray_rd_packets_are_dropped_and_counted() {
+    let mut p = Pair::new(312);
+    let [a, b] = setup(&mut p, 1, 1, Mtu::Mtu1024);
+    let psn = Psn::new(PSN);
+    let send_to = |rdeth: u32, dest: u32| {
+        let mut t = craft(Opcode::RD_SEND_ONLY, psn, dest, 8);
+        t.rdeth = Some(rdeth);
+        emit(&t, &[1; 8])
+    };
+    // An RDETH naming no EEC, or naming an RD QP rather than an EEC.
+    p.deliver(1, &send_to(0xab_cdef, b.qps[0]));
+    p.deliver(1, &send_to(b.qps[0], b.qps[0]));
+    assert_eq!(p.eps[1].stats().rx_unknown_qp, 2);
+    // A RESYNC (neither sent nor served), and RC's SEND to the EEC's
+    // number (another transport).
+    let mut resync = craft(Opcode::RD_RESYNC, psn, b.qps[0], 0);
+    resync.rdeth = Some(b.eecs[0]);
+    p.deliver(1, &emit(&resync, &[]));
+    p.deliver(
+        1,
+        &emit(&craft(Opcode::RC_SEND_ONLY, psn, b.eecs[0], 8), &[1; 8]),
+    );
+    assert_eq!(p.eps[1].stats().rx_unexpected, 2);
+    // None of it reached the QP or moved the EEC: a real message goes.
+    assert!(p.completions(1, b.cq).is_empty());
+    post_recv(&mut p, &b, b.qps[0], 0, 4096);
+    let sg = sge_of(&a, 0, 64);
+    p.eps[0]
+        .post_send(
+            a.qps[0],
+            SendWr::send(1, &sg).via(dest(a.eecs[0], b.qps[0])),
+        )
+        .unwrap();
+    assert_eq!(p.wait_cqes(0, a.cq, 1)[0].status, WcStatus::Success);
+    assert_eq!(p.wait_cqes(1, b.cq, 1)[0].byte_len, 64);
 }
