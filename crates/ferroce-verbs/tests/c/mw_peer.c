@@ -159,6 +159,10 @@ static void owner(int fd, struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_qp *q
 	CHECK(ibv_post_send(qp, &bw, &bad) == 0 && wait_one(cq, &wc) == 1 &&
 		      wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW,
 	      "type 2 window bound (IBV_WR_BIND_MW)");
+	/* A bind posted by the application leaves updating the window's R_Key
+	 * to it (rdma-core's providers update it for ibv_bind_mw only), and
+	 * rxe names the window by that R_Key in the next bind. */
+	mw2->rkey = k2;
 	struct windows w = { .t1_addr = (uintptr_t)buf + T1, .t2_addr = (uintptr_t)buf + T2,
 			     .t1_rkey = mw1->rkey, .t2_rkey = k2, .mr_rkey = mr->rkey };
 	xfer(fd, &w, sizeof w, 1);
@@ -182,6 +186,7 @@ static void owner(int fd, struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_qp *q
 	CHECK(ibv_post_send(qp, &bw, &bad) == 0 && wait_one(cq, &wc) == 1 &&
 		      wc.status == IBV_WC_SUCCESS,
 	      "type 2 window bound again, new key, new range");
+	mw2->rkey = k3;
 	w.t2_addr = (uintptr_t)buf + T3;
 	w.t2_rkey = k3;
 	xfer(fd, &w, sizeof w, 1);
