@@ -42,6 +42,7 @@ mod many;
 mod mcast;
 mod ops;
 mod rd;
+mod rd_fuzz;
 mod resources;
 mod roce_v1;
 mod rules;

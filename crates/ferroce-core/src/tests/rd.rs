@@ -16,23 +16,23 @@ use crate::verbs::{
 use crate::{MrInfo, QpInit};
 
 const MR_LEN: usize = 1 << 18;
-const QKEY: u32 = 0x1234_5678;
+pub(super) const QKEY: u32 = 0x1234_5678;
 /// First PSN of each EEC, close to the wrap.
-const PSN: u32 = 0xff_fff0;
+pub(super) const PSN: u32 = 0xff_fff0;
 
 /// One endpoint's RD objects.
-struct Host {
-    pd: u32,
-    rdd: u32,
-    cq: u32,
-    mr: MrInfo,
-    eecs: Vec<u32>,
-    qps: Vec<u32>,
+pub(super) struct Host {
+    pub(super) pd: u32,
+    pub(super) rdd: u32,
+    pub(super) cq: u32,
+    pub(super) mr: MrInfo,
+    pub(super) eecs: Vec<u32>,
+    pub(super) qps: Vec<u32>,
 }
 
 /// On each endpoint: `n_eecs` EECs (the i-th connected to the peer's i-th)
 /// and `n_qps` RD QPs, all in one RDD, RTS.
-fn setup(p: &mut Pair, n_eecs: usize, n_qps: usize, mtu: Mtu) -> [Host; 2] {
+pub(super) fn setup(p: &mut Pair, n_eecs: usize, n_qps: usize, mtu: Mtu) -> [Host; 2] {
     let hosts = [0, 1].map(|i| {
         let e = &mut p.eps[i];
         let pd = e.alloc_pd();
@@ -151,7 +151,7 @@ fn connect_eecs(p: &mut Pair, a: u32, b: u32, mtu: Mtu) {
     }
 }
 
-fn dest(eec: u32, qpn: u32) -> RdDest {
+pub(super) fn dest(eec: u32, qpn: u32) -> RdDest {
     RdDest {
         eec,
         qpn,
@@ -161,7 +161,7 @@ fn dest(eec: u32, qpn: u32) -> RdDest {
 
 /// Posts a receive of `len` bytes at `slot` * 4096 of B's region to RD QP
 /// `q` of endpoint 1.
-fn post_recv(p: &mut Pair, b: &Host, q: u32, slot: u64, len: u32) {
+pub(super) fn post_recv(p: &mut Pair, b: &Host, q: u32, slot: u64, len: u32) {
     let sg = [crate::verbs::Sge {
         lkey: b.mr.lkey,
         offset: slot * 4096,
@@ -245,7 +245,7 @@ fn one_rd_qp_reaches_several_peers_through_one_and_two_eecs() {
     }
 }
 
-fn sge_of(h: &Host, offset: u64, len: u32) -> Vec<crate::verbs::Sge> {
+pub(super) fn sge_of(h: &Host, offset: u64, len: u32) -> Vec<crate::verbs::Sge> {
     vec![crate::verbs::Sge {
         lkey: h.mr.lkey,
         offset,

@@ -190,9 +190,13 @@ static void owner(int fd, struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_qp *q
 	w.t2_addr = (uintptr_t)buf + T3;
 	w.t2_rkey = k3;
 	xfer(fd, &w, sizeof w, 1);
-	CHECK(wait_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV &&
+	int got = wait_one(cq, &wc);
+	CHECK(got == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV &&
 		      (wc.wc_flags & IBV_WC_WITH_INV) && wc.invalidated_rkey == k3,
 	      "the peer's SEND with invalidate names the window's key");
+	if (got == 1)
+		printf("     (status %d, opcode %d, wc_flags %#x, invalidated_rkey %#x; key %#x)\n",
+		       wc.status, wc.opcode, wc.wc_flags, wc.invalidated_rkey, k3);
 	xfer(fd, &go, 1, 0);
 	CHECK(filled(buf + T3, 4096, 'S'), "the WRITE through the rebound window landed");
 	CHECK(filled(buf + T1, 4096, 'O'), "the type 1 window (READ only) was not written");
