@@ -270,8 +270,43 @@ pub fn all() -> Vec<Sample> {
         tagged,
         payload(64, 4),
     ));
+    out.extend(multicast());
     out.push(cm_req());
     out
+}
+
+/// A UD SEND to a multicast group, as RoCE v2 carries one: DQPN 0xFFFFFF,
+/// to an IPv4 group (Ethernet 01:00:5e + its low 23 bits) and to an IPv6
+/// group (33:33 + its low 32 bits).
+fn multicast() -> [Sample; 2] {
+    let mut t = transport(Opcode::UD_SEND_ONLY, 500, 40);
+    t.bth.dest_qp = 0xff_ffff;
+    let group4 = Ipv4Addr::new(239, 255, 79, 2);
+    let mut v4 = RoceRepr::v2_ipv4(Ipv4Addr::new(127, 0, 0, 1), group4, 5, 0xc0de, t);
+    v4.ethernet = Some(EthernetRepr {
+        dst: [0x01, 0x00, 0x5e, 0x7f, 79, 2],
+        ..ethernet(None).expect("an Ethernet header")
+    });
+    v4.fill_lengths();
+    let group6 = Ipv6Addr::new(0xff0e, 0, 0, 0, 0, 0, 0, 0x4f02);
+    let mut v6 = RoceRepr::v2_ipv6(Ipv6Addr::LOCALHOST, group6, 0, 0xc0de, t);
+    v6.ethernet = Some(EthernetRepr {
+        dst: [0x33, 0x33, 0, 0, 0x4f, 0x02],
+        ..ethernet(None).expect("an Ethernet header")
+    });
+    v6.fill_lengths();
+    [
+        sample(
+            "v2-ipv4 UD multicast to 239.255.79.2".into(),
+            v4,
+            payload(40, 5),
+        ),
+        sample(
+            "v2-ipv6 UD multicast to ff0e::4f02".into(),
+            v6,
+            payload(40, 6),
+        ),
+    ]
 }
 
 /// A CM REQ on QP1 as rdma_cm sends it (IP CM service, TCP port 7174).
