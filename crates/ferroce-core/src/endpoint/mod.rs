@@ -467,7 +467,14 @@ impl Endpoint {
             }
             QpState::Err if q.state != QpState::Err => {
                 q.state = QpState::Err;
+                // An RD QP's request on an EE context is that EEC's to
+                // complete (`rd`): it is not flushed twice.
+                let handed = q.rd.as_ref().and_then(|r| r.qp()?.handed);
+                let carried = handed.and_then(|_| q.sq.pop_front());
                 completer::flush(q, &mut self.cqs);
+                if let Some(w) = carried {
+                    q.sq.push_front(w);
+                }
                 // Asked for: no QP_FATAL; an SRQ's user still reports that
                 // it takes no more WQEs from it.
                 q.error_reported = true;

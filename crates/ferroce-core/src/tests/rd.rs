@@ -497,3 +497,33 @@ fn stray_rd_packets_are_dropped_and_counted() {
     assert_eq!(p.wait_cqes(0, a.cq, 1)[0].status, WcStatus::Success);
     assert_eq!(p.wait_cqes(1, b.cq, 1)[0].byte_len, 64);
 }
+
+#[test]
+fn an_rd_qp_moved_to_error_leaves_its_carried_request_to_the_eec() {
+    let mut p = Pair::new(313);
+    let [a, b] = setup(&mut p, 1, 1, Mtu::Mtu1024);
+    // No receive at B: the first SEND waits on RNR on the EEC; the second
+    // waits in A's QP.
+    let sg = sge_of(&a, 0, 64);
+    for id in [1, 2] {
+        let wr = SendWr::send(id, &sg).via(dest(a.eecs[0], b.qps[0]));
+        p.eps[0].post_send(a.qps[0], wr).unwrap();
+    }
+    for _ in 0..10 {
+        p.step();
+    }
+    let err = QpAttr {
+        state: Some(QpState::Err),
+        ..QpAttr::default()
+    };
+    p.eps[0].modify_qp(a.qps[0], &err).unwrap();
+    // The waiting one is flushed now; the carried one completes once, when
+    // the EEC is done with it (B posts a receive).
+    let c = p.wait_cqes(0, a.cq, 1);
+    assert_eq!((c[0].wr_id, c[0].status), (2, WcStatus::WrFlushErr));
+    post_recv(&mut p, &b, b.qps[0], 0, 4096);
+    let c = p.wait_cqes(0, a.cq, 1);
+    assert_eq!((c[0].wr_id, c[0].status), (1, WcStatus::Success));
+    p.settle(100_000);
+    assert!(p.completions(0, a.cq).is_empty(), "completed twice");
+}
