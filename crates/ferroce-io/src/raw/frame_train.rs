@@ -4,9 +4,9 @@
 use ferroce_wire::Error;
 use ferroce_wire::ethernet::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, EthernetRepr};
 use ferroce_wire::icrc;
-use ferroce_wire::ipv6;
 use ferroce_wire::transport::{BTH_LEN, ICRC_LEN};
 use ferroce_wire::udp::{self, UdpRepr};
+use ferroce_wire::{ipv4, ipv6};
 
 use super::{FrameBuilder, FrameSpec, L3, emit_l3};
 use crate::raw::vnet::{self, VnetHdr};
@@ -100,15 +100,25 @@ impl FrameBuilder {
         let ident = self.take_idents(&spec.l3, shape.count);
         emit_l3(&spec.l3, shape.total, ident, &mut out[l3_start..])?;
         seed_checksum(&spec.l3, shape.total, &mut out[udp_start..])?;
-        // Each segment's own headers, for its ICRC only.
+        // Each segment's own headers, for its ICRC only: emitted once for
+        // the segment size (again for a shorter last one), with the IPv4
+        // Identification patched per segment. The IPv4 checksum this leaves
+        // stale is masked out of the ICRC.
         let mut seg_hdr = [0u8; ipv6::HEADER_LEN + udp::HEADER_LEN];
         let ip_len = udp_start - l3_start;
+        let v4 = matches!(spec.l3, L3::V2Ipv4 { .. });
+        let mut seg_len = None;
         let mut at = hlen;
         for (i, t) in transports.enumerate() {
             let end = at + t.len();
             out[at..end].copy_from_slice(t);
             let seg_ident = ident.wrapping_add(i as u16);
-            emit_l3(&spec.l3, t.len(), seg_ident, &mut seg_hdr)?;
+            if seg_len != Some(t.len()) {
+                emit_l3(&spec.l3, t.len(), seg_ident, &mut seg_hdr)?;
+                seg_len = Some(t.len());
+            } else if v4 {
+                seg_hdr[ipv4::IDENT].copy_from_slice(&seg_ident.to_be_bytes());
+            }
             let (ip_h, udp_h) = seg_hdr[..ip_len + udp::HEADER_LEN].split_at(ip_len);
             let value = icrc::compute_v2_parts(ip_h, udp_h, &out[at..end - ICRC_LEN])?;
             out[end - ICRC_LEN..end].copy_from_slice(&value.to_le_bytes());

@@ -23,7 +23,7 @@ impl RawBackend {
         max: usize,
         mut f: impl FnMut(&[u8], Option<u16>, bool),
     ) -> usize {
-        self.walk(max, |data, tci, cut, _| f(data, tci, cut))
+        self.walk(max, |_, data, tci, cut, _| f(data, tci, cut))
     }
 
     /// The number of slots (frames, or blocks of the V3 ring) in the
@@ -61,35 +61,43 @@ impl RawBackend {
         &mut self,
         mut f: impl FnMut(&[u8], Option<u16>, bool, VnetHdr),
     ) -> usize {
-        self.walk(usize::MAX, |data, tci, cut, hdr| f(data, tci, cut, hdr))
+        self.walk(usize::MAX, |_, data, tci, cut, hdr| f(data, tci, cut, hdr))
     }
 
     /// Walks the filled part of the ring, at most `max` slots, lending
     /// each frame (the ring's own bytes, writable: a super-frame is cut in
     /// place).
+    /// `f` is also lent the counters (a caller polling an empty ring in
+    /// a tight loop used to copy them in and out on every call).
     fn walk(
         &mut self,
         max: usize,
-        mut f: impl FnMut(&mut [u8], Option<u16>, bool, VnetHdr),
+        mut f: impl FnMut(&mut RawStats, &mut [u8], Option<u16>, bool, VnetHdr),
     ) -> usize {
         let prefix = if self.vnet_rx { VNET_HDR_LEN } else { 0 };
+        let slots = self.rx_slots();
+        let Self {
+            rx,
+            next_block,
+            stats,
+            ..
+        } = self;
         let mut each = |data: &mut [u8], tci: Option<u16>, cut: bool| {
             let (head, frame) = data.split_at_mut(prefix.min(data.len()));
             let hdr = <&[u8; VNET_HDR_LEN]>::try_from(&*head)
                 .map_or_else(|_| VnetHdr::default(), VnetHdr::parse);
-            f(frame, tci, cut, hdr);
+            f(stats, frame, tci, cut, hdr);
         };
         let mut n = 0;
-        let slots = self.rx_slots();
         for _ in 0..slots.min(max) {
-            let at = self.next_block;
-            let walked = match &mut self.rx {
+            let at = *next_block;
+            let walked = match rx {
                 Rx::Blocks(r) => r.with_block(at, |b| walk_block(b, prefix, &mut each)),
                 Rx::Frames(r) => r.with_frame(at, |s| walk_slot(s, prefix, &mut each)),
             };
             let Some(count) = walked else { break };
             n += count;
-            self.next_block = (at + 1) % slots;
+            *next_block = (at + 1) % slots;
         }
         self.stats.rx_frames += n as u64;
         n
@@ -106,15 +114,14 @@ impl RawBackend {
     /// [`recv`](Self::recv) from at most `max` slots of the ring (see
     /// [`recv_frames_at_most`](Self::recv_frames_at_most)).
     pub fn recv_at_most(&mut self, max: usize, rx: &mut impl RawReceiver) -> usize {
-        let mut stats = self.stats;
-        let n = self.walk(max, |data, tci, cut, hdr| {
+        self.walk(max, |stats, data, tci, cut, hdr| {
             if cut {
                 stats.rx_truncated += 1;
             } else if !hdr.is_gso() {
-                take_frame(&mut stats, rx, data, tci, false);
+                take_frame(stats, rx, data, tci, false);
             } else {
                 let cut_up = vnet::split(&hdr, data, |segment, guess| {
-                    take_frame(&mut stats, rx, segment, tci, guess)
+                    take_frame(stats, rx, segment, tci, guess)
                 });
                 match cut_up {
                     Ok(segments) => {
@@ -127,10 +134,7 @@ impl RawBackend {
                     }
                 }
             }
-        });
-        stats.rx_frames = self.stats.rx_frames;
-        self.stats = stats;
-        n
+        })
     }
 }
 

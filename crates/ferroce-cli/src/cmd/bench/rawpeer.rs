@@ -5,7 +5,9 @@
 //!
 //! * `flood` sends `--count` prebuilt RDMA WRITE MIDDLE frames (RoCE MTU
 //!   1024) to `--peer-mac`, as super-frames of `--train` packets (1: one
-//!   frame each), copied into the send ring; no ICRC is computed.
+//!   frame each), copied into the send ring; no ICRC is computed. With
+//!   `--build`, each is built anew by the frame builder instead (payload
+//!   copied in, every ICRC computed), as a RoCE sender must at the least.
 //! * `sink` counts what arrives (the packets a super-frame carries, by its
 //!   segment size), with no parse and no ICRC; prints `frames N bytes B
 //!   nanos T` (payload bytes, first to last frame).
@@ -63,6 +65,11 @@ pub(crate) struct RawPeerArgs {
     /// Packets per super-frame (flood).
     #[arg(long, default_value_t = 1)]
     train: usize,
+    /// Flood: build every frame anew with the raw device's frame builder
+    /// (payload copied in, every ICRC computed), as a RoCE sender must at
+    /// the least, instead of copying a prebuilt one.
+    #[arg(long)]
+    build: bool,
 }
 
 /// The rings of a raw device (see `ferroce::backend::raw`).
@@ -144,19 +151,35 @@ fn flood(args: &RawPeerArgs, b: &mut RawBackend) -> Result<(), Error> {
     if train > 1 && !b.gso() {
         return Err("the kernel refused virtio-net headers: no super-frames".into());
     }
-    let copy = |slot: &mut [u8]| match slot.get_mut(..frame.len()) {
-        Some(s) => {
-            s.copy_from_slice(&frame);
-            frame.len()
+    let (spec, packet) = (
+        spec(args, b)?,
+        transport(Opcode::RC_RDMA_WRITE_MIDDLE, PAYLOAD)?,
+    );
+    let mut builder = FrameBuilder::new(0);
+    let mut copy = |slot: &mut [u8]| {
+        if args.build {
+            let packets = std::iter::repeat_n(&packet[..], train as usize);
+            let built = if train > 1 {
+                builder.build_train(&spec, packets, slot).map(|(n, _)| n)
+            } else {
+                builder.build(&spec, &packet, slot)
+            };
+            return built.unwrap_or(0);
         }
-        None => 0,
+        match slot.get_mut(..frame.len()) {
+            Some(s) => {
+                s.copy_from_slice(&frame);
+                frame.len()
+            }
+            None => 0,
+        }
     };
     let (start, mut sent, mut queued) = (Instant::now(), 0, 0);
     while sent < args.count && start.elapsed() < LIMIT {
         let ok = if train > 1 {
             b.queue_train(train as usize, |slot| Some((copy(slot), hdr)))
         } else {
-            b.queue(copy)
+            b.queue(&mut copy)
         };
         if ok {
             sent += train;

@@ -9,6 +9,10 @@
 //!   as super-frames of [`TRAIN`] packets (a 64 KiB WRITE leaves as two:
 //!   the FIRST packet, longer by its RETH, with one MIDDLE, then the 62
 //!   others) and once frame by frame; packets per second and payload GB/s;
+//! * the same flood with every super-frame built anew by the raw device's
+//!   frame builder (`--build`: payload copied in, every ICRC computed):
+//!   the least work a RoCE sender has, so the ceiling of the next row for
+//!   an engine that cost nothing;
 //! * RC WRITE 64 KiB goodput (`ferroce perf write --raw`) against that
 //!   limit, and against the UDP backend (`ferroce perf write`) over the
 //!   same veth;
@@ -43,6 +47,8 @@ pub(super) struct VethFigures {
     /// (packets/s, GB/s) of the rings with super-frames and frame by frame.
     pub(super) limit_gso: (Figure, Figure),
     pub(super) limit_frames: (Figure, Figure),
+    /// (packets/s, GB/s) of super-frames built anew each (`--build`).
+    pub(super) limit_built: (Figure, Figure),
     /// RC WRITE 64 KiB GB/s on the raw and on the UDP backend.
     pub(super) write_raw: Figure,
     pub(super) write_udp: Figure,
@@ -187,8 +193,15 @@ fn field(text: &str, key: &str) -> Result<f64, Error> {
         .ok_or_else(|| format!("no {key} in {text:?}").into())
 }
 
-/// The rings' limit: (packets/s, payload GB/s).
-fn limit(pair: &Pair, mac: &str, count: u64, train: usize) -> Result<(f64, f64), Error> {
+/// The rings' limit: (packets/s, payload GB/s); `build`: every frame
+/// built anew by the frame builder rather than copied.
+fn limit(
+    pair: &Pair,
+    mac: &str,
+    count: u64,
+    train: usize,
+    build: bool,
+) -> Result<(f64, f64), Error> {
     let peer = |mode: &str, local, peer| {
         strings(&[
             "raw-peer", mode, "--local", local, "--peer", peer, "--count",
@@ -197,11 +210,14 @@ fn limit(pair: &Pair, mac: &str, count: u64, train: usize) -> Result<(f64, f64),
         .chain([count.to_string()])
         .collect::<Vec<_>>()
     };
-    let flood = [
+    let mut flood = [
         peer("flood", B, A),
         strings(&["--peer-mac", mac, "--train", &train.to_string()]),
     ]
     .concat();
+    if build {
+        flood.push("--build".into());
+    }
     let (_, sink) = run_pair(pair, &peer("sink", A, B), &flood, true)?;
     let text = String::from_utf8_lossy(&sink.stdout);
     let secs = (field(&text, "nanos")? / 1e9).max(1e-9);
@@ -290,11 +306,13 @@ fn measure_in(args: &BenchArgs) -> Result<VethFigures, Error> {
     let count = (args.bytes / PAYLOAD as u64).max(1);
     let mut port = 18900;
     let (mut gso, mut frames, mut lat, mut pp) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut built = Vec::new();
     let (mut raw, mut udp) = (Vec::new(), Vec::new());
     for run in 1..=args.repeat.max(1) {
         eprintln!("raw backend over a veth, run {run} ...");
-        gso.push(limit(&pair, &mac, count, TRAIN));
-        frames.push(limit(&pair, &mac, count, 1));
+        gso.push(limit(&pair, &mac, count, TRAIN, false));
+        frames.push(limit(&pair, &mac, count, 1, false));
+        built.push(limit(&pair, &mac, count, TRAIN, true));
         port += 1;
         raw.push(write_bw(&pair, true, args, port));
         port += 1;
@@ -319,6 +337,7 @@ fn measure_in(args: &BenchArgs) -> Result<VethFigures, Error> {
     Ok(VethFigures {
         limit_gso: split(gso),
         limit_frames: split(frames),
+        limit_built: split(built),
         write_raw: median_of(raw),
         write_udp: median_of(udp),
         lat_raw: split(lat),

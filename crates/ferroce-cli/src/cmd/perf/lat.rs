@@ -10,18 +10,18 @@ use ferroce::{RecvWr, SendWr, WorkCompletion};
 
 use super::Test;
 use super::exchange;
-use super::setup::{Params, Peer, STALL, Side};
+use super::setup::{Params, Peer, STALL, Side, Stall};
 use crate::error::Error;
 
 /// Waits for one completion.
 pub(super) fn wait(side: &Side) -> Result<WorkCompletion, Error> {
-    let start = Instant::now();
+    let mut stall = Stall::new();
     loop {
         if let Some(wc) = side.cq.poll(1)?.pop() {
             wc.ok().map_err(|e| e.to_string())?;
             return Ok(wc);
         }
-        if start.elapsed() > STALL {
+        if stall.expired() {
             return Err(format!("no completion for {} s", STALL.as_secs()).into());
         }
     }
@@ -29,14 +29,14 @@ pub(super) fn wait(side: &Side) -> Result<WorkCompletion, Error> {
 
 /// Waits until the region's first 8 bytes hold `want` (written by the peer).
 fn wait_value(side: &Side, want: u64) -> Result<(), Error> {
-    let start = Instant::now();
+    let mut stall = Stall::new();
     loop {
         let mut b = [0u8; 8];
         side.mr.read(0, &mut b)?;
         if u64::from_ne_bytes(b) == want {
             return Ok(());
         }
-        if start.elapsed() > STALL {
+        if stall.expired() {
             return Err(format!("the peer's write {want} never arrived").into());
         }
         // Progress the engine while waiting (the write comes from the peer).

@@ -113,7 +113,7 @@ impl Qos {
     }
 
     fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
+        nanos_since(self.epoch)
     }
 
     /// The 802.1Q priority of `t`: CNPs' own, else its traffic class's.
@@ -133,18 +133,21 @@ impl Qos {
     /// Whether `t` must be held (PFC on, and its priority paused or with
     /// packets held before it).
     pub(crate) fn must_hold(&mut self, t: &Transmit) -> bool {
-        let now = self.now();
         let p = self.priority(t);
+        // The clock is read only with PFC on: a round asks for every
+        // packet, and a read is a measurable share of a small message's
+        // latency.
         let Some(pfc) = &mut self.pfc else {
             return false;
         };
+        let now = nanos_since(self.epoch);
         self.tokens <= 0 || !self.held[usize::from(p)].is_empty() || pfc.is_paused(p, now)
     }
 
     /// Refills the link's bucket for the time gone (PFC on).
     pub(crate) fn refill(&mut self) {
-        let now = self.now();
         let Some(pfc) = &self.pfc else { return };
+        let now = self.now();
         let bytes = (now - self.refilled) as u128 * u128::from(pfc.link_mbps()) / 8_000;
         self.tokens = (self.tokens + bytes.min(BURST_BYTES as u128) as i64).min(BURST_BYTES);
         self.refilled = now;
@@ -173,10 +176,10 @@ impl Qos {
     /// first within each priority; give back what the ring did not take
     /// with [`put_back`](Self::put_back).
     pub(crate) fn take_ready(&mut self) -> Vec<Held> {
-        let now = self.now();
         let Some(pfc) = &mut self.pfc else {
             return Vec::new();
         };
+        let now = nanos_since(self.epoch);
         let mut ready = Vec::new();
         for (p, q) in self.held.iter_mut().enumerate() {
             if !q.is_empty() && !pfc.is_paused(p as u8, now) {
@@ -283,6 +286,11 @@ impl Qos {
             .as_ref()
             .map_or_else(PfcStats::default, |p| p.stats(self.now()))
     }
+}
+
+/// Nanoseconds since `epoch`: the clock PFC's pauses and bucket run on.
+fn nanos_since(epoch: StdInstant) -> u64 {
+    epoch.elapsed().as_nanos() as u64
 }
 
 #[cfg(test)]

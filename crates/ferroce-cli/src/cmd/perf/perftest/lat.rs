@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use ferroce::{RecvWr, SendOp, SendWr, WcOpcode};
 
 use super::super::lat::{report, wait};
-use super::super::setup::STALL;
+use super::super::setup::{STALL, Stall};
 use super::super::{AtomicType, Test};
 use super::Ctx;
 use super::bandwidth::AtomicCheck;
@@ -123,7 +123,7 @@ fn write_lat(c: &Ctx<'_>) -> Result<Vec<Instant>, Error> {
 /// `i` mod 256, every other byte zero.
 fn arrival(c: &Ctx<'_>, i: u64) -> Result<(), Error> {
     let (at, size) = (c.lay.target(0) as usize, c.p.size);
-    let start = Instant::now();
+    let mut stall = Stall::new();
     let mut spins = 0u32;
     loop {
         let seen = c
@@ -144,7 +144,7 @@ fn arrival(c: &Ctx<'_>, i: u64) -> Result<(), Error> {
             }
             None => {}
         }
-        if start.elapsed() > STALL {
+        if stall.expired() {
             return Err(format!(
                 "the peer's write {i} did not arrive in {} s",
                 STALL.as_secs()
