@@ -131,20 +131,26 @@ pub(crate) struct BufPool(Vec<Vec<u8>>);
 impl BufPool {
     /// Keeps at most this many spare buffers.
     const MAX: usize = 256;
+    /// The least capacity a new buffer gets, so that the buffers of small
+    /// packets (ACKs, 8-byte WRITEs) are kept too: sized to the packet, they
+    /// fell under [`Self::MIN_KEPT`] and were allocated and freed for every
+    /// packet of a ping-pong.
+    const MIN_CAPACITY: usize = 256;
+    /// Buffers smaller than this are not kept (a caller's own).
+    const MIN_KEPT: usize = 64;
 
     /// A buffer of `len` bytes; their contents are whatever they were.
     pub(crate) fn take(&mut self, len: usize) -> Vec<u8> {
-        match self.0.pop() {
-            Some(mut b) => {
-                b.resize(len, 0);
-                b
-            }
-            None => vec![0; len],
-        }
+        let mut b = self
+            .0
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(len.max(Self::MIN_CAPACITY)));
+        b.resize(len, 0);
+        b
     }
 
     pub(crate) fn give(&mut self, buf: Vec<u8>) {
-        if self.0.len() < Self::MAX && buf.capacity() >= 64 {
+        if self.0.len() < Self::MAX && buf.capacity() >= Self::MIN_KEPT {
             self.0.push(buf);
         }
     }
