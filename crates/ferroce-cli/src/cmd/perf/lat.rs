@@ -16,10 +16,11 @@ use crate::error::Error;
 /// Waits for one completion.
 pub(super) fn wait(side: &Side) -> Result<WorkCompletion, Error> {
     let mut stall = Stall::new();
+    let mut wc = [WorkCompletion::default()];
     loop {
-        if let Some(wc) = side.cq.poll(1)?.pop() {
-            wc.ok().map_err(|e| e.to_string())?;
-            return Ok(wc);
+        if side.cq.poll_into(&mut wc)? == 1 {
+            wc[0].ok().map_err(|e| e.to_string())?;
+            return Ok(wc[0]);
         }
         if stall.expired() {
             return Err(format!("no completion for {} s", STALL.as_secs()).into());
