@@ -125,9 +125,11 @@ pub struct RawConfig {
 
 impl RawConfig {
     /// 32 MiB of receive ring in 1 MiB blocks handed over after 1 ms (or,
-    /// frame by frame, 512 slots of 64 KiB), 256 send slots of 64 KiB (a
+    /// frame by frame, 512 slots of 64 KiB), 64 send slots of 64 KiB (a
     /// super-frame of [`MAX_SUPER_FRAME`] fits), qdisc bypass, segmentation
-    /// offload.
+    /// offload. Send slots are few so that the ring stays in the caches:
+    /// with 256 (16 MiB) every slot written was a cache miss, and a 64 KiB
+    /// WRITE stream over a veth ran about 10% slower.
     pub fn new(interface: &str) -> Self {
         Self {
             interface: interface.into(),
@@ -137,7 +139,7 @@ impl RawConfig {
             rx_frame_by_frame: false,
             rx_frames: 512,
             rx_frame_size: 64 << 10,
-            tx_frames: 256,
+            tx_frames: 64,
             tx_frame_size: 64 << 10,
             qdisc_bypass: true,
             hold_port: Vec::new(),
