@@ -70,6 +70,10 @@ pub(crate) struct RawPeerArgs {
     /// the least, instead of copying a prebuilt one.
     #[arg(long)]
     build: bool,
+    /// Payload bytes per packet (flood, sink): 1024 fills a RoCE MTU of
+    /// 1024 (a 1500-byte link), 4096 one of 4096 (a jumbo link).
+    #[arg(long, default_value_t = PAYLOAD)]
+    payload: usize,
 }
 
 /// The rings of a raw device (see `ferroce::backend::raw`).
@@ -130,7 +134,7 @@ pub(crate) fn raw_peer(args: &RawPeerArgs) -> Result<bool, Error> {
 /// One frame (or super-frame of `args.train` packets), built once.
 fn prebuilt(args: &RawPeerArgs, b: &RawBackend) -> Result<(Vec<u8>, VnetHdr), Error> {
     let spec = spec(args, b)?;
-    let t = transport(Opcode::RC_RDMA_WRITE_MIDDLE, PAYLOAD)?;
+    let t = transport(Opcode::RC_RDMA_WRITE_MIDDLE, args.payload)?;
     let mut out = vec![0; b.max_frame()];
     let mut builder = FrameBuilder::new(0);
     let built = if args.train > 1 {
@@ -153,7 +157,7 @@ fn flood(args: &RawPeerArgs, b: &mut RawBackend) -> Result<(), Error> {
     }
     let (spec, packet) = (
         spec(args, b)?,
-        transport(Opcode::RC_RDMA_WRITE_MIDDLE, PAYLOAD)?,
+        transport(Opcode::RC_RDMA_WRITE_MIDDLE, args.payload)?,
     );
     let mut builder = FrameBuilder::new(0);
     let mut copy = |slot: &mut [u8]| {
@@ -213,7 +217,7 @@ fn sink(args: &RawPeerArgs, b: &mut RawBackend) {
                 1
             };
             frames += n as u64;
-            bytes += (n * PAYLOAD) as u64;
+            bytes += (n * args.payload) as u64;
         });
         if got > 0 {
             last = Instant::now();
