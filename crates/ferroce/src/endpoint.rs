@@ -216,6 +216,22 @@ pub struct ConnectOptions {
     pub udp_src_port: Option<u16>,
 }
 
+impl ConnectOptions {
+    /// The path to `remote` from the context `local` (a QP, or an RD EE
+    /// context) to the peer's `remote_qpn`, with these options' traffic
+    /// class, hop limit, RoCE version and UDP source port.
+    pub(crate) fn path(&self, remote: IpAddr, local: u32, remote_qpn: u32) -> crate::Path {
+        let mut path = crate::qp::path_to(remote, local, remote_qpn);
+        path.traffic_class = self.traffic_class;
+        path.hop_limit = self.hop_limit;
+        path.roce = self.roce;
+        if let Some(port) = self.udp_src_port {
+            path.udp_src_port = port;
+        }
+        path
+    }
+}
+
 impl Default for ConnectOptions {
     fn default() -> Self {
         Self {

@@ -269,13 +269,7 @@ impl QueuePair {
                 ..QpAttr::default()
             })?;
         }
-        let mut path = path_to(remote.gid, self.qpn, remote.qpn);
-        path.traffic_class = opts.traffic_class;
-        path.hop_limit = opts.hop_limit;
-        path.roce = opts.roce;
-        if let Some(port) = opts.udp_src_port {
-            path.udp_src_port = port;
-        }
+        let path = opts.path(remote.gid, self.qpn, remote.qpn);
         self.modify(&QpAttr {
             state: Some(QpState::Rtr),
             path: Some(path),

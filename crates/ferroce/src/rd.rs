@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use crate::context::DeviceHandle;
 use crate::driver::Shared;
-use crate::{ConnectOptions, Error, Psn, QpAttr, QpEndpoint, QpState, QpType, Result, path_to};
+use crate::{ConnectOptions, Error, Psn, QpAttr, QpEndpoint, QpState, QpType, Result};
 
 /// A reliable datagram domain: its EE contexts and RD QPs reach each
 /// other's. Deallocated when it and everything made in it are dropped.
@@ -149,13 +149,7 @@ impl EeContext {
                 ..QpAttr::default()
             })?;
         }
-        let mut path = path_to(remote.gid, self.eecn, remote.qpn);
-        path.traffic_class = opts.traffic_class;
-        path.hop_limit = opts.hop_limit;
-        path.roce = opts.roce;
-        if let Some(port) = opts.udp_src_port {
-            path.udp_src_port = port;
-        }
+        let path = opts.path(remote.gid, self.eecn, remote.qpn);
         self.modify(&QpAttr {
             state: Some(QpState::Rtr),
             path: Some(path),
