@@ -9,40 +9,11 @@
  * another QP still gets it. Run by c_programs.rs;
  * prints one line per check, exits 1 if one failed. */
 #include <arpa/inet.h>
-#include <errno.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <infiniband/verbs.h>
 
-static int failed;
-
-#define CHECK(cond, what)                                                   \
-	do {                                                                \
-		if (cond) {                                                 \
-			printf("ok   %s\n", what);                          \
-		} else {                                                    \
-			printf("FAIL %s (errno %d)\n", what, errno);        \
-			failed = 1;                                         \
-		}                                                           \
-	} while (0)
+#include "check.h"
 
 enum { QKEY = 0x11110000, MSG = 64, GRH = 40 };
-
-/* Waits up to `ms` for one completion on `cq`. */
-static int wait_one(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
-{
-	for (int i = 0; i < ms * 10; i++) {
-		int n = ibv_poll_cq(cq, 1, wc);
-		if (n != 0)
-			return n;
-		struct timespec ts = { 0, 100000 };
-		nanosleep(&ts, NULL);
-	}
-	return 0;
-}
 
 static struct ibv_qp *to_rts(struct ibv_qp *qp)
 {
@@ -137,10 +108,10 @@ int main(void)
 			   *bad;
 	CHECK(ibv_post_send(tx, &wr, &bad) == 0, "post SEND to the group");
 	struct ibv_wc wc;
-	CHECK(wait_one(cq[0], &wc, 2000) == 1 && wc.status == IBV_WC_SUCCESS, "send completes");
+	CHECK(wait_one_ms(cq[0], &wc, 2000) == 1 && wc.status == IBV_WC_SUCCESS, "send completes");
 	for (int i = 1; i <= 2; i++) {
 		struct ibv_qp *q = i == 1 ? a : b;
-		CHECK(wait_one(cq[i], &wc, 2000) == 1 && wc.status == IBV_WC_SUCCESS &&
+		CHECK(wait_one_ms(cq[i], &wc, 2000) == 1 && wc.status == IBV_WC_SUCCESS &&
 			      wc.byte_len == GRH + MSG && wc.src_qp == tx->qp_num &&
 			      wc.wr_id == (uintptr_t)q,
 		      i == 1 ? "a received it" : "b received it");
@@ -151,9 +122,9 @@ int main(void)
 	CHECK(ibv_detach_mcast(a, &group, 0) == 0, "detach a");
 	CHECK(post_recv(a, mr, buf[1]) == 0 && post_recv(b, mr, buf[2]) == 0, "post receives again");
 	CHECK(ibv_post_send(tx, &wr, &bad) == 0, "post SEND again");
-	CHECK(wait_one(cq[0], &wc, 2000) == 1, "second send completes");
-	CHECK(wait_one(cq[2], &wc, 2000) == 1 && wc.status == IBV_WC_SUCCESS, "b received it again");
-	CHECK(wait_one(cq[1], &wc, 300) == 0, "a, detached, received nothing");
+	CHECK(wait_one_ms(cq[0], &wc, 2000) == 1, "second send completes");
+	CHECK(wait_one_ms(cq[2], &wc, 2000) == 1 && wc.status == IBV_WC_SUCCESS, "b received it again");
+	CHECK(wait_one_ms(cq[1], &wc, 300) == 0, "a, detached, received nothing");
 
 	/* mlx5's loopback block: its own send skips it, b still gets it. */
 	CHECK(ud_qp_ex(ctx, pd, cq[0], IBV_QPT_RC, IBV_QP_CREATE_BLOCK_SELF_MCAST_LB) == NULL &&
@@ -168,11 +139,11 @@ int main(void)
 	CHECK(own_mr && post_recv(lone, own_mr, own) == 0 && post_recv(b, mr, buf[2]) == 0,
 	      "post receives on it and b");
 	CHECK(lone && ibv_post_send(lone, &wr, &bad) == 0, "post SEND from it to the group");
-	CHECK(wait_one(cq[0], &wc, 2000) == 1 && wc.opcode == IBV_WC_SEND, "its send completes");
-	CHECK(wait_one(cq[2], &wc, 2000) == 1 && wc.status == IBV_WC_SUCCESS &&
+	CHECK(wait_one_ms(cq[0], &wc, 2000) == 1 && wc.opcode == IBV_WC_SEND, "its send completes");
+	CHECK(wait_one_ms(cq[2], &wc, 2000) == 1 && wc.status == IBV_WC_SUCCESS &&
 		      wc.src_qp == lone->qp_num,
 	      "b received it");
-	CHECK(wait_one(cq[0], &wc, 300) == 0, "it did not receive its own send");
+	CHECK(wait_one_ms(cq[0], &wc, 300) == 0, "it did not receive its own send");
 	CHECK(ibv_detach_mcast(lone, &group, 0) == 0 && ibv_destroy_qp(lone) == 0,
 	      "detach and destroy it");
 	ibv_dereg_mr(own_mr);
