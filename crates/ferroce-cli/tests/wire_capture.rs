@@ -40,7 +40,7 @@ fn captured_traffic_passes_independent_checks() {
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join("lo.pcap");
     // Started as every capture test starts one (waits until it captures).
-    let mut tshark = common::tshark("udp port 4791 and net 127.0.0.64/29", &pcap);
+    let tshark = common::tshark("udp port 4791 and net 127.0.0.64/29", &pcap);
     let common = [
         "-L",
         "127.0.0.66",
@@ -70,25 +70,7 @@ fn captured_traffic_passes_independent_checks() {
         ferroce(&[&run[..], &["-L", "127.0.0.66", "127.0.0.65"]].concat());
         assert!(server.wait_with_output().unwrap().status.success());
     }
-    std::thread::sleep(Duration::from_millis(500));
-    // SAFETY-free stop: ask tshark to finish writing (SIGINT), then wait.
-    let _ = Command::new("kill")
-        .args(["-INT", &tshark.id().to_string()])
-        .status();
-    let _ = tshark.wait();
-
-    let out = Command::new(env!("CARGO_BIN_EXE_ferroce"))
-        .args(["dump", "--check", "--quiet"])
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "ferroce dump --check: {summary}");
-    let roce: usize = summary
-        .split(", ")
-        .find_map(|p| p.strip_suffix(" RoCE"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0);
+    let (roce, summary) = stop_and_check(tshark, &pcap);
     assert!(roce > 200, "too few RoCE packets captured: {summary}");
 
     common::peercheck(&pcap);
@@ -109,7 +91,7 @@ fn rd_traffic_passes_independent_checks() {
     let dir = std::env::temp_dir().join(format!("ferroce-rd-capture-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join("lo.pcap");
-    let mut tshark = common::tshark("udp port 4791 and net 127.0.0.144/30", &pcap);
+    let tshark = common::tshark("udp port 4791 and net 127.0.0.144/30", &pcap);
     let host = |addr: &str| {
         // GSO off: loopback never cuts a train (see the module docs).
         let mut cfg = DeviceConfig::new(addr.parse().unwrap());
@@ -164,24 +146,7 @@ fn rd_traffic_passes_independent_checks() {
         "{sent:?}"
     );
     assert_eq!(wait(&bcq, 10).len(), 10);
-    std::thread::sleep(Duration::from_millis(500));
-    let _ = Command::new("kill")
-        .args(["-INT", &tshark.id().to_string()])
-        .status();
-    let _ = tshark.wait();
-
-    let out = Command::new(env!("CARGO_BIN_EXE_ferroce"))
-        .args(["dump", "--check", "--quiet"])
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "ferroce dump --check: {summary}");
-    let roce: usize = summary
-        .split(", ")
-        .find_map(|p| p.strip_suffix(" RoCE"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0);
+    let (roce, summary) = stop_and_check(tshark, &pcap);
     // 10 SENDs of 3 packets, a WRITE of 3, a READ and its 3 responses,
     // and the ACKs.
     assert!(roce >= 40, "too few RoCE packets captured: {summary}");
@@ -201,4 +166,28 @@ fn rd_traffic_passes_independent_checks() {
     }
     common::peercheck(&pcap);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Lets the last packets reach the capture, stops tshark (SIGINT, so it
+/// finishes writing), then runs `ferroce dump --check` on `pcap`, which
+/// must pass; returns the RoCE packets it counted and its summary line.
+fn stop_and_check(mut tshark: common::Spawned, pcap: &std::path::Path) -> (usize, String) {
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = Command::new("kill")
+        .args(["-INT", &tshark.id().to_string()])
+        .status();
+    let _ = tshark.wait();
+    let out = Command::new(env!("CARGO_BIN_EXE_ferroce"))
+        .args(["dump", "--check", "--quiet"])
+        .arg(pcap)
+        .output()
+        .unwrap();
+    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "ferroce dump --check: {summary}");
+    let roce = summary
+        .split(", ")
+        .find_map(|p| p.strip_suffix(" RoCE"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    (roce, summary)
 }
