@@ -122,6 +122,40 @@ pub(crate) struct Srq {
     pub(crate) xrc: Option<(usize, usize)>,
 }
 
+impl Srq {
+    /// The object of `inner`, created in `context` for `pd` with the
+    /// application's `srq_context` and requested `attr`.
+    pub(crate) fn new(
+        context: *mut ibv_context,
+        pd: *mut ibv_pd,
+        srq_context: *mut libc::c_void,
+        inner: SharedReceiveQueue,
+        attr: ibv_srq_attr,
+        xrc: Option<(usize, usize)>,
+    ) -> Box<Self> {
+        Box::new(Self {
+            srq: ibv_srq {
+                context,
+                srq_context,
+                pd,
+                handle: inner.handle(),
+                mutex: [0; 5],
+                cond: [0; 6],
+                events_completed: 0,
+            },
+            inner,
+            // At least one SGE per receive, as a QP's (qp.rs); posts past
+            // max_sge fail (post.rs).
+            attr: Mutex::new(ibv_srq_attr {
+                max_sge: attr.max_sge.max(1),
+                ..attr
+            }),
+            users: Users::default(),
+            xrc,
+        })
+    }
+}
+
 /// An XRC domain (`ibv_open_xrcd`).
 #[repr(C)]
 pub(crate) struct Xrcd {

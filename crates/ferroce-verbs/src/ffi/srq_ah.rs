@@ -1,7 +1,6 @@
 //! Shared receive queues and address handles (UD destinations).
 
 use std::ffi::{c_int, c_void};
-use std::sync::Mutex;
 
 use ferroce::SrqAttr;
 
@@ -30,26 +29,7 @@ pub(super) unsafe extern "C" fn ibv_create_srq(
         if a.attr.srq_limit > 0 {
             inner.arm_limit(a.attr.srq_limit).map_err(|e| errno(&e))?;
         }
-        let srq = Box::new(Srq {
-            srq: ibv_srq {
-                context: p.pd.context,
-                srq_context: a.srq_context,
-                pd,
-                handle: inner.handle(),
-                mutex: [0; 5],
-                cond: [0; 6],
-                events_completed: 0,
-            },
-            inner,
-            // At least one SGE per receive, as a QP's (qp.rs); posts past
-            // max_sge fail (post.rs).
-            attr: Mutex::new(ibv_srq_attr {
-                max_sge: a.attr.max_sge.max(1),
-                ..a.attr
-            }),
-            users: Default::default(),
-            xrc: None,
-        });
+        let srq = Srq::new(p.pd.context, pd, a.srq_context, inner, a.attr, None);
         p.users.add();
         // SAFETY: module contract.
         let c = unsafe { ctx(p.pd.context) }?;

@@ -118,24 +118,8 @@ pub(super) unsafe extern "C" fn create_srq_ex(
         if a.attr.srq_limit > 0 {
             inner.arm_limit(a.attr.srq_limit).map_err(|e| errno(&e))?;
         }
-        let s = Box::new(Srq {
-            srq: ibv_srq {
-                context,
-                srq_context: a.srq_context,
-                pd: a.pd,
-                handle: inner.handle(),
-                mutex: [0; 5],
-                cond: [0; 6],
-                events_completed: 0,
-            },
-            inner,
-            attr: Mutex::new(ibv_srq_attr {
-                max_sge: a.attr.max_sge.max(1),
-                ..a.attr
-            }),
-            users: Default::default(),
-            xrc: Some((a.xrcd as usize, a.cq as usize)),
-        });
+        let xrc = Some((a.xrcd as usize, a.cq as usize));
+        let s = Srq::new(context, a.pd, a.srq_context, inner, a.attr, xrc);
         p.users.add();
         x.users.add();
         cq.users.add();
