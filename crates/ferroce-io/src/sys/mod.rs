@@ -11,9 +11,17 @@
 #![allow(unsafe_code)]
 
 #[cfg(target_os = "linux")]
+mod ifaddrs;
+#[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
+mod wake;
+#[cfg(target_os = "linux")]
+pub(crate) use ifaddrs::*;
+#[cfg(target_os = "linux")]
 pub(crate) use linux::*;
+#[cfg(target_os = "linux")]
+pub(crate) use wake::*;
 #[cfg(target_os = "linux")]
 pub(crate) mod netns;
 #[cfg(target_os = "linux")]
