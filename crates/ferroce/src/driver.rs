@@ -6,32 +6,14 @@
 //!
 //! The engine and the backend sit behind mutexes shared with the API
 //! handles. One round of progress (timers, transmit, receive) is
-//! [`Shared::progress`]. The driver thread runs it in a loop, busy-polling
-//! while there is traffic and, when there is none, backing off: spin,
-//! yield, then sleep in the kernel until a datagram arrives, the
-//! application kicks (a post) or the next engine timer is due. The API runs
-//! a round too when the application polls, so a busy-polling application
-//! makes progress without waiting for the driver thread to be scheduled (on
-//! a machine with fewer cores than spinning threads, that wait is what
-//! dominates latency); while it does, the driver thread stands back (sleeps
-//! of up to 10 ms instead of spinning), so that a process has one busy
-//! thread, not two, competing for the cores.
-//!
-//! Standing back must never leave the peer waiting on an application that
-//! has stopped polling, so it applies only to an application polling in a
-//! tight loop, judged by time, not by a flag: polls less than
-//! [`APP_ACTIVE`] apart make a streak, and the driver stands back only
-//! while a streak at least [`APP_ACTIVE`] long is still going, for as long
-//! as the streak has lasted (capped at [`STAND_BACK`]). An
-//! application that polls once a millisecond never forms a streak, so the
-//! driver serves its peer at full speed; one that spun for a second and
-//! then stops leaves the driver away for at most 10 ms, once. A thread
-//! about to block ([`crate::CompletionQueue::wait`], or arming a CQ before
-//! waiting on its channel) ends the streak and wakes the driver at once: a
-//! blocked waiter never counts as polling. Responses an application round
-//! makes may wait a moment for the application's next request
-//! ([`crate::hold`]); a poll with completions waiting and nothing posted
-//! since the last round takes them without a round.
+//! [`Shared::progress`]. The driver thread runs it in a loop; the API runs
+//! one too when the application polls, so a busy-polling application makes
+//! progress without waiting for the driver thread to be scheduled. When
+//! the driver thread runs, stands back for a polling application, or
+//! sleeps is [`pacing`]'s. Responses an application round makes may wait
+//! a moment for the application's next request ([`crate::hold`]); a poll
+//! with completions waiting and nothing posted since the last round takes
+//! them without a round.
 //!
 //! Every round runs inside the device's `tracing` span (`device`, with
 //! its address), whichever thread runs it, so the engine's events name the
@@ -50,6 +32,9 @@ use tracing::{Span, info_span};
 use crate::backend::{Backend, NeighCache};
 use crate::channel::ChannelInner;
 use crate::hold::ResponseHold;
+
+mod pacing;
+pub(crate) use pacing::run;
 
 /// The backend and what it could not send yet.
 #[derive(Debug)]
@@ -83,7 +68,7 @@ pub(crate) struct Shared {
     /// `epoch`); 0 if never, or if it blocked since.
     app_progress: AtomicU64,
     /// When the application's current streak of polls began (polls less
-    /// than [`APP_ACTIVE`] apart; ns since `epoch`).
+    /// than `pacing::APP_ACTIVE` apart; ns since `epoch`).
     app_streak: AtomicU64,
     /// Application rounds in a row that moved nothing.
     app_idle: AtomicU64,
@@ -218,33 +203,6 @@ impl Shared {
 /// How many datagrams to move per lock.
 const BATCH: usize = 64;
 
-/// An application thread that polls in vain this many times in a row
-/// yields its CPU once (see [`Shared::app_progress`]).
-const YIELD_EVERY: u64 = 1024;
-
-/// Application polls less than this apart are one tight loop (a streak);
-/// the driver thread stands back only while the last poll is this recent
-/// and the streak at least this long.
-const APP_ACTIVE: Duration = Duration::from_micros(200);
-
-/// How recent the last poll must be on a single CPU (the streak's gap and
-/// length stay [`APP_ACTIVE`]), longer than a scheduler time slice: there the
-/// application cannot run while the driver thread does, so its last round
-/// always looks old when the driver wakes, and with the short window both
-/// threads took turns busy-polling the one CPU (the 8-byte latency between
-/// two ferroce processes in a 1-vCPU guest was 2-5 times rxe's).
-const APP_ACTIVE_ONE_CPU: Duration = Duration::from_millis(10);
-
-/// The longest the driver thread sleeps at a time while it stands back:
-/// each wake-up takes a core from a spinning application thread, and the
-/// application moves the engine meanwhile. With two processes
-/// busy-polling on 2 cores, the 8-byte WRITE latency's p99 was 16-19 µs at
-/// 1 ms and 5.1-5.5 µs at 10 ms (the raw UDP ping-pong's: about 5 µs).
-/// When the application stops polling, the driver takes over within this
-/// long, sooner if an engine timer falls due ([`Shared::stand_back`]);
-/// responses the application's last round left owed wait that long.
-const STAND_BACK: Duration = Duration::from_millis(10);
-
 impl Shared {
     /// Checks that this device can send on `path` before a QP or a UD send
     /// uses it: RoCE v1 needs the raw backend, and on the raw backend the
@@ -284,47 +242,6 @@ impl Shared {
         }
     }
 
-    /// A round of progress run by an application call (`poll`), which
-    /// also tells the driver thread that the application is busy-polling.
-    ///
-    /// Every [`YIELD_EVERY`] rounds in a row that moved nothing, the thread
-    /// yields its CPU: on loopback the kernel may finish delivering packets
-    /// in its softirq thread, which threads that only spin can starve on a
-    /// busy machine. (On the 2-core CI machine with a TCG guest running,
-    /// about one 1-QP WRITE run in twenty saw every packet arrive and yet
-    /// no ACK for 67 ms, a retransmission timeout; this is the likely cause,
-    /// not a proven one.)
-    pub(crate) fn app_progress(&self) {
-        let now = self.now();
-        let t = now.as_nanos().max(1);
-        let last = self.app_progress.swap(t, Ordering::Relaxed);
-        if last == 0 || t.saturating_sub(last) >= APP_ACTIVE.as_nanos() as u64 {
-            self.app_streak.store(t, Ordering::Relaxed);
-        }
-        // Only a tight loop holds responses back: its next poll, a moment
-        // away, sends them. After an isolated poll (an application that
-        // sleeps between polls) they would wait for the driver thread,
-        // which the round's receive did not wake.
-        let tight_loop = self.app_spinning_at(t).is_some();
-        if self.progress_at(now, tight_loop).0 {
-            self.app_idle.store(0, Ordering::Relaxed);
-        } else if self.one_cpu
-            || self.app_idle.fetch_add(1, Ordering::Relaxed) % YIELD_EVERY == YIELD_EVERY - 1
-        {
-            // On one CPU, every poll in vain yields: what it waits for can
-            // only come from a thread that is not running.
-            std::thread::yield_now();
-        }
-    }
-
-    /// The application is about to block (in a wait): it no longer moves
-    /// the engine, so the driver thread stops standing back, now.
-    pub(crate) fn app_blocks(&self) {
-        if self.app_progress.swap(0, Ordering::Relaxed) != 0 {
-            self.sleeper.wake();
-        }
-    }
-
     /// A few rounds of progress, to send what is owed before a QP or the
     /// device goes away: a round sends the responses (ACKs) that the
     /// previous round's receives made, so an application that stops right
@@ -345,54 +262,6 @@ impl Shared {
         for _ in 0..3 {
             self.progress_now();
         }
-    }
-
-    /// How recent the application's last poll must be for it to count as
-    /// still polling.
-    fn window(&self) -> Duration {
-        if self.one_cpu {
-            APP_ACTIVE_ONE_CPU
-        } else {
-            APP_ACTIVE
-        }
-    }
-
-    /// How long the application has been polling in a tight loop: its
-    /// last poll is within the window and its streak (polls less than
-    /// [`APP_ACTIVE`] apart) at least [`APP_ACTIVE`] long; `None` if it is
-    /// not. On one CPU the window is longer (the application is not
-    /// running while the driver thread is), but a streak is not: an
-    /// application that sleeps 1 ms between polls is no tight loop there
-    /// either.
-    fn app_spinning_for(&self) -> Option<Duration> {
-        self.app_spinning_at(self.now().as_nanos())
-    }
-
-    /// [`app_spinning_for`](Self::app_spinning_for) at `now` (ns), for a
-    /// caller that has just read the clock (a poll reads it once).
-    fn app_spinning_at(&self, now: u64) -> Option<Duration> {
-        let window = self.window().as_nanos() as u64;
-        let gap = APP_ACTIVE.as_nanos() as u64;
-        let last = self.app_progress.load(Ordering::Relaxed);
-        let streak = self.app_streak.load(Ordering::Relaxed);
-        // The streak's length runs to its last poll: time since then is
-        // not polling.
-        let length = last.saturating_sub(streak);
-        let spinning = last != 0 && now.saturating_sub(last) < window;
-        (spinning && streak != 0 && length >= gap).then(|| Duration::from_nanos(length))
-    }
-
-    /// How long to sleep while standing back for an application that has
-    /// been spinning for `spinning`: as long again (it has likely as long
-    /// to go), within [the window, [`STAND_BACK`]], and until the
-    /// engine's next timer if that is sooner (should the application stop
-    /// polling meanwhile, the timer is then not late), but not less than
-    /// the window in which an active application runs it itself.
-    fn stand_back(&self, spinning: Duration) -> Duration {
-        let window = self.window();
-        let d = spinning.clamp(window, STAND_BACK);
-        let timer = self.io.try_lock().ok().and_then(|io| io.next_timer);
-        timer.map_or(d, |t| t.since(self.now()).clamp(window, d))
     }
 
     /// One round of progress: run due timers, send what the engine has,
@@ -541,30 +410,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The driver loop; returns when `stop` is set.
-pub(crate) fn run(shared: Arc<Shared>) {
-    let mut idle: u32 = 0;
-    let mut seen_kick = 0;
-    while !shared.stop.load(Ordering::Acquire) {
-        if let Some(spinning) = shared.app_spinning_for() {
-            // The application is polling and so moving the engine; a timer
-            // that falls due is run by its next round. `app_blocks` ends
-            // the nap early.
-            let _ = shared.sleeper.nap(shared.stand_back(spinning));
-            continue;
-        }
-        let (worked, next_timer) = shared.progress();
-        let kick = shared.kick.load(Ordering::SeqCst);
-        if worked || kick != seen_kick {
-            seen_kick = kick;
-            idle = 0;
-            continue;
-        }
-        idle = idle.saturating_add(1);
-        shared.back_off(idle, seen_kick, next_timer.map(|t| t.since(shared.now())));
-    }
-}
-
 /// Sends what it can of `io.pending` and moves the buffers of what went
 /// out to `io.spent`; what found the socket buffer full stays, in order.
 /// Returns how many went out.
@@ -584,31 +429,4 @@ fn send_all(io: &mut Io, port: u16) -> usize {
     let n = backend.send(out, port, send_failed);
     spent.extend(out.drain(..n.min(total)).map(|t| t.data));
     n
-}
-
-/// Spins, then yields, then sleeps briefly (never past the next timer).
-/// The longest an idle driver sleeps: a packet, a kick and the next timer
-/// end the sleep sooner.
-const MAX_SLEEP: Duration = Duration::from_millis(5);
-
-impl Shared {
-    /// Spins, then yields, then sleeps in the kernel until a datagram
-    /// arrives, the application kicks (`seen_kick` is the last kick this
-    /// thread has acted on), or the next timer is due.
-    fn back_off(&self, idle: u32, seen_kick: u64, until_timer: Option<Duration>) {
-        if idle < 200 && !self.one_cpu {
-            std::hint::spin_loop();
-        } else if idle < 2_000 {
-            std::thread::yield_now();
-        } else {
-            self.sleeping.store(true, Ordering::SeqCst);
-            // A kick between the last round and the flag above did not
-            // wake us: do not sleep through it.
-            if self.kick.load(Ordering::SeqCst) == seen_kick {
-                let d = until_timer.map_or(MAX_SLEEP, |t| t.min(MAX_SLEEP));
-                let _ = self.sleeper.sleep(self.rx_fd, d);
-            }
-            self.sleeping.store(false, Ordering::SeqCst);
-        }
-    }
 }
