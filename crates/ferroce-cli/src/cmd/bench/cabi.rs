@@ -27,7 +27,8 @@ pub(super) const LAT_SIZE: u64 = 8;
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 
 /// The C ABI rows: (perftest, ferroce perf) for bandwidth (GB/s) and for
-/// latency (t_typical, µs); or why they were not measured.
+/// latency (t_typical, and the worst run's t_avg, µs); or why they were
+/// not measured.
 pub(super) enum CabiFigures {
     Measured(Box<CabiRows>),
     Skipped(String),
@@ -39,6 +40,10 @@ pub(super) enum CabiFigures {
 pub(super) struct CabiRows {
     pub(super) bw: Row,
     pub(super) lat: Row,
+    /// The latency runs' means, the worst run of each: a median hides a
+    /// run whose round trips now and then waited milliseconds for the
+    /// driver thread (`ib_write_lat` waits on memory, not in the library).
+    pub(super) lat_avg: Row,
 }
 
 /// (perftest, ferroce perf, paired ratio).
@@ -46,6 +51,25 @@ pub(super) type Row = (Figure, Figure, Figure);
 
 /// The medians of side-by-side runs; any failed run fails the row.
 fn row(c_abi: Vec<Result<f64, Error>>, own: Vec<Result<f64, Error>>) -> Row {
+    paired(c_abi, own, median_of)
+}
+
+/// The largest of side-by-side runs (and of their ratios); any failed run
+/// fails the row.
+fn worst_row(c_abi: Vec<Result<f64, Error>>, own: Vec<Result<f64, Error>>) -> Row {
+    paired(c_abi, own, |v| {
+        let v = v.into_iter().collect::<Result<Vec<f64>, Error>>()?;
+        Ok(v.into_iter().fold(f64::NAN, f64::max))
+    })
+}
+
+/// Side-by-side runs summed up by `of`: (perftest's, ferroce perf's,
+/// their ratios').
+fn paired(
+    c_abi: Vec<Result<f64, Error>>,
+    own: Vec<Result<f64, Error>>,
+    of: impl Fn(Vec<Result<f64, Error>>) -> Figure,
+) -> Row {
     let pairs: Result<Vec<(f64, f64)>, Error> = c_abi
         .into_iter()
         .zip(own)
@@ -56,9 +80,9 @@ fn row(c_abi: Vec<Result<f64, Error>>, own: Vec<Result<f64, Error>>) -> Row {
             let ratios = p.iter().map(|&(a, b)| Ok(a / b)).collect();
             let (a, b): (Vec<f64>, Vec<f64>) = p.into_iter().unzip();
             (
-                median_of(a.into_iter().map(Ok).collect()),
-                median_of(b.into_iter().map(Ok).collect()),
-                median_of(ratios),
+                of(a.into_iter().map(Ok).collect()),
+                of(b.into_iter().map(Ok).collect()),
+                of(ratios),
             )
         }
         Err(e) => {
@@ -149,6 +173,7 @@ pub(super) fn measure(args: &BenchArgs, mut next_port: impl FnMut() -> u16) -> C
     let bw_args = ["-s", &BW_SIZE.to_string(), "-n", &iters].map(String::from);
     let lat_args = ["-s", &LAT_SIZE.to_string(), "-n", &lat_iters].map(String::from);
     let (mut c_bw, mut r_bw, mut c_lat, mut r_lat) = (vec![], vec![], vec![], vec![]);
+    let (mut c_avg, mut r_avg) = (vec![], vec![]);
     for _ in 0..args.repeat.max(1) {
         eprintln!("ib_write_bw and ferroce perf write -s {BW_SIZE} ...");
         c_bw.push(
@@ -164,25 +189,40 @@ pub(super) fn measure(args: &BenchArgs, mut next_port: impl FnMut() -> u16) -> C
                 .map(|cols| mbs_to_gbs(cols.get(3).copied())),
         );
         eprintln!("ib_write_lat and ferroce perf write --lat -s {LAT_SIZE} ...");
-        // #bytes #iterations t_min t_max t_typical ...
-        c_lat.push(
-            perftest(args, &setup, &setup.write_lat, &lat_args, next_port())
-                .map(|cols| cols.get(4).copied().unwrap_or(f64::NAN)),
-        );
+        // #bytes #iterations t_min t_max t_typical t_avg ...
+        let (lat, avg) = split_lat(perftest(
+            args,
+            &setup,
+            &setup.write_lat,
+            &lat_args,
+            next_port(),
+        ));
+        c_lat.push(lat);
+        c_avg.push(avg);
         let ours = ["write", "--lat"].map(String::from).into_iter();
-        r_lat.push(
-            perf(
-                args,
-                &ours.chain(lat_args.clone()).collect::<Vec<_>>(),
-                next_port(),
-            )
-            .map(|cols| cols.get(4).copied().unwrap_or(f64::NAN)),
-        );
+        let (lat, avg) = split_lat(perf(
+            args,
+            &ours.chain(lat_args.clone()).collect::<Vec<_>>(),
+            next_port(),
+        ));
+        r_lat.push(lat);
+        r_avg.push(avg);
     }
     CabiFigures::Measured(Box::new(CabiRows {
         bw: row(c_bw, r_bw),
         lat: row(c_lat, r_lat),
+        lat_avg: worst_row(c_avg, r_avg),
     }))
+}
+
+/// A latency run's t_typical and t_avg (columns 4 and 5 of its data row).
+fn split_lat(cols: Result<Vec<f64>, Error>) -> (Result<f64, Error>, Result<f64, Error>) {
+    let col = |i| {
+        cols.as_ref()
+            .map(|c: &Vec<f64>| c.get(i).copied().unwrap_or(f64::NAN))
+            .map_err(|e| Error::Run(e.to_string()))
+    };
+    (col(4), col(5))
 }
 
 /// perftest's MB/s (2^20 bytes) as GB/s.

@@ -200,8 +200,8 @@ pub(super) fn print_cabi(args: &BenchArgs, f: CabiFigures) -> bool {
         args.server,
         args.repeat.max(1)
     );
-    let (bw, lat) = match f {
-        CabiFigures::Measured(rows) => (rows.bw, rows.lat),
+    let (bw, lat, lat_avg) = match f {
+        CabiFigures::Measured(rows) => (rows.bw, rows.lat, rows.lat_avg),
         CabiFigures::Skipped(why) => {
             println!("skipped: {why}");
             return true;
@@ -226,10 +226,19 @@ pub(super) fn print_cabi(args: &BenchArgs, f: CabiFigures) -> bool {
         ratio,
         "<= 110%",
     );
+    let (c, ours, ratio) = (ok(lat_avg.0), ok(lat_avg.1), ok(lat_avg.2));
+    Table::row(
+        &format!("ib_write_lat -s {LAT_SIZE}, t_avg, worst run"),
+        &us(c),
+        &format!("{} (ferroce perf)", us(ours)),
+        ratio,
+        "",
+    );
     println!(
         "ratio: the median over the runs of perftest through the C ABI / `ferroce perf` \
          run right after it with the same size, iterations and depth (bandwidth: {} MiB \
-         per run; latency: {} iterations, one way).",
+         per run; latency: {} iterations, one way); for t_avg, the worst run of each and \
+         the largest ratio: a median would hide a run whose round trips waited now and then.",
         args.bytes >> 20,
         args.lat_iters
     );
