@@ -215,14 +215,16 @@ pub(super) fn measure(args: &BenchArgs, mut next_port: impl FnMut() -> u16) -> C
     }))
 }
 
-/// A latency run's t_typical and t_avg (columns 4 and 5 of its data row).
+/// A latency run's t_typical and t_avg (columns 4 and 5 of its data row);
+/// a failed run fails both, its error told once.
 fn split_lat(cols: Result<Vec<f64>, Error>) -> (Result<f64, Error>, Result<f64, Error>) {
-    let col = |i| {
-        cols.as_ref()
-            .map(|c: &Vec<f64>| c.get(i).copied().unwrap_or(f64::NAN))
-            .map_err(|e| Error::Run(e.to_string()))
-    };
-    (col(4), col(5))
+    match cols {
+        Ok(c) => {
+            let col = |i: usize| c.get(i).copied().unwrap_or(f64::NAN);
+            (Ok(col(4)), Ok(col(5)))
+        }
+        Err(e) => (Err(e), Err(Error::Run("C ABI row: see above".into()))),
+    }
 }
 
 /// perftest's MB/s (2^20 bytes) as GB/s.
