@@ -126,25 +126,15 @@ impl Ipv4Repr {
             frag |= MORE_FRAGS;
         }
         let ttl_proto = u16::from_be_bytes([self.ttl, self.protocol]);
-        let (src, dst) = (self.src.octets(), self.dst.octets());
+        let addrs = [self.src.octets(), self.dst.octets()];
         // The checksum is summed from the words as computed, not read back
         // from `b`: reading 16-bit words just written a byte at a time
         // stalls the store buffer, which made this the costliest step of
         // framing a packet on the raw backend.
+        let addr_words = addrs.as_flattened().as_chunks::<2>().0;
         let words = [ver_tos, self.total_len, self.ident, frag, ttl_proto]
             .into_iter()
-            .chain(
-                src.as_chunks::<2>()
-                    .0
-                    .iter()
-                    .map(|w| u16::from_be_bytes(*w)),
-            )
-            .chain(
-                dst.as_chunks::<2>()
-                    .0
-                    .iter()
-                    .map(|w| u16::from_be_bytes(*w)),
-            );
+            .chain(addr_words.iter().map(|w| u16::from_be_bytes(*w)));
         let c = fold(words.map(u32::from).sum());
         write_u16(b, field::VER_IHL..field::TOS + 1, ver_tos);
         write_u16(b, field::TOTAL_LEN, self.total_len);
@@ -152,8 +142,8 @@ impl Ipv4Repr {
         write_u16(b, field::FLAGS_FRAG, frag);
         write_u16(b, field::TTL..field::PROTOCOL + 1, ttl_proto);
         write_u16(b, field::CHECKSUM, c);
-        b[field::SRC].copy_from_slice(&src);
-        b[field::DST].copy_from_slice(&dst);
+        b[field::SRC].copy_from_slice(&addrs[0]);
+        b[field::DST].copy_from_slice(&addrs[1]);
         Ok(())
     }
 }
