@@ -1,6 +1,7 @@
 //! Waiting without spinning, end to end over loopback sockets: the
 //! blocking `CompletionQueue::wait`, and completion channels (arming, the
-//! descriptor's readiness as poll(2) sees it, solicited-only arms). Each
+//! descriptor's readiness as poll(2) sees it, solicited-only arms); and
+//! waiting on memory, outside the library, as `ib_write_lat` does. Each
 //! test uses its own 127.0.0.x pair.
 
 use std::net::IpAddr;
@@ -175,6 +176,58 @@ fn a_sleeping_poller_does_not_pace_its_peer() {
         elapsed < paced / 2,
         "{READS} READs took {elapsed:?}: paced by the peer's polls ({paced:?} if each waited one)"
     );
+}
+
+/// Round trips per run of `ib_write_lat`'s loop.
+const WRITE_LAT_ROUNDS: u64 = 5_000;
+/// How long a run may take: a round trip takes about 20 µs here; one that
+/// waited for every nap of a driver thread standing back, up to 10 ms.
+const WRITE_LAT_LIMIT: Duration = Duration::from_secs(60);
+
+/// One side of `ib_write_lat`'s loop: wait on memory for the peer's WRITE
+/// (the `first` side starts), WRITE the round's number into the peer's
+/// memory, poll for that WRITE's completion.
+fn write_lat_side(me: &End, peer: &End, first: bool) {
+    let to = peer.mr.remote().at(0, 8).unwrap();
+    let start = Instant::now();
+    for i in 1..=WRITE_LAT_ROUNDS {
+        if !(first && i == 1) {
+            let want = if first { i - 1 } else { i };
+            let mut got = [0u8; 8];
+            while u64::from_ne_bytes(got) != want {
+                assert!(start.elapsed() < WRITE_LAT_LIMIT, "write {want} never came");
+                me.mr.read(0, &mut got).unwrap();
+            }
+        }
+        me.mr.write(8, &i.to_ne_bytes()).unwrap();
+        let sg = [me.mr.sge(8, 8)];
+        me.qp.post_send(SendWr::write(i, &sg, to)).unwrap();
+        let mut wc = Vec::new();
+        while wc.is_empty() {
+            assert!(start.elapsed() < WRITE_LAT_LIMIT, "no ACK for write {i}");
+            wc = me.cq.poll(1).unwrap();
+        }
+        assert_eq!(wc[0].status, WcStatus::Success);
+    }
+}
+
+/// Each side's driver thread delivers what arrives while its application
+/// reads memory. A driver that stood back for good would stop this loop,
+/// or drag it out to one nap per round trip. How fast the unmodified
+/// `ib_write_lat` runs is measured by `ferroce bench` (its worst t_avg) and
+/// in the README.
+#[test]
+fn memory_pollers_are_served_by_their_drivers() {
+    for (a, b) in [
+        ("127.0.0.150", "127.0.0.151"),
+        ("127.0.0.152", "127.0.0.153"),
+    ] {
+        let (a, b, _chan) = pair(a, b);
+        std::thread::scope(|s| {
+            s.spawn(|| write_lat_side(&b, &a, false));
+            write_lat_side(&a, &b, true);
+        });
+    }
 }
 
 /// Completions an API call makes itself (a QP moved to the error state
