@@ -50,7 +50,7 @@ pub(super) struct CabiRows {
 pub(super) type Row = (Figure, Figure, Figure);
 
 /// The medians of side-by-side runs; any failed run fails the row.
-fn row(c_abi: Vec<Result<f64, Error>>, own: Vec<Result<f64, Error>>) -> Row {
+pub(super) fn row(c_abi: Vec<Result<f64, Error>>, own: Vec<Result<f64, Error>>) -> Row {
     paired(c_abi, own, median_of)
 }
 
@@ -94,14 +94,49 @@ fn paired(
 
 /// Where the library and the two perftest tools are.
 struct Setup {
-    lib_dir: PathBuf,
+    libs: LibDir,
     write_bw: PathBuf,
     write_lat: PathBuf,
 }
 
-impl Drop for Setup {
+/// A temporary directory that holds ferroce's libraries under the names
+/// programs load (`libibverbs.so.1`, and `librdmacm.so.1` when asked),
+/// for `LD_LIBRARY_PATH`; removed on drop.
+pub(super) struct LibDir(PathBuf);
+
+impl LibDir {
+    /// Links the library [`library`] finds, and `librdmacm.so` beside it
+    /// when `rdmacm` is set, into a directory named after `tag`.
+    pub(super) fn new(args: &BenchArgs, tag: &str, rdmacm: bool) -> Result<Self, String> {
+        let verbs = library(args)?;
+        let dir = std::env::temp_dir().join(format!("ferroce-bench-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let libs = Self(dir);
+        libs.link(&verbs, "libibverbs.so.1")?;
+        if rdmacm {
+            let cm = found(verbs.with_file_name("librdmacm.so"), "ferroce-rdmacm")?;
+            libs.link(&cm, "librdmacm.so.1")?;
+        }
+        Ok(libs)
+    }
+
+    fn link(&self, lib: &Path, name: &str) -> Result<(), String> {
+        let link = self.0.join(name);
+        std::os::unix::fs::symlink(lib, &link)
+            .map_err(|e| format!("cannot link {} as {}: {e}", lib.display(), link.display()))
+    }
+
+    /// The directory, for `LD_LIBRARY_PATH`.
+    pub(super) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for LibDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.lib_dir);
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -110,7 +145,7 @@ fn library(args: &BenchArgs) -> Result<PathBuf, String> {
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find this binary's directory: {e}"))?;
     let env = std::env::var_os("FERROCE_LIBIBVERBS").map(PathBuf::from);
-    found(choose(args.libibverbs.clone(), env, &exe))
+    found(choose(args.libibverbs.clone(), env, &exe), "ferroce-verbs")
 }
 
 /// The option, else the environment, else `libibverbs.so` beside `exe`.
@@ -120,42 +155,35 @@ fn choose(option: Option<PathBuf>, env: Option<PathBuf>, exe: &Path) -> PathBuf 
         .unwrap_or_else(|| exe.with_file_name("libibverbs.so"))
 }
 
-/// `path` if it is a file, else why not and how to build it.
-fn found(path: PathBuf) -> Result<PathBuf, String> {
+/// `path` if it is a file, else why not and how to build it (`package`).
+fn found(path: PathBuf, package: &str) -> Result<PathBuf, String> {
     if path.is_file() {
         Ok(path)
     } else {
         Err(format!(
-            "{} not found: build it with `cargo build --release -p ferroce-verbs` \
-             (it lands beside the ferroce binary) or name it with --libibverbs",
+            "{} not found: build it with `cargo build --release -p {package}` \
+             (it lands beside the ferroce binary) or name libibverbs.so with --libibverbs",
             path.display()
         ))
     }
 }
 
-/// A perftest tool on `PATH`.
-fn perftest_tool(name: &str) -> Result<PathBuf, String> {
+/// A program on `PATH`, else which Debian package brings it.
+pub(super) fn tool_on_path(name: &str, package: &str) -> Result<PathBuf, String> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|d| d.join(name))
         .find(|p| p.is_file())
         .ok_or_else(|| {
-            format!("{name} not found: install Debian's perftest (scripts/setup-test-deps.sh)")
+            format!("{name} not found: install Debian's {package} (scripts/setup-test-deps.sh)")
         })
 }
 
 fn setup(args: &BenchArgs) -> Result<Setup, String> {
-    let lib = library(args)?;
-    let write_bw = perftest_tool("ib_write_bw")?;
-    let write_lat = perftest_tool("ib_write_lat")?;
-    let lib_dir = std::env::temp_dir().join(format!("ferroce-bench-cabi-{}", std::process::id()));
-    let link = lib_dir.join("libibverbs.so.1");
-    let _ = std::fs::remove_dir_all(&lib_dir);
-    std::fs::create_dir_all(&lib_dir)
-        .and_then(|()| std::os::unix::fs::symlink(&lib, &link))
-        .map_err(|e| format!("cannot link {} as {}: {e}", lib.display(), link.display()))?;
+    let write_bw = tool_on_path("ib_write_bw", "perftest")?;
+    let write_lat = tool_on_path("ib_write_lat", "perftest")?;
     Ok(Setup {
-        lib_dir,
+        libs: LibDir::new(args, "cabi", false)?,
         write_bw,
         write_lat,
     })
@@ -248,7 +276,7 @@ fn perftest(
         c.args(["-x", "0", "-p", &port.to_string()])
             .args(extra)
             .args(to.map(|a| a.to_string()))
-            .env("LD_LIBRARY_PATH", &setup.lib_dir)
+            .env("LD_LIBRARY_PATH", setup.libs.path())
             .env("FERROCE_DEVICES", device.to_string())
             .env_remove("FERROCE_LOG")
             .stdin(Stdio::null())
@@ -256,8 +284,7 @@ fn perftest(
             .stderr(Stdio::piped());
         c.spawn()
     };
-    let server = run(args.server, None)?;
-    let server = Reaper(Some(server));
+    let server = Reaper::new(run(args.server, None)?);
     wait_listening(port, Duration::from_secs(10)).map_err(|e| format!("{name} server: {e}"))?;
     let client = finish(run(args.client, Some(args.server))?, &name)?;
     let server = finish(server.take(), &name)?;
@@ -290,10 +317,14 @@ fn data_row(text: &str) -> Option<Vec<f64>> {
 }
 
 /// Kills its child on drop, so that a failed run leaves no server behind.
-struct Reaper(Option<Child>);
+pub(super) struct Reaper(Option<Child>);
 
 impl Reaper {
-    fn take(mut self) -> Child {
+    pub(super) fn new(child: Child) -> Self {
+        Self(Some(child))
+    }
+
+    pub(super) fn take(mut self) -> Child {
         // Present until taken, and taken only here.
         self.0.take().expect("a reaper holds its child until taken")
     }
@@ -309,8 +340,8 @@ impl Drop for Reaper {
 }
 
 /// The child's output, killing it if it runs past [`RUN_LIMIT`].
-fn finish(child: Child, name: &str) -> Result<Output, Error> {
-    let mut child = Reaper(Some(child));
+pub(super) fn finish(child: Child, name: &str) -> Result<Output, Error> {
+    let mut child = Reaper::new(child);
     let deadline = Instant::now() + RUN_LIMIT;
     loop {
         if let Some(c) = child.0.as_mut()
@@ -327,7 +358,7 @@ fn finish(child: Child, name: &str) -> Result<Output, Error> {
 
 /// Waits until something listens on TCP `port` (read from /proc, so that
 /// no probe takes the server's one accept).
-fn wait_listening(port: u16, limit: Duration) -> Result<(), String> {
+pub(super) fn wait_listening(port: u16, limit: Duration) -> Result<(), String> {
     let hex = format!(":{port:04X}");
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
@@ -364,7 +395,7 @@ mod tests {
             choose(None, None, exe),
             Path::new("/opt/x/release/libibverbs.so")
         );
-        let why = found(PathBuf::from("/nonexistent/libibverbs.so")).unwrap_err();
+        let why = found(PathBuf::from("/nonexistent/libibverbs.so"), "ferroce-verbs").unwrap_err();
         assert!(
             why.contains("cargo build --release -p ferroce-verbs"),
             "{why}"

@@ -18,6 +18,9 @@
 //! * the C ABI: perftest's `ib_write_bw` and `ib_write_lat` on ferroce's
 //!   `libibverbs.so.1`, against `ferroce perf` running the same tests
 //!   (see [`cabi`]; `--c-abi-only` runs just these);
+//! * middleware: UCX's `ucx_perftest` on ferroce's libraries, against
+//!   `ferroce perf` running the same transfer (see [`middleware`];
+//!   `--middleware-only` runs just these);
 //! * the raw-Ethernet backend on a veth pair between two namespaces (root
 //!   only): the rings' own limit, RC WRITE 64 KiB against it and against
 //!   the UDP backend on the same veth, 8-byte WRITE latency against the
@@ -30,6 +33,7 @@
 mod cabi;
 mod cm;
 mod memory;
+mod middleware;
 mod raw;
 mod rawpeer;
 mod report;
@@ -76,6 +80,10 @@ pub(crate) struct BenchArgs {
     /// beside `ferroce perf`).
     #[arg(long)]
     c_abi_only: bool,
+    /// Run only the middleware rows (UCX's ucx_perftest on ferroce's
+    /// libibverbs.so.1 and librdmacm.so.1 beside `ferroce perf`).
+    #[arg(long)]
+    middleware_only: bool,
     /// Run only the raw-Ethernet backend's rows (root: on a veth pair
     /// between two namespaces the bench makes and removes).
     #[arg(long)]
@@ -240,12 +248,18 @@ pub(crate) fn run(args: &BenchArgs) -> Result<bool, Error> {
         return Ok(report::print_cm(args, measure_cm(args)));
     }
     let mut port = 18700;
-    let cabi_ports = || {
+    let mut cabi_ports = || {
         port += 1;
         port
     };
     if args.c_abi_only {
         return Ok(report::print_cabi(args, cabi::measure(args, cabi_ports)));
+    }
+    if args.middleware_only {
+        return Ok(report::print_middleware(
+            args,
+            middleware::measure(args, cabi_ports),
+        ));
     }
     if args.raw_only {
         return Ok(report::print_veth(args, veth::measure(args)));
@@ -253,11 +267,13 @@ pub(crate) fn run(args: &BenchArgs) -> Result<bool, Error> {
     let raw = measure_raw(args)?;
     let figures = measure_ferroce(args)?;
     let cm = measure_cm(args);
-    let c_abi = cabi::measure(args, cabi_ports);
+    let c_abi = cabi::measure(args, &mut cabi_ports);
+    let ucx = middleware::measure(args, &mut cabi_ports);
     let veth = veth::measure(args);
     let ok = report::print(args, &raw, figures);
     let ok = report::print_cm(args, cm) && ok;
     let ok = report::print_cabi(args, c_abi) && ok;
+    let ok = report::print_middleware(args, ucx) && ok;
     Ok(report::print_veth(args, veth) && ok)
 }
 

@@ -3,6 +3,7 @@
 //! and its reason under the table.
 
 use super::cabi::{BW_SIZE, CabiFigures, LAT_SIZE};
+use super::middleware::{self, AM_SIZE, PUT_SIZE, UcxFigures};
 use super::veth::{TRAIN, VethRows};
 use super::{
     BenchArgs, CM_PARALLEL, CmFigures, FULL_DATAGRAM, Figure, Figures, RATE_WRITE, Raw, SMALL_WRITE,
@@ -239,6 +240,52 @@ pub(super) fn print_cabi(args: &BenchArgs, f: CabiFigures) -> bool {
          run right after it with the same size, iterations and depth (bandwidth: {} MiB \
          per run; latency: {} iterations, one way); for t_avg, the worst run of each and \
          the largest ratio: a median would hide a run whose round trips waited now and then.",
+        args.bytes >> 20,
+        args.lat_iters
+    );
+    failed.report()
+}
+
+/// The middleware rows (see [`super::middleware`]); true if nothing
+/// failed. Skipped rows are no failure: the line says why.
+pub(super) fn print_middleware(args: &BenchArgs, f: UcxFigures) -> bool {
+    println!(
+        "middleware: UCX's ucx_perftest on ferroce's libraries beside ferroce perf, {} -> {}; \
+         median of {} interleaved runs",
+        args.client,
+        args.server,
+        args.repeat.max(1)
+    );
+    let [bw, lat] = match middleware::rows(f) {
+        Ok(rows) => rows,
+        Err(why) => {
+            println!("skipped: {why}");
+            return true;
+        }
+    };
+    let mut failed = Failures::default();
+    let mut ok = |r: Figure| failed.take(r);
+    Table::header_with("UCX");
+    let (u, ours, ratio) = (ok(bw.0), ok(bw.1), ok(bw.2));
+    Table::row(
+        &format!("put_bw rc_verbs zcopy -s {PUT_SIZE}"),
+        &gbs(u),
+        &format!("{} (perf write)", gbs(ours)),
+        ratio,
+        ">= 90%",
+    );
+    let (u, ours, ratio) = (ok(lat.0), ok(lat.1), ok(lat.2));
+    Table::row(
+        &format!("am_lat rc_verbs -s {AM_SIZE}, median"),
+        &us(u),
+        &format!("{} (perf send --lat)", us(ours)),
+        ratio,
+        "<= 115%",
+    );
+    println!(
+        "ratio: the median over the runs of ucx_perftest / `ferroce perf` run right after it \
+         (bandwidth: {} MiB per run, overall; latency: {} iterations, one way, UCX's median \
+         against perf's t_typical).",
         args.bytes >> 20,
         args.lat_iters
     );
