@@ -115,6 +115,10 @@ enum Command {
     RdmaServer(cmd::rdma_example::ServerArgs),
     /// librdmacm's rdma_client: one rdma_cm connection, 16 bytes each way.
     RdmaClient(cmd::rdma_example::ClientArgs),
+    /// Run an unmodified RDMA program (ibv_*, rping, perftest, UCX, ...) on
+    /// ferroce's libibverbs.so.1 and librdmacm.so.1: `ferroce exec -L
+    /// 127.0.0.2 -- ibv_rc_pingpong -g 0 127.0.0.1`.
+    Exec(cmd::exec::ExecArgs),
     /// Simulate a RoCE fabric (RED/ECN, PFC, DCQCN) whose hosts run
     /// ferroce's engine, from a scenario file: summary, CSV and plots.
     Sim(cmd::sim::SimArgs),
@@ -147,6 +151,7 @@ fn main() -> ExitCode {
         Command::Config(args) => cmd::config::run(args),
         Command::RdmaServer(args) => cmd::rdma_example::server(args),
         Command::RdmaClient(args) => cmd::rdma_example::client(args),
+        Command::Exec(args) => cmd::exec::run(args),
         Command::Sim(_) => unreachable!("run above"),
     };
     match result {

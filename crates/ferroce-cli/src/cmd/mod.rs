@@ -8,6 +8,7 @@ pub(crate) mod config;
 pub(crate) mod devinfo;
 pub(crate) mod dump;
 pub(crate) mod exchange;
+pub(crate) mod exec;
 pub(crate) mod ibstat;
 pub(crate) mod limits;
 pub(crate) mod mckey;
