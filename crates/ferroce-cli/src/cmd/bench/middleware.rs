@@ -19,7 +19,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use super::cabi::{self, LibDir, Reaper};
-use super::{BenchArgs, Figure, perf};
+use super::{BenchArgs, perf};
 use crate::error::Error;
 
 /// The bandwidth test's message size and the latency test's.
@@ -29,27 +29,15 @@ pub(super) const AM_SIZE: u64 = 8;
 /// The device each side's `FERROCE_DEVICES` makes first, and its port.
 const UCX_DEVICE: &str = "ferroce0:1";
 
-/// The two rows, each (UCX, ferroce perf, paired ratio); or why they were
-/// not measured.
-pub(super) enum UcxFigures {
-    Measured {
-        put_bw: cabi::Row,
-        am_lat: cabi::Row,
-    },
-    Skipped(String),
-}
+/// The two rows, put_bw and am_lat, each (UCX, ferroce perf, paired
+/// ratio); or why they were not measured.
+pub(super) type UcxFigures = Result<[cabi::Row; 2], String>;
 
 /// Runs both measures `args.repeat` times, each UCX run right beside its
 /// `ferroce perf` run.
 pub(super) fn measure(args: &BenchArgs, mut next_port: impl FnMut() -> u16) -> UcxFigures {
-    let tool = match cabi::tool_on_path("ucx_perftest", "ucx-utils") {
-        Ok(t) => t,
-        Err(why) => return UcxFigures::Skipped(why),
-    };
-    let libs = match LibDir::new(args, "ucx", true) {
-        Ok(l) => l,
-        Err(why) => return UcxFigures::Skipped(why),
-    };
+    let tool = cabi::tool_on_path("ucx_perftest", "ucx-utils")?;
+    let libs = LibDir::new(args, "ucx", true)?;
     let iters = (args.bytes / PUT_SIZE).max(1).to_string();
     let lat_iters = args.lat_iters.to_string();
     let (mut u_bw, mut f_bw, mut u_lat, mut f_lat) = (vec![], vec![], vec![], vec![]);
@@ -75,10 +63,7 @@ pub(super) fn measure(args: &BenchArgs, mut next_port: impl FnMut() -> u16) -> U
             perf(args, &ours, next_port()).map(|cols| cols.get(4).copied().unwrap_or(f64::NAN)),
         );
     }
-    UcxFigures::Measured {
-        put_bw: cabi::row(u_bw, f_bw),
-        am_lat: cabi::row(u_lat, f_lat),
-    }
+    Ok([cabi::row(u_bw, f_bw), cabi::row(u_lat, f_lat)])
 }
 
 /// What `ucx_perftest`'s `Final:` line says.
@@ -146,14 +131,6 @@ fn final_line(text: &str) -> Option<Final> {
         median_us: cols[1],
         bw_mb: cols[5],
     })
-}
-
-/// The figure of a row, for the report.
-pub(super) fn rows(f: UcxFigures) -> Result<[(Figure, Figure, Figure); 2], String> {
-    match f {
-        UcxFigures::Measured { put_bw, am_lat } => Ok([put_bw, am_lat]),
-        UcxFigures::Skipped(why) => Err(why),
-    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! and its reason under the table.
 
 use super::cabi::{BW_SIZE, CabiFigures, LAT_SIZE};
-use super::middleware::{self, AM_SIZE, PUT_SIZE, UcxFigures};
+use super::middleware::{AM_SIZE, PUT_SIZE, UcxFigures};
 use super::veth::{TRAIN, VethRows};
 use super::{
     BenchArgs, CM_PARALLEL, CmFigures, FULL_DATAGRAM, Figure, Figures, RATE_WRITE, Raw, SMALL_WRITE,
@@ -256,7 +256,7 @@ pub(super) fn print_middleware(args: &BenchArgs, f: UcxFigures) -> bool {
         args.server,
         args.repeat.max(1)
     );
-    let [bw, lat] = match middleware::rows(f) {
+    let [bw, lat] = match f {
         Ok(rows) => rows,
         Err(why) => {
             println!("skipped: {why}");
