@@ -14,7 +14,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::OnceLock;
 
-use clap::{ArgAction, Parser, Subcommand};
+use clap::{ArgAction, CommandFactory, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::LevelFilter;
 
@@ -119,6 +119,8 @@ enum Command {
     /// ferroce's libibverbs.so.1 and librdmacm.so.1: `ferroce exec -L
     /// 127.0.0.2 -- ibv_rc_pingpong -g 0 127.0.0.1`.
     Exec(cmd::exec::ExecArgs),
+    /// Write the man pages of ferroce and of each command into a directory.
+    Manpages(cmd::manpages::ManpagesArgs),
     /// Simulate a RoCE fabric (RED/ECN, PFC, DCQCN) whose hosts run
     /// ferroce's engine, from a scenario file: summary, CSV and plots.
     Sim(cmd::sim::SimArgs),
@@ -152,6 +154,7 @@ fn main() -> ExitCode {
         Command::RdmaServer(args) => cmd::rdma_example::server(args),
         Command::RdmaClient(args) => cmd::rdma_example::client(args),
         Command::Exec(args) => cmd::exec::run(args),
+        Command::Manpages(args) => cmd::manpages::run(args, Cli::command()),
         Command::Sim(_) => unreachable!("run above"),
     };
     match result {

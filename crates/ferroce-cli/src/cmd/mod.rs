@@ -11,6 +11,7 @@ pub(crate) mod exchange;
 pub(crate) mod exec;
 pub(crate) mod ibstat;
 pub(crate) mod limits;
+pub(crate) mod manpages;
 pub(crate) mod mckey;
 pub(crate) mod perf;
 pub(crate) mod pingpong;
