@@ -8,7 +8,7 @@
 //!   ferroce `Context` on that address, shared by the process's
 //!   `ibv_open_device` calls on it.
 //! * Objects: every C object handed out is a Box'd Rust struct whose first
-//!   field is the C struct ([`objects`]); the context carries rdma-core's
+//!   field is the C struct (the `objects` module); the context carries rdma-core's
 //!   `struct verbs_context` in front of `struct ibv_context`, with the ops
 //!   the header's inline `ibv_post_send`, `ibv_post_recv`,
 //!   `ibv_post_srq_recv`, `ibv_poll_cq`, `ibv_req_notify_cq`,

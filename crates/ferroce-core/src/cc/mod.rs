@@ -1,8 +1,8 @@
 //! Congestion control, as RoCE NICs do it: ECN marks on the way out, the
-//! notification point ([`np`]: a CE-marked packet makes the receiving QP
+//! notification point (the `np` module: a CE-marked packet makes the receiving QP
 //! send a CNP to the sender's QP, at most one per interval) and the reaction
 //! point ([`dcqcn`]: DCQCN, Zhu et al., SIGCOMM 2015, cutting and regaining
-//! each QP's rate), which a per-QP [`pacer`] enforces.
+//! each QP's rate), which a per-QP pacer (the `pacer` module) enforces.
 //!
 //! The settings are the device's ([`CongestionConfig`], given with
 //! [`crate::Endpoint::set_congestion_control`]); their names, units and

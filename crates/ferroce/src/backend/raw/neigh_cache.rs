@@ -64,7 +64,7 @@ pub struct NeighStats {
     pub refreshed: u64,
     /// Refreshes that found a new MAC for the peer.
     pub mac_changes: u64,
-    /// Entries dropped, unused for [`FORGET_AFTER`].
+    /// Entries dropped, unused for `FORGET_AFTER`.
     pub forgotten: u64,
 }
 
