@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# DCQCN on a real network (issue 15): ferroce flows through a rate-limited
+# DCQCN on a real network: ferroce flows through a rate-limited
 # bottleneck that marks ECN with RED, in the kernel of the rig's guest
 # (this machine's kernel has no sch_red), once with DCQCN on and once off,
 # and one table of what changed.

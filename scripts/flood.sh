@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a garbage flood at UDP 4791 costs a legitimate run (issue 10, item 6).
+# What a garbage flood at UDP 4791 costs a legitimate run.
 #
 # Runs `ferroce perf write -s SIZE -n ITERS` (server 127.0.0.1, client
 # 127.0.0.2) three ways, inside a network namespace this script creates and

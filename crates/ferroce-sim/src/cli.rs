@@ -4,8 +4,8 @@
 //! summary and wall-clock speed, and writes the CSV files and plots into
 //! OUT_DIR (default: `sim-out/<scenario file stem>`).
 //!
-//! `ferroce-sim --bench [SIMULATED_MS]`: the speed bench of issue 15 item
-//! 7, the shipped 64:1 incast at 100 Gb/s for SIMULATED_MS (default 1000),
+//! `ferroce-sim --bench [SIMULATED_MS]`: the speed bench, the shipped
+//! 64:1 incast at 100 Gb/s for SIMULATED_MS (default 1000),
 //! printing packet events per second and wall time per simulated second
 //! (build with `--release`).
 

@@ -192,7 +192,7 @@ fn env_or(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// Issue 10: forged duplicate READs (right R_Key and address, PSNs behind
+/// Forged duplicate READs (right R_Key and address, PSNs behind
 /// the expected one) while a WRITE stream runs. They match no READ the
 /// server served, so they are dropped and counted instead of each being
 /// answered with 32 packets, and the stream completes.

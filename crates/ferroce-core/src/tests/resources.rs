@@ -1,8 +1,8 @@
 //! The responder resources (`qp::resources`): duplicates of READs and
 //! atomics are answered from the record of what was served and nothing
 //! else, and the responses a QP owes stay bounded while a forger floods it
-//! with duplicate READs (issue 10: 128 KiB forged READs used to be served
-//! again each, and starved a legitimate transfer to RETRY_EXC_ERR).
+//! with duplicate READs (a responder that served 128 KiB forged READs again
+//! each would starve a legitimate transfer to RETRY_EXC_ERR).
 
 use ferroce_wire::reth::RethRepr;
 use ferroce_wire::{Opcode, Psn};

@@ -1,5 +1,5 @@
 //! The DCQCN paper's experiments, as shipped (`scenarios/dcqcn-*.toml`),
-//! judged by the goals of issue 15 rather than by the figures they happen
+//! judged by the simulator's goals rather than by the figures they happen
 //! to give: two flows converge to a fair share; an N:1 incast keeps its
 //! queue near Kmax and shares fairly; DCQCN removes PFC's pause storm and
 //! gives the victim flow its throughput back. The shipped scenarios use

@@ -1,7 +1,7 @@
 //! The C ABI's speed: perftest's `ib_write_bw -s 65536` and `ib_write_lat
 //! -s 8` (Debian's, unmodified) on ferroce's `libibverbs.so.1`, each run
 //! beside the same test by `ferroce perf`, interleaved, so that both see
-//! the same machine. Goals (issue 13): the C path carries at least 90% of
+//! the same machine. Goals: the C path carries at least 90% of
 //! `ferroce perf`'s bandwidth and takes at most 110% of its latency.
 //!
 //! The library is `libibverbs.so` from `cargo build --release -p
