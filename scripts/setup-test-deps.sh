@@ -20,6 +20,9 @@
 #   qperf                      qperf 0.4.11 over rdma_cm: the middleware tests of ferroce-rdmacm
 #   iperf3                     iperf3 under librspreload.so (rsockets): likewise
 #
+# Cargo tools, installed with `cargo install --locked` when missing:
+#   mdbook 0.4                 builds the book in docs/ (test.sh checks that it builds)
+#
 # Not here: cargo-fuzz (the fuzzing script installs its own tools).
 #
 # FERROCE_SHARED: the shared/ directory (vectors, peercheck); default: ../shared beside
@@ -65,6 +68,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q
     apt-get install -y -q "${missing[@]}" </dev/null
+fi
+
+if ! command -v mdbook >/dev/null 2>&1; then
+    echo "setup-test-deps: installing mdbook (cargo install, a few minutes)"
+    cargo install --locked mdbook --version '^0.4' --quiet
 fi
 
 # tshark, editcap and mergecap come from the same Wireshark release; print it once.

@@ -15,8 +15,27 @@ step() { printf '\n== %s\n' "$*"; }
 step "test dependencies"
 scripts/setup-test-deps.sh
 
+step "formatting (cargo fmt --check)"
+cargo fmt --all --check
+
 step "cargo test"
 cargo test --workspace --all-targets --all-features
+
+step "doc tests"
+cargo test --workspace --doc --all-features
+
+step "lints (cargo clippy, warnings denied)"
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+
+step "rustdoc (warnings denied)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
+
+step "the book and the README: links, anchors, no development history"
+python3 scripts/check-docs.py
+mdbook build docs
+
+step "man pages"
+cargo run --quiet --release -p ferroce-cli -- manpages target/man >/dev/null
 
 fuzz_seconds=${FERROCE_FUZZ_SECONDS:-30}
 if [ "$fuzz_seconds" -gt 0 ]; then
