@@ -55,6 +55,15 @@ pub(crate) fn devices() -> &'static [&'static Device] {
     })
 }
 
+/// The device's `dev_name`, which names a uverbs character device under
+/// `/dev/infiniband/` (rxe's: `uverbs0`). ferroce has none, and UCX takes
+/// a device only if `/dev/infiniband/<dev_name>` is a character device the
+/// user may read and write: this name leads from that directory to
+/// `/dev/null`, which every user may. So UCX finds ferroce's devices
+/// wherever `/dev/infiniband` exists (any host with the kernel's RDMA
+/// stack loaded; elsewhere `mkdir /dev/infiniband`, once, as root).
+pub const UVERBS_NAME: &str = "../null";
+
 fn device(index: usize, addr: IpAddr) -> Device {
     let name = format!("ferroce{index}");
     Device {
@@ -66,7 +75,7 @@ fn device(index: usize, addr: IpAddr) -> Device {
             node_type: NODE_CA,
             transport_type: TRANSPORT_IB,
             name: c_chars(&name),
-            dev_name: c_chars(&name),
+            dev_name: c_chars(UVERBS_NAME),
             // No uverbs device: no sysfs paths to read (rxe's are
             // /sys/class/infiniband_verbs/uverbsN and /sys/class/infiniband/rxeN).
             dev_path: [0; SYSFS_PATH_MAX],

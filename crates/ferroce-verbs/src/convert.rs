@@ -146,6 +146,10 @@ pub(crate) fn wc(c: &WorkCompletion, ud: bool) -> ibv_wc {
         qp_num: c.qpn,
         src_qp: c.src_qp,
         wc_flags: flags,
+        // A UD receive's SL is the RoCE packet type as mlx5 reports it
+        // (rxe leaves 0): UCX's UD transport reads it to find the
+        // destination address in the GRH area, and drops what it cannot match.
+        sl: c.network.map_or(0, ferroce::NetworkHeader::roce_sl),
         ..ibv_wc::default()
     }
 }

@@ -103,6 +103,8 @@ impl Context {
         // reject this one's as stale (REJ 10).
         engine.start_qpns_at(0x11 + ((seed >> 17) % 0xffee) as u32);
         engine.set_congestion_control(cfg.congestion);
+        // A UD receive's GRH area shows the packet's destination: this.
+        engine.set_local_addr(cfg.local);
         // UD messages are as large as the port's active MTU, as rxe's.
         if let Ok(port) = crate::device::query_port(cfg.local) {
             engine.set_port_mtu(port.active_mtu);

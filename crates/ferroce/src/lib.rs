@@ -51,9 +51,9 @@ pub use endpoint::{ConnectOptions, QpEndpoint};
 pub use error::{DecodeError, Error, Result};
 pub use ferroce_core::verbs::{
     Access, AsyncEvent, FlushLevel, FlushType, INLINE_SGES, LocalErrors, McastRefusal, Mtu, MwBind,
-    MwInfo, MwType, Path, QpAttr, QpState, QpType, RdDest, RecvWr, RemoteSlice, RoceMode, SendOp,
-    SendWr, Sge, SrqAttr, SrqInfo, UdDest, VerbsError, WcError, WcOpcode, WcStatus, WorkCompletion,
-    inc_rkey,
+    MwInfo, MwType, NetworkHeader, Path, QpAttr, QpState, QpType, RdDest, RecvWr, RemoteSlice,
+    RoceMode, SendOp, SendWr, Sge, SrqAttr, SrqInfo, UdDest, VerbsError, WcError, WcOpcode,
+    WcStatus, WorkCompletion, inc_rkey,
 };
 pub use ferroce_core::{Backing, MAX_MSG_SIZE, MadStats, MrInfo, RangeError, Stats};
 pub use ferroce_core::{CongestionConfig, DcqcnConfig, NpConfig, QpCongestion};

@@ -177,7 +177,13 @@ impl Endpoint {
         let taken = if pkt.info().response {
             completer::on_response(q, &pkt, &mut tables, now)
         } else {
-            responder::on_request(q, &pkt, from, grh, &mut tables)
+            let arrival = responder::Arrival {
+                from,
+                to: self.local_addr,
+                ecn,
+                v1_grh: grh,
+            };
+            responder::on_request(q, &pkt, &arrival, &mut tables)
         };
         if taken.is_err() {
             self.defer(now, target, from, grh, data);

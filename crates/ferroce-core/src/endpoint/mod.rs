@@ -22,6 +22,7 @@
 //! its randomness (keys) comes from the seed in [`EndpointConfig`].
 
 use std::collections::{HashSet, VecDeque};
+use std::net::IpAddr;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -132,6 +133,8 @@ pub struct Endpoint {
     cnps: VecDeque<Transmit>,
     /// Multicast groups and their attached QPs (see `mcast`).
     groups: mcast::Groups,
+    /// See [`Endpoint::set_local_addr`].
+    local_addr: Option<IpAddr>,
 }
 
 impl Endpoint {
@@ -165,7 +168,16 @@ impl Endpoint {
             cc: crate::cc::CongestionConfig::default(),
             cnps: VecDeque::new(),
             groups: mcast::Groups::new(),
+            local_addr: None,
         }
+    }
+
+    /// The device's own address: the destination of the unicast RoCE v2
+    /// packets it receives, which a UD receive's GRH area shows (as a
+    /// NIC's IP header). Unset, that destination reads as unspecified
+    /// (0.0.0.0 or ::).
+    pub fn set_local_addr(&mut self, addr: IpAddr) {
+        self.local_addr = Some(addr);
     }
 
     /// The port's active MTU (`ibv_port_attr::active_mtu`, 1024 until

@@ -340,6 +340,7 @@ pub(crate) fn complete_done(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>) {
                 imm: None,
                 invalidated_rkey: None,
                 src_qp: 0,
+                network: None,
             });
         }
         if failed {

@@ -21,6 +21,7 @@ use super::replies::{
     atomic, atomic_write, duplicate_atomic, duplicate_empty, duplicate_read, flush, owe_ack,
     read_request,
 };
+pub(crate) use super::unreliable::Arrival;
 use super::unreliable::{uc_receive, ud_receive};
 use crate::cq::Cq;
 use crate::mr::{CopyFault, MrTable, RegionBusy, RemoteAccess};
@@ -108,19 +109,24 @@ pub(crate) fn on_multicast(
     group: IpAddr,
     t: &mut Tables<'_>,
 ) -> Result<(), RegionBusy> {
-    ud_receive(qp, pkt, from, grh, Some(group), t)
+    let arrival = Arrival {
+        from,
+        to: Some(group),
+        ecn: crate::transmit::Ecn::NotEct,
+        v1_grh: grh,
+    };
+    ud_receive(qp, pkt, &arrival, t)
 }
 
 /// A request packet for this QP.
 pub(crate) fn on_request(
     qp: &mut Qp,
     pkt: &TransportPacket<&[u8]>,
-    from: IpAddr,
-    grh: Option<&crate::endpoint::Grh>,
+    arrival: &Arrival<'_>,
     t: &mut Tables<'_>,
 ) -> Result<(), RegionBusy> {
     match qp.init.qp_type {
-        QpType::Ud => return ud_receive(qp, pkt, from, grh, None, t),
+        QpType::Ud => return ud_receive(qp, pkt, arrival, t),
         QpType::Uc => return uc_receive(qp, pkt, t),
         QpType::Rc | QpType::XrcTgt => {}
         QpType::XrcIni | QpType::Rd => {
@@ -530,6 +536,7 @@ pub(super) fn complete_recv(
                     .eec()
                     .and_then(|e| e.bound)
                     .map_or(qp.cfg.dest_qpn, |b| b.src_qp),
+                network: None,
             },
             solicited,
         );

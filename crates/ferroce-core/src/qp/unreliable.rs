@@ -3,17 +3,21 @@
 //! ONLY. UD: a Q_Key check and one packet per message, delivered behind a
 //! 40-byte GRH.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ferroce_wire::TransportPacket;
 use ferroce_wire::aeth::NakCode;
+use ferroce_wire::ipv4::{self, Ipv4Repr};
+use ferroce_wire::ipv6::Ipv6Repr;
 use ferroce_wire::opcode::Kind;
+use ferroce_wire::udp;
 
 use super::Qp;
 use super::responder::{Outcome, check_recv, give_back, recv_fault, send, take_recv, write};
 use crate::mr::{CopyFault, RegionBusy};
 use crate::tables::Tables;
-use crate::verbs::{QpState, WcOpcode, WcStatus, WorkCompletion};
+use crate::transmit::Ecn;
+use crate::verbs::{NetworkHeader, QpState, WcOpcode, WcStatus, WorkCompletion};
 
 /// A UC request packet: executed in order, or dropped with its message.
 pub(super) fn uc_receive(
@@ -66,16 +70,93 @@ pub(super) fn uc_receive(
 
 /// The GRH ibverbs puts in front of every UD receive.
 const GRH_LEN: usize = 40;
+/// Where a RoCE v2 IPv4 header sits in the GRH area (its last 20 bytes;
+/// the first 20 are left zero, as rxe leaves them).
+const IPV4_IN_GRH: usize = GRH_LEN - ipv4::MIN_HEADER_LEN;
+/// The TTL / hop limit the GRH area shows for a RoCE v2 packet: the UDP
+/// backend's sockets do not see the received one, and Linux sends with 64.
+const RX_HOP_LIMIT: u8 = 64;
 
-/// A UD SEND: delivered into the next receive WQE behind a GRH, if its
-/// Q_Key is the QP's. `group` is the multicast GID a multicast copy was
-/// sent to, which goes into the GRH's destination as a NIC writes it.
+/// How a packet for a UD QP came: what its GRH area shows.
+pub(crate) struct Arrival<'a> {
+    /// The sender's address (a RoCE v1 packet's SGID as an address).
+    pub from: IpAddr,
+    /// The destination: the multicast group of a multicast copy, else the
+    /// device's own address, if known.
+    pub to: Option<IpAddr>,
+    /// The ECN field the packet came with.
+    pub ecn: Ecn,
+    /// A RoCE v1 packet's GRH, which the receive gets whole.
+    pub v1_grh: Option<&'a crate::endpoint::Grh>,
+}
+
+impl Arrival<'_> {
+    /// The 40-byte GRH area of a receive of `len` transport bytes (BTH
+    /// through ICRC), and which header it holds. RoCE v2 over IPv4: the
+    /// IPv4 header in the last 20 bytes, as rxe and mlx5 write it (version
+    /// and IHL, TOS, total length, flags with DF, TTL, protocol UDP,
+    /// checksum, source, destination; ferroce's UDP sockets do not see the
+    /// identification, TTL or DSCP, so they read 0, 64 and 0); over IPv6
+    /// the IPv6 header in all 40.
+    fn grh(&self, len: usize) -> ([u8; GRH_LEN], NetworkHeader) {
+        let mut grh = [0u8; GRH_LEN];
+        if let Some(g) = self.v1_grh {
+            return (*g, NetworkHeader::Grh);
+        }
+        let udp_len = udp::HEADER_LEN + len;
+        let unspecified = |v6: bool| match v6 {
+            true => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+            false => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        };
+        let to = self.to.unwrap_or_else(|| unspecified(self.from.is_ipv6()));
+        match (self.from, to) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => {
+                let hdr = Ipv4Repr {
+                    header_len: ipv4::MIN_HEADER_LEN as u8,
+                    dscp: 0,
+                    ecn: self.ecn.bits(),
+                    total_len: (ipv4::MIN_HEADER_LEN + udp_len).min(usize::from(u16::MAX)) as u16,
+                    ident: 0,
+                    dont_frag: true,
+                    more_frags: false,
+                    frag_offset: 0,
+                    ttl: RX_HOP_LIMIT,
+                    protocol: ipv4::PROTO_UDP,
+                    checksum: 0,
+                    src,
+                    dst,
+                };
+                // 20 bytes always fit the area's last 20.
+                let _ = hdr.emit(&mut grh[IPV4_IN_GRH..]);
+                (grh, NetworkHeader::Ipv4)
+            }
+            (src, dst) => {
+                let as_v6 = |a: IpAddr| match a {
+                    IpAddr::V4(a) => a.to_ipv6_mapped(),
+                    IpAddr::V6(a) => a,
+                };
+                let hdr = Ipv6Repr {
+                    traffic_class: self.ecn.bits(),
+                    flow_label: 0,
+                    payload_len: udp_len.min(usize::from(u16::MAX)) as u16,
+                    next_header: ipv4::PROTO_UDP,
+                    hop_limit: RX_HOP_LIMIT,
+                    src: as_v6(src),
+                    dst: as_v6(dst),
+                };
+                let _ = hdr.emit(&mut grh);
+                (grh, NetworkHeader::Ipv6)
+            }
+        }
+    }
+}
+
+/// A UD SEND: delivered into the next receive WQE behind the GRH area
+/// ([`Arrival::grh`]), if its Q_Key is the QP's.
 pub(super) fn ud_receive(
     qp: &mut Qp,
     pkt: &TransportPacket<&[u8]>,
-    from: IpAddr,
-    v1_grh: Option<&crate::endpoint::Grh>,
-    group: Option<IpAddr>,
+    arrival: &Arrival<'_>,
     t: &mut Tables<'_>,
 ) -> Result<(), RegionBusy> {
     let Some(deth) = pkt.deth() else {
@@ -97,30 +178,7 @@ pub(super) fn ud_receive(
         enter_error(qp, t);
         return Ok(());
     }
-    // ibverbs puts the 40-byte GRH in front of UD data: for RoCE v2 over
-    // IPv4, the IPv4 header sits in its last 20 bytes.
-    // Only the version and the addresses are filled in (the destination
-    // for a multicast copy only).
-    const IPV4_VERSION_IHL: u8 = 0x45;
-    const IPV6_VERSION: u8 = 0x60;
-    // A RoCE v1 packet's GRH goes in whole, as a NIC places it.
-    let mut grh = [0u8; GRH_LEN];
-    match (v1_grh, from) {
-        (Some(g), _) => grh = *g,
-        (None, IpAddr::V4(a)) => {
-            grh[20] = IPV4_VERSION_IHL;
-            grh[32..36].copy_from_slice(&a.octets());
-        }
-        (None, IpAddr::V6(a)) => {
-            grh[0] = IPV6_VERSION;
-            grh[8..24].copy_from_slice(&a.octets());
-        }
-    }
-    match (v1_grh, group) {
-        (None, Some(IpAddr::V4(g))) => grh[36..40].copy_from_slice(&g.octets()),
-        (None, Some(IpAddr::V6(g))) => grh[24..40].copy_from_slice(&g.octets()),
-        _ => {}
-    }
+    let (grh, network) = arrival.grh(pkt.as_bytes().len());
     let data = pkt.payload();
     let copied = t
         .mrs
@@ -145,6 +203,7 @@ pub(super) fn ud_receive(
                 imm: pkt.imm(),
                 invalidated_rkey: None,
                 src_qp: deth.src_qp(),
+                network: Some(network),
             },
             pkt.bth().solicited(),
         );

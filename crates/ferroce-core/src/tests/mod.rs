@@ -49,6 +49,7 @@ mod rules;
 mod soak;
 mod srq;
 mod states;
+mod ud_grh;
 mod util;
 mod windows;
 mod xrc;

@@ -9,7 +9,7 @@
 use super::ops::ud_dest;
 use super::util::{Faults, Opts, Pair, connect_with, pattern, recv_wr, rmem, send_wr, sge, v1_grh};
 use super::{read_mr, write_mr};
-use crate::verbs::{Mtu, QpType, RoceMode, SendOp, WcStatus};
+use crate::verbs::{Mtu, NetworkHeader, QpType, RoceMode, SendOp, WcStatus};
 
 fn v1_opts(qp_type: QpType) -> Opts {
     Opts {
@@ -93,6 +93,7 @@ fn ud_receive_over_v1_holds_the_packets_grh() {
     p.eps[0].post_send(a.qpn, wr).unwrap();
     let r = p.wait_cqes(1, b.cq, 1)[0];
     assert_eq!((r.status, r.byte_len), (WcStatus::Success, 740));
+    assert_eq!(r.network, Some(NetworkHeader::Grh));
     // The transport of a 700-byte UD SEND_ONLY: BTH, DETH, payload, ICRC.
     let grh = v1_grh(p.addrs[0], p.addrs[1], 12 + 8 + 700 + 4);
     assert_eq!(read_mr(&p, 1, b.mr.lkey, 0, 40), grh);

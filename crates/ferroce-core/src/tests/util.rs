@@ -74,16 +74,22 @@ pub(crate) struct Pair {
 
 impl Pair {
     pub(crate) fn new(seed: u64) -> Self {
+        let addrs = [
+            IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)),
+            IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)),
+        ];
+        let mut eps = [
+            Endpoint::new(EndpointConfig { seed: seed ^ 1 }),
+            Endpoint::new(EndpointConfig { seed: seed ^ 2 }),
+        ];
+        // Each knows its address, as the driver tells a device's engine.
+        for (ep, addr) in eps.iter_mut().zip(addrs) {
+            ep.set_local_addr(addr);
+        }
         Self {
             now: Instant::ZERO,
-            eps: [
-                Endpoint::new(EndpointConfig { seed: seed ^ 1 }),
-                Endpoint::new(EndpointConfig { seed: seed ^ 2 }),
-            ],
-            addrs: [
-                IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)),
-                IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)),
-            ],
+            eps,
+            addrs,
             faults: Faults::default(),
             latency: Duration::from_micros(5),
             jitter: Duration::from_micros(50),

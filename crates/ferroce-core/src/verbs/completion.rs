@@ -170,6 +170,37 @@ pub struct WorkCompletion {
     pub invalidated_rkey: Option<u32>,
     /// UD: the sender's QPN.
     pub src_qp: u32,
+    /// UD receives: the header the 40-byte GRH area holds (see
+    /// [`NetworkHeader`]); `None` for every other completion.
+    pub network: Option<NetworkHeader>,
+}
+
+/// The network header of a received UD message, which its receive buffer's
+/// first 40 bytes hold (ibverbs' `IBV_WC_GRH` area): a RoCE v1 GRH, or a
+/// RoCE v2 packet's IPv6 header (the whole area) or IPv4 header (its last
+/// 20 bytes). A RoCE NIC reports which in the completion (the kernel's
+/// `network_hdr_type`; mlx5 in the SL field, see [`NetworkHeader::roce_sl`]),
+/// as a reader of the area must know where the addresses are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkHeader {
+    Grh,
+    Ipv6,
+    Ipv4,
+}
+
+impl NetworkHeader {
+    /// The SL a ConnectX (mlx5) reports for a RoCE UD receive: bits 2..0
+    /// the L3 header type (0 GRH, 1 IPv6, 2 IPv4), bit 3 set for RoCE v2
+    /// (a UDP header). UCX's UD transport reads it to find the destination
+    /// address in the GRH area.
+    pub const fn roce_sl(self) -> u8 {
+        const UDP: u8 = 0x8;
+        match self {
+            Self::Grh => 0,
+            Self::Ipv6 => UDP | 1,
+            Self::Ipv4 => UDP | 2,
+        }
+    }
 }
 
 impl WorkCompletion {
@@ -184,6 +215,7 @@ impl WorkCompletion {
             imm: None,
             invalidated_rkey: None,
             src_qp: 0,
+            network: None,
         }
     }
 }
@@ -216,6 +248,7 @@ impl Default for WorkCompletion {
             imm: None,
             invalidated_rkey: None,
             src_qp: 0,
+            network: None,
         }
     }
 }

@@ -17,7 +17,7 @@ mod mw;
 mod qp;
 mod wr;
 
-pub use completion::{AsyncEvent, WcError, WcOpcode, WcStatus, WorkCompletion};
+pub use completion::{AsyncEvent, NetworkHeader, WcError, WcOpcode, WcStatus, WorkCompletion};
 pub use error::{McastRefusal, VerbsError};
 pub use mw::{MwBind, MwInfo, MwType, inc_rkey};
 pub use qp::{Access, LocalErrors, Mtu, Path, QpAttr, QpState, QpType, RoceMode, SrqAttr, SrqInfo};

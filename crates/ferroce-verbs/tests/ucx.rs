@@ -1,0 +1,230 @@
+//! Debian's unmodified UCX 1.13 (`ucx-utils`, `libucx0`) on ferroce's
+//! `libibverbs.so.1`, with its default settings: `ucx_info -d` lists the
+//! device with the `rc_verbs` and `ud_verbs` transports, and
+//! `ucx_perftest` pairs run RC put/get/atomics, UD active messages and
+//! UCP tag matching between two processes on loopback, each test with a
+//! few hundred iterations under a timeout.
+//!
+//! UCX takes a device only if `/dev/infiniband/<dev_name>` is a character
+//! device the user may read and write; ferroce's `dev_name` leads from
+//! `/dev/infiniband` to `/dev/null`, so that directory must exist. Where
+//! it does not, a root run creates it (`mkdir /dev/infiniband`, as loading
+//! the kernel's RDMA stack would) and any other run skips with the reason,
+//! as it does when `ucx_perftest` is not installed.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{finish, is_root, lib_dir, serial};
+
+/// The server's and the client's device addresses.
+const SERVER: &str = "127.0.0.1";
+const CLIENT: &str = "127.0.0.2";
+/// Each run's bound (the tests' pairs take a second or two each).
+const LIMIT: Duration = Duration::from_secs(30);
+/// The directory UCX looks for uverbs devices in.
+const UVERBS_DIR: &str = "/dev/infiniband";
+
+/// Why these tests cannot run here, if they cannot.
+fn skip_reason() -> Option<String> {
+    if !Path::new("/usr/bin/ucx_perftest").exists() {
+        return Some("ucx_perftest is not installed (Debian's ucx-utils)".into());
+    }
+    if !Path::new(UVERBS_DIR).is_dir() {
+        if !is_root() {
+            return Some(format!(
+                "{UVERBS_DIR} does not exist and only root can create it (mkdir {UVERBS_DIR})"
+            ));
+        }
+        if let Err(e) = std::fs::create_dir_all(UVERBS_DIR) {
+            return Some(format!("cannot create {UVERBS_DIR}: {e}"));
+        }
+    }
+    None
+}
+
+fn ucx(prog: &str, devices: &str, args: &[&str], env: &[(&str, &str)]) -> Child {
+    let mut c = Command::new(Path::new("/usr/bin").join(prog));
+    c.args(args)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .env("FERROCE_DEVICES", devices)
+        .env_remove("FERROCE_LOG")
+        .env_remove("UCX_TLS")
+        .env_remove("UCX_NET_DEVICES")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.spawn().unwrap()
+}
+
+/// A TCP port free right now, for ucx_perftest's exchange.
+fn free_port() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port().to_string()
+}
+
+/// Waits until something listens on TCP `port` (from /proc/net/tcp*, so
+/// that no probe takes the server's one accept).
+fn wait_listening(port: &str) {
+    let hex = format!(":{:04X}", port.parse::<u16>().unwrap());
+    let deadline = Instant::now() + LIMIT;
+    while Instant::now() < deadline {
+        let listening = ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+            std::fs::read_to_string(f).is_ok_and(|t| {
+                t.lines().any(|l| {
+                    let mut w = l.split_whitespace();
+                    let local = w.nth(1).unwrap_or("");
+                    local.ends_with(&hex) && w.nth(1) == Some("0A")
+                })
+            })
+        });
+        if listening {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("no ucx_perftest server listening on TCP {port} after {LIMIT:?}");
+}
+
+/// The figures of the client's `Final:` line: iterations, then the
+/// 50th percentile, average and overall latency or overhead (µs),
+/// bandwidth average and overall (MB/s), message rate average and
+/// overall.
+fn final_line(out: &str) -> Vec<f64> {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("Final:"))
+        .unwrap_or_else(|| panic!("no Final: line in\n{out}"));
+    line.split_whitespace()
+        .skip(1)
+        .map(|w| w.parse().unwrap())
+        .collect()
+}
+
+/// One ucx_perftest pair with `args` (and `env`); returns the client's
+/// `Final:` figures.
+fn perftest(args: &[&str], env: &[(&str, &str)]) -> Vec<f64> {
+    let port = free_port();
+    let mut all: Vec<&str> = vec!["-p", &port, "-w", "20"];
+    all.extend_from_slice(args);
+    let server = ucx("ucx_perftest", SERVER, &all, env);
+    wait_listening(&port);
+    let mut client_args = vec![SERVER];
+    client_args.extend_from_slice(&all);
+    let client = ucx("ucx_perftest", CLIENT, &client_args, env);
+    let what = format!("ucx_perftest {args:?}");
+    let c = finish(client, LIMIT, &format!("{what} (client)"));
+    let s = finish(server, LIMIT, &format!("{what} (server)"));
+    for (side, out) in [("client", &c), ("server", &s)] {
+        assert!(
+            out.status.success(),
+            "{what}: the {side} failed ({}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = String::from_utf8_lossy(&c.stdout).into_owned();
+    let f = final_line(&text);
+    let iters = args
+        .windows(2)
+        .find(|w| w[0] == "-n")
+        .map(|w| w[1].parse::<f64>().unwrap());
+    assert_eq!(Some(f[0]), iters, "{what}: iterations\n{text}");
+    assert!(f.iter().all(|v| v.is_finite() && *v >= 0.0), "{text}");
+    println!(
+        "{what}: {}",
+        text.lines().find(|l| l.starts_with("Final:")).unwrap()
+    );
+    f
+}
+
+#[test]
+fn ucx_info_lists_the_device_with_rc_and_ud_verbs() {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let _l = serial();
+    let out = finish(ucx("ucx_info", SERVER, &["-d"], &[]), LIMIT, "ucx_info -d");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "ucx_info -d: {}\n{text}", out.status);
+    // The ferroce0 memory domain's section, up to the next domain.
+    let start = text
+        .find("# Memory domain: ferroce0")
+        .unwrap_or_else(|| panic!("no ferroce0 memory domain:\n{text}"));
+    let section = &text[start..];
+    let section = &section[..section[1..]
+        .find("# Memory domain:")
+        .map_or(section.len(), |e| e + 1)];
+    for want in [
+        "Component: ib",
+        "Transport: rc_verbs",
+        "Transport: ud_verbs",
+        "Device: ferroce0:1",
+        "atomic_fadd: 64 bit",
+        "atomic_cswap: 64 bit",
+    ] {
+        assert!(section.contains(want), "no {want:?} in\n{section}");
+    }
+}
+
+#[test]
+fn ucx_perftest_rc_verbs_put_get_and_atomics() {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let _l = serial();
+    let rc = ["-d", "ferroce0:1", "-x", "rc_verbs"];
+    let with = |more: &[&'static str]| [&rc[..], more].concat();
+    let put = perftest(
+        &with(&["-t", "put_bw", "-D", "zcopy", "-s", "65536", "-n", "300"]),
+        &[],
+    );
+    assert!(put[4] > 0.0, "put_bw moved no bytes");
+    let get = perftest(
+        &with(&["-t", "get", "-D", "zcopy", "-s", "65536", "-n", "300"]),
+        &[],
+    );
+    assert!(get[4] > 0.0, "get moved no bytes");
+    for t in ["add_lat", "fadd", "cswap"] {
+        perftest(&with(&["-t", t, "-n", "300"]), &[]);
+    }
+}
+
+#[test]
+fn ucx_perftest_ud_verbs_active_messages() {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let _l = serial();
+    let ud = ["-d", "ferroce0:1", "-x", "ud_verbs"];
+    let lat = perftest(&[&ud[..], &["-t", "am_lat", "-n", "500"]].concat(), &[]);
+    assert!(lat[1] > 0.0, "am_lat: no latency");
+    let bw = perftest(&[&ud[..], &["-t", "am_bw", "-n", "500"]].concat(), &[]);
+    assert!(bw[6] > 0.0, "am_bw: no messages");
+}
+
+#[test]
+fn ucx_perftest_ucp_tag_matching_over_rc_and_ud() {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let _l = serial();
+    // UCP wires up over UD and moves the data on RC.
+    let env = [
+        ("UCX_TLS", "rc_verbs,ud_verbs"),
+        ("UCX_NET_DEVICES", "ferroce0:1"),
+    ];
+    perftest(&["-t", "tag_lat", "-n", "300"], &env);
+    let bw = perftest(&["-t", "tag_bw", "-s", "65536", "-n", "300"], &env);
+    assert!(bw[4] > 0.0, "tag_bw moved no bytes");
+}
