@@ -30,8 +30,14 @@ pub fn parse_devices(spec: &str) -> Vec<IpAddr> {
 pub const LOG_VAR: &str = "FERROCE_LOG";
 
 /// Installs a stderr subscriber if [`LOG_VAR`] is set (and the process has
-/// none yet).
-fn init_logging() {
+/// none yet), once: at the first device lookup, or at the first call of a
+/// verb ferroce does not have (which may come before any).
+pub(crate) fn init_logging() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(init_subscriber);
+}
+
+fn init_subscriber() {
     if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env(LOG_VAR) {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(filter)

@@ -219,7 +219,7 @@ pub(super) unsafe extern "C" fn ibv_get_sysfs_path() -> *const c_char {
     c"/sys".as_ptr()
 }
 
-/// The `ibv_copy_*_from_kern` helpers translate the kernel's uverbs
+/// The `ibv_copy_{qp,ah}_attr_from_kern` helpers translate the kernel's uverbs
 /// structs for librdmacm, which needs them only with the kernel's
 /// rdma_cm device: with ferroce there is no kernel struct to translate,
 /// and librdmacm, finding no such device, never calls them. They exist
@@ -229,12 +229,6 @@ pub(super) unsafe extern "C" fn ibv_copy_qp_attr_from_kern(_dst: *mut c_void, _s
 }
 
 pub(super) unsafe extern "C" fn ibv_copy_ah_attr_from_kern(_dst: *mut c_void, _src: *const c_void) {
-}
-
-pub(super) unsafe extern "C" fn ibv_copy_path_rec_from_kern(
-    _dst: *mut c_void,
-    _src: *const c_void,
-) {
 }
 
 /// `ibv_query_ece` / `ibv_set_ece` (enhanced connection establishment):

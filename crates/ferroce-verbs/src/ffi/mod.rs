@@ -25,11 +25,13 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use crate::abi::*;
 use crate::objects::Ctx;
 
+mod compat;
 mod cq;
 mod device;
 mod export;
 mod memory;
 mod misc;
+mod path_rec;
 mod post;
 mod private;
 mod qp;
@@ -42,6 +44,7 @@ mod rdmacm_mcast;
 mod rdmacm_qp;
 mod rdmacm_stubs;
 mod srq_ah;
+mod unsupported;
 mod windows;
 
 // The extended verbs (`ibv_create_cq_ex`, `ibv_create_qp_ex`, `ibv_wr_*`)

@@ -22,7 +22,11 @@ use crate::rdmacm::objects::ChannelObj;
 
 /// `rdma_bind_addr`. An address that is not one of the process's devices
 /// (`FERROCE_DEVICES`) is refused with ENODEV, as the kernel refuses an
-/// address with no RDMA device; the wildcard binds every device.
+/// address with no RDMA device; the wildcard binds every device. A
+/// loopback address that is no device's binds as the wildcard, as the
+/// kernel's rdma_cm takes a loopback address for "any" (no device
+/// attached, `verbs` NULL): libfabric's verbs provider probes with
+/// `localhost` and lists no `verbs;ofi_rxm` endpoint if that fails.
 pub(super) unsafe extern "C" fn ferroce_rdma_bind_addr(
     id: *mut rdma_cm_id,
     addr: *mut c_void,
@@ -31,7 +35,10 @@ pub(super) unsafe extern "C" fn ferroce_rdma_bind_addr(
         // SAFETY: module contract.
         let o = unsafe { id_obj(id) }?;
         // SAFETY: module contract.
-        let a = unsafe { read_sockaddr(addr) }?.ok_or(libc::EINVAL)?;
+        let mut a = unsafe { read_sockaddr(addr) }?.ok_or(libc::EINVAL)?;
+        if !is_device(a.ip()) && a.ip().to_canonical().is_loopback() {
+            a.set_ip(unspecified_like(a.ip()));
+        }
         if !is_device(a.ip()) {
             return Err(libc::ENODEV);
         }
@@ -40,6 +47,14 @@ pub(super) unsafe extern "C" fn ferroce_rdma_bind_addr(
         unsafe { refresh(id, o) };
         Ok(())
     })
+}
+
+/// The wildcard address of `ip`'s family.
+fn unspecified_like(ip: std::net::IpAddr) -> std::net::IpAddr {
+    match ip {
+        std::net::IpAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+        std::net::IpAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+    }
 }
 
 /// `rdma_resolve_addr`. With no source address (and none bound), a
