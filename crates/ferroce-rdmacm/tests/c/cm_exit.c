@@ -5,7 +5,9 @@
  *
  *   cm_exit server ADDR PORT LINGER_MS  accepts one connection, waits for
  *       DISCONNECTED, destroys its QP and ID without rdma_disconnect, then
- *       stays LINGER_MS before returning from main.
+ *       stays LINGER_MS before returning from main; with LINGER_MS -1 it
+ *       returns from main at once with the ID left as it is (qperf's
+ *       server does so: the DREP goes out as the process exits).
  *   cm_exit client ADDR PORT exit       connects, then returns from main
  *       with the ID connected.
  *   cm_exit client ADDR PORT disconnect connects, calls rdma_disconnect and
@@ -85,6 +87,8 @@ static int server(struct sockaddr_in *a, long linger_ms)
 	say("server", "established");
 	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_DISCONNECTED));
 	say("server", "disconnected");
+	if (linger_ms < 0)
+		return 0;
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
 	say("server", "destroyed");
