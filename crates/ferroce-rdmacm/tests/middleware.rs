@@ -12,8 +12,9 @@
 //!   `SA_RESTART` (qperf's event mode), and go on with one;
 //! * `tests/c/cm_exit.c`: a process that returns from `main` with a
 //!   connected ID disconnects it (the peer sees DISCONNECTED within 1 s, as
-//!   with the kernel closing the process's rdma_cm descriptor), and one that
-//!   exits owing the DREP for a DREQ it received sends it.
+//!   with the kernel closing the process's rdma_cm descriptor) while a
+//!   child it forked exits without touching it, and one that exits owing
+//!   the DREP for a DREQ it received sends it.
 //!
 //! The devices are on 127.0.0.31 and 127.0.0.32 (no other test uses them).
 
@@ -167,8 +168,12 @@ fn a_client_that_exits_connected_disconnects_its_peer_at_once() {
     let _g = serial();
     let (rx, _reap) = exit_server(7601, "500");
     line(&rx, "server: listening", Duration::from_secs(10));
-    let t = exit_client(7601, "exit");
+    let t = exit_client(7601, "fork-exit");
     let exited = Instant::now();
+    assert!(
+        t.contains("client: still connected after its forked child's exit"),
+        "{t}"
+    );
     assert!(t.contains("client: exiting connected"), "{t}");
     let disconnected = line(&rx, "server: disconnected", Duration::from_secs(10));
     let after = disconnected.saturating_duration_since(exited);

@@ -10,6 +10,10 @@
  *       server does so: the DREP goes out as the process exits).
  *   cm_exit client ADDR PORT exit       connects, then returns from main
  *       with the ID connected.
+ *   cm_exit client ADDR PORT fork-exit  connects, forks a child that exits
+ *       at once (its copy of the ID is its parent's: the connection must
+ *       stay), checks for 300 ms that no event comes, then returns from
+ *       main with the ID connected.
  *   cm_exit client ADDR PORT disconnect connects, calls rdma_disconnect and
  *       waits for DISCONNECTED (the server's DREP).
  *
@@ -17,6 +21,8 @@
  * the program started; a failure prints "FAIL ..." and exits 1. */
 #include <rdma/rdma_cma.h>
 #include <arpa/inet.h>
+#include <poll.h>
+#include <sys/wait.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,8 +102,26 @@ static int server(struct sockaddr_in *a, long linger_ms)
 	return 0;
 }
 
-static int client(struct sockaddr_in *a, int disconnect)
+/* A child's exit must leave its parent's connection alone. */
+static void fork_exit(struct rdma_event_channel *ch)
 {
+	pid_t pid = fork();
+	if (pid < 0)
+		fail("fork");
+	if (pid == 0)
+		exit(0);
+	waitpid(pid, NULL, 0);
+	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+	if (poll(&p, 1, 300) != 0) {
+		printf("FAIL an event came after the forked child exited\n");
+		exit(1);
+	}
+	say("client", "still connected after its forked child's exit");
+}
+
+static int client(struct sockaddr_in *a, const char *mode)
+{
+	int disconnect = !strcmp(mode, "disconnect");
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct rdma_cm_id *id;
 	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
@@ -114,6 +138,8 @@ static int client(struct sockaddr_in *a, int disconnect)
 		fail("rdma_connect");
 	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ESTABLISHED));
 	say("client", "established");
+	if (!strcmp(mode, "fork-exit"))
+		fork_exit(ch);
 	if (!disconnect) {
 		say("client", "exiting connected");
 		return 0;
@@ -132,7 +158,7 @@ int main(int argc, char **argv)
 {
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	if (argc != 5) {
-		fprintf(stderr, "usage: %s server ADDR PORT LINGER_MS | client ADDR PORT exit|disconnect\n", argv[0]);
+		fprintf(stderr, "usage: %s server ADDR PORT LINGER_MS | client ADDR PORT exit|fork-exit|disconnect\n", argv[0]);
 		return 2;
 	}
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[3])) };
@@ -140,5 +166,5 @@ int main(int argc, char **argv)
 		return 2;
 	if (!strcmp(argv[1], "server"))
 		return server(&a, atol(argv[4]));
-	return client(&a, !strcmp(argv[4], "disconnect"));
+	return client(&a, argv[4]);
 }

@@ -55,6 +55,7 @@ struct CmDevice {
 /// address), and `id->verbs` is a context of this library.
 fn cm_devices() -> &'static [CmDevice] {
     CM_DEVICES.get_or_init(|| {
+        OPENED_BY.store(std::process::id(), std::sync::atomic::Ordering::Release);
         devices()
             .iter()
             .filter_map(|d| {
@@ -72,6 +73,18 @@ fn cm_devices() -> &'static [CmDevice] {
 }
 
 static CM_DEVICES: OnceLock<Vec<CmDevice>> = OnceLock::new();
+
+/// The process that opened rdma_cm's devices: a child it forks inherits
+/// the IDs' memory but not their driver threads, and its exit must not
+/// end its parent's connections (the kernel's rdma_cm descriptor, shared
+/// with the parent, stays open then too).
+static OPENED_BY: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Whether this process is the one that opened rdma_cm's devices (not a
+/// child forked from it).
+pub(super) fn opened_here() -> bool {
+    OPENED_BY.load(std::sync::atomic::Ordering::Acquire) == std::process::id()
+}
 
 /// The devices rdma_cm has opened, if it has (none before its first call):
 /// their ferroce contexts.

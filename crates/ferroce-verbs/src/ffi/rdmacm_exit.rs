@@ -15,7 +15,8 @@
 //! takes no lock it would wait on for long and bounds its wait (to about
 //! 200 ms). A process
 //! killed by a signal runs no destructor: its peers wait for their own
-//! timeouts (see the README's librdmacm section).
+//! timeouts (see the README's librdmacm section). A child forked from the
+//! process leaves the connections alone: they are its parent's.
 //!
 //! Same contract as `rdmacm.rs`.
 
@@ -45,6 +46,9 @@ static DISCONNECT_AT_EXIT: extern "C" fn() = disconnect_at_exit;
 /// thread-locals (which the driver's code and its logging use) are already
 /// destroyed when the destructors run. Gives up after a bound.
 extern "C" fn disconnect_at_exit() {
+    if !super::rdmacm::opened_here() {
+        return;
+    }
     guard((), || {
         let (done, wait) = std::sync::mpsc::channel();
         let spawned = std::thread::Builder::new()
@@ -66,6 +70,10 @@ extern "C" fn disconnect_at_exit() {
 /// would (the DREP owed for a DREQ received, a REJ for a connection being
 /// set up), and what IDs destroyed just before owe is sent too.
 pub(super) fn disconnect_all(wait: Duration) {
+    if !super::rdmacm::opened_here() {
+        // No rdma_cm here, or a forked child's copy of its parent's.
+        return;
+    }
     let live: Vec<CmId> = {
         // Another thread holds the list only for a moment; one stopped
         // inside it would hold it for ever, so do not wait for it.
