@@ -118,8 +118,9 @@ fn last_errno() -> c_int {
 /// `ibv_get_async_event`: the device's next asynchronous event (QP fatal,
 /// last WQE reached, SRQ limit, CQ overflow). Without one it blocks in
 /// poll(2) on `async_fd` until the device's driver thread queues one, or,
-/// if the application set O_NONBLOCK on `async_fd`, fails with EAGAIN, as
-/// rdma-core's read(2) of its descriptor does.
+/// if the application set O_NONBLOCK on `async_fd`, fails with EAGAIN, and
+/// with EINTR when a signal handler interrupts the wait (see
+/// [`interrupted`]), as rdma-core's read(2) of its descriptor does.
 pub(super) unsafe extern "C" fn ibv_get_async_event(
     context: *mut ibv_context,
     event: *mut ibv_async_event,

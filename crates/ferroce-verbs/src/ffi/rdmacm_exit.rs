@@ -1,22 +1,22 @@
 //! What a process's exit does to its rdma_cm connections. The kernel
-//! destroys a process's rdma_cm IDs when its descriptor of `/dev/infiniband/
-//! rdma_cm` closes, so a peer learns at once (a DREQ) that a connection's
-//! process is gone. ferroce's IDs live in the process: at a normal exit
-//! (return from `main`, `exit`) this library's destructor does the same:
-//! it sends the DREQ of every connected ID and waits briefly for the
-//! DREPs, the DREP an ID owes for a DREQ it received (qperf's server exits
-//! so), and what IDs destroyed just before owe (the driver thread would
-//! have sent it in its next round), so that the peer gets DISCONNECTED
-//! promptly rather than after its own timeout.
+//! destroys a process's rdma_cm IDs when its descriptor of
+//! `/dev/infiniband/rdma_cm` closes, so a peer learns at once (a DREQ)
+//! that a connection's process is gone. ferroce's IDs live in the process,
+//! so at a normal exit (return from `main`, `exit`) this library's
+//! destructor does the same: the DREQ of every connected ID (then a brief
+//! wait for the DREPs), the DREP an ID owes for a DREQ it received (qperf's
+//! server exits so), and what IDs destroyed just before owe (the driver
+//! thread would have sent it in its next round); the peer gets
+//! DISCONNECTED promptly rather than after its own timeout.
 //!
 //! The destructor runs after the application's own `atexit` handlers (it
 //! is in this library's `.fini_array`, which the loader runs after them);
 //! other threads may still run meanwhile or be stopped anywhere, so it
 //! takes no lock it would wait on for long and bounds its wait (to about
-//! 200 ms). A process
-//! killed by a signal runs no destructor: its peers wait for their own
-//! timeouts (see the README's librdmacm section). A child forked from the
-//! process leaves the connections alone: they are its parent's.
+//! 200 ms). A process killed by a signal runs no destructor: its peers
+//! wait for their own timeouts (see the README's librdmacm section). A
+//! child forked from the process leaves the connections alone: they are
+//! its parent's.
 //!
 //! Same contract as `rdmacm.rs`.
 
