@@ -14,6 +14,7 @@
 #   librdmacm-dev              <rdma/rdma_cma.h>: librdmacm.so.1's C layout test and C program
 #   rdmacm-utils               rping, ucmatose, udaddy, rdma_server/rdma_client: the tools that
 #                              crates/ferroce-rdmacm/tests run on ferroce's librdmacm.so.1
+#   qperf                      qperf 0.4.11 -cm1: crates/ferroce-rdmacm/tests/qperf.rs (skipped without)
 #   fonts-dejavu-core          a TrueType font for ferroce sim's plots (ferroce-sim's tests draw them)
 #   ucx-utils                  ucx_info, ucx_perftest (UCX 1.13): the middleware tests of ferroce-verbs
 #   libfabric-bin              fi_info, fi_pingpong (libfabric 1.17, verbs provider): likewise
@@ -54,6 +55,7 @@ command -v ibv_rc_pingpong >/dev/null 2>&1 || missing+=(ibverbs-utils)
 command -v ib_write_bw >/dev/null 2>&1 || missing+=(perftest)
 [ -f /usr/include/rdma/rdma_cma.h ] || missing+=(librdmacm-dev)
 command -v rping >/dev/null 2>&1 || missing+=(rdmacm-utils)
+command -v qperf >/dev/null 2>&1 || missing+=(qperf)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 command -v ucx_perftest >/dev/null 2>&1 || missing+=(ucx-utils)
 command -v fi_pingpong >/dev/null 2>&1 || missing+=(libfabric-bin)

@@ -206,8 +206,9 @@ pub(super) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c
 
 /// `ibv_get_cq_event`: the next event of the channel, blocking in poll(2)
 /// on the channel's descriptor until one comes, or, if the application set
-/// O_NONBLOCK on `channel->fd`, failing with EAGAIN when none waits (as
-/// rdma-core's read(2) of its descriptor does).
+/// O_NONBLOCK on `channel->fd`, failing with EAGAIN when none waits, and
+/// with EINTR when a signal handler interrupts the wait (both as
+/// rdma-core's read(2) of its descriptor does; see `events::interrupted`).
 pub(super) unsafe extern "C" fn ibv_get_cq_event(
     channel: *mut ibv_comp_channel,
     cq_out: *mut *mut ibv_cq,
@@ -218,10 +219,14 @@ pub(super) unsafe extern "C" fn ibv_get_cq_event(
         let ch: &Channel = unsafe { obj(channel) }?;
         // SAFETY: module contract.
         let c = unsafe { ctx(ch.ch.context) }?;
-        let handle = if super::events::nonblocking(ch.inner.as_fd()) {
-            ch.inner.try_get_event().ok_or(libc::EAGAIN)?
-        } else {
-            ch.inner.get_event().map_err(|e| errno(&e))?
+        let handle = loop {
+            if let Some(h) = ch.inner.try_get_event() {
+                break h;
+            }
+            if super::events::nonblocking(ch.inner.as_fd()) {
+                return Err(libc::EAGAIN);
+            }
+            super::events::wait_readable(ch.inner.as_fd())?;
         };
         let cqs = c.cqs.lock().unwrap_or_else(|p| p.into_inner());
         let cq = *cqs.get(&handle).ok_or(libc::EINVAL)? as *mut ibv_cq;

@@ -3,7 +3,8 @@
 //! completion channels share with them. Both descriptors start blocking, as
 //! rdma-core's do, so that an O_NONBLOCK the application sets is the only
 //! one the library sees: without an event, the calls then fail with EAGAIN
-//! (rdma-core's read(2) would), and otherwise block in poll(2).
+//! (rdma-core's read(2) would), and otherwise block in poll(2), failing
+//! with EINTR where that read(2) would (see [`interrupted`]).
 
 use std::ffi::{c_int, c_void};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -48,24 +49,64 @@ pub(super) fn nonblocking(fd: BorrowedFd<'_>) -> bool {
     flags >= 0 && flags & libc::O_NONBLOCK != 0
 }
 
-/// Blocks (without spinning) until `fd` is readable; EINTR is retried.
+/// Blocks (without spinning) until `fd` is readable. A signal whose
+/// handler runs meanwhile ends the wait with EINTR unless read(2) would
+/// have been restarted (see [`interrupted`]), as rdma-core's read(2) of its
+/// event descriptors behaves.
 pub(super) fn wait_readable(fd: BorrowedFd<'_>) -> Result<(), c_int> {
+    loop {
+        match poll_readable(fd, -1) {
+            Err(libc::EINTR) => interrupted()?,
+            r => return r.map(|_| ()),
+        }
+    }
+}
+
+/// One poll(2) of `fd` for reading, up to `timeout_ms` (-1: no limit):
+/// whether it is readable, or the errno (EINTR included).
+pub(super) fn poll_readable(fd: BorrowedFd<'_>, timeout_ms: c_int) -> Result<bool, c_int> {
     let mut p = libc::pollfd {
         fd: fd.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     };
-    loop {
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut p, 1, -1) };
-        if n >= 0 {
-            return Ok(());
-        }
-        let e = last_errno();
-        if e != libc::EINTR {
-            return Err(e);
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if n < 0 { Err(last_errno()) } else { Ok(n > 0) }
+}
+
+/// What a wait interrupted by a signal handler does: `Err(EINTR)` if a
+/// read(2) would have failed, `Ok` to wait again.
+///
+/// poll(2) fails with EINTR after any handler, but rdma-core blocks in
+/// read(2), which the kernel restarts after a handler installed with
+/// `SA_RESTART`. The signal that interrupted is not known here, so the
+/// wait fails when any signal this thread can receive has a handler
+/// without `SA_RESTART` (qperf's SIGALRM, for instance) and goes on when
+/// every such handler restarts (as a program whose handlers all use
+/// `SA_RESTART` expects).
+pub(super) fn interrupted() -> Result<(), c_int> {
+    // SAFETY: sigset_t is plain data that sigemptyset initializes; the
+    // calls only read the signal mask and the dispositions.
+    unsafe {
+        let mut blocked: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut blocked);
+        libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut blocked);
+        for sig in 1..=libc::SIGRTMAX() {
+            if libc::sigismember(&blocked, sig) == 1 {
+                continue;
+            }
+            let mut act: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut act) != 0 {
+                continue;
+            }
+            let handled = act.sa_sigaction != libc::SIG_DFL && act.sa_sigaction != libc::SIG_IGN;
+            if handled && act.sa_flags & libc::SA_RESTART == 0 {
+                return Err(libc::EINTR);
+            }
         }
     }
+    Ok(())
 }
 
 fn last_errno() -> c_int {
@@ -77,8 +118,9 @@ fn last_errno() -> c_int {
 /// `ibv_get_async_event`: the device's next asynchronous event (QP fatal,
 /// last WQE reached, SRQ limit, CQ overflow). Without one it blocks in
 /// poll(2) on `async_fd` until the device's driver thread queues one, or,
-/// if the application set O_NONBLOCK on `async_fd`, fails with EAGAIN, as
-/// rdma-core's read(2) of its descriptor does.
+/// if the application set O_NONBLOCK on `async_fd`, fails with EAGAIN, and
+/// with EINTR when a signal handler interrupts the wait (see
+/// [`interrupted`]), as rdma-core's read(2) of its descriptor does.
 pub(super) unsafe extern "C" fn ibv_get_async_event(
     context: *mut ibv_context,
     event: *mut ibv_async_event,

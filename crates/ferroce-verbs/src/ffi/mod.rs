@@ -40,6 +40,7 @@ mod rdmacm;
 mod rdmacm_addr;
 mod rdmacm_conn;
 mod rdmacm_event;
+mod rdmacm_exit;
 mod rdmacm_mcast;
 mod rdmacm_qp;
 mod rdmacm_stubs;

@@ -54,8 +54,8 @@ struct CmDevice {
 /// `ferroce::cm` finds the process's devices already open (one engine per
 /// address), and `id->verbs` is a context of this library.
 fn cm_devices() -> &'static [CmDevice] {
-    static DEVICES: OnceLock<Vec<CmDevice>> = OnceLock::new();
-    DEVICES.get_or_init(|| {
+    CM_DEVICES.get_or_init(|| {
+        OPENED_BY.store(std::process::id(), std::sync::atomic::Ordering::Release);
         devices()
             .iter()
             .filter_map(|d| {
@@ -67,6 +67,35 @@ fn cm_devices() -> &'static [CmDevice] {
                     verbs: verbs as usize,
                     pd: Mutex::new(0),
                 })
+            })
+            .collect()
+    })
+}
+
+static CM_DEVICES: OnceLock<Vec<CmDevice>> = OnceLock::new();
+
+/// The process that opened rdma_cm's devices: a child it forks inherits
+/// the IDs' memory but not their driver threads, and its exit must not
+/// end its parent's connections (the kernel's rdma_cm descriptor, shared
+/// with the parent, stays open then too).
+static OPENED_BY: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Whether this process is the one that opened rdma_cm's devices (not a
+/// child forked from it).
+pub(super) fn opened_here() -> bool {
+    OPENED_BY.load(std::sync::atomic::Ordering::Acquire) == std::process::id()
+}
+
+/// The devices rdma_cm has opened, if it has (none before its first call):
+/// their ferroce contexts.
+pub(super) fn opened_devices() -> Vec<Context> {
+    CM_DEVICES.get().map_or_else(Vec::new, |list| {
+        list.iter()
+            .filter_map(|d| {
+                // SAFETY: rdma_cm's own contexts, never closed.
+                unsafe { super::ctx(d.verbs as *mut ibv_context) }
+                    .ok()
+                    .map(|c| c.inner.clone())
             })
             .collect()
     })
@@ -142,7 +171,8 @@ pub(super) unsafe fn id_obj<'a>(p: *mut rdma_cm_id) -> Result<&'a IdObj, c_int> 
 }
 
 /// Writes what the ID now knows into the C struct: its addresses and
-/// GIDs, its device (`verbs`, `port_num`) and, once routed, its path.
+/// GIDs, its device (`verbs`, `port_num`, and the device's PD in `pd`)
+/// and, once routed, its path.
 ///
 /// # Safety
 /// `p` is a live ID of this library.
@@ -164,7 +194,18 @@ pub(super) unsafe fn refresh(p: *mut rdma_cm_id, o: &IdObj) {
         }
         (&raw mut (*route).addr.ibaddr.pkey).write(0xffff_u16.to_be());
         if let Some(d) = verbs {
-            (&raw mut (*p).verbs).write(d.verbs as *mut ibv_context);
+            let ctx = d.verbs as *mut ibv_context;
+            // librdmacm's `ucma_get_device`: an ID with a device has that
+            // device's PD in `id->pd` (UCX makes its QPs on it); a PD the
+            // application gave (`rdma_create_ep`) stays while the device
+            // does.
+            let moved = (&raw const (*p).verbs).read() != ctx;
+            if (moved || (&raw const (*p).pd).read().is_null())
+                && let Ok(pd) = default_pd(ctx)
+            {
+                (&raw mut (*p).pd).write(pd);
+            }
+            (&raw mut (*p).verbs).write(ctx);
             (&raw mut (*p).port_num).write(1);
         }
         if let (Some(l), Some(r), true) = (local, peer, verbs.is_some()) {
@@ -185,7 +226,7 @@ pub(super) unsafe fn refresh(p: *mut rdma_cm_id, o: &IdObj) {
 
 /// A channel: the ferroce one, and an epoll descriptor watching its
 /// eventfd for the application (see [`ChannelObj`]).
-fn new_channel() -> Result<ChannelObj, c_int> {
+pub(super) fn new_channel() -> Result<ChannelObj, c_int> {
     let inner = EventChannel::new().map_err(|e| cm_errno(&e))?;
     // SAFETY: plain syscalls; the descriptor is owned at once.
     let watch = unsafe {
@@ -297,7 +338,7 @@ pub(super) fn new_id(
         inner: inner.clone(),
         chan,
         owner: Mutex::new(owner),
-        sync,
+        sync: AtomicBool::new(sync),
         path: UnsafeCell::new(ibv_sa_path_rec::default()),
         unacked: Unacked::default(),
         ep_qp: Mutex::new(None),

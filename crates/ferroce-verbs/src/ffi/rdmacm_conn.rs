@@ -6,13 +6,14 @@
 use std::ffi::{c_int, c_void};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::put;
 use super::rdmacm::{
-    channel_arc, guard_cm, id_obj, is_device, read_sockaddr, refresh, sole_device_of,
+    channel_arc, guard_cm, id_obj, is_device, new_channel, read_sockaddr, refresh, sole_device_of,
 };
-use super::rdmacm_event::{complete, deliver};
+use super::rdmacm_event::{ack_held, complete, deliver};
 use super::rdmacm_qp::create_ep_qp;
 use crate::abi::ibv_qp_attr;
 use crate::convert::qp_state;
@@ -167,7 +168,7 @@ pub(super) unsafe extern "C" fn ferroce_rdma_get_request(
     guard_cm(|| {
         // SAFETY: module contract.
         let l = unsafe { id_obj(listen) }?;
-        if !l.sync || id.is_null() {
+        if !l.is_sync() || id.is_null() {
             return Err(libc::EINVAL);
         }
         let ev = loop {
@@ -292,10 +293,13 @@ pub(super) unsafe extern "C" fn ferroce_rdma_set_option(
 }
 
 /// `rdma_migrate_id`: the ID's events are delivered by `channel` from
-/// now (those not yet read included). Its events still arrive on the
-/// ferroce channel it was made on, which `channel` reads from then too.
-/// A synchronous ID stays synchronous (a NULL channel is a no-op for it);
-/// making an asynchronous ID synchronous (NULL) is ENOSYS.
+/// now (those not yet read included), and the ID is asynchronous; a NULL
+/// channel makes it synchronous, on a private channel of its own. Its
+/// events still arrive on the ferroce channel it was made on, which
+/// `channel` reads from then too. As librdmacm: a synchronous ID's held
+/// event (`id->event`) is acknowledged first, the call waits until the
+/// ID's events are acknowledged, and migrating a synchronous ID to NULL
+/// is EINVAL.
 pub(super) unsafe extern "C" fn ferroce_rdma_migrate_id(
     id: *mut rdma_cm_id,
     channel: *mut rdma_event_channel,
@@ -303,17 +307,30 @@ pub(super) unsafe extern "C" fn ferroce_rdma_migrate_id(
     guard_cm(|| {
         // SAFETY: module contract.
         let o = unsafe { id_obj(id) }?;
-        if channel.is_null() {
-            return if o.sync { Ok(()) } else { Err(libc::ENOSYS) };
+        let was_sync = o.is_sync();
+        let to = if channel.is_null() {
+            if was_sync {
+                return Err(libc::EINVAL);
+            }
+            Arc::new(new_channel()?)
+        } else {
+            // SAFETY: module contract.
+            let to = unsafe { channel_arc(channel) }?;
+            if !Arc::ptr_eq(&o.chan, &to) {
+                watch_home(&to, &o.chan)?;
+            }
+            to
+        };
+        if was_sync {
+            // SAFETY: module contract.
+            unsafe { ack_held(id) };
         }
-        // SAFETY: module contract.
-        let to = unsafe { channel_arc(channel) }?;
-        if !Arc::ptr_eq(&o.chan, &to) {
-            watch_home(&to, &o.chan)?;
-        }
+        let c_channel = Arc::as_ptr(&to).cast_mut().cast::<rdma_event_channel>();
         *o.owner.lock().unwrap_or_else(|p| p.into_inner()) = to;
+        o.sync.store(channel.is_null(), Ordering::Release);
         // SAFETY: module contract; C reads `channel` from now.
-        unsafe { (&raw mut (*id).channel).write(channel) };
+        unsafe { (&raw mut (*id).channel).write(c_channel) };
+        o.unacked.wait_zero();
         Ok(())
     })
 }

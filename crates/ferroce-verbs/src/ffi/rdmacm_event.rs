@@ -5,11 +5,13 @@
 //! contract as `rdmacm.rs`.
 
 use std::ffi::{c_char, c_int};
+use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use ferroce::cm::{CmEvent, CmEventKind};
 
+use super::events::{interrupted, nonblocking, poll_readable};
 use super::rdmacm::{channel_arc, guard_cm, id_obj, new_id, refresh};
 use super::{put, take};
 use crate::rdmacm::abi::*;
@@ -42,7 +44,13 @@ pub(super) fn deliver(ev: CmEvent) -> Option<*mut rdma_cm_event> {
             // SAFETY: as above.
             let (context, ps) = unsafe { ((*listen).context, (*listen).ps) };
             let owner = l.owner.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            let id = new_id(ev.id.clone(), (l.chan.clone(), owner), l.sync, context, ps);
+            let id = new_id(
+                ev.id.clone(),
+                (l.chan.clone(), owner),
+                l.is_sync(),
+                context,
+                ps,
+            );
             (id, listen, listen)
         }
         _ => {
@@ -149,7 +157,8 @@ const WAIT_STEP: Duration = Duration::from_secs(3600);
 
 /// `rdma_get_cm_event`: blocks for the next event, or with `O_NONBLOCK`
 /// set on the channel's descriptor fails with `EAGAIN`, as a `read` of
-/// librdmacm's descriptor would.
+/// librdmacm's descriptor would; a signal handler that interrupts the wait
+/// ends it with EINTR as it would end that `read` (`events::interrupted`).
 pub(super) unsafe extern "C" fn ferroce_rdma_get_cm_event(
     channel: *mut rdma_event_channel,
     event: *mut *mut rdma_cm_event,
@@ -160,49 +169,57 @@ pub(super) unsafe extern "C" fn ferroce_rdma_get_cm_event(
         if event.is_null() {
             return Err(libc::EINVAL);
         }
-        // SAFETY: fcntl on the channel's own descriptor.
-        let flags = unsafe { libc::fcntl(ch.ch.fd, libc::F_GETFL) };
-        let nonblocking = flags >= 0 && flags & libc::O_NONBLOCK != 0;
+        // SAFETY: the channel's own descriptor, live while `ch` is.
+        let fd = unsafe { BorrowedFd::borrow_raw(ch.ch.fd) };
         let me = Arc::as_ptr(&ch) as usize;
         let mine = |e: &CmEvent| owner_of(e).is_none_or(|o| o == me);
+        // The descriptor was readable last round, yet nothing there was
+        // ours (another channel's events wait in a queue this one reads
+        // too, and keep it readable): pause rather than spin.
+        let mut busy = false;
         loop {
             let sources = live_sources(&ch);
-            let ev = if let Some(ev) = take_now(&ch, &sources, &mine)? {
-                ev
-            } else if nonblocking {
-                return Err(libc::EAGAIN);
-            } else if sources.is_empty() {
-                match ch.inner.get_event_matching(WAIT_STEP, &mine) {
-                    Ok(Some(ev)) => ev,
-                    Ok(None) => continue,
-                    Err(e) => return Err(cm_errno(&e)),
-                }
-            } else {
-                // Events of migrated IDs come from other channels too:
-                // wait on the epoll descriptor that watches them all.
-                let mut p = libc::pollfd {
-                    fd: ch.ch.fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd; a short timeout, since events
-                // of other channels' IDs keep the descriptor readable.
-                let ready = unsafe { libc::poll(&mut p, 1, 10) } > 0;
-                if ready {
-                    // Readable, yet nothing here was ours: another
-                    // channel's events wait there. Poll again at once and
-                    // this loop spins until they are taken; a 1 ms pause
-                    // bounds it.
-                    std::thread::sleep(std::time::Duration::from_millis(1));
+            if let Some(ev) = take_now(&ch, &sources, &mine)? {
+                if let Some(p) = deliver(ev) {
+                    // SAFETY: module contract.
+                    return unsafe { put(event, p) };
                 }
                 continue;
-            };
-            if let Some(p) = deliver(ev) {
-                // SAFETY: module contract.
-                return unsafe { put(event, p) };
             }
+            if nonblocking(fd) {
+                return Err(libc::EAGAIN);
+            }
+            let waited = if busy {
+                pause(BUSY_PAUSE_MS)
+            } else {
+                poll_readable(fd, -1)
+            };
+            busy = match waited {
+                Ok(readable) => readable,
+                Err(libc::EINTR) => {
+                    interrupted()?;
+                    false
+                }
+                Err(e) => return Err(e),
+            };
         }
     })
+}
+
+/// The pause between looks at a descriptor kept readable by events of
+/// other channels.
+const BUSY_PAUSE_MS: c_int = 1;
+
+/// Sleeps `ms` milliseconds in poll(2) (so a signal ends it as it ends a
+/// wait on the descriptor); `Ok(false)`: nothing known to be readable.
+fn pause(ms: c_int) -> Result<bool, c_int> {
+    // SAFETY: no descriptors; poll(2) only sleeps.
+    if unsafe { libc::poll(std::ptr::null_mut(), 0, ms) } < 0 {
+        return Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO));
+    }
+    Ok(false)
 }
 
 /// The channel (address) that delivers `e`: its ID's owner, or for a
@@ -261,7 +278,7 @@ pub(super) unsafe extern "C" fn ferroce_rdma_ack_cm_event(event: *mut rdma_cm_ev
 /// # Safety
 /// `id` is a live ID of this library.
 pub(super) unsafe fn complete(id: *mut rdma_cm_id, o: &IdObj) -> Result<(), c_int> {
-    if !o.sync {
+    if !o.is_sync() {
         return Ok(());
     }
     // SAFETY: module contract.

@@ -5,8 +5,8 @@
 //!   events wait. Shared (`Arc`)
 //!   by the IDs on it, so that an ID never points at a freed channel.
 //! * [`IdObj`]: `rdma_cm_id` over a [`CmId`]. A synchronous ID (created
-//!   without a channel, as `rdma_create_ep` does) has a private channel
-//!   and its calls wait for their own outcome.
+//!   without a channel, as `rdma_create_ep` does, or migrated to none)
+//!   has a private channel and its calls wait for their own outcome.
 //! * [`EventObj`]: `rdma_cm_event` with the bytes its private data
 //!   pointer names, alive until `rdma_ack_cm_event`.
 //!
@@ -17,7 +17,7 @@
 
 use std::cell::UnsafeCell;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -66,8 +66,9 @@ pub(crate) struct IdObj {
     /// The channel that delivers them (`id->channel`; `chan` until
     /// `rdma_migrate_id`).
     pub(crate) owner: Mutex<Arc<ChannelObj>>,
-    /// Created without a channel: calls wait for their outcome.
-    pub(crate) sync: bool,
+    /// Synchronous (created without a channel, or migrated to none): calls
+    /// wait for their outcome. `rdma_migrate_id` changes it.
+    pub(crate) sync: AtomicBool,
     /// `id.route.path_rec` points here once the route is resolved.
     pub(crate) path: UnsafeCell<ibv_sa_path_rec>,
     /// Events delivered and not yet acknowledged (destroy waits for 0).
@@ -132,10 +133,20 @@ impl Unacked {
     }
 }
 
+static IDS: Mutex<Vec<(CmId, usize)>> = Mutex::new(Vec::new());
+
 /// The live IDs: each ferroce ID with its C object's address.
 pub(crate) fn ids() -> MutexGuard<'static, Vec<(CmId, usize)>> {
-    static IDS: Mutex<Vec<(CmId, usize)>> = Mutex::new(Vec::new());
     IDS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// [`ids`], unless another thread holds them now.
+pub(crate) fn try_ids() -> Option<MutexGuard<'static, Vec<(CmId, usize)>>> {
+    match IDS.try_lock() {
+        Ok(g) => Some(g),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
 }
 
 /// The C object of `id`, if it is live.
@@ -147,6 +158,11 @@ impl IdObj {
     /// The channel that delivers this ID's events, as an address.
     pub(crate) fn owner_addr(&self) -> usize {
         Arc::as_ptr(&self.owner.lock().unwrap_or_else(|p| p.into_inner())) as usize
+    }
+
+    /// Whether the ID is synchronous (its calls wait for their outcome).
+    pub(crate) fn is_sync(&self) -> bool {
+        self.sync.load(Ordering::Acquire)
     }
 }
 

@@ -409,6 +409,28 @@ impl CmId {
         super::active::disconnect(&self.inner)
     }
 
+    /// Whether the ID's connection is established and not yet
+    /// disconnected (no DREQ or DREP has ended it): what
+    /// [`disconnect`](Self::disconnect) would end with a DREQ.
+    pub fn is_connected(&self) -> bool {
+        self.inner.state().phase == Phase::Connected
+    }
+
+    /// Ends the ID's communication as destroying the ID would (a REJ, a
+    /// DREQ or the DREP owed, as its state needs; sent in the device's next
+    /// round), while the ID itself stays: what the kernel does to a
+    /// process's IDs when the process exits, for a library whose IDs other
+    /// threads may still hold then. The ID has no connection afterwards.
+    pub fn abandon(&self) {
+        let mut st = self.inner.state();
+        let comm = st.comm.take();
+        let device = st.device.clone();
+        drop(st);
+        if let (Some(ctx), Some(comm)) = (device, comm) {
+            ctx.shared.cm_orphan(Some(comm), None);
+        }
+    }
+
     /// `rdma_get_request` for a listening ID: waits up to `timeout` for the
     /// next CONNECT_REQUEST to it on its channel (other events stay
     /// queued) and returns it.
