@@ -18,7 +18,6 @@
 #   fonts-dejavu-core          a TrueType font for ferroce sim's plots (ferroce-sim's tests draw them)
 #   ucx-utils                  ucx_info, ucx_perftest (UCX 1.13): the middleware tests of ferroce-verbs
 #   libfabric-bin              fi_info, fi_pingpong (libfabric 1.17, verbs provider): likewise
-#   qperf                      qperf 0.4.11 over rdma_cm: the middleware tests of ferroce-rdmacm
 #   iperf3                     iperf3 under librspreload.so (rsockets): likewise
 #
 # Cargo tools, installed with `cargo install --locked` when missing:
@@ -59,7 +58,6 @@ command -v qperf >/dev/null 2>&1 || missing+=(qperf)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 command -v ucx_perftest >/dev/null 2>&1 || missing+=(ucx-utils)
 command -v fi_pingpong >/dev/null 2>&1 || missing+=(libfabric-bin)
-command -v qperf >/dev/null 2>&1 || missing+=(qperf)
 command -v iperf3 >/dev/null 2>&1 || missing+=(iperf3)
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then

@@ -370,4 +370,10 @@ fn over_a_veth_pair_in_namespaces() {
     // The veth's MTU (1500) makes the RoCE MTU 1024: one datagram each.
     let table = pingpong(&pp, "dgram", &["-S", "1024", "-I", "20"], a, b);
     assert!(table.contains("=20"), "{table}");
+    // MSG endpoints connect through rdma_cm, with the IDs moved onto the
+    // event queue's channel; RDM over ofi_rxm runs on them.
+    for ep in ["msg", "rdm"] {
+        let table = pingpong(&pp, ep, &["-S", "65536", "-I", "10"], a, b);
+        assert!(table.contains("=10"), "{ep}: {table}");
+    }
 }
