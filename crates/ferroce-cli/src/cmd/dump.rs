@@ -141,13 +141,12 @@ fn report(
     let Some(located) = ferroce_wire::locate(frame.link, &frame.data) else {
         return Ok(());
     };
-    let verdict = judge(frame, located);
-    if let Verdict::Parsed {
-        frame: first,
-        icrc_ok: false,
-    } = &verdict
-        && let Some(cut) = gso::segments(frame, first)
-    {
+    let suspect = match judge(frame, located) {
+        Verdict::Parsed { icrc_ok, .. } => !icrc_ok,
+        Verdict::Malformed(Error::CaptureTruncated { .. }) => false,
+        Verdict::Malformed(_) => true,
+    };
+    if suspect && let Some(cut) = gso::segments(frame, &located) {
         tally.super_frames += 1;
         let n = cut.len();
         for (i, data) in cut.into_iter().enumerate() {
