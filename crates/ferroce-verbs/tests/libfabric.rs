@@ -18,31 +18,14 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{deps_dir, finish, is_root, library_dir, serial};
+use common::{Reap, both_libs_dir as libs, finish, is_root, serial};
 
 const SERVER: &str = "127.0.41.1";
 const CLIENT: &str = "127.0.41.2";
 /// How long one `fi_info` or one side of a pingpong may run.
 const LIMIT: Duration = Duration::from_secs(60);
-
-/// The directory holding both libraries (cargo builds ferroce-rdmacm's
-/// cdylib for this crate's tests, a dev-dependency).
-fn libs() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        library_dir(
-            "ferroce-libfabric-lib",
-            &deps_dir(),
-            &[
-                ("libibverbs.so", "libibverbs.so.1"),
-                ("librdmacm.so", "librdmacm.so.1"),
-            ],
-        )
-    })
-}
 
 /// The libfabric tools, or None (after saying why) when not installed.
 fn installed() -> Option<(PathBuf, PathBuf)> {
@@ -146,19 +129,6 @@ fn wait_listening(pid: u32, port: u16, limit: Duration) {
 fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
-}
-
-/// Kills a child on drop unless it was collected: a server whose client
-/// failed is not left running.
-struct Reap(Option<Child>);
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 /// Where each side runs: its namespace (or none) and device address.

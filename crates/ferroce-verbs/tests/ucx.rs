@@ -3,7 +3,9 @@
 //! device with the `rc_verbs` and `ud_verbs` transports, and
 //! `ucx_perftest` pairs run RC put/get/atomics, UD active messages and
 //! UCP tag matching between two processes on loopback, each test with a
-//! few hundred iterations under a timeout.
+//! few hundred iterations under a timeout; `io_demo` connects through
+//! UCX's rdmacm connection manager on ferroce's `librdmacm.so.1` and moves
+//! checked data.
 //!
 //! UCX takes a device only if `/dev/infiniband/<dev_name>` is a character
 //! device the user may read and write; ferroce's `dev_name` leads from
@@ -19,7 +21,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{finish, is_root, lib_dir, serial};
+use common::{Reap, both_libs_dir, finish, is_root, serial};
 
 /// The server's and the client's device addresses.
 const SERVER: &str = "127.0.0.1";
@@ -50,7 +52,7 @@ fn skip_reason() -> Option<String> {
 fn ucx(prog: &str, devices: &str, args: &[&str], env: &[(&str, &str)]) -> Child {
     let mut c = Command::new(Path::new("/usr/bin").join(prog));
     c.args(args)
-        .env("LD_LIBRARY_PATH", lib_dir())
+        .env("LD_LIBRARY_PATH", both_libs_dir())
         .env("FERROCE_DEVICES", devices)
         .env_remove("FERROCE_LOG")
         .env_remove("UCX_TLS")
@@ -220,11 +222,38 @@ fn ucx_perftest_ucp_tag_matching_over_rc_and_ud() {
     }
     let _l = serial();
     // UCP wires up over UD and moves the data on RC.
-    let env = [
-        ("UCX_TLS", "rc_verbs,ud_verbs"),
-        ("UCX_NET_DEVICES", "ferroce0:1"),
-    ];
+    let env = [("UCX_TLS", "rc_verbs,ud_verbs")];
     perftest(&["-t", "tag_lat", "-n", "300"], &env);
     let bw = perftest(&["-t", "tag_bw", "-s", "65536", "-n", "300"], &env);
     assert!(bw[4] > 0.0, "tag_bw moved no bytes");
+}
+
+#[test]
+fn io_demo_connects_through_the_rdmacm_connection_manager() {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let _l = serial();
+    // rdmacm alone: no fallback to UCX's TCP connection manager.
+    let env = [("UCX_SOCKADDR_TLS_PRIORITY", "rdmacm")];
+    let port = free_port();
+    let server = ucx("io_demo", SERVER, &["-p", &port], &env);
+    let server = Reap::new(server);
+    // The server listens through rdma_cm, not TCP: the client retries its
+    // connection every 100 ms, 50 times at most, until the listener is up.
+    // Then 1,000 writes of data the server checks (-q), and a clean close.
+    let args = [
+        "-p", &port, "-c", "50", "-y", "0.1s", "-i", "1000", "-q", SERVER,
+    ];
+    let client = finish(ucx("io_demo", CLIENT, &args, &env), LIMIT, "io_demo");
+    drop(server);
+    let text = String::from_utf8_lossy(&client.stdout);
+    let err = String::from_utf8_lossy(&client.stderr);
+    assert!(
+        client.status.success() && text.contains("Client exit with status 'OK'"),
+        "io_demo client ({}):\n{text}\n{err}",
+        client.status
+    );
+    assert!(text.contains("write"), "no writes reported:\n{text}");
 }
