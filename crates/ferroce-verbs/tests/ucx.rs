@@ -21,7 +21,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Reap, both_libs_dir, finish, is_root, serial};
+use common::{As, Reap, both_libs_dir, finish, is_root, serial, users};
 
 /// The server's and the client's device addresses.
 const SERVER: &str = "127.0.0.1";
@@ -50,7 +50,21 @@ fn skip_reason() -> Option<String> {
 }
 
 fn ucx(prog: &str, devices: &str, args: &[&str], env: &[(&str, &str)]) -> Child {
-    let mut c = Command::new(Path::new("/usr/bin").join(prog));
+    ucx_as(As::Me, prog, devices, args, env)
+}
+
+/// `prog` run by `who` (`nobody` through setpriv).
+fn ucx_as(who: As, prog: &str, devices: &str, args: &[&str], env: &[(&str, &str)]) -> Child {
+    let path = Path::new("/usr/bin").join(prog);
+    let mut c = match who {
+        As::Me => Command::new(path),
+        As::Nobody => {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(path);
+            c
+        }
+    };
     c.args(args)
         .env("LD_LIBRARY_PATH", both_libs_dir())
         .env("FERROCE_DEVICES", devices)
@@ -111,15 +125,20 @@ fn final_line(out: &str) -> Vec<f64> {
 /// One ucx_perftest pair with `args` (and `env`); returns the client's
 /// `Final:` figures.
 fn perftest(args: &[&str], env: &[(&str, &str)]) -> Vec<f64> {
+    perftest_as(As::Me, args, env)
+}
+
+/// [`perftest`] with both sides run by `who`.
+fn perftest_as(who: As, args: &[&str], env: &[(&str, &str)]) -> Vec<f64> {
     let port = free_port();
     let mut all: Vec<&str> = vec!["-p", &port, "-w", "20"];
     all.extend_from_slice(args);
-    let server = ucx("ucx_perftest", SERVER, &all, env);
+    let server = ucx_as(who, "ucx_perftest", SERVER, &all, env);
     wait_listening(&port);
     let mut client_args = vec![SERVER];
     client_args.extend_from_slice(&all);
-    let client = ucx("ucx_perftest", CLIENT, &client_args, env);
-    let what = format!("ucx_perftest {args:?}");
+    let client = ucx_as(who, "ucx_perftest", CLIENT, &client_args, env);
+    let what = format!("ucx_perftest {args:?} as {who:?}");
     let c = finish(client, LIMIT, &format!("{what} (client)"));
     let s = finish(server, LIMIT, &format!("{what} (server)"));
     for (side, out) in [("client", &c), ("server", &s)] {
@@ -185,11 +204,15 @@ fn ucx_perftest_rc_verbs_put_get_and_atomics() {
     let _l = serial();
     let rc = ["-d", "ferroce0:1", "-x", "rc_verbs"];
     let with = |more: &[&'static str]| [&rc[..], more].concat();
-    let put = perftest(
-        &with(&["-t", "put_bw", "-D", "zcopy", "-s", "65536", "-n", "300"]),
-        &[],
-    );
-    assert!(put[4] > 0.0, "put_bw moved no bytes");
+    // Unprivileged too, when the tests run as root.
+    for who in users() {
+        let put = perftest_as(
+            who,
+            &with(&["-t", "put_bw", "-D", "zcopy", "-s", "65536", "-n", "300"]),
+            &[],
+        );
+        assert!(put[4] > 0.0, "put_bw moved no bytes");
+    }
     let get = perftest(
         &with(&["-t", "get", "-D", "zcopy", "-s", "65536", "-n", "300"]),
         &[],
