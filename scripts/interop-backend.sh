@@ -91,5 +91,5 @@ backend_finish() {
     local a b
     read -ra a <<<"$counters_before"
     read -ra b <<<"$(kernel_counters)"
-    notes+=("The namespace's kernel during the run, IPv4 and IPv6 (it receives every RoCE v2 packet too; the process holding UDP 4791 keeps it from answering): ICMP port unreachable sent $((b[0] - a[0])) and $((b[3] - a[3])), UDP to no socket $((b[1] - a[1])) and $((b[4] - a[4])), UDP dropped as errors $((b[2] - a[2])) and $((b[5] - a[5])).")
+    notes+=("The namespace's kernel during the run, IPv4 and IPv6 (it receives every RoCE v2 packet too; the process holding UDP 4791 keeps it from answering): ICMP port unreachable sent $((b[0] - a[0])) and $((b[3] - a[3])), UDP to no socket $((b[1] - a[1])) and $((b[4] - a[4])), UDP dropped as errors $((b[2] - a[2])) and $((b[5] - a[5])). The last are expected and harmless: the raw backend holds UDP 4791 with a socket whose filter drops every datagram (so that the kernel sends no ICMP port unreachable), and the kernel counts each such drop as a UDP receive error, one per RoCE v2 packet it also received.")
 }

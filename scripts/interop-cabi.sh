@@ -250,6 +250,7 @@ vcm server write_bw-R "ib_write_bw -R" bw rc IPv4 "-s 3000" \
 t_clean=$(date +%s)
 if [ -z "$only" ] || [[ $only == *netem* ]]; then
     step "netem on the guest's NIC, each direction: $netem"
+    netem_ran=1
     netem_prepare
     netem_on
     for role in client server; do

@@ -436,6 +436,7 @@ done
 t_clean=$(date +%s)
 if { [ -z "$only" ] || [[ $only == *netem* ]]; } && ! { [ -n "$skip" ] && [[ netem =~ $skip ]]; }; then
     step "netem on the guest's NIC, each direction: $netem"
+    netem_ran=1
     netem_prepare
     netem_on
     for role in client server; do
