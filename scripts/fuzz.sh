@@ -58,7 +58,7 @@ fi
 set +e
 cargo fuzz run --sanitizer "$sanitizer" parse "$corpus" -- \
     -max_total_time="$seconds" -timeout=10 -print_final_stats=1 2>&1 |
-    grep -v '^WARNING: Failed to find function __sanitizer_'
+    grep -v '^WARNING: Failed to find function "\?__sanitizer_'
 status=${PIPESTATUS[0]}
 set -e
 if [ "$status" -ne 0 ]; then
