@@ -61,7 +61,7 @@ impl<T: AsRef<[u8]>> Bth<T> {
     pub fn pkey(&self) -> u16 {
         read_u16(self.b(), field::PKEY)
     }
-    /// BTH's FECN bit: congestion seen on the way here (on RoCE, ECN CE does this).
+    /// BTH's FECN bit: forward congestion notification, set by an IB switch (RoCE v2 marks IP ECN instead).
     pub fn fecn(&self) -> bool {
         self.b()[field::BECN_FECN] & 0x80 != 0
     }
@@ -142,9 +142,9 @@ pub struct BthRepr {
     pub pad_count: u8,
     /// P_Key: the partition key.
     pub pkey: u16,
-    /// FECN: forward congestion notification.
+    /// FECN: forward congestion notification, set on the way to the receiver.
     pub fecn: bool,
-    /// BECN: backward congestion notification.
+    /// BECN: backward congestion notification, returned to the sender.
     pub becn: bool,
     /// DestQP: destination QP number, below 2^24.
     pub dest_qp: u32,

@@ -459,7 +459,7 @@ impl CmMra {
 pub struct CmRej {
     /// Local Communication ID: the sender's handle for this connection.
     pub local_comm_id: u32,
-    /// Remote Communication ID: the receiver's handle (0 if unknown).
+    /// Remote Communication ID: the receiver's handle, from the message rejected.
     pub remote_comm_id: u32,
     /// Message Rejected: which message is refused, 2 bits: 0 REQ, 1 REP, 2 none.
     pub message_rejected: u8,
