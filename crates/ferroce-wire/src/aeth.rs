@@ -19,21 +19,26 @@ header_view!(
 );
 
 impl<T: AsRef<[u8]>> Aeth<T> {
+    /// AETH's Syndrome byte, undecoded.
     pub fn syndrome_byte(&self) -> u8 {
         self.buffer.as_ref()[SYNDROME]
     }
+    /// AETH's Syndrome, decoded (IBA 9.3.5, table 43).
     pub fn syndrome(&self) -> Syndrome {
         Syndrome::from_byte(self.syndrome_byte())
     }
+    /// AETH's MSN: the responder's message sequence number, 24 bits.
     pub fn msn(&self) -> u32 {
         read_u24(self.buffer.as_ref(), MSN)
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Aeth<T> {
+    /// Sets the Syndrome byte.
     pub fn set_syndrome(&mut self, s: Syndrome) {
         self.buffer.as_mut()[SYNDROME] = s.to_byte();
     }
+    /// Sets the MSN to the low 24 bits of `msn`.
     pub fn set_msn(&mut self, msn: u32) {
         write_u24(self.buffer.as_mut(), MSN, msn & 0xff_ffff);
     }
@@ -42,16 +47,22 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Aeth<T> {
 /// A NAK code (IBA table 44).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NakCode {
+    /// NAK code 0: PSN sequence error; the requester retries from the NAK's PSN.
     PsnSequenceError,
+    /// NAK code 1: invalid request.
     InvalidRequest,
+    /// NAK code 2: remote access error (bad R_Key, address or rights).
     RemoteAccessError,
+    /// NAK code 3: remote operational error.
     RemoteOperationalError,
+    /// NAK code 4: invalid RD request.
     InvalidRdRequest,
     /// Codes 5-31 are reserved.
     Reserved(u8),
 }
 
 impl NakCode {
+    /// The NAK code of the low five bits of `c`.
     pub const fn from_code(c: u8) -> Self {
         match c & 0x1f {
             0 => Self::PsnSequenceError,
@@ -62,6 +73,7 @@ impl NakCode {
             c => Self::Reserved(c),
         }
     }
+    /// The 5-bit code.
     pub const fn code(self) -> u8 {
         match self {
             Self::PsnSequenceError => 0,
@@ -72,6 +84,7 @@ impl NakCode {
             Self::Reserved(c) => c & 0x1f,
         }
     }
+    /// The upper-case name printed in dumps, e.g. `"REMOTE_ACCESS_ERROR"`.
     pub const fn name(self) -> &'static str {
         match self {
             Self::PsnSequenceError => "PSN_SEQUENCE_ERROR",
@@ -89,20 +102,25 @@ impl NakCode {
 pub enum Syndrome {
     /// ACK; `credits` is the 5-bit credit count (31 = invalid / unlimited).
     Ack {
+        /// The credit count, 0-31.
         credits: u8,
     },
     /// Receiver not ready; `timer` is the 5-bit RNR timer code.
     RnrNak {
+        /// The RNR timer code, 0-31 (see [`rnr_timer_us`]).
         timer: u8,
     },
     /// Type `10`: reserved by the IBA; `value` is the low five bits.
     Reserved {
+        /// The low five bits, 0-31.
         value: u8,
     },
+    /// Negative acknowledgement with the code saying why.
     Nak(NakCode),
 }
 
 impl Syndrome {
+    /// Decodes a syndrome byte; bit 7 is ignored, any byte decodes.
     pub const fn from_byte(b: u8) -> Self {
         let low = b & 0x1f;
         match (b >> 5) & 0x3 {
@@ -112,6 +130,7 @@ impl Syndrome {
             _ => Self::Nak(NakCode::from_code(low)),
         }
     }
+    /// Encodes the syndrome; values beyond five bits are masked, bit 7 is zero.
     pub const fn to_byte(self) -> u8 {
         match self {
             Self::Ack { credits } => credits & 0x1f,
@@ -158,12 +177,14 @@ pub const fn rnr_timer_us(code: u8) -> u32 {
 /// The validated content of an AETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AethRepr {
+    /// The Syndrome: ACK, RNR NAK or NAK.
     pub syndrome: Syndrome,
     /// Message sequence number (24 bits).
     pub msn: u32,
 }
 
 impl AethRepr {
+    /// Reads an AETH; fails only if the buffer is shorter than 4 bytes.
     pub fn parse<T: AsRef<[u8]>>(v: &Aeth<T>) -> Result<Self> {
         v.check_len()?;
         Ok(Self {
@@ -171,6 +192,7 @@ impl AethRepr {
             msn: v.msn(),
         })
     }
+    /// Writes the AETH; fails if the MSN does not fit 24 bits or the buffer is short.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, v: &mut Aeth<T>) -> Result<()> {
         if self.msn > 0xff_ffff {
             return Err(Error::FieldOverflow {

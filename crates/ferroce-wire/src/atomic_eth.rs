@@ -20,32 +20,40 @@ header_view!(
 );
 
 impl<T: AsRef<[u8]>> AtomicEth<T> {
+    /// AtomicETH's VA: the remote virtual address, 8-byte aligned.
     pub fn va(&self) -> u64 {
         read_u64(self.buffer.as_ref(), VA)
     }
+    /// AtomicETH's R_Key: the remote key of the memory region.
     pub fn rkey(&self) -> u32 {
         read_u32(self.buffer.as_ref(), RKEY)
     }
     /// The swap value (COMPARE SWAP) or the addend (FETCH ADD).
+    /// AtomicETH's Swap (Or Add) Data: the value to swap in, or to add.
     pub fn swap_add(&self) -> u64 {
         read_u64(self.buffer.as_ref(), SWAP_ADD)
     }
     /// The compare value (COMPARE SWAP only).
+    /// AtomicETH's Compare Data (COMPARE SWAP only).
     pub fn compare(&self) -> u64 {
         read_u64(self.buffer.as_ref(), COMPARE)
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicEth<T> {
+    /// Sets the VA.
     pub fn set_va(&mut self, v: u64) {
         write_u64(self.buffer.as_mut(), VA, v);
     }
+    /// Sets the R_Key.
     pub fn set_rkey(&mut self, v: u32) {
         write_u32(self.buffer.as_mut(), RKEY, v);
     }
+    /// Sets the Swap (Or Add) Data.
     pub fn set_swap_add(&mut self, v: u64) {
         write_u64(self.buffer.as_mut(), SWAP_ADD, v);
     }
+    /// Sets the Compare Data.
     pub fn set_compare(&mut self, v: u64) {
         write_u64(self.buffer.as_mut(), COMPARE, v);
     }
@@ -54,13 +62,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicEth<T> {
 /// The content of an AtomicETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AtomicEthRepr {
+    /// VA: remote virtual address.
     pub va: u64,
+    /// R_Key: remote key.
     pub rkey: u32,
+    /// Swap (Or Add) Data.
     pub swap_add: u64,
+    /// Compare Data.
     pub compare: u64,
 }
 
 impl AtomicEthRepr {
+    /// Reads an AtomicETH; fails only if the buffer is shorter than 28 bytes.
     pub fn parse<T: AsRef<[u8]>>(v: &AtomicEth<T>) -> Result<Self> {
         v.check_len()?;
         Ok(Self {
@@ -70,6 +83,7 @@ impl AtomicEthRepr {
             compare: v.compare(),
         })
     }
+    /// Writes the AtomicETH; fails only if the buffer is shorter than 28 bytes.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, v: &mut AtomicEth<T>) -> Result<()> {
         v.check_len()?;
         v.set_va(self.va);
@@ -95,6 +109,7 @@ impl<T: AsRef<[u8]>> AtomicAckEth<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicAckEth<T> {
+    /// Sets the original remote data.
     pub fn set_orig(&mut self, v: u64) {
         write_u64(self.buffer.as_mut(), ORIG, v);
     }

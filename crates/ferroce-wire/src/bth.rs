@@ -37,27 +37,35 @@ impl<T: AsRef<[u8]>> Bth<T> {
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }
+    /// BTH's OpCode: the transport service and operation .
     pub fn opcode(&self) -> Opcode {
         Opcode(self.b()[field::OPCODE])
     }
+    /// BTH's SE bit: the responder raises a solicited event on completion.
     pub fn solicited(&self) -> bool {
         self.b()[field::FLAGS] & 0x80 != 0
     }
+    /// BTH's MigReq bit: the sender's path migration state.
     pub fn mig_req(&self) -> bool {
         self.b()[field::FLAGS] & 0x40 != 0
     }
+    /// BTH's PadCnt: the bytes of pad after the payload, 0-3 (IBA 9.2).
     pub fn pad_count(&self) -> u8 {
         (self.b()[field::FLAGS] >> 4) & 0x3
     }
+    /// BTH's TVer: the transport header version, 0 in IBA 1.x.
     pub fn tver(&self) -> u8 {
         self.b()[field::FLAGS] & 0xf
     }
+    /// BTH's P_Key: the partition key.
     pub fn pkey(&self) -> u16 {
         read_u16(self.b(), field::PKEY)
     }
+    /// BTH's FECN bit: forward congestion notification, set by an IB switch (RoCE v2 marks IP ECN instead).
     pub fn fecn(&self) -> bool {
         self.b()[field::BECN_FECN] & 0x80 != 0
     }
+    /// BTH's BECN bit: congestion reported back to the sender.
     pub fn becn(&self) -> bool {
         self.b()[field::BECN_FECN] & 0x40 != 0
     }
@@ -65,9 +73,11 @@ impl<T: AsRef<[u8]>> Bth<T> {
     pub fn resv6(&self) -> u8 {
         self.b()[field::BECN_FECN] & 0x3f
     }
+    /// BTH's DestQP: the destination queue pair number, 24 bits.
     pub fn dest_qp(&self) -> u32 {
         read_u24(self.b(), field::DEST_QP)
     }
+    /// BTH's AckReq bit: the requester asks for an acknowledgement.
     pub fn ack_req(&self) -> bool {
         self.b()[field::ACKREQ] & 0x80 != 0
     }
@@ -75,6 +85,7 @@ impl<T: AsRef<[u8]>> Bth<T> {
     pub fn resv7(&self) -> u8 {
         self.b()[field::ACKREQ] & 0x7f
     }
+    /// BTH's PSN: the packet sequence number, 24 bits.
     pub fn psn(&self) -> Psn {
         Psn::new(read_u24(self.b(), field::PSN))
     }
@@ -84,6 +95,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Bth<T> {
     fn bm(&mut self) -> &mut [u8] {
         self.buffer.as_mut()
     }
+    /// Sets the OpCode.
     pub fn set_opcode(&mut self, v: Opcode) {
         self.bm()[field::OPCODE] = v.0;
     }
@@ -92,10 +104,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Bth<T> {
         self.bm()[field::FLAGS] =
             (u8::from(se) << 7) | (u8::from(mig_req) << 6) | ((pad & 3) << 4) | (tver & 0xf);
     }
+    /// Sets PadCnt to the low two bits of `pad`; the other bits of the byte are kept.
     pub fn set_pad_count(&mut self, pad: u8) {
         let b = &mut self.bm()[field::FLAGS];
         *b = (*b & !0x30) | ((pad & 3) << 4);
     }
+    /// Sets the P_Key.
     pub fn set_pkey(&mut self, v: u16) {
         write_u16(self.bm(), field::PKEY, v);
     }
@@ -103,6 +117,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Bth<T> {
     pub fn set_ecn(&mut self, fecn: bool, becn: bool) {
         self.bm()[field::BECN_FECN] = (u8::from(fecn) << 7) | (u8::from(becn) << 6);
     }
+    /// Sets DestQP to the low 24 bits of `v`; the six reserved bits before it become zero.
     pub fn set_dest_qp(&mut self, v: u32) {
         write_u24(self.bm(), field::DEST_QP, v & 0xff_ffff);
         self.bm()[4] &= 0xc0;
@@ -117,15 +132,25 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Bth<T> {
 /// The validated content of a BTH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BthRepr {
+    /// OpCode: transport service and operation.
     pub opcode: Opcode,
+    /// SE: raise a solicited event at the responder.
     pub solicited: bool,
+    /// MigReq: the sender's path migration state.
     pub mig_req: bool,
+    /// PadCnt: pad bytes after the payload, 0-3.
     pub pad_count: u8,
+    /// P_Key: the partition key.
     pub pkey: u16,
+    /// FECN: forward congestion notification, set on the way to the receiver.
     pub fecn: bool,
+    /// BECN: backward congestion notification, returned to the sender.
     pub becn: bool,
+    /// DestQP: destination QP number, below 2^24.
     pub dest_qp: u32,
+    /// AckReq: the requester asks for an acknowledgement.
     pub ack_req: bool,
+    /// PSN: the packet sequence number.
     pub psn: Psn,
 }
 

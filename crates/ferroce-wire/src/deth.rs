@@ -20,6 +20,7 @@ header_view!(
 );
 
 impl<T: AsRef<[u8]>> Deth<T> {
+    /// DETH's Q_Key: the queue key the destination UD QP checks.
     pub fn qkey(&self) -> u32 {
         read_u32(self.buffer.as_ref(), QKEY)
     }
@@ -27,12 +28,14 @@ impl<T: AsRef<[u8]>> Deth<T> {
     pub fn reserved(&self) -> u8 {
         self.buffer.as_ref()[DETH_RESERVED]
     }
+    /// DETH's SrcQP: the sender's QP number, 24 bits.
     pub fn src_qp(&self) -> u32 {
         read_u24(self.buffer.as_ref(), SRC_QP)
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Deth<T> {
+    /// Sets the Q_Key.
     pub fn set_qkey(&mut self, v: u32) {
         write_u32(self.buffer.as_mut(), QKEY, v);
     }
@@ -46,11 +49,14 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Deth<T> {
 /// The content of a DETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DethRepr {
+    /// Q_Key: the queue key.
     pub qkey: u32,
+    /// SrcQP: the sender's QP number, below 2^24.
     pub src_qp: u32,
 }
 
 impl DethRepr {
+    /// Reads a DETH; the reserved byte is ignored. Fails only if the buffer is shorter than 8 bytes.
     pub fn parse<T: AsRef<[u8]>>(v: &Deth<T>) -> Result<Self> {
         v.check_len()?;
         Ok(Self {
@@ -58,6 +64,7 @@ impl DethRepr {
             src_qp: v.src_qp(),
         })
     }
+    /// Writes the DETH with a zero reserved byte; fails if the source QP does not fit 24 bits or the buffer is short.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, v: &mut Deth<T>) -> Result<()> {
         check_u24("deth.src_qp", self.src_qp)?;
         v.check_len()?;
@@ -83,6 +90,7 @@ impl<T: AsRef<[u8]>> Rdeth<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Rdeth<T> {
+    /// Sets the 24-bit number to the low 24 bits of `v`; the reserved byte becomes zero.
     pub fn set_value(&mut self, v: u32) {
         self.buffer.as_mut()[0] = 0;
         write_u24(self.buffer.as_mut(), LOW24, v & 0xff_ffff);

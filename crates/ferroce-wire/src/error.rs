@@ -9,27 +9,49 @@ use core::fmt;
 /// A header or trailer of a RoCE / InfiniBand packet, as named in errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Header {
+    /// The Ethernet II header (IEEE 802.3).
     Ethernet,
+    /// An 802.1Q VLAN tag.
     Vlan,
+    /// The IPv4 header of a RoCE v2 packet.
     Ipv4,
+    /// The IPv6 header of a RoCE v2 packet.
     Ipv6,
+    /// The UDP header of a RoCE v2 packet (destination port 4791).
     Udp,
+    /// The Local Route Header of native InfiniBand (IBA 7.7).
     Lrh,
+    /// The Global Route Header of RoCE v1 and routed IB (IBA 8.3).
     Grh,
+    /// The Base Transport Header (IBA 9.2).
     Bth,
+    /// The Reliable Datagram Extended Transport Header (IBA 9.3.1).
     Rdeth,
+    /// The Datagram Extended Transport Header (IBA 9.3.2).
     Deth,
+    /// The XRC Extended Transport Header (Annex A14).
     Xrceth,
+    /// The Flush Extended Transport Header of FLUSH (IBA 1.5).
     Feth,
+    /// The RDMA Extended Transport Header (IBA 9.3.3).
     Reth,
+    /// The Atomic Extended Transport Header (IBA 9.3.4).
     AtomicEth,
+    /// The ACK Extended Transport Header (IBA 9.3.5).
     Aeth,
+    /// The Atomic ACK Extended Transport Header (IBA 9.3.6).
     AtomicAckEth,
+    /// The Immediate Data header (ImmDt).
     ImmDt,
+    /// The Invalidate Extended Transport Header (IETH).
     Ieth,
+    /// The 16 reserved bytes after the BTH of a RoCE v2 CNP (Annex A17.9.3).
     CnpReserved,
+    /// The 4-byte Invariant CRC trailer (IBA 7.8.1).
     Icrc,
+    /// The 2-byte Variant CRC trailer of native IB (IBA 7.8.2).
     Vcrc,
+    /// A management datagram (IBA 13.4).
     Mad,
 }
 
@@ -74,43 +96,105 @@ impl fmt::Display for Header {
 pub enum Error {
     /// Fewer bytes than `header` needs.
     Truncated {
+        /// The header (or trailer) that does not fit.
         header: Header,
+        /// Bytes it needs, counted from where it starts.
         needed: usize,
+        /// Bytes present from where it starts.
         available: usize,
     },
     /// A length field disagrees with the bytes present (`field` names it).
     BadLength {
+        /// The length field, e.g. `"udp.length"`.
         field: &'static str,
+        /// The length the field states, in bytes.
         claimed: usize,
+        /// The length the bytes present allow, in bytes.
         actual: usize,
     },
     /// A version field holds a value this layer does not speak.
-    BadVersion { field: &'static str, value: u8 },
+    BadVersion {
+        /// The version field, e.g. `"bth.tver"`.
+        field: &'static str,
+        /// The value found.
+        value: u8,
+    },
     /// The GRH next-header field is not 0x1B (IBA transport).
-    BadNextHeader { value: u8 },
+    BadNextHeader {
+        /// The NxtHdr value found.
+        value: u8,
+    },
     /// The BTH opcode is reserved, manufacturer specific or otherwise unknown.
-    UnknownOpcode { opcode: u8 },
+    UnknownOpcode {
+        /// The BTH OpCode byte.
+        opcode: u8,
+    },
     /// BTH PadCnt is larger than the bytes left after the headers.
-    PadExceedsPayload { pad: u8, available: usize },
+    PadExceedsPayload {
+        /// The BTH PadCnt (0-3).
+        pad: u8,
+        /// Bytes between the last extension header and the ICRC.
+        available: usize,
+    },
     /// The opcode carries no payload but bytes follow its headers.
-    UnexpectedPayload { opcode: u8, len: usize },
+    UnexpectedPayload {
+        /// The BTH OpCode byte.
+        opcode: u8,
+        /// Bytes found after the headers.
+        len: usize,
+    },
     /// The invariant CRC does not match the packet.
-    BadIcrc { computed: u32, received: u32 },
+    BadIcrc {
+        /// The ICRC computed over the packet's invariant fields.
+        computed: u32,
+        /// The ICRC in the packet's trailer.
+        received: u32,
+    },
     /// The variant CRC (native InfiniBand only) does not match the packet.
-    BadVcrc { computed: u16, received: u16 },
+    BadVcrc {
+        /// The VCRC computed over the packet.
+        computed: u16,
+        /// The VCRC in the packet's trailer.
+        received: u16,
+    },
     /// The IPv4 packet is a fragment; RoCE is never fragmented.
     Fragmented,
     /// The capture holds fewer bytes than were on the wire.
-    CaptureTruncated { captured: usize, on_wire: usize },
+    CaptureTruncated {
+        /// Bytes in the capture.
+        captured: usize,
+        /// Bytes the headers say were sent.
+        on_wire: usize,
+    },
     /// A value given to an emitter does not fit its field.
-    FieldOverflow { field: &'static str, value: u64 },
+    FieldOverflow {
+        /// The field, e.g. `"bth.dest_qp"`.
+        field: &'static str,
+        /// The value that does not fit.
+        value: u64,
+    },
     /// An emitter was given extension headers that the opcode does not carry,
     /// or was missing one it does.
-    LayoutMismatch { opcode: u8, header: Header },
+    LayoutMismatch {
+        /// The BTH OpCode byte.
+        opcode: u8,
+        /// The extension header given without need, or needed and missing.
+        header: Header,
+    },
     /// The emit buffer is too small.
-    BufferTooSmall { needed: usize, available: usize },
+    BufferTooSmall {
+        /// Bytes the emitted packet needs.
+        needed: usize,
+        /// Bytes in the buffer.
+        available: usize,
+    },
     /// A MAD field holds a value this decoder does not accept.
-    BadMad { field: &'static str, value: u32 },
+    BadMad {
+        /// The MAD field, e.g. `"mad.base_version"`.
+        field: &'static str,
+        /// The value found.
+        value: u32,
+    },
 }
 
 impl Error {

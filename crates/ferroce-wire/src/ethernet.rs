@@ -27,8 +27,11 @@ const TCI_VID: u16 = 0x0fff;
 
 /// Ethertype of RoCE v1 (IBA Annex A16).
 pub const ETHERTYPE_ROCE_V1: u16 = 0x8915;
+/// Ethertype of IPv4 (RoCE v2 over IPv4).
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
+/// Ethertype of IPv6 (RoCE v2 over IPv6).
 pub const ETHERTYPE_IPV6: u16 = 0x86dd;
+/// Ethertype (TPID) of an 802.1Q tag.
 pub const ETHERTYPE_VLAN: u16 = 0x8100;
 /// 802.1ad service tag.
 pub const ETHERTYPE_QINQ: u16 = 0x88a8;
@@ -69,8 +72,11 @@ impl VlanTag {
 /// The content of an Ethernet II header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EthernetRepr {
+    /// Destination MAC address.
     pub dst: [u8; 6],
+    /// Source MAC address.
     pub src: [u8; 6],
+    /// The 802.1Q tag, if the frame has one.
     pub vlan: Option<VlanTag>,
     /// The ethertype of what follows (after the tag, if any).
     pub ethertype: u16,

@@ -47,18 +47,29 @@ pub const AFTER_IDENT: usize = MIN_HEADER_LEN - field::IDENT.end;
 pub struct Ipv4Repr {
     /// Header length in bytes (IHL x 4); more than 20 means options.
     pub header_len: u8,
+    /// DSCP: the differentiated services code point, 6 bits.
     pub dscp: u8,
+    /// ECN: 2 bits; 3 (CE) marks congestion, which a RoCE v2 receiver answers with a CNP.
     pub ecn: u8,
+    /// Total Length: header plus payload, in bytes.
     pub total_len: u16,
+    /// Identification.
     pub ident: u16,
+    /// DF: don't fragment.
     pub dont_frag: bool,
+    /// MF: more fragments follow.
     pub more_frags: bool,
     /// Fragment offset in 8-byte units.
     pub frag_offset: u16,
+    /// Time to Live.
     pub ttl: u8,
+    /// Protocol: 17 (UDP) for RoCE v2.
     pub protocol: u8,
+    /// Header Checksum, as read (see [`checksum_ok`]).
     pub checksum: u16,
+    /// Source address.
     pub src: Ipv4Addr,
+    /// Destination address.
     pub dst: Ipv4Addr,
 }
 

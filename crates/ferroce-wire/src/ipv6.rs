@@ -31,10 +31,15 @@ pub const NEXT_HEADER_IBA: u8 = 0x1b;
 /// The content of an IPv6 header or a GRH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ipv6Repr {
+    /// Traffic Class (TClass in a GRH): DSCP in the high six bits, ECN in the low two.
     pub traffic_class: u8,
+    /// Flow Label, 20 bits.
     pub flow_label: u32,
+    /// Payload Length (PayLen in a GRH): bytes after this 40-byte header.
     pub payload_len: u16,
+    /// Next Header (NxtHdr in a GRH): 17 (UDP) for RoCE v2, 0x1B for a GRH.
     pub next_header: u8,
+    /// Hop Limit (HopLmt in a GRH).
     pub hop_limit: u8,
     /// Source address (the SGID in a GRH).
     pub src: Ipv6Addr,
@@ -92,10 +97,12 @@ impl Ipv6Repr {
         Ok(r)
     }
 
+    /// DSCP: the high six bits of the traffic class.
     pub fn dscp(&self) -> u8 {
         self.traffic_class >> 2
     }
 
+    /// ECN: the low two bits of the traffic class; 3 is CE.
     pub fn ecn(&self) -> u8 {
         self.traffic_class & 3
     }

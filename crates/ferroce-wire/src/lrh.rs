@@ -39,17 +39,25 @@ pub enum NextHeader {
 /// The content of an LRH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LrhRepr {
+    /// VL: the virtual lane, 4 bits (15 is VL15, management).
     pub vl: u8,
+    /// LVer: the link version, 0.
     pub lver: u8,
+    /// SL: the service level, 4 bits.
     pub sl: u8,
+    /// LNH: which header follows.
     pub next: NextHeader,
+    /// DLID: the destination LID.
     pub dlid: u16,
     /// Packet length in 4-byte words, LRH through ICRC.
     pub pkt_len: u16,
+    /// SLID: the source LID.
     pub slid: u16,
 }
 
 impl LrhRepr {
+    /// Parses the 8-byte LRH at the start of `b`; rejects a short buffer and an LVer other than 0.
+    /// The reserved bits are ignored.
     pub fn parse(b: &[u8]) -> Result<Self> {
         crate::field::check(Header::Lrh, HEADER_LEN, b.len())?;
         if b[0] & 0xf != 0 {
@@ -74,6 +82,8 @@ impl LrhRepr {
         })
     }
 
+    /// Writes the 8-byte LRH; rejects a short buffer and a PktLen above 11 bits.
+    /// VL and SL keep only their low four bits; reserved bits are written as zero.
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
         crate::field::check(Header::Lrh, HEADER_LEN, b.len())?;
         if self.pkt_len > 0x7ff {

@@ -42,25 +42,41 @@ pub const GSI_QKEY: u32 = 0x8001_0000;
 
 /// Attribute IDs of the Communication Manager class.
 pub mod attr {
+    /// ClassPortInfo: the class's capabilities and redirection.
     pub const CLASS_PORT_INFO: u16 = 0x0001;
+    /// ConnectRequest: the active side asks for a connection.
     pub const REQ: u16 = 0x0010;
+    /// MsgRcptAck: message received, reply later; extends the peer's timeout.
     pub const MRA: u16 = 0x0011;
+    /// ConnectReject: refuses a REQ or REP.
     pub const REJ: u16 = 0x0012;
+    /// ConnectReply: the passive side accepts a REQ.
     pub const REP: u16 = 0x0013;
+    /// ReadyToUse: the active side confirms a REP.
     pub const RTU: u16 = 0x0014;
+    /// DisconnectRequest.
     pub const DREQ: u16 = 0x0015;
+    /// DisconnectReply.
     pub const DREP: u16 = 0x0016;
+    /// ServiceIDResReq: resolves a service ID to a UD QP.
     pub const SIDR_REQ: u16 = 0x0017;
+    /// ServiceIDResReqResp: the answer to a SIDR_REQ.
     pub const SIDR_REP: u16 = 0x0018;
+    /// LoadAlternatePath; not decoded here.
     pub const LAP: u16 = 0x0019;
+    /// AlternatePathResponse; not decoded here.
     pub const APR: u16 = 0x001a;
 }
 
 /// Common MAD methods (the response bit 0x80 included).
 pub mod method {
+    /// Get: read an attribute.
     pub const GET: u8 = 0x01;
+    /// Set: write an attribute.
     pub const SET: u8 = 0x02;
+    /// Send: a datagram with no response expected; CM messages use it.
     pub const SEND: u8 = 0x03;
+    /// GetResp: the response to a Get or Set.
     pub const GET_RESP: u8 = 0x81;
 }
 
@@ -86,15 +102,23 @@ pub const fn cm_attribute_name(attribute_id: u16) -> Option<&'static str> {
 /// The 24-byte common MAD header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MadHeader {
+    /// BaseVersion: 1 for InfiniBand.
     pub base_version: u8,
+    /// MgmtClass: the management class, e.g. [`CM_CLASS`].
     pub mgmt_class: u8,
+    /// ClassVersion: the version of the class's MAD format.
     pub class_version: u8,
     /// The whole byte: response bit 0x80 and the 7-bit method.
     pub method: u8,
+    /// Status: the result code of a response, 0 in requests.
     pub status: u16,
+    /// ClassSpecific: class-defined, 0 for CM.
     pub class_specific: u16,
+    /// TransactionID: matches a response to its request.
     pub transaction_id: u64,
+    /// AttributeID: the object the method acts on, e.g. [`attr::REQ`].
     pub attribute_id: u16,
+    /// AttributeModifier: attribute-specific parameter.
     pub attribute_modifier: u32,
 }
 
@@ -154,7 +178,9 @@ impl MadHeader {
 /// A MAD: its header and, for the seven CM connection messages, the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Mad {
+    /// The common MAD header.
     pub header: MadHeader,
+    /// The decoded CM message, if the MAD is one of the seven decoded.
     pub cm: Option<CmMessage>,
 }
 

@@ -65,6 +65,7 @@ header_view!(
 );
 
 impl<T: AsRef<[u8]>> PfcFrame<T> {
+    /// The MAC control opcode: [`OPCODE_PAUSE`], [`OPCODE_PFC`] or another.
     pub fn opcode(&self) -> u16 {
         read_u16(self.buffer.as_ref(), field::OPCODE)
     }
@@ -83,9 +84,11 @@ impl<T: AsRef<[u8]>> PfcFrame<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> PfcFrame<T> {
+    /// Sets the MAC control opcode.
     pub fn set_opcode(&mut self, v: u16) {
         write_u16(self.buffer.as_mut(), field::OPCODE, v);
     }
+    /// Sets the class-enable vector (PFC) or the pause time (PAUSE).
     pub fn set_class_enable(&mut self, v: u16) {
         write_u16(self.buffer.as_mut(), field::WORD1, v);
     }
@@ -101,15 +104,23 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> PfcFrame<T> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MacControlRepr {
     /// 802.3x PAUSE: stop all traffic for `quanta`.
-    Pause { quanta: u16 },
+    Pause {
+        /// Pause time in quanta of 512 bit times; 0 resumes at once.
+        quanta: u16,
+    },
     /// 802.1Qbb PFC: for each priority whose bit is set in `enabled`, stop
     /// it for `quanta[priority]` (0 resumes it at once).
     Pfc {
+        /// Class-enable vector: bit N set means `quanta[N]` applies to priority N.
         enabled: u8,
+        /// Pause time of each priority in quanta, priority 0 first.
         quanta: [u16; PRIORITIES],
     },
     /// Another MAC control opcode (not decoded).
-    Other { opcode: u16 },
+    Other {
+        /// The opcode.
+        opcode: u16,
+    },
 }
 
 impl MacControlRepr {

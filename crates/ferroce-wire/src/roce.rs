@@ -63,6 +63,7 @@ impl RoceVersion {
 /// A frame known to be RoCE, not yet checked further.
 #[derive(Debug, Clone, Copy)]
 pub struct Located<'a> {
+    /// The RoCE encapsulation found.
     pub version: RoceVersion,
     /// The Ethernet header, when the link type has one.
     pub ethernet: Option<EthernetRepr>,
@@ -152,12 +153,29 @@ pub fn locate(link: LinkType, frame: &[u8]) -> Option<Located<'_>> {
 /// The network headers of a RoCE packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Network {
-    V1 { grh: Ipv6Repr },
-    V2Ipv4 { ip: Ipv4Repr, udp: UdpRepr },
-    V2Ipv6 { ip: Ipv6Repr, udp: UdpRepr },
+    /// RoCE v1: a GRH after the Ethernet header.
+    V1 {
+        /// The GRH (IBA 8.3), laid out as an IPv6 header.
+        grh: Ipv6Repr,
+    },
+    /// RoCE v2 over IPv4.
+    V2Ipv4 {
+        /// The IPv4 header.
+        ip: Ipv4Repr,
+        /// The UDP header (destination port 4791).
+        udp: UdpRepr,
+    },
+    /// RoCE v2 over IPv6.
+    V2Ipv6 {
+        /// The IPv6 header.
+        ip: Ipv6Repr,
+        /// The UDP header (destination port 4791).
+        udp: UdpRepr,
+    },
 }
 
 impl Network {
+    /// The RoCE encapsulation these headers make.
     pub fn version(&self) -> RoceVersion {
         match self {
             Self::V1 { .. } => RoceVersion::V1,
@@ -188,8 +206,11 @@ impl Network {
 /// parsing: ask [`RoceFrame::verify_icrc`].
 #[derive(Debug, Clone, Copy)]
 pub struct RoceFrame<'a> {
+    /// The Ethernet header (outer VLAN tag kept), if the link type has one.
     pub ethernet: Option<EthernetRepr>,
+    /// The GRH, or the IP and UDP headers.
     pub network: Network,
+    /// The transport part: BTH through ICRC.
     pub transport: TransportPacket<&'a [u8]>,
     /// GRH/IP header through the ICRC: what the ICRC covers.
     covered: &'a [u8],
@@ -313,6 +334,7 @@ fn v2_udp(
 }
 
 impl RoceFrame<'_> {
+    /// The RoCE encapsulation of this packet.
     pub fn version(&self) -> RoceVersion {
         self.network.version()
     }
@@ -348,8 +370,11 @@ impl RoceFrame<'_> {
 /// A whole RoCE packet as values, for emitting (and for round-trip tests).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoceRepr {
+    /// The Ethernet header, or `None` to emit from the IP header / GRH on.
     pub ethernet: Option<EthernetRepr>,
+    /// The GRH, or the IP and UDP headers.
     pub network: Network,
+    /// The transport headers and payload length.
     pub transport: TransportRepr,
 }
 

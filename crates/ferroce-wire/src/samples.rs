@@ -23,8 +23,11 @@ use crate::{ExtHeader, Network, Opcode, Psn, RoceRepr, Transport, TransportRepr}
 /// One sample: a description, the packet as values, and its payload.
 #[derive(Debug, Clone)]
 pub struct Sample {
+    /// What the packet is: encapsulation and opcode, e.g. `"v2-ipv4 RC_SEND_ONLY payload=13"`.
     pub description: String,
+    /// The packet's headers as values.
     pub repr: RoceRepr,
+    /// The payload bytes (pad excluded).
     pub payload: Vec<u8>,
 }
 

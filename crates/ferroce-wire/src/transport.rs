@@ -127,12 +127,15 @@ impl<T: AsRef<[u8]>> TransportPacket<T> {
         Some(&self.b()[off..off + h.wire_len()])
     }
 
+    /// The RDETH (RD only), if the opcode carries it.
     pub fn rdeth(&self) -> Option<Rdeth<&[u8]>> {
         self.ext(ExtHeader::Rdeth).map(Rdeth::new_unchecked)
     }
+    /// The DETH (UD and RD), if the opcode carries it.
     pub fn deth(&self) -> Option<Deth<&[u8]>> {
         self.ext(ExtHeader::Deth).map(Deth::new_unchecked)
     }
+    /// The XRCETH (XRC requests), if the opcode carries it; it has the RDETH's shape.
     pub fn xrceth(&self) -> Option<Rdeth<&[u8]>> {
         self.ext(ExtHeader::Xrceth).map(Rdeth::new_unchecked)
     }
@@ -140,15 +143,19 @@ impl<T: AsRef<[u8]>> TransportPacket<T> {
     pub fn feth(&self) -> Option<u32> {
         self.ext(ExtHeader::Feth).map(|b| read_u32(b, 0..4))
     }
+    /// The RETH (RDMA WRITE FIRST/ONLY, READ request, FLUSH, ATOMIC WRITE), if carried.
     pub fn reth(&self) -> Option<Reth<&[u8]>> {
         self.ext(ExtHeader::Reth).map(Reth::new_unchecked)
     }
+    /// The AtomicETH (COMPARE SWAP, FETCH ADD), if carried.
     pub fn atomic_eth(&self) -> Option<AtomicEth<&[u8]>> {
         self.ext(ExtHeader::AtomicEth).map(AtomicEth::new_unchecked)
     }
+    /// The AETH (ACK, READ response FIRST/LAST/ONLY, ATOMIC ACK), if carried.
     pub fn aeth(&self) -> Option<Aeth<&[u8]>> {
         self.ext(ExtHeader::Aeth).map(Aeth::new_unchecked)
     }
+    /// The AtomicAckETH (ATOMIC ACKNOWLEDGE), if carried.
     pub fn atomic_ack_eth(&self) -> Option<AtomicAckEth<&[u8]>> {
         self.ext(ExtHeader::AtomicAckEth)
             .map(AtomicAckEth::new_unchecked)
@@ -249,20 +256,27 @@ fn truncated_ext(info: &OpcodeInfo, body: usize) -> Error {
 /// kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TransportRepr {
+    /// The BTH.
     pub bth: BthRepr,
     /// RDETH: EE context.
     pub rdeth: Option<u32>,
+    /// DETH: Q_Key and source QP.
     pub deth: Option<DethRepr>,
     /// XRCETH: XRC SRQ number.
     pub xrceth: Option<u32>,
     /// FETH raw bits.
     pub feth: Option<u32>,
+    /// RETH: remote address, R_Key and DMA length.
     pub reth: Option<RethRepr>,
+    /// AtomicETH: remote address, R_Key and operands.
     pub atomic_eth: Option<AtomicEthRepr>,
+    /// AETH: syndrome and MSN.
     pub aeth: Option<AethRepr>,
     /// AtomicAckETH: original remote data.
     pub atomic_ack: Option<u64>,
+    /// ImmDt: the immediate data.
     pub imm: Option<u32>,
+    /// IETH: the R_Key to invalidate.
     pub ieth: Option<u32>,
     /// Payload length, pad excluded.
     pub payload_len: usize,

@@ -22,15 +22,20 @@ pub(crate) mod field {
 /// The content of a UDP header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdpRepr {
+    /// Source port; RoCE v2 senders vary it per flow for ECMP entropy.
     pub src_port: u16,
+    /// Destination port, 4791 for RoCE v2.
     pub dst_port: u16,
     /// Header plus payload, as the header says.
     pub length: u16,
+    /// Checksum; 0 (none) as rxe sends it, the ICRC protecting the packet.
     pub checksum: u16,
 }
 
 impl UdpRepr {
     #[inline]
+    /// Reads the 8-byte header at the start of `b`; fails only if `b` is shorter.
+    /// No field is judged here.
     pub fn parse(b: &[u8]) -> Result<Self> {
         crate::field::check(Header::Udp, HEADER_LEN, b.len())?;
         Ok(Self {
@@ -41,6 +46,7 @@ impl UdpRepr {
         })
     }
 
+    /// Writes the 8-byte header as given; fails only if `b` is shorter.
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
         crate::field::check(Header::Udp, HEADER_LEN, b.len())?;
         write_u16(b, field::SRC_PORT, self.src_port);

@@ -120,22 +120,27 @@ const ALTERNATE: PathFields = PathFields {
 /// The primary or alternate path of a REQ (44 bytes each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CmPath {
-    /// 0xFFFF (permissive) over RoCE.
+    /// Local Port LID: the sender's LID; 0xFFFF (permissive) over RoCE.
     pub local_port_lid: u16,
+    /// Remote Port LID: the receiver's LID; 0xFFFF (permissive) over RoCE.
     pub remote_port_lid: u16,
-    /// Over RoCE, the sender's GID (an IPv4-mapped IPv6 address for IPv4).
+    /// Local Port GID: the sender's GID; over RoCE an IPv4-mapped IPv6 address for IPv4.
     pub local_port_gid: [u8; 16],
+    /// Remote Port GID: the receiver's GID.
     pub remote_port_gid: [u8; 16],
-    /// 20 bits.
+    /// Flow Label of the GRH, 20 bits.
     pub flow_label: u32,
-    /// 6 bits, IBA static rate encoding.
+    /// Packet Rate: the static rate, 6 bits in the IBA rate encoding.
     pub packet_rate: u8,
+    /// Traffic Class of the GRH (on RoCE v2 the IP DSCP and ECN).
     pub traffic_class: u8,
+    /// Hop Limit of the GRH (on RoCE v2 the IP TTL).
     pub hop_limit: u8,
-    /// 4 bits.
+    /// SL: the service level, 4 bits.
     pub sl: u8,
+    /// Subnet Local: the path does not leave the subnet (no GRH needed on IB).
     pub subnet_local: bool,
-    /// 5 bits: 4.096 µs × 2^value.
+    /// Local ACK Timeout: 4.096 µs × 2^value, 5 bits.
     pub local_ack_timeout: u8,
 }
 
@@ -182,46 +187,59 @@ impl CmPath {
 /// ConnectRequest (REQ, attribute 0x0010), table 106.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CmReq {
+    /// Local Communication ID: the sender's handle for this connection.
     pub local_comm_id: u32,
+    /// ServiceID: the service asked for (rdma_cm: see [`IpCmService`]).
     pub service_id: u64,
+    /// Local CA GUID: the sender's channel adapter GUID.
     pub local_ca_guid: u64,
+    /// Local Q_Key: the sender's Q_Key (RD only).
     pub local_qkey: u32,
-    /// 24 bits.
+    /// Local QPN: the sender's QP number, 24 bits.
     pub local_qpn: u32,
+    /// Responder Resources: RDMA READs and atomics the sender accepts outstanding as responder.
     pub responder_resources: u8,
-    /// 24 bits.
+    /// Local EECN: the sender's EE context (RD only), 24 bits.
     pub local_eecn: u32,
+    /// Initiator Depth: RDMA READs and atomics the sender issues outstanding as initiator.
     pub initiator_depth: u8,
-    /// 24 bits.
+    /// Remote EECN: the receiver's EE context (RD only), 24 bits.
     pub remote_eecn: u32,
-    /// 5 bits: 4.096 µs × 2^value.
+    /// Remote CM Response Timeout: how long the receiver may take to answer, 4.096 µs × 2^value, 5 bits.
     pub remote_cm_response_timeout: u8,
-    /// 2 bits: [`TRANSPORT_RC`], [`TRANSPORT_UC`], [`TRANSPORT_RD`], or 3 (see
-    /// `extended_transport_type`).
+    /// Transport Service Type, 2 bits: [`TRANSPORT_RC`], [`TRANSPORT_UC`],
+    /// [`TRANSPORT_RD`], or 3 (see `extended_transport_type`).
     pub transport_service_type: u8,
+    /// End-to-End Flow Control: the sender's receive queue issues credits.
     pub end_to_end_flow_control: bool,
     /// The first PSN the *passive* side sends with (the active side's
     /// expected receive PSN); the kernel CM sets it as the responder's SQ PSN.
     pub starting_psn: Psn,
-    /// 5 bits.
+    /// Local CM Response Timeout: how long the sender takes to answer, 4.096 µs × 2^value, 5 bits.
     pub local_cm_response_timeout: u8,
-    /// 3 bits.
+    /// Retry Count: transport retries after a local ACK timeout, 3 bits.
     pub retry_count: u8,
+    /// Partition Key of the connection.
     pub partition_key: u16,
-    /// 4 bits, IBA MTU encoding (1 = 256 ... 5 = 4096).
+    /// Path Packet Payload MTU: 4 bits, IBA MTU encoding (1 = 256 ... 5 = 4096).
     pub path_packet_mtu: u8,
+    /// RDC Exists: an RD channel already exists (RD only).
     pub rdc_exists: bool,
-    /// 3 bits; 7 means retry forever.
+    /// RNR Retry Count: retries after an RNR NAK, 3 bits; 7 means retry forever.
     pub rnr_retry_count: u8,
-    /// 4 bits.
+    /// Max CM Retries: times a CM resends a message that gets no answer, 4 bits.
     pub max_cm_retries: u8,
+    /// SRQ: the sender's QP uses a shared receive queue.
     pub srq: bool,
-    /// 3 bits; 1 is XRC when `transport_service_type` is 3.
+    /// Extended Transport Type, 3 bits; 1 is XRC when `transport_service_type` is 3.
     pub extended_transport_type: u8,
+    /// The primary path.
     pub primary_path: CmPath,
-    /// All zero when there is no alternate path.
+    /// The alternate path; all zero when there is none.
     pub alternate_path: CmPath,
+    /// The REQ's SAP Supported bit.
     pub sap_supported: bool,
+    /// Private Data: 92 bytes for the consumer (rdma_cm puts [`IpCmPrivateData`] first).
     pub private_data: [u8; 92],
 }
 
@@ -351,7 +369,9 @@ impl CmReq {
 /// the destination port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IpCmService {
+    /// The rdma_cm port space, e.g. [`IP_CM_PS_TCP`].
     pub port_space: u16,
+    /// The destination port.
     pub port: u16,
 }
 
@@ -380,26 +400,32 @@ impl IpCmService {
 /// destination addresses in 16-byte fields (IPv4 in the last 4 bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IpCmPrivateData {
-    /// 4 or 6.
+    /// The IP version of the addresses, 4 or 6.
     pub ip_version: u8,
-    /// From the service ID.
+    /// The rdma_cm port space, from the service ID.
     pub port_space: u16,
+    /// The active side's port.
     pub source_port: u16,
-    /// From the service ID.
+    /// The passive side's port, from the service ID.
     pub destination_port: u16,
+    /// The active side's address.
     pub source_ip: IpAddr,
+    /// The passive side's address.
     pub destination_ip: IpAddr,
 }
 
 /// MessageReceiptAcknowledgement (MRA, attribute 0x0011), table 107.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CmMra {
+    /// Local Communication ID: the sender's handle for this connection.
     pub local_comm_id: u32,
+    /// Remote Communication ID: the receiver's handle, from the message acknowledged.
     pub remote_comm_id: u32,
-    /// 2 bits: 0 REQ, 1 REP, 2 LAP.
+    /// Message MRAed: which message this acknowledges, 2 bits: 0 REQ, 1 REP, 2 LAP.
     pub message_mraed: u8,
-    /// 5 bits: 4.096 µs × 2^value.
+    /// Service Timeout: when the real answer follows at the latest, 4.096 µs × 2^value, 5 bits.
     pub service_timeout: u8,
+    /// Private Data: 222 bytes for the consumer.
     pub private_data: [u8; 222],
 }
 
@@ -431,16 +457,19 @@ impl CmMra {
 /// ConnectReject (REJ, attribute 0x0012), table 108.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CmRej {
+    /// Local Communication ID: the sender's handle for this connection.
     pub local_comm_id: u32,
+    /// Remote Communication ID: the receiver's handle, from the message rejected.
     pub remote_comm_id: u32,
-    /// 2 bits: 0 REQ, 1 REP, 2 no message.
+    /// Message Rejected: which message is refused, 2 bits: 0 REQ, 1 REP, 2 none.
     pub message_rejected: u8,
-    /// 7 bits, at most 72: how many bytes of `ari` are meaningful.
+    /// Reject Info Length: how many bytes of `ari` are meaningful, 7 bits, at most 72.
     pub rejected_info_length: u8,
-    /// The rejection reason code (28 = consumer reject).
+    /// Reason: the rejection code (IBA table 109; 28 is consumer reject).
     pub reason: u16,
-    /// Additional rejection information.
+    /// ARI: additional rejection information, meaning set by `reason`.
     pub ari: [u8; 72],
+    /// Private Data: 148 bytes for the consumer.
     pub private_data: [u8; 148],
 }
 
@@ -495,27 +524,36 @@ impl CmRej {
 /// ConnectReply (REP, attribute 0x0013), table 110.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CmRep {
+    /// Local Communication ID: the sender's handle for this connection.
     pub local_comm_id: u32,
+    /// Remote Communication ID: the REQ's Local Communication ID.
     pub remote_comm_id: u32,
+    /// Local Q_Key: the sender's Q_Key (RD only).
     pub local_qkey: u32,
-    /// 24 bits.
+    /// Local QPN: the sender's QP number, 24 bits.
     pub local_qpn: u32,
-    /// 24 bits.
+    /// Local EECN: the sender's EE context (RD only), 24 bits.
     pub local_eecn: u32,
-    /// The first PSN the *active* side sends with (the passive side's
+    /// Starting PSN: the first PSN the *active* side sends with (the passive side's
     /// expected receive PSN).
     pub starting_psn: Psn,
+    /// Responder Resources: RDMA READs and atomics the sender accepts outstanding as responder.
     pub responder_resources: u8,
+    /// Initiator Depth: RDMA READs and atomics the sender issues outstanding as initiator.
     pub initiator_depth: u8,
-    /// 5 bits.
+    /// Target ACK Delay: the sender's maximum ACK delay, 4.096 µs × 2^value, 5 bits.
     pub target_ack_delay: u8,
-    /// 2 bits: 0 accepted, 1 rejected, 2 unsupported.
+    /// Failover Accepted, 2 bits: 0 accepted, 1 rejected, 2 unsupported.
     pub failover_accepted: u8,
+    /// End-to-End Flow Control: the sender's receive queue issues credits.
     pub end_to_end_flow_control: bool,
-    /// 3 bits.
+    /// RNR Retry Count: retries after an RNR NAK, 3 bits; 7 means retry forever.
     pub rnr_retry_count: u8,
+    /// SRQ: the sender's QP uses a shared receive queue.
     pub srq: bool,
+    /// Local CA GUID: the sender's channel adapter GUID.
     pub local_ca_guid: u64,
+    /// Private Data: 196 bytes for the consumer.
     pub private_data: [u8; 196],
 }
 
@@ -566,16 +604,22 @@ impl CmRep {
 /// ReadyToUse (RTU, attribute 0x0014), table 111.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CmRtu {
+    /// Local Communication ID: the sender's handle for this connection.
     pub local_comm_id: u32,
+    /// Remote Communication ID: the receiver's handle.
     pub remote_comm_id: u32,
+    /// Private Data: 224 bytes for the consumer.
     pub private_data: [u8; 224],
 }
 
 /// DisconnectReply (DREP, attribute 0x0016), table 113; same layout as RTU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CmDrep {
+    /// Local Communication ID: the sender's handle for this connection.
     pub local_comm_id: u32,
+    /// Remote Communication ID: the receiver's handle.
     pub remote_comm_id: u32,
+    /// Private Data: 224 bytes for the consumer.
     pub private_data: [u8; 224],
 }
 
@@ -611,10 +655,13 @@ comm_ids_only!(CmDrep, "a DREP");
 /// DisconnectRequest (DREQ, attribute 0x0015), table 112.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CmDreq {
+    /// Local Communication ID: the sender's handle for this connection.
     pub local_comm_id: u32,
+    /// Remote Communication ID: the receiver's handle.
     pub remote_comm_id: u32,
-    /// 24 bits: the receiver's QPN (or EECN for RD).
+    /// Remote QPN/EECN: the receiver's QP number (EE context for RD), 24 bits.
     pub remote_qpn: u32,
+    /// Private Data: 220 bytes for the consumer.
     pub private_data: [u8; 220],
 }
 
@@ -644,12 +691,19 @@ impl CmDreq {
 /// One decoded CM message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CmMessage {
+    /// A REQ (ConnectRequest).
     Req(CmReq),
+    /// An MRA (MessageReceiptAcknowledgement).
     Mra(CmMra),
+    /// A REJ (ConnectReject).
     Rej(CmRej),
+    /// A REP (ConnectReply).
     Rep(CmRep),
+    /// An RTU (ReadyToUse).
     Rtu(CmRtu),
+    /// A DREQ (DisconnectRequest).
     Dreq(CmDreq),
+    /// A DREP (DisconnectReply).
     Drep(CmDrep),
 }
 

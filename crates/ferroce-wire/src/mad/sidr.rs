@@ -25,25 +25,35 @@ pub const SIDR_STATUS_NO_QP: u8 = 3;
 /// ServiceIDResolutionRequest (SIDR_REQ, attribute 0x0017), table 114.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CmSidrReq {
+    /// Request ID: the client's handle, echoed in the SIDR_REP.
     pub request_id: u32,
+    /// Partition Key the client's UD QP uses.
     pub partition_key: u16,
+    /// ServiceID: the service to resolve.
     pub service_id: u64,
+    /// Private Data: 216 bytes for the consumer.
     pub private_data: [u8; 216],
 }
 
 /// ServiceIDResolutionResponse (SIDR_REP, attribute 0x0018), table 115.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CmSidrRep {
+    /// Request ID: the SIDR_REQ's Request ID.
     pub request_id: u32,
-    /// [`SIDR_STATUS_OK`], [`SIDR_STATUS_UNSUPPORTED`] ...
+    /// Status: [`SIDR_STATUS_OK`], [`SIDR_STATUS_UNSUPPORTED`] ...
     pub status: u8,
-    /// At most 72: how many bytes of `additional_info` are meaningful.
+    /// Additional Information Length: how many bytes of `additional_info` are
+    /// meaningful, at most 72.
     pub additional_info_length: u8,
-    /// 24 bits.
+    /// QPN: the service's UD QP number, 24 bits.
     pub qpn: u32,
+    /// ServiceID: the SIDR_REQ's ServiceID.
     pub service_id: u64,
+    /// Q_Key: the Q_Key the service's QP expects.
     pub qkey: u32,
+    /// Additional Information, meaning set by `status`.
     pub additional_info: [u8; 72],
+    /// Private Data: 136 bytes for the consumer.
     pub private_data: [u8; 136],
 }
 

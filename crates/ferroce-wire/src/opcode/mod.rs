@@ -22,16 +22,27 @@ use crate::Header;
 /// One extension header that may follow the BTH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ExtHeader {
+    /// Reliable Datagram ETH (4 bytes): the EE context (IBA 9.3.1).
     Rdeth,
+    /// Datagram ETH (8 bytes): Q_Key and source QP (IBA 9.3.2).
     Deth,
+    /// XRC ETH (4 bytes): the destination XRC SRQ (Annex A14).
     Xrceth,
+    /// Flush ETH (4 bytes): selectivity and placement type of a FLUSH (IBA 1.5).
     Feth,
+    /// RDMA ETH (16 bytes): virtual address, R_Key and DMA length (IBA 9.3.3).
     Reth,
+    /// Atomic ETH (28 bytes): address, R_Key, swap/add and compare data (IBA 9.3.4).
     AtomicEth,
+    /// ACK ETH (4 bytes): syndrome and MSN (IBA 9.3.5).
     Aeth,
+    /// Atomic ACK ETH (8 bytes): the original remote value (IBA 9.3.6).
     AtomicAckEth,
+    /// Immediate data (4 bytes) of a WITH_IMMEDIATE operation .
     ImmDt,
+    /// Invalidate ETH (4 bytes): the R_Key to invalidate.
     Ieth,
+    /// The 16 reserved bytes of a RoCE v2 CNP (Annex A17.9.3).
     CnpReserved,
 }
 
@@ -207,7 +218,9 @@ pub enum Kind {
     Ack,
     /// ATOMIC ACKNOWLEDGE.
     AtomicAck,
+    /// FLUSH: make earlier RDMA WRITEs persistent or globally visible (IBA 1.5).
     Flush,
+    /// ATOMIC WRITE: an 8-byte write performed atomically (IBA 1.5).
     AtomicWrite,
     /// RD RESYNC.
     Resync,
@@ -226,9 +239,13 @@ impl Kind {
 /// request, an atomic, an ACK) is `Only`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Position {
+    /// The first packet of a multi-packet message.
     First,
+    /// Neither the first nor the last packet of a message.
     Middle,
+    /// The last packet of a multi-packet message.
     Last,
+    /// The single packet of a one-packet message.
     Only,
 }
 
@@ -251,6 +268,7 @@ pub struct OpcodeInfo {
     pub name: &'static str,
     /// The operation without the transport, e.g. `RDMA_WRITE_FIRST`.
     pub operation: &'static str,
+    /// The transport service, from the opcode's top three bits.
     pub transport: Transport,
     /// The extension headers that follow the BTH.
     pub headers: ExtSet,
@@ -258,7 +276,9 @@ pub struct OpcodeInfo {
     pub payload: bool,
     /// Whether the packet is a response (ACK, ATOMIC ACK, READ RESPONSE).
     pub response: bool,
+    /// What the packet does.
     pub kind: Kind,
+    /// Where the packet sits in its message.
     pub position: Position,
     /// Whether it carries immediate data (ImmDt).
     pub immediate: bool,
@@ -313,40 +333,75 @@ mod tests;
 use table::TABLE;
 
 impl Opcode {
+    /// RC SEND FIRST (0x00): the first packet of a multi-packet SEND; BTH only.
     pub const RC_SEND_FIRST: Self = Self(0x00);
+    /// RC SEND MIDDLE (0x01): a middle packet of a SEND; BTH only.
     pub const RC_SEND_MIDDLE: Self = Self(0x01);
+    /// RC SEND LAST (0x02): the last packet of a multi-packet SEND; BTH only.
     pub const RC_SEND_LAST: Self = Self(0x02);
+    /// RC SEND LAST WITH IMMEDIATE (0x03): the last packet of a SEND with immediate data; BTH, ImmDt.
     pub const RC_SEND_LAST_WITH_IMMEDIATE: Self = Self(0x03);
+    /// RC SEND ONLY (0x04): a one-packet SEND; BTH only.
     pub const RC_SEND_ONLY: Self = Self(0x04);
+    /// RC SEND ONLY WITH IMMEDIATE (0x05): a one-packet SEND with immediate data; BTH, ImmDt.
     pub const RC_SEND_ONLY_WITH_IMMEDIATE: Self = Self(0x05);
+    /// RC RDMA WRITE FIRST (0x06): the first packet of a multi-packet RDMA WRITE; BTH, RETH.
     pub const RC_RDMA_WRITE_FIRST: Self = Self(0x06);
+    /// RC RDMA WRITE MIDDLE (0x07): a middle packet of an RDMA WRITE; BTH only.
     pub const RC_RDMA_WRITE_MIDDLE: Self = Self(0x07);
+    /// RC RDMA WRITE LAST (0x08): the last packet of a multi-packet RDMA WRITE; BTH only.
     pub const RC_RDMA_WRITE_LAST: Self = Self(0x08);
+    /// RC RDMA WRITE LAST WITH IMMEDIATE (0x09): the last packet of an RDMA WRITE with immediate data; BTH, ImmDt.
     pub const RC_RDMA_WRITE_LAST_WITH_IMMEDIATE: Self = Self(0x09);
+    /// RC RDMA WRITE ONLY (0x0a): a one-packet RDMA WRITE; BTH, RETH.
     pub const RC_RDMA_WRITE_ONLY: Self = Self(0x0a);
+    /// RC RDMA WRITE ONLY WITH IMMEDIATE (0x0b): a one-packet RDMA WRITE with immediate data; BTH, RETH, ImmDt.
     pub const RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE: Self = Self(0x0b);
+    /// RC RDMA READ REQUEST (0x0c): an RDMA READ request, no payload; BTH, RETH.
     pub const RC_RDMA_READ_REQUEST: Self = Self(0x0c);
+    /// RC RDMA READ RESPONSE FIRST (0x0d): the first packet of a multi-packet READ response; BTH, AETH.
     pub const RC_RDMA_READ_RESPONSE_FIRST: Self = Self(0x0d);
+    /// RC RDMA READ RESPONSE MIDDLE (0x0e): a middle packet of a READ response; BTH only.
     pub const RC_RDMA_READ_RESPONSE_MIDDLE: Self = Self(0x0e);
+    /// RC RDMA READ RESPONSE LAST (0x0f): the last packet of a multi-packet READ response; BTH, AETH.
     pub const RC_RDMA_READ_RESPONSE_LAST: Self = Self(0x0f);
+    /// RC RDMA READ RESPONSE ONLY (0x10): a one-packet READ response; BTH, AETH.
     pub const RC_RDMA_READ_RESPONSE_ONLY: Self = Self(0x10);
+    /// RC ACKNOWLEDGE (0x11): an ACK, RNR NAK or NAK, no payload; BTH, AETH.
     pub const RC_ACKNOWLEDGE: Self = Self(0x11);
+    /// RC ATOMIC ACKNOWLEDGE (0x12): the response to an atomic, no payload; BTH, AETH, AtomicAckETH.
     pub const RC_ATOMIC_ACKNOWLEDGE: Self = Self(0x12);
+    /// RC COMPARE SWAP (0x13): an atomic compare-and-swap request, no payload; BTH, AtomicETH.
     pub const RC_COMPARE_SWAP: Self = Self(0x13);
+    /// RC FETCH ADD (0x14): an atomic fetch-and-add request, no payload; BTH, AtomicETH.
     pub const RC_FETCH_ADD: Self = Self(0x14);
+    /// RC SEND LAST WITH INVALIDATE (0x16): the last packet of a SEND that invalidates an R_Key; BTH, IETH.
     pub const RC_SEND_LAST_WITH_INVALIDATE: Self = Self(0x16);
+    /// RC SEND ONLY WITH INVALIDATE (0x17): a one-packet SEND that invalidates an R_Key; BTH, IETH.
     pub const RC_SEND_ONLY_WITH_INVALIDATE: Self = Self(0x17);
+    /// RC FLUSH (0x1c): a FLUSH request, no payload; BTH, FETH, RETH.
     pub const RC_FLUSH: Self = Self(0x1c);
+    /// RC ATOMIC WRITE (0x1d): an ATOMIC WRITE request with its 8-byte payload; BTH, RETH.
     pub const RC_ATOMIC_WRITE: Self = Self(0x1d);
+    /// UC SEND ONLY (0x24): a one-packet SEND; BTH only.
     pub const UC_SEND_ONLY: Self = Self(0x24);
+    /// UC RDMA WRITE ONLY (0x2a): a one-packet RDMA WRITE; BTH, RETH.
     pub const UC_RDMA_WRITE_ONLY: Self = Self(0x2a);
+    /// RD SEND FIRST (0x40): the first packet of a multi-packet SEND; BTH, RDETH, DETH.
     pub const RD_SEND_FIRST: Self = Self(0x40);
+    /// RD SEND LAST (0x42): the last packet of a multi-packet SEND; BTH, RDETH, DETH.
     pub const RD_SEND_LAST: Self = Self(0x42);
+    /// RD SEND ONLY (0x44): a one-packet SEND; BTH, RDETH, DETH.
     pub const RD_SEND_ONLY: Self = Self(0x44);
+    /// RD ACKNOWLEDGE (0x51): an ACK, RNR NAK or NAK, no payload; BTH, RDETH, AETH.
     pub const RD_ACKNOWLEDGE: Self = Self(0x51);
+    /// RD RESYNC (0x55): an RD RESYNC request, no payload; BTH, RDETH, DETH.
     pub const RD_RESYNC: Self = Self(0x55);
+    /// UD SEND ONLY (0x64): a one-packet SEND; BTH, DETH.
     pub const UD_SEND_ONLY: Self = Self(0x64);
+    /// UD SEND ONLY WITH IMMEDIATE (0x65): a one-packet SEND with immediate data; BTH, DETH, ImmDt.
     pub const UD_SEND_ONLY_WITH_IMMEDIATE: Self = Self(0x65);
+    /// CNP (0x81): a RoCE v2 Congestion Notification Packet; 16 reserved bytes follow the BTH.
     pub const CNP: Self = Self(0x81);
 
     /// The table entry, or `None` for a reserved or unknown opcode.
