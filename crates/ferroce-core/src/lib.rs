@@ -21,6 +21,7 @@
 //! reliable datagram in `endpoint::rd`, UD multicast in `endpoint::mcast`,
 //! memory windows in `endpoint::windows`.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod cc;
 mod cq;
