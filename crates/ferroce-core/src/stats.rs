@@ -14,8 +14,8 @@ pub struct Stats {
     pub rx_malformed: u64,
     /// Packets for a QP number (or EE context) the endpoint does not have.
     pub rx_unknown_qp: u64,
-    /// Packets for a QP whose state does not receive (Reset, Init), or
-    /// responses for one that does not send.
+    /// Packets for a QP whose state does not receive (Reset, Init, Err),
+    /// or responses for one not in RTS or SQD.
     pub rx_wrong_state: u64,
     /// Packets for a connected QP from another address than its path's.
     pub rx_wrong_source: u64,

@@ -81,7 +81,7 @@ pub enum QpType {
     /// Unreliable connected (`IBV_QPT_UC`): SEND and RDMA WRITE only, no
     /// acknowledgements; a lost packet drops its message.
     Uc,
-    /// Unreliable datagram (`IBV_QPT_UD`): SENDs of at most one path MTU,
+    /// Unreliable datagram (`IBV_QPT_UD`): SENDs of at most the port MTU,
     /// each to the address handle, QPN and Q_Key its work request names.
     Ud,
     /// XRC initiator (`IBV_QPT_XRC_SEND`): an RC-like send queue whose
@@ -215,7 +215,8 @@ pub struct QpAttr {
     /// one sent for a destination Q_Key with the high bit set.
     pub qkey: Option<u32>,
     /// `qp_access_flags`: what peers may do through this QP
-    /// (`REMOTE_WRITE`, `REMOTE_READ`, `REMOTE_ATOMIC`).
+    /// (`REMOTE_WRITE`, `REMOTE_READ`, `REMOTE_ATOMIC`), checked besides
+    /// the region's own rights.
     pub access: Option<Access>,
     /// `ah_attr`: where a connected QP sends (RC, UC, XRC).
     pub path: Option<Path>,
@@ -231,7 +232,8 @@ pub struct QpAttr {
     /// the peer at once (0 acts as 1).
     pub max_rd_atomic: Option<u8>,
     /// `max_dest_rd_atomic`: READ and atomic responses this QP owes at
-    /// once before it refuses more (0 acts as 1).
+    /// once; further such requests are dropped for the requester to send
+    /// again (0 acts as 1).
     pub max_dest_rd_atomic: Option<u8>,
     /// RNR NAK timer code this QP sends (5 bits).
     pub min_rnr_timer: Option<u8>,
