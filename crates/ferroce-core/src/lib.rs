@@ -1,10 +1,6 @@
-//! The RoCE transport engine, sans-IO: verbs objects (PD, MR, CQ, QP, SRQ)
-//! and the RC, UC, UD and XRC transports, split as the kernel's rxe splits them
-//! into requester, responder and completer.
+#![doc = include_str!("../README.md")]
 //!
-//! Datagrams in, datagrams and completions out, time passed in: the engine
-//! opens no socket, starts no thread, reads no clock, and takes its
-//! randomness from a seed. [`Endpoint`]'s docs give the calling contract.
+//! ## Where things are
 //!
 //! | where | what |
 //! |---|---|
@@ -21,6 +17,7 @@
 //! reliable datagram in `endpoint::rd`, UD multicast in `endpoint::mcast`,
 //! memory windows in `endpoint::windows`.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod cc;
 mod cq;

@@ -1,26 +1,46 @@
 //! The endpoint's counters: traffic, and what was dropped and why. Below
 //! both the endpoint and the QP engines, which count into it.
 
-/// Counters of what was dropped and why.
+/// Counters of what was dropped and why. Every counter counts from the
+/// endpoint's creation and never wraps in practice.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
+    /// Packets handed to the endpoint (`handle_datagram` and kin).
     pub rx_packets: u64,
+    /// Packets `poll_transmit` returned (CNPs and MADs included).
     pub tx_packets: u64,
+    /// Packets too short or inconsistent to parse (or missing a header
+    /// their opcode needs): dropped.
     pub rx_malformed: u64,
+    /// Packets for a QP number (or EE context) the endpoint does not have.
     pub rx_unknown_qp: u64,
+    /// Packets for a QP whose state does not receive (Reset, Init, Err),
+    /// or responses for one not in RTS or SQD.
     pub rx_wrong_state: u64,
+    /// Packets for a connected QP from another address than its path's.
     pub rx_wrong_source: u64,
     /// Packets for a connected QP in the other RoCE version than its
     /// path's (a RoCE v1 packet for a QP whose path is RoCE v2, or the
     /// reverse), as a NIC drops them.
     pub rx_wrong_roce: u64,
+    /// UD (and QP1) datagrams whose DETH Q_Key is not the QP's: dropped.
     pub rx_bad_qkey: u64,
     /// Packets whose BTH P_Key is not of the QP's partition.
     pub rx_bad_pkey: u64,
+    /// Requests with a PSN already taken (answered again as IBA says), or
+    /// responses for PSNs already acknowledged.
     pub rx_duplicate: u64,
+    /// Requests past the expected PSN (NAK sequence error on RC; the
+    /// message dropped on UC), or READ responses out of order.
     pub rx_out_of_sequence: u64,
+    /// Packets the QP cannot take in its transport or state: the wrong
+    /// transport or XRC half, a UC message that fails, a UD SEND with no
+    /// receive posted.
     pub rx_unexpected: u64,
+    /// Times the requester went back to resend (a timeout, a NAK sequence
+    /// error, a gap in READ responses): rewinds, not packets.
     pub retransmits: u64,
+    /// RNR NAKs the responder sent: a SEND found no receive WQE.
     pub rnr_naks_sent: u64,
     /// Duplicate READ or atomic requests that match no request the
     /// responder recorded serving (or ask for other bytes than it served):

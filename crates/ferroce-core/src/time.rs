@@ -8,11 +8,15 @@ use core::time::Duration;
 pub struct Instant(u64);
 
 impl Instant {
+    /// The epoch itself.
     pub const ZERO: Self = Self(0);
 
+    /// The instant `ns` nanoseconds after the epoch.
     pub const fn from_nanos(ns: u64) -> Self {
         Self(ns)
     }
+
+    /// Nanoseconds since the epoch.
     pub const fn as_nanos(self) -> u64 {
         self.0
     }

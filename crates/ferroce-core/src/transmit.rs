@@ -18,28 +18,37 @@ use crate::verbs::Path;
 /// goes and what it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transmit {
+    /// Where it goes: the destination address, UDP source port, traffic
+    /// class, hop limit and RoCE version.
     pub path: Path,
     /// A request, or a response (ACK, READ response, ATOMIC ACKNOWLEDGE).
     pub kind: PacketKind,
     /// The ECN codepoint for the IP header: the low 2 bits of the path's
     /// traffic class (IBA's ECN bits of the GRH's traffic class).
     pub ecn: Ecn,
+    /// The packet from its BTH through its ICRC (the ICRC's 4 bytes zero).
     pub data: Vec<u8>,
 }
 
 /// Whether a packet is a request or a response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PacketKind {
+    /// A request: SEND, WRITE, READ request, atomic, CNP, MAD.
     Request,
+    /// A response: ACK, NAK, READ response, ATOMIC ACKNOWLEDGE.
     Response,
 }
 
 /// The ECN field of the IP header (RFC 3168).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Ecn {
+    /// Not ECN-capable transport (0b00).
     NotEct,
+    /// ECN-capable transport, ECT(1) (0b01).
     Ect1,
+    /// ECN-capable transport, ECT(0) (0b10).
     Ect0,
+    /// Congestion experienced (0b11).
     Ce,
 }
 

@@ -165,6 +165,7 @@ impl Dcqcn {
         self.rt
     }
 
+    /// Alpha, the estimate of congestion, in 0.0..=1.0.
     pub fn alpha(&self) -> f64 {
         self.alpha
     }

@@ -28,13 +28,18 @@ pub struct QpCongestion {
     pub rate_mbps: f64,
     /// DCQCN's target rate RT, Mb/s.
     pub target_mbps: f64,
+    /// DCQCN's alpha, the estimate of congestion, in 0.0..=1.0 (0 until
+    /// the first CNP).
     pub alpha: f64,
     /// Whether the pacer holds its requests to `rate_mbps`.
     pub limited: bool,
     /// CE-marked packets it received.
     pub ce_received: u64,
+    /// CNPs it sent in answer to CE marks (notification point).
     pub cnps_sent: u64,
+    /// CNPs it received (reaction point).
     pub cnps_received: u64,
+    /// Rate cuts its DCQCN made.
     pub rate_cuts: u64,
 }
 
@@ -46,6 +51,7 @@ impl Endpoint {
         self.cc = cfg;
     }
 
+    /// The device's congestion control settings now.
     pub fn congestion_control(&self) -> CongestionConfig {
         self.cc
     }

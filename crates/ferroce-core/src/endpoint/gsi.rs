@@ -67,13 +67,16 @@ pub struct Mad {
     pub src_qp: u32,
     /// The index of the P_Key it came in under: 0, the only one (0xFFFF).
     pub pkey_index: u16,
+    /// The MAD itself: the UD payload, exactly [`MAD_LEN`] bytes.
     pub data: Box<[u8; MAD_LEN]>,
 }
 
 /// QP1's counters: MADs through, and the packets dropped and why.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MadStats {
+    /// MADs received and queued for [`Endpoint::poll_mad`].
     pub rx_mads: u64,
+    /// MADs sent (returned by `poll_transmit`).
     pub tx_mads: u64,
     /// Not a UD SEND_ONLY (another transport, or with immediate data).
     pub rx_bad_opcode: u64,

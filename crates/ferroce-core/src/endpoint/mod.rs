@@ -138,6 +138,8 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// An endpoint with no objects: port MTU 1024, congestion control at
+    /// its defaults, QPNs from 0x11, keys drawn from `config.seed`.
     pub fn new(config: EndpointConfig) -> Self {
         Self {
             rng: ChaCha8Rng::seed_from_u64(config.seed),

@@ -16,12 +16,15 @@ use crate::verbs::{
 };
 
 impl Endpoint {
+    /// `ibv_alloc_pd`: a new protection domain; returns its handle.
     pub fn alloc_pd(&mut self) -> u32 {
         let h = self.handle();
         self.pds.insert(h);
         h
     }
 
+    /// `ibv_dealloc_pd`. Refused with [`VerbsError::Busy`] while regions,
+    /// windows, QPs or SRQs of the domain exist.
     pub fn dealloc_pd(&mut self, pd: u32) -> Result<(), VerbsError> {
         if !self.pds.contains(&pd) {
             return Err(VerbsError::NoSuchPd(pd));
@@ -214,6 +217,9 @@ impl Endpoint {
         region.with_range_mut(0, region.len() as u64, f).unwrap();
     }
 
+    /// `ibv_create_cq`: a completion queue holding up to `depth`
+    /// completions (1 to [`crate::MAX_CQE`]); returns its handle. Past
+    /// `depth`, completions are lost and [`AsyncEvent::CqOverflow`] raised.
     pub fn create_cq(&mut self, depth: u32) -> Result<u32, VerbsError> {
         check_cq_depth(depth)?;
         let h = self.handle();

@@ -171,10 +171,13 @@ pub(crate) struct Mr {
 /// What the user learns about a region (as `ibv_mr`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MrInfo {
+    /// The L_Key local work requests name the region by (`ibv_mr::lkey`).
     pub lkey: u32,
+    /// The R_Key peers name it by (`ibv_mr::rkey`).
     pub rkey: u32,
     /// The address peers use for this region's first byte.
     pub addr: u64,
+    /// The region's size in bytes (`ibv_mr::length`).
     pub len: usize,
 }
 

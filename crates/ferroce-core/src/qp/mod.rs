@@ -35,11 +35,19 @@ use crate::verbs::{
 /// What `create_qp` takes (`ibv_qp_init_attr`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpInit {
+    /// The protection domain's handle (`ibv_qp_init_attr::pd`).
     pub pd: u32,
+    /// The transport service (`qp_type`); XRC targets and RD QPs have
+    /// calls of their own.
     pub qp_type: QpType,
+    /// The CQ send completions go to (`send_cq`).
     pub send_cq: u32,
+    /// The CQ receive completions go to (`recv_cq`); may be `send_cq`.
     pub recv_cq: u32,
+    /// Send queue depth in work requests (`cap.max_send_wr`, 1 to 32768).
     pub max_send_wr: u32,
+    /// Receive queue depth in work requests (`cap.max_recv_wr`, 1 to
+    /// 32768; unused with an SRQ).
     pub max_recv_wr: u32,
     /// Every send work request completes with a CQE, signaled or not.
     pub sq_sig_all: bool,

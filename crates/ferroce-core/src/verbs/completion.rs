@@ -13,19 +13,31 @@ pub enum AsyncEvent {
     /// `IBV_EVENT_SRQ_LIMIT_REACHED`: a QP took a WQE from the SRQ and
     /// fewer than its armed limit were left. The limit is disarmed
     /// (`srq_limit` reads 0) until `modify_srq` arms it again.
-    SrqLimitReached { srq: u32 },
+    SrqLimitReached {
+        /// The SRQ's handle.
+        srq: u32,
+    },
     /// `IBV_EVENT_QP_FATAL`: the engine (not `modify_qp`) moved the QP to
     /// the error state: a NAK, retries or RNR retries exhausted, a
     /// protocol or local error. Its work requests are flushed.
-    QpFatal { qpn: u32 },
+    QpFatal {
+        /// The QP.
+        qpn: u32,
+    },
     /// `IBV_EVENT_QP_LAST_WQE_REACHED`: a QP that takes its receives from
     /// an SRQ entered the error state (by `modify_qp` or by an error); it
     /// will take no more WQEs from the SRQ, and the one it was filling has
     /// been flushed. Raised after `QpFatal` when both apply.
-    QpLastWqeReached { qpn: u32 },
+    QpLastWqeReached {
+        /// The QP.
+        qpn: u32,
+    },
     /// `IBV_EVENT_CQ_ERR`: the CQ was full and a completion was lost
     /// (reported once per CQ; [`crate::Endpoint::cq_overflowed`] stays set).
-    CqOverflow { cq: u32 },
+    CqOverflow {
+        /// The CQ's handle.
+        cq: u32,
+    },
 }
 
 impl fmt::Debug for AsyncEvent {
@@ -133,10 +145,15 @@ impl fmt::Display for WcStatus {
 /// What a completion completes (`ibv_wc_opcode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WcOpcode {
+    /// `IBV_WC_SEND`: a SEND (with or without immediate or invalidate).
     Send,
+    /// `IBV_WC_RDMA_WRITE`: an RDMA WRITE (with or without immediate).
     RdmaWrite,
+    /// `IBV_WC_RDMA_READ`: an RDMA READ.
     RdmaRead,
+    /// `IBV_WC_COMP_SWAP`: an atomic Compare & Swap.
     CompSwap,
+    /// `IBV_WC_FETCH_ADD`: an atomic Fetch & Add.
     FetchAdd,
     /// An ATOMIC WRITE (IBA 1.5).
     AtomicWrite,
@@ -146,7 +163,10 @@ pub enum WcOpcode {
     BindMw,
     /// A LOCAL_INV.
     LocalInv,
+    /// `IBV_WC_RECV`: a receive consumed by an incoming SEND.
     Recv,
+    /// `IBV_WC_RECV_RDMA_WITH_IMM`: a receive consumed by an incoming
+    /// RDMA WRITE with immediate.
     RecvRdmaWithImm,
 }
 
@@ -165,6 +185,8 @@ pub struct WorkCompletion {
     pub qpn: u32,
     /// Bytes received (receive completions).
     pub byte_len: u32,
+    /// Receives: the immediate data of a SEND or WRITE with immediate, in
+    /// host order (`IBV_WC_WITH_IMM`, `imm_data`).
     pub imm: Option<u32>,
     /// R_Key invalidated by a SEND with invalidate.
     pub invalidated_rkey: Option<u32>,
@@ -183,8 +205,11 @@ pub struct WorkCompletion {
 /// as a reader of the area must know where the addresses are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NetworkHeader {
+    /// RoCE v1: an IBA GRH fills the 40 bytes.
     Grh,
+    /// RoCE v2 over IPv6: the IPv6 header fills the 40 bytes.
     Ipv6,
+    /// RoCE v2 over IPv4: the IPv4 header is in the last 20 bytes.
     Ipv4,
 }
 

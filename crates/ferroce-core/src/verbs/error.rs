@@ -7,12 +7,23 @@ use super::{Hex, QpState, QpType, RemoteSlice};
 
 /// Why a verbs call was refused. Each names what is wrong. `Debug`
 /// prints QPNs and keys in hex, as `Display` and rdma-core do.
+///
+/// The C library (ferroce-verbs) maps
+/// [`QueueFull`](Self::QueueFull) and [`SrqFull`](Self::SrqFull) to
+/// `ENOMEM`, [`Busy`](Self::Busy) to `EBUSY` and every other variant to
+/// `EINVAL`, as rdma-core's rxe provider answers.
 #[derive(Clone, PartialEq, Eq)]
 pub enum VerbsError {
+    /// No protection domain with this handle (`ibv_pd`).
     NoSuchPd(u32),
+    /// No completion queue with this handle (`ibv_cq`).
     NoSuchCq(u32),
+    /// No queue pair with this QPN; QPN 0 and 1 (SMI, GSI) are the
+    /// endpoint's own and never name a user QP.
     NoSuchQp(u32),
+    /// No memory region with this L_Key or R_Key.
     NoSuchMr(u32),
+    /// No shared receive queue with this handle (`ibv_srq`).
     NoSuchSrq(u32),
     /// No memory window has this R_Key's index.
     NoSuchMw(u32),
@@ -22,84 +33,117 @@ pub enum VerbsError {
     NoSuchEec(u32),
     /// A BIND_MW that breaks a rule of memory windows (`why` names it).
     BadMwBind {
+        /// The rule the bind breaks.
         why: &'static str,
     },
     /// The object is still in use (`what` says by what).
     Busy(&'static str),
     /// `modify_qp` from `from` to `to` is not a legal transition.
     BadTransition {
+        /// The QP's current state (or `cur_qp_state` as given).
         from: QpState,
+        /// The requested `qp_state`.
         to: QpState,
     },
     /// An attribute the transition requires is missing.
     MissingAttr {
+        /// The state the call moves to.
         to: QpState,
+        /// The ibverbs name of the missing attribute (e.g. `dest_qp_num`).
         attr: &'static str,
     },
     /// An attribute the transition does not allow is present.
     UnexpectedAttr {
+        /// The state the call moves to.
         to: QpState,
+        /// The ibverbs name of the attribute that is not allowed.
         attr: &'static str,
     },
     /// A value out of range (`what` names it).
     BadValue {
+        /// The parameter or attribute (ibverbs name where there is one).
         what: &'static str,
+        /// The value given.
         value: u64,
     },
     /// The QP is in a state that does not accept this call.
     WrongState {
+        /// The QP.
         qpn: u32,
+        /// Its state when the call came.
         state: QpState,
+        /// The refused call (e.g. `post_send`).
         call: &'static str,
     },
     /// The queue is full.
     QueueFull {
+        /// The QP.
         qpn: u32,
+        /// Which queue (send, receive, or QP1's queue of MADs).
         queue: &'static str,
+        /// Its depth in work requests (`max_send_wr` / `max_recv_wr`).
         depth: u32,
     },
     /// The shared receive queue is full.
     SrqFull {
+        /// The SRQ's handle.
         srq: u32,
+        /// Its depth in work requests (`max_wr`).
         depth: u32,
     },
     /// `post_recv` on a QP that takes its receives from an SRQ: they are
     /// posted to the SRQ (`post_srq_recv`), as ibverbs requires.
     QpHasSrq {
+        /// The QP the receive was posted to.
         qpn: u32,
+        /// The SRQ it takes its receives from.
         srq: u32,
     },
     /// A scatter/gather element cannot be used; `why` says what is wrong
     /// (no such region, another PD, outside the region, no LOCAL_WRITE).
     BadSge {
+        /// The element's L_Key.
         lkey: u32,
+        /// Its byte offset into the region.
         offset: u64,
+        /// Its length in bytes.
         len: u32,
+        /// What is wrong with it.
         why: &'static str,
     },
     /// The operation does not exist on this QP type.
     BadOpForQpType {
+        /// The operation (e.g. `RDMA READ`).
         op: &'static str,
+        /// The QP's transport.
         qp_type: QpType,
     },
     /// An atomic's remote address is not 8-byte aligned.
     Unaligned(u64),
     /// Message longer than the device allows.
     TooLong {
+        /// The message's length in bytes.
         len: u64,
+        /// The largest length allowed: [`crate::MAX_MSG_SIZE`], the path
+        /// MTU on UD, or the FLUSH range limit.
         max: u64,
     },
     /// A WRITE or READ longer than the remote slice it targets, or an
     /// atomic whose slice is shorter than 8 bytes.
     RemoteTooShort {
+        /// The message's length in bytes.
         len: u64,
+        /// The remote slice it targets.
         remote: RemoteSlice,
     },
     /// `offset`..`offset + len` is not inside a remote region of `size`
     /// bytes (`RemoteRegion::at`).
     OutsideRemote {
+        /// The requested byte offset into the region.
         offset: u64,
+        /// The requested length in bytes.
         len: u64,
+        /// The region's size in bytes.
         size: u64,
     },
     /// No XRC domain with this handle.
@@ -109,14 +153,20 @@ pub enum VerbsError {
     /// A call an XRC QP does not take (`call`: what it was; `fix`: what to
     /// do instead).
     XrcRefused {
+        /// The XRC QP.
         qpn: u32,
+        /// The refused call.
         call: &'static str,
+        /// What to call instead.
         fix: &'static str,
     },
     /// `attach_mcast` / `detach_mcast` refused (see [`McastRefusal`]).
     Mcast {
+        /// The QP.
         qpn: u32,
+        /// The multicast GID, as an IP address.
         group: std::net::IpAddr,
+        /// Why the call was refused.
         why: McastRefusal,
     },
 }

@@ -72,7 +72,9 @@ pub struct MwInfo {
     /// window a range. It names the window in [`crate::Endpoint::dealloc_mw`]
     /// and in BIND_MW requests (any earlier R_Key of it does too).
     pub rkey: u32,
+    /// Type 1 or type 2 (`ibv_mw::type`).
     pub kind: MwType,
+    /// The protection domain's handle.
     pub pd: u32,
 }
 

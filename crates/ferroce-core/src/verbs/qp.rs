@@ -11,9 +11,16 @@ use ferroce_wire::Psn;
 pub struct Access(u32);
 
 impl Access {
+    /// The local QP may write the memory: receives, READ responses and
+    /// atomic results land there (`IBV_ACCESS_LOCAL_WRITE`).
     pub const LOCAL_WRITE: Self = Self(1);
+    /// Peers may RDMA WRITE (and ATOMIC WRITE) into it
+    /// (`IBV_ACCESS_REMOTE_WRITE`).
     pub const REMOTE_WRITE: Self = Self(1 << 1);
+    /// Peers may RDMA READ from it (`IBV_ACCESS_REMOTE_READ`).
     pub const REMOTE_READ: Self = Self(1 << 2);
+    /// Peers may run Compare & Swap and Fetch & Add on it
+    /// (`IBV_ACCESS_REMOTE_ATOMIC`).
     pub const REMOTE_ATOMIC: Self = Self(1 << 3);
     /// Memory windows may be bound to the region (`IBV_ACCESS_MW_BIND`).
     pub const MW_BIND: Self = Self(1 << 4);
@@ -29,9 +36,12 @@ impl Access {
     /// No access beyond local read.
     pub const NONE: Self = Self(0);
 
+    /// The `IBV_ACCESS_*` bits.
     pub const fn bits(self) -> u32 {
         self.0
     }
+
+    /// Whether every right of `other` is among these.
     pub const fn contains(self, other: Self) -> bool {
         self.0 & other.0 == other.0
     }
@@ -65,8 +75,14 @@ pub enum LocalErrors {
 /// Transport service of a queue pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QpType {
+    /// Reliable connected (`IBV_QPT_RC`): acknowledged, retransmitted,
+    /// every operation.
     Rc,
+    /// Unreliable connected (`IBV_QPT_UC`): SEND and RDMA WRITE only, no
+    /// acknowledgements; a lost packet drops its message.
     Uc,
+    /// Unreliable datagram (`IBV_QPT_UD`): SENDs of at most the port MTU,
+    /// each to the address handle, QPN and Q_Key its work request names.
     Ud,
     /// XRC initiator (`IBV_QPT_XRC_SEND`): an RC-like send queue whose
     /// requests each name the target's XRC SRQ (`SendWr::remote_srqn`); no
@@ -99,22 +115,35 @@ impl QpType {
 /// IBA QP states (`IBV_QPS_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QpState {
+    /// `IBV_QPS_RESET`: as created; nothing may be posted.
     Reset,
+    /// `IBV_QPS_INIT`: receives may be posted, nothing is sent or received.
     Init,
+    /// `IBV_QPS_RTR`, ready to receive: the responder takes packets.
     Rtr,
+    /// `IBV_QPS_RTS`, ready to send: requester and responder both run.
     Rts,
+    /// `IBV_QPS_SQD`, send queue drained: no new send request starts.
     Sqd,
+    /// `IBV_QPS_SQE`, send queue error (UC, UD): a send request failed;
+    /// the receive side still runs.
     Sqe,
+    /// `IBV_QPS_ERR`: every work request is flushed with `WrFlushErr`.
     Err,
 }
 
 /// Path MTU (`IBV_MTU_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mtu {
+    /// 256 bytes of payload per packet (`IBV_MTU_256`).
     Mtu256 = 1,
+    /// 512 bytes (`IBV_MTU_512`).
     Mtu512 = 2,
+    /// 1024 bytes (`IBV_MTU_1024`).
     Mtu1024 = 3,
+    /// 2048 bytes (`IBV_MTU_2048`).
     Mtu2048 = 4,
+    /// 4096 bytes (`IBV_MTU_4096`).
     Mtu4096 = 5,
 }
 
@@ -128,6 +157,7 @@ impl Mtu {
         Self::Mtu4096,
     ];
 
+    /// The largest payload of one packet, in bytes (256 to 4096).
     pub const fn bytes(self) -> usize {
         128 << self as usize
     }
@@ -152,6 +182,7 @@ pub struct Path {
     pub udp_src_port: u16,
     /// DSCP and ECN bits for the IP header (the GRH traffic class).
     pub traffic_class: u8,
+    /// IP TTL / hop limit (the GRH hop limit).
     pub hop_limit: u8,
     /// How packets go on the wire: RoCE v2 (UDP/IP) or RoCE v1 (a GRH
     /// over Ethernet), as the type of the source GID index picks it. A
@@ -173,22 +204,43 @@ pub enum RoceMode {
 /// The attributes `modify_qp` may set; `None` means "not in the mask".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct QpAttr {
+    /// The state to move to (`qp_state`); `None`: stay, changing only what
+    /// the current state's self-transition allows.
     pub state: Option<QpState>,
+    /// `pkey_index`: 0, the only P_Key (the default 0xffff).
     pub pkey_index: Option<u16>,
+    /// `port_num`: 1, the only port.
     pub port: Option<u8>,
+    /// `qkey` (UD, RD): the Q_Key incoming datagrams must carry, and the
+    /// one sent for a destination Q_Key with the high bit set.
     pub qkey: Option<u32>,
+    /// `qp_access_flags`: what peers may do through this QP
+    /// (`REMOTE_WRITE`, `REMOTE_READ`, `REMOTE_ATOMIC`), checked besides
+    /// the region's own rights.
     pub access: Option<Access>,
+    /// `ah_attr`: where a connected QP sends (RC, UC, XRC).
     pub path: Option<Path>,
+    /// `path_mtu`: the payload per packet of a connected QP's messages.
     pub path_mtu: Option<Mtu>,
+    /// `dest_qp_num`: the peer QP of a connected QP (24 bits).
     pub dest_qpn: Option<u32>,
+    /// `rq_psn`: the PSN the responder expects first.
     pub rq_psn: Option<Psn>,
+    /// `sq_psn`: the PSN of the first request the QP sends.
     pub sq_psn: Option<Psn>,
+    /// `max_rd_atomic`: READs and atomics this QP keeps outstanding at
+    /// the peer at once (0 acts as 1).
     pub max_rd_atomic: Option<u8>,
+    /// `max_dest_rd_atomic`: READ and atomic responses this QP owes at
+    /// once; further such requests are dropped for the requester to send
+    /// again (0 acts as 1).
     pub max_dest_rd_atomic: Option<u8>,
     /// RNR NAK timer code this QP sends (5 bits).
     pub min_rnr_timer: Option<u8>,
     /// Local ACK timeout: 4.096 us x 2^timeout; 0 means infinite.
     pub timeout: Option<u8>,
+    /// `retry_cnt`: retransmissions after local ACK timeouts before the
+    /// request fails with `RetryExcErr` (0 to 7).
     pub retry_cnt: Option<u8>,
     /// 7 means retry forever.
     pub rnr_retry: Option<u8>,
@@ -211,6 +263,7 @@ pub struct SrqAttr {
 /// What `query_srq` reports (`ibv_srq_attr`, and the WQEs waiting).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SrqInfo {
+    /// The SRQ's depth in receive WQEs (`max_wr`).
     pub max_wr: u32,
     /// The armed limit; 0 when the limit event is not (or no longer) armed.
     pub srq_limit: u32,

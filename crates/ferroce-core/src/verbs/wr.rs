@@ -9,6 +9,7 @@ use super::{Hex, MwBind, Path};
 /// One scatter/gather element: `len` bytes at `offset` in the region `lkey`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Sge {
+    /// The L_Key of the memory region the element lies in.
     pub lkey: u32,
     /// Byte offset from the start of the region (`addr - mr.addr` in ibverbs).
     pub offset: u64,
@@ -79,30 +80,55 @@ pub enum SendOp {
     /// `IBV_WR_SEND_WITH_INV`: the peer invalidates this R_Key.
     SendWithInv(u32),
     /// `IBV_WR_RDMA_WRITE` into `remote`.
-    Write { remote: RemoteSlice },
+    Write {
+        /// Where the message lands.
+        remote: RemoteSlice,
+    },
     /// `IBV_WR_RDMA_WRITE_WITH_IMM`: consumes a receive at the peer.
-    WriteWithImm { remote: RemoteSlice, imm: u32 },
+    WriteWithImm {
+        /// Where the message lands.
+        remote: RemoteSlice,
+        /// Immediate data, host order; the peer's completion carries it.
+        imm: u32,
+    },
     /// `IBV_WR_RDMA_READ` from `remote` into the scatter list.
-    Read { remote: RemoteSlice },
+    Read {
+        /// The peer memory read.
+        remote: RemoteSlice,
+    },
     /// `IBV_WR_ATOMIC_CMP_AND_SWP` on the 8 bytes at `remote` (aligned);
     /// the original value lands in the 8-byte scatter list.
     CompareSwap {
+        /// The 8 bytes compared and swapped (address 8-byte aligned).
         remote: RemoteSlice,
+        /// The value they are compared with (`compare_add`).
         compare: u64,
+        /// The value stored when they are equal (`swap`).
         swap: u64,
     },
     /// `IBV_WR_ATOMIC_FETCH_AND_ADD` on the 8 bytes at `remote` (aligned).
-    FetchAdd { remote: RemoteSlice, add: u64 },
+    FetchAdd {
+        /// The 8 bytes added to (address 8-byte aligned).
+        remote: RemoteSlice,
+        /// The addend, wrapping (`compare_add`).
+        add: u64,
+    },
     /// `IBV_WR_ATOMIC_WRITE` (IBA 1.5): the request's 8 bytes (its scatter
     /// list or inline data) placed whole at `remote` (8-byte aligned), as
     /// one store; the peer's region needs remote write access.
-    AtomicWrite { remote: RemoteSlice },
+    AtomicWrite {
+        /// The 8 bytes written.
+        remote: RemoteSlice,
+    },
     /// `IBV_WR_FLUSH` (IBA 1.5): the bytes at `remote` (or, with
     /// [`FlushLevel::Region`], its whole region) made visible to `to`
     /// before the peer answers. No data; an empty scatter list.
     Flush {
+        /// The range flushed (its region with [`FlushLevel::Region`]).
         remote: RemoteSlice,
+        /// Global visibility or persistence.
         to: FlushType,
+        /// The range or the whole region.
         level: FlushLevel,
     },
     /// `IBV_WR_BIND_MW`: binds the window `mw` (any R_Key it has had) as
@@ -110,7 +136,14 @@ pub enum SendOp {
     /// order, nothing on the wire; a type 2 window is then reachable only
     /// through this QP. [`crate::Endpoint::bind_mw`] posts one for a type 1
     /// window.
-    BindMw { mw: u32, rkey: u32, bind: MwBind },
+    BindMw {
+        /// The window, by any R_Key it has had.
+        mw: u32,
+        /// The R_Key whose low byte (key) the window takes.
+        rkey: u32,
+        /// The region, range and access the window is bound to.
+        bind: MwBind,
+    },
     /// `IBV_WR_LOCAL_INV`: invalidates the type 2 window (or region) with
     /// this R_Key, in order, nothing on the wire.
     LocalInv(u32),
@@ -195,6 +228,7 @@ impl SendOp {
 pub struct SendWr<'a> {
     /// Returned in the completion.
     pub wr_id: u64,
+    /// The operation and its operands (`opcode` and `wr.*`).
     pub op: SendOp,
     /// Local memory the message is gathered from (READ, atomics: scattered
     /// into).
@@ -327,8 +361,11 @@ impl<'a> SendWr<'a> {
 /// QP's own, as for UD).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct RdDest {
+    /// The local EE context's number.
     pub eec: u32,
+    /// The destination RD QP's number (`remote_qpn`).
     pub qpn: u32,
+    /// The Q_Key to send (`remote_qkey`); high bit set: the QP's own.
     pub qkey: u32,
 }
 
@@ -345,8 +382,12 @@ impl fmt::Debug for RdDest {
 /// The destination of a UD send (an address handle, QPN and Q_Key).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct UdDest {
+    /// The address handle: where the datagram goes.
     pub path: Path,
+    /// The destination QP's number (`remote_qpn`).
     pub qpn: u32,
+    /// The Q_Key to send (`remote_qkey`); with the high bit set the
+    /// sending QP's own Q_Key is sent instead (IBA C10-15).
     pub qkey: u32,
 }
 
