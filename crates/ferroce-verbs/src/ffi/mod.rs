@@ -41,6 +41,10 @@ mod rdmacm_event;
 mod rdmacm_mcast;
 mod rdmacm_qp;
 mod rdmacm_stubs;
+mod rsocket;
+mod rsocket_ep;
+mod rsocket_io;
+mod rsocket_poll;
 mod srq_ah;
 mod windows;
 
