@@ -88,6 +88,8 @@ impl Drop for Listener {
 /// semaphore mode) counts them for poll(2).
 pub(super) struct Backlog {
     queue: Mutex<VecDeque<c_int>>,
+    /// The listener's settings, which accepted connections take.
+    pub(super) cfg: Mutex<Config>,
     pub(super) ready: OwnedFd,
     stop: AtomicBool,
 }
@@ -242,15 +244,16 @@ pub(super) unsafe extern "C" fn rlisten(fd: c_int, backlog: c_int) -> c_int {
             }
             let b = Arc::new(Backlog {
                 queue: Mutex::new(VecDeque::new()),
+                cfg: Mutex::new(st.cfg),
                 ready: new_fd(libc::EFD_SEMAPHORE)?,
                 stop: AtomicBool::new(false),
             });
             // SAFETY: a live ID.
             let local = unsafe { (*id).route.addr.src_storage };
-            let (bb, cfg, id) = (b.clone(), st.cfg, IdPtr(id));
+            let (bb, id) = (b.clone(), IdPtr(id));
             let thread = std::thread::Builder::new()
                 .name("rsocket-accept".into())
-                .spawn(move || accept_loop(id, &bb, cfg))
+                .spawn(move || accept_loop(id, &bb))
                 .map_err(|_| libc::ENOMEM)?;
             st.kind = Kind::Listening(Listener {
                 backlog: b,
@@ -263,21 +266,27 @@ pub(super) unsafe extern "C" fn rlisten(fd: c_int, backlog: c_int) -> c_int {
 }
 
 /// The listener's thread: accepts each request until the socket closes.
-fn accept_loop(id: IdPtr, b: &Backlog, cfg: Config) -> IdPtr {
+fn accept_loop(id: IdPtr, b: &Backlog) -> IdPtr {
     while !b.stop.load(Ordering::Acquire) {
         // SAFETY: the listener's ID, alive until this thread returns it.
         match unsafe { rdmacm_conn::get_request_within(id.0, ACCEPT_STEP) } {
-            Ok(Some(new)) => match accept_one(new, cfg) {
-                Ok(fd) => {
-                    b.queue
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push_back(fd);
-                    // SAFETY: writes 8 bytes to the backlog's eventfd.
-                    unsafe { libc::write(b.ready.as_raw_fd(), (&1u64 as *const u64).cast(), 8) };
+            Ok(Some(new)) => {
+                match accept_one(new, *b.cfg.lock().unwrap_or_else(|p| p.into_inner())) {
+                    Ok(fd) => {
+                        b.queue
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push_back(fd);
+                        // SAFETY: writes 8 bytes to the backlog's eventfd.
+                        unsafe {
+                            libc::write(b.ready.as_raw_fd(), (&1u64 as *const u64).cast(), 8)
+                        };
+                    }
+                    Err(e) => {
+                        tracing::debug!(errno = e, "rsocket: a connect request was not accepted")
+                    }
                 }
-                Err(e) => tracing::debug!(errno = e, "rsocket: a connect request was not accepted"),
-            },
+            }
             Ok(None) => {}
             Err(e) => {
                 tracing::debug!(errno = e, "rsocket: the listener stops");

@@ -48,7 +48,9 @@ fn rs_events(s: &RSocket, events: i16, arm: bool) -> (i16, Option<c_int>) {
             if events & libc::POLLOUT != 0 && ep.stream.can_send(&Table(&ep.table)) {
                 r |= libc::POLLOUT;
             }
-            if !f.connected {
+            // A peer's close shows once its data is read (as TCP's FIN,
+            // which poll(2) reports as POLLIN until then).
+            if !f.connected && !ep.stream.have_data() {
                 r |= if f.error.is_some() {
                     libc::POLLERR
                 } else {
@@ -325,6 +327,9 @@ pub(super) unsafe extern "C" fn rsetsockopt(
                     st.cfg.iomap_size = v as u16;
                 }
                 _ => return Err(libc::ENOTSUP),
+            }
+            if let Kind::Listening(l) = &st.kind {
+                *l.backlog.cfg.lock().unwrap_or_else(|p| p.into_inner()) = st.cfg;
             }
             Ok(0)
         })())
