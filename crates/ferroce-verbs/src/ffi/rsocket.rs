@@ -87,7 +87,10 @@ impl Drop for Listener {
 /// Accepted connections waiting for `raccept`; `ready` (an eventfd in
 /// semaphore mode) counts them for poll(2).
 pub(super) struct Backlog {
-    queue: Mutex<VecDeque<c_int>>,
+    /// Accepted connections; each gets its descriptor in `raccept`, so
+    /// that its number is newer than any the caller opened before (as
+    /// librspreload, which maps its own descriptors in order, expects).
+    queue: Mutex<VecDeque<(Box<Endpoint>, Config)>>,
     /// The listener's settings, which accepted connections take.
     pub(super) cfg: Mutex<Config>,
     pub(super) ready: OwnedFd,
@@ -297,8 +300,8 @@ fn accept_loop(id: IdPtr, b: &Backlog) -> IdPtr {
     id
 }
 
-/// Sets up the endpoint of a request's ID and accepts it: a new rsocket.
-fn accept_one(new: *mut rdma_cm_id, cfg: Config) -> Result<c_int, c_int> {
+/// Sets up the endpoint of a request's ID and accepts it.
+fn accept_one(new: *mut rdma_cm_id, cfg: Config) -> Result<(Box<Endpoint>, Config), c_int> {
     // SAFETY: the new ID holds its request event (get_request_within).
     let peer = unsafe {
         let ev = (*new).event;
@@ -325,7 +328,7 @@ fn accept_one(new: *mut rdma_cm_id, cfg: Config) -> Result<c_int, c_int> {
     if unsafe { rdmacm_conn::ferroce_rdma_accept(new, &mut param) } != 0 {
         return Err(errno_now());
     }
-    insert(Kind::Connected(Box::new(ep)), cfg, 0)
+    Ok((Box::new(ep), cfg))
 }
 
 fn conn_param(data: &[u8; ConnData::LEN]) -> rdma_conn_param {
@@ -365,12 +368,13 @@ pub(super) unsafe extern "C" fn raccept(fd: c_int, addr: *mut c_void, len: *mut 
                 }
                 wait_readable(b.ready.as_raw_fd(), 200);
             }
-            let new = b
+            let (ep, cfg) = b
                 .queue
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .pop_front()
                 .ok_or(libc::EAGAIN)?;
+            let new = insert(Kind::Connected(ep), cfg, 0)?;
             if !addr.is_null() && !len.is_null() {
                 // SAFETY: the caller's buffers (module contract).
                 unsafe { rgetpeername(new, addr, len) };

@@ -371,6 +371,13 @@ impl Endpoint {
             }
             for wc in &wcs[..n as usize] {
                 let ok = wc.status == 0;
+                if !ok {
+                    tracing::debug!(
+                        status = wc.status,
+                        wr_id = wc.wr_id,
+                        "rsocket: a request failed"
+                    );
+                }
                 if wc.wr_id & RECV_FLAG != 0 {
                     if ok {
                         reposts += 1;

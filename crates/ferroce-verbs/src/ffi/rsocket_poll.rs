@@ -9,6 +9,7 @@
 //! SO_RCVBUF, and SOL_RDMA's queue, inline and iomap sizes) apply to
 //! connections made after; the rest are remembered and reported.
 //! SO_KEEPALIVE is accepted and reported, and no keepalive is sent.
+//! TCP_INFO (which iperf3 reads) is all zeros: no TCP runs underneath.
 //!
 //! Safety contract: `pollfd` arrays, `fd_set`s and option buffers are the
 //! application's, valid for the counts and lengths given. `rfcntl` is
@@ -30,6 +31,8 @@ const RDMA_INLINE: c_int = 2;
 const RDMA_IOMAPSIZE: c_int = 3;
 /// Queue sizes are at most this.
 const QP_MAX_SIZE: u32 = 0xFFFE;
+/// The largest `struct tcp_info` that TCP_INFO fills (with zeros).
+const TCP_INFO_LEN: usize = 512;
 /// What TCP_MAXSEG reports (librdmacm's value without a path record).
 const MAX_SEG: c_int = 2048;
 
@@ -326,7 +329,10 @@ pub(super) unsafe extern "C" fn rsetsockopt(
                     );
                     st.cfg.iomap_size = v as u16;
                 }
-                _ => return Err(libc::ENOTSUP),
+                _ => {
+                    tracing::debug!(level, name, "rsetsockopt: not an rsocket option");
+                    return Err(libc::ENOTSUP);
+                }
             }
             if let Kind::Listening(l) = &st.kind {
                 *l.backlog.cfg.lock().unwrap_or_else(|p| p.into_inner()) = st.cfg;
@@ -346,6 +352,17 @@ pub(super) unsafe extern "C" fn rgetsockopt(
     guard(-1, || {
         ret((|| {
             let s = get(fd)?;
+            if (level, name) == (libc::IPPROTO_TCP, libc::TCP_INFO) {
+                // No TCP underneath: every counter is zero.
+                if v.is_null() || len.is_null() {
+                    return Err(libc::EFAULT);
+                }
+                // SAFETY: module contract.
+                unsafe {
+                    std::ptr::write_bytes(v.cast::<u8>(), 0, (*len as usize).min(TCP_INFO_LEN))
+                };
+                return Ok(0);
+            }
             let mut st = s.lock();
             let on = |bits: u64| c_int::from(bits & (1 << name) != 0);
             let value: c_int = match (level, name) {
@@ -374,7 +391,10 @@ pub(super) unsafe extern "C" fn rgetsockopt(
                 (SOL_RDMA, RDMA_RQSIZE) => st.cfg.rq_size.into(),
                 (SOL_RDMA, RDMA_INLINE) => st.cfg.sq_inline.into(),
                 (SOL_RDMA, RDMA_IOMAPSIZE) => st.cfg.iomap_size.into(),
-                _ => return Err(libc::ENOTSUP),
+                _ => {
+                    tracing::debug!(level, name, "rgetsockopt: not an rsocket option");
+                    return Err(libc::ENOTSUP);
+                }
             };
             if v.is_null() || len.is_null() {
                 return Err(libc::EFAULT);
