@@ -14,6 +14,8 @@
 #   librdmacm-dev              <rdma/rdma_cma.h>: librdmacm.so.1's C layout test and C program
 #   rdmacm-utils               rping, ucmatose, udaddy, rdma_server/rdma_client: the tools that
 #                              crates/ferroce-rdmacm/tests run on ferroce's librdmacm.so.1
+#                              (also rstream, riostream, rcopy; librdmacm1 brings librspreload.so)
+#   iperf3                     run under librspreload.so by crates/ferroce-rdmacm/tests/rsockets.rs
 #   fonts-dejavu-core          a TrueType font for ferroce sim's plots (ferroce-sim's tests draw them)
 #
 # Not here: cargo-fuzz (the fuzzing script installs its own tools).
@@ -47,6 +49,7 @@ command -v ibv_rc_pingpong >/dev/null 2>&1 || missing+=(ibverbs-utils)
 command -v ib_write_bw >/dev/null 2>&1 || missing+=(perftest)
 [ -f /usr/include/rdma/rdma_cma.h ] || missing+=(librdmacm-dev)
 command -v rping >/dev/null 2>&1 || missing+=(rdmacm-utils)
+command -v iperf3 >/dev/null 2>&1 || missing+=(iperf3)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then

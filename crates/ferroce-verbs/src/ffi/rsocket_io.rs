@@ -159,7 +159,7 @@ fn send_iov(fd: c_int, iov: &[&[u8]], flags: c_int) -> Result<usize, c_int> {
                 ep.stream.fail(e);
                 return Some(Err(e));
             }
-            sent += c.len() as usize;
+            sent += c.bytes() as usize;
         }
         Some(Ok(()))
     });
@@ -496,7 +496,7 @@ fn io_write(fd: c_int, data: &[u8], offset: u64, flags: c_int) -> Result<usize, 
                 ep.stream.fail(e);
                 return Some(Err(e));
             }
-            done += c.len() as usize;
+            done += c.bytes() as usize;
         }
         Some(Ok(()))
     });

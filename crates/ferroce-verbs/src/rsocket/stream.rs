@@ -73,7 +73,7 @@ pub struct Chunk {
 }
 
 impl Chunk {
-    pub fn len(&self) -> u32 {
+    pub fn bytes(&self) -> u32 {
         self.pieces[0].1 + self.pieces[1].1
     }
 }
