@@ -8,7 +8,8 @@
 
 use super::{
     cq, device, events, memory, misc, private, qp, qp_ex, rates, rdmacm, rdmacm_addr, rdmacm_conn,
-    rdmacm_event, rdmacm_mcast, rdmacm_qp, rdmacm_stubs, rsocket, rsocket_io, rsocket_poll, srq_ah,
+    rdmacm_event, rdmacm_mcast, rdmacm_qp, rdmacm_stubs, rsocket, rsocket_io, rsocket_listen,
+    rsocket_poll, srq_ah,
 };
 
 /// The tail jump from the versioned name to the Rust function.

@@ -44,6 +44,7 @@ mod rdmacm_stubs;
 mod rsocket;
 mod rsocket_ep;
 mod rsocket_io;
+mod rsocket_listen;
 mod rsocket_poll;
 mod srq_ah;
 mod windows;

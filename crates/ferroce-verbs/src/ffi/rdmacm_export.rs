@@ -42,8 +42,8 @@ export! {
     ferroce_rdma_not_supported = rdmacm_stubs::not_supported, "FERROCE_RDMACM_PRIVATE";
     ferroce_rsocket = rsocket::rsocket, "FERROCE_RDMACM_PRIVATE";
     ferroce_rbind = rsocket::rbind, "FERROCE_RDMACM_PRIVATE";
-    ferroce_rlisten = rsocket::rlisten, "FERROCE_RDMACM_PRIVATE";
-    ferroce_raccept = rsocket::raccept, "FERROCE_RDMACM_PRIVATE";
+    ferroce_rlisten = rsocket_listen::rlisten, "FERROCE_RDMACM_PRIVATE";
+    ferroce_raccept = rsocket_listen::raccept, "FERROCE_RDMACM_PRIVATE";
     ferroce_rconnect = rsocket::rconnect, "FERROCE_RDMACM_PRIVATE";
     ferroce_rshutdown = rsocket::rshutdown, "FERROCE_RDMACM_PRIVATE";
     ferroce_rclose = rsocket::rclose, "FERROCE_RDMACM_PRIVATE";
