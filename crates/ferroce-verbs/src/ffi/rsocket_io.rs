@@ -2,8 +2,8 @@
 //! `rrecv`/`rread`/`rrecvfrom`/`rrecvmsg`/`rreadv`, and the direct writes
 //! (`riomap`, `riounmap`, `riowrite`). Every call waits, unless the
 //! rsocket is O_NONBLOCK or MSG_DONTWAIT is given, in [`wait_conn`]: it
-//! polls the CQ, and sleeps in poll(2) on the completion channel once the
-//! CQ is armed, with the socket's lock released.
+//! polls the CQ (for 10 us, as librdmacm), then sleeps in poll(2) on the
+//! completion channel once the CQ is armed, with the socket's lock released.
 //!
 //! As librdmacm's: `rrecvmsg`/`rreadv` fill only the first buffer, control
 //! messages are ENOTSUP, a peer's orderly close reads as end of file, and
@@ -26,6 +26,9 @@ use crate::rsocket::wire::{IoMapEntry, Sge};
 /// The longest single sleep of a wait: a bound, in case an event is
 /// consumed by another thread waiting on the same rsocket.
 const WAIT_STEP_MS: c_int = 100;
+/// How long a wait polls the CQ before it sleeps (librdmacm's default
+/// `polling_time`).
+const POLL_TIME: Duration = Duration::from_micros(10);
 
 /// A buffer the application mapped with `riomap`.
 pub(super) struct IoMap {
@@ -53,6 +56,7 @@ pub(super) fn wait_conn<T>(
     mut f: impl FnMut(&mut Endpoint) -> Option<T>,
 ) -> Result<T, c_int> {
     let end = limit.map(|l| Instant::now() + l);
+    let spin_until = Instant::now() + POLL_TIME;
     loop {
         let mut st = s.lock();
         let Kind::Connected(ep) = &mut st.kind else {
@@ -65,8 +69,12 @@ pub(super) fn wait_conn<T>(
         if nonblock {
             return Err(libc::EAGAIN);
         }
-        if end.is_some_and(|e| Instant::now() >= e) {
+        let now = Instant::now();
+        if end.is_some_and(|e| now >= e) {
             return Err(libc::ETIMEDOUT);
+        }
+        if now < spin_until {
+            continue;
         }
         if !ep.armed() {
             ep.arm();
