@@ -19,7 +19,14 @@ const SERVER_IP: [u8; 4] = [127, 0, 5, 1];
 /// Between the device opening and the server's listen.
 const SETTLE: Duration = Duration::from_millis(300);
 const LIMIT: Duration = Duration::from_secs(60);
-const PRELOAD: &str = "/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so";
+
+/// Debian's librspreload.so (package librdmacm1) for this machine.
+fn preload() -> String {
+    format!(
+        "/usr/lib/{}-linux-gnu/rsocket/librspreload.so",
+        std::env::consts::ARCH
+    )
+}
 
 /// Starts `server`, then runs `client` to the end; the server must end
 /// too (`server_exits`) or is stopped. Returns (server, client) outputs.
@@ -141,9 +148,10 @@ fn tcp_port_in_use(port: u16) -> bool {
 fn iperf3_under_librspreload_runs_over_rsockets() {
     let _g = serial();
     let iperf3 = tool("iperf3", "iperf3");
+    let preload = preload();
     assert!(
-        Path::new(PRELOAD).exists(),
-        "{PRELOAD} is missing: install Debian's librdmacm1"
+        Path::new(&preload).exists(),
+        "{preload} is missing: install Debian's librdmacm1"
     );
     let port = 5299u16;
     let p = port.to_string();
@@ -153,7 +161,7 @@ fn iperf3_under_librspreload_runs_over_rsockets() {
         &iperf3,
         &["-s", "-1", "-B", SERVER, "-p", &p],
     );
-    server.env("LD_PRELOAD", PRELOAD);
+    server.env("LD_PRELOAD", &preload);
     let s = server.spawn().unwrap();
     let mut reap = Reap(Some(s.id()));
     wait_device(SERVER_IP, Duration::from_secs(20));
@@ -164,7 +172,7 @@ fn iperf3_under_librspreload_runs_over_rsockets() {
         &iperf3,
         &["-c", SERVER, "-p", &p, "-t", "2", "-f", "m"],
     );
-    client.env("LD_PRELOAD", PRELOAD);
+    client.env("LD_PRELOAD", &preload);
     let mut c = client.spawn().unwrap();
     let deadline = Instant::now() + LIMIT;
     let mut kernel_tcp = false;
