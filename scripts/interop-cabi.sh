@@ -26,7 +26,9 @@
 #     rdma-core's libibverbs and rxe in the guest, on ferroce's here (none
 #     of the Debian tools binds a window);
 #   * with librdmacm: rping -v -V -C 10, ucmatose, udaddy,
-#     rdma_server/rdma_client, ib_write_bw -R, mckey (UD multicast through
+#     rdma_server/rdma_client, rstream (blocking; nonblocking with rpoll,
+#     ferroce as client) and riostream (rsockets against librdmacm's own
+#     on rxe), ib_write_bw -R, mckey (UD multicast through
 #     rdma_cm's join, IPv4 group; the receiving side with two IDs). These run when the workspace
 #     has crates/ferroce-rdmacm (built here) or INTEROP_RDMACM names a
 #     librdmacm.so; otherwise each is a row "not run: librdmacm.so not
@@ -234,6 +236,21 @@ for role in client server; do
         vcm "$role" udaddy udaddy udaddy ud "$ip" "-c 10 -C 10" \
             "udaddy -c 10 -C 10" -b "udaddy -c 10 -C 10 -s"
         vcm "$role" rdmaex rdma_server/rdma_client rdmaex rc "$ip" - rdma_server -s "rdma_client -s"
+        # rsockets: rdma-core's own stream protocol over RC, data verified.
+        vcm "$role" rstream rstream rstream rc "$ip" "-T v -S 100000 -C 20" \
+            "rstream -T v -S 100000 -C 20" -b "rstream -T v -S 100000 -C 20 -s"
+        # Nonblocking with rpoll: ferroce as the client only. rstream's
+        # async client polls before each read, and librdmacm's rpoll says
+        # POLLHUP as soon as the peer's disconnect has arrived, data unread
+        # or not: against ferroce's server, which closes right after its
+        # last send, the slow (TCG) guest's client sees both at once and
+        # fails. ferroce's rpoll says POLLHUP once the data is read.
+        if [ "$role" = client ]; then
+            vcm "$role" rstream-async rstream rstream rc "$ip" "-T van -S 70000 -C 20" \
+                "rstream -T v -T a -T n -S 70000 -C 20" -b "rstream -T v -T a -T n -S 70000 -C 20 -s"
+        fi
+        vcm "$role" riostream riostream rstream rc "$ip" "-T v -S 65536 -C 20" \
+            "riostream -T v -S 65536 -C 20" -b "riostream -T v -S 65536 -C 20 -s"
     done
     vmc "$role" 239.255.79.2
 done

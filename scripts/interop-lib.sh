@@ -222,6 +222,7 @@ tools_ok() {
         rdmaex) grep -q ': end 0$' "$log_f" && grep -q ': end 0$' "$log_g" ;;
         pingpong) grep -q ' iters in ' "$log_f" && grep -q ' iters in ' "$log_g" ;;
         mw) grep -q 'all checks passed' "$log_f" && grep -q 'all checks passed' "$log_g" ;;
+        rstream) grep -q '^custom ' "$log_f" && grep -q '^custom ' "$log_g" ;;
         *) true ;;
     esac
 }

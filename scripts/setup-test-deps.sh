@@ -15,6 +15,7 @@
 #   rdmacm-utils               rping, ucmatose, udaddy, rdma_server/rdma_client: the tools that
 #                              crates/ferroce-rdmacm/tests run on ferroce's librdmacm.so.1
 #   qperf                      qperf 0.4.11 -cm1: crates/ferroce-rdmacm/tests/qperf.rs (skipped without)
+#                              (also rstream, riostream, rcopy; librdmacm1 brings librspreload.so)
 #   fonts-dejavu-core          a TrueType font for ferroce sim's plots (ferroce-sim's tests draw them)
 #   ucx-utils                  ucx_info, ucx_perftest (UCX 1.13): the middleware tests of ferroce-verbs
 #   libfabric-bin              fi_info, fi_pingpong (libfabric 1.17, verbs provider): likewise

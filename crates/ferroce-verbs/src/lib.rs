@@ -37,3 +37,4 @@ mod ffi;
 mod layout_tests;
 mod objects;
 pub mod rdmacm;
+pub mod rsocket;

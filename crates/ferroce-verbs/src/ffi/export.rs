@@ -8,8 +8,8 @@
 
 use super::{
     compat, cq, device, events, memory, misc, path_rec, private, qp, qp_ex, rates, rdmacm,
-    rdmacm_addr, rdmacm_conn, rdmacm_event, rdmacm_mcast, rdmacm_qp, rdmacm_stubs, srq_ah,
-    unsupported,
+    rdmacm_addr, rdmacm_conn, rdmacm_event, rdmacm_mcast, rdmacm_qp, rdmacm_stubs, rsocket,
+    rsocket_io, rsocket_listen, rsocket_poll, srq_ah, unsupported,
 };
 
 /// The tail jump from the versioned name to the Rust function.

@@ -166,32 +166,51 @@ pub(super) unsafe extern "C" fn ferroce_rdma_get_request(
     id: *mut *mut rdma_cm_id,
 ) -> c_int {
     guard_cm(|| {
-        // SAFETY: module contract.
-        let l = unsafe { id_obj(listen) }?;
-        if !l.is_sync() || id.is_null() {
+        if id.is_null() {
             return Err(libc::EINVAL);
         }
-        let ev = loop {
-            match l.inner.get_request(Duration::from_secs(3600)) {
-                Ok(ev) => break ev,
-                Err(ferroce::Error::Cm(ferroce::cm::CmIdError::TimedOut(_))) => continue,
-                Err(e) => return Err(cm_errno(&e)),
+        let new = loop {
+            // SAFETY: module contract.
+            if let Some(new) = unsafe { get_request_within(listen, Duration::from_secs(3600)) }? {
+                break new;
             }
         };
-        let ev = deliver(ev).ok_or(libc::EINVAL)?;
-        // SAFETY: `ev` is the event just made, on the new ID.
-        let new = unsafe { (*ev).id };
-        // SAFETY: as above.
-        unsafe { (&raw mut (*new).event).write(ev) };
-        // SAFETY: `new` is live.
-        if let Err(e) = unsafe { create_ep_qp(l, new) } {
-            // SAFETY: `new` is live and no one else has it yet.
-            unsafe { super::rdmacm::ferroce_rdma_destroy_id(new) };
-            return Err(e);
-        }
         // SAFETY: module contract.
         unsafe { put(id, new) }
     })
+}
+
+/// The next request of a synchronous listener, waiting at most `wait`
+/// (None: none came): its new ID holds the request event.
+///
+/// # Safety
+/// `listen` is NULL or a live ID of this library.
+pub(super) unsafe fn get_request_within(
+    listen: *mut rdma_cm_id,
+    wait: Duration,
+) -> Result<Option<*mut rdma_cm_id>, c_int> {
+    // SAFETY: module contract.
+    let l = unsafe { id_obj(listen) }?;
+    if !l.is_sync() {
+        return Err(libc::EINVAL);
+    }
+    let ev = match l.inner.get_request(wait) {
+        Ok(ev) => ev,
+        Err(ferroce::Error::Cm(ferroce::cm::CmIdError::TimedOut(_))) => return Ok(None),
+        Err(e) => return Err(cm_errno(&e)),
+    };
+    let ev = deliver(ev).ok_or(libc::EINVAL)?;
+    // SAFETY: `ev` is the event just made, on the new ID.
+    let new = unsafe { (*ev).id };
+    // SAFETY: as above.
+    unsafe { (&raw mut (*new).event).write(ev) };
+    // SAFETY: `new` is live.
+    if let Err(e) = unsafe { create_ep_qp(l, new) } {
+        // SAFETY: `new` is live and no one else has it yet.
+        unsafe { super::rdmacm::ferroce_rdma_destroy_id(new) };
+        return Err(e);
+    }
+    Ok(Some(new))
 }
 
 pub(super) unsafe extern "C" fn ferroce_rdma_accept(
