@@ -43,6 +43,7 @@ use std::io;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::os::fd::AsRawFd;
 
+use netlink_packet_route::route::RouteType;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::{netif, sys};
@@ -176,7 +177,7 @@ pub fn resolve_scoped(dst: SocketAddr, src: Option<SocketAddr>) -> Result<Route,
     let answer = nl
         .route(dst, Some(source), oif)
         .map_err(|cause| no_route_or(dst, src_ip, cause, "RTM_GETROUTE"))?;
-    let local = answer.kind == netlink::RTN_LOCAL;
+    let local = answer.kind == RouteType::Local;
     let link = if local {
         local_owner(&mut nl, dst, oif, answer.oif)
     } else {

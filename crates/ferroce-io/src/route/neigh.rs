@@ -20,23 +20,15 @@ use std::io;
 use std::net::{IpAddr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
+use netlink_packet_core::{NLM_F_CREATE, NLM_F_REPLACE, NLM_F_REQUEST};
+use netlink_packet_route::RouteNetlinkMessage;
+use netlink_packet_route::neighbour::{
+    NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState,
+};
+
 use super::netlink::{self, Link, Netlink};
 
-const RTM_NEWNEIGH: u16 = 28;
-const RTM_GETNEIGH: u16 = 30;
-const NLM_F_REQUEST: u16 = 1;
-const NLM_F_REPLACE: u16 = 0x100;
-const NLM_F_CREATE: u16 = 0x400;
-/// `struct ndmsg`: family, 3 bytes of padding, ifindex (i32), state
-/// (u16), flags (u8), type (u8).
-const NDMSG_LEN: usize = 12;
-const NDMSG_STATE: core::ops::Range<usize> = 8..10;
-const NDA_DST: u16 = 1;
-const NDA_LLADDR: u16 = 2;
-/// `ndm_flags`: use the entry as traffic would (start resolving it).
-const NTF_USE: u8 = 0x01;
-
-/// Neighbour states (`NUD_*` of linux/neighbour.h).
+/// Neighbour states (`NUD_*` of linux/neighbour.h), one bit each.
 const NUD_INCOMPLETE: u16 = 0x01;
 const NUD_STALE: u16 = 0x04;
 const NUD_FAILED: u16 = 0x20;
@@ -131,9 +123,7 @@ pub fn resolve(peer: IpAddr, interface: &str, wait: Duration) -> Result<[u8; 6],
                 mac: Some(mac),
             }) if state & NUD_VALID != 0 => {
                 if state & NUD_STALE != 0 {
-                    let seq = nl.next_seq();
-                    nl.tell(&use_request(seq, peer, ifindex))
-                        .map_err(sys("RTM_NEWNEIGH (use)"))?;
+                    tell_use(&mut nl, peer, ifindex).map_err(sys("RTM_NEWNEIGH (use)"))?;
                 }
                 return Ok(mac);
             }
@@ -147,9 +137,7 @@ pub fn resolve(peer: IpAddr, interface: &str, wait: Duration) -> Result<[u8; 6],
             }
             Some(Entry { state, .. }) if state & NUD_INCOMPLETE != 0 => {}
             _ if !asked => {
-                let seq = nl.next_seq();
-                nl.tell(&use_request(seq, peer, ifindex))
-                    .map_err(sys("RTM_NEWNEIGH (use)"))?;
+                tell_use(&mut nl, peer, ifindex).map_err(sys("RTM_NEWNEIGH (use)"))?;
                 asked = true;
             }
             _ => {}
@@ -166,58 +154,61 @@ pub fn resolve(peer: IpAddr, interface: &str, wait: Duration) -> Result<[u8; 6],
     }
 }
 
-fn ndmsg(peer: IpAddr, ifindex: u32, state: u16, flags: u8) -> [u8; NDMSG_LEN] {
-    let mut m = [0u8; NDMSG_LEN];
-    m[0] = netlink::family(peer);
-    m[4..8].copy_from_slice(&ifindex.to_ne_bytes());
-    m[NDMSG_STATE].copy_from_slice(&state.to_ne_bytes());
-    m[10] = flags;
+/// A neighbour message for `peer` on `ifindex` (state NONE: for a
+/// request to create an entry, the kernel's own, not a permanent one).
+fn neighbour(peer: IpAddr, ifindex: u32, flags: NeighbourFlags) -> NeighbourMessage {
+    let mut m = NeighbourMessage::default();
+    m.header.family = netlink::family(peer);
+    m.header.ifindex = ifindex;
+    m.header.state = NeighbourState::None;
+    m.header.flags = flags;
+    m.attributes
+        .push(NeighbourAttribute::Destination(peer.into()));
     m
 }
 
 /// The entry for `peer` on `ifindex`; `None` when there is none.
 fn get(nl: &mut Netlink, peer: IpAddr, ifindex: u32) -> io::Result<Option<Entry>> {
-    let seq = nl.next_seq();
-    let req = netlink::request(RTM_GETNEIGH, seq, &ndmsg(peer, ifindex, 0, 0), |out| {
-        netlink::put_attr(out, NDA_DST, &netlink::addr_bytes(peer));
-    });
-    match nl.ask(&req, RTM_NEWNEIGH) {
-        Ok(body) => parse_entry(body).map(Some),
+    let req = RouteNetlinkMessage::GetNeighbour(neighbour(peer, ifindex, NeighbourFlags::empty()));
+    match nl.ask(req, NLM_F_REQUEST, new_neighbour) {
+        Ok(n) => Ok(Some(entry_of(&n))),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
         Err(e) => Err(e),
     }
 }
 
 /// `ip neigh replace PEER dev IF use`: create the entry if need be and
-/// make the kernel resolve it (state NONE: the kernel's own, not a
-/// permanent entry).
-fn use_request(seq: u32, peer: IpAddr, ifindex: u32) -> Vec<u8> {
-    let mut req = netlink::request(
-        RTM_NEWNEIGH,
-        seq,
-        &ndmsg(peer, ifindex, 0, NTF_USE),
-        |out| {
-            netlink::put_attr(out, NDA_DST, &netlink::addr_bytes(peer));
-        },
-    );
-    let flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE;
-    req[6..8].copy_from_slice(&flags.to_ne_bytes());
-    req
+/// make the kernel resolve it.
+fn use_request(peer: IpAddr, ifindex: u32) -> (RouteNetlinkMessage, u16) {
+    let m = neighbour(peer, ifindex, NeighbourFlags::Use);
+    (
+        RouteNetlinkMessage::NewNeighbour(m),
+        NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE,
+    )
 }
 
-fn parse_entry(body: &[u8]) -> io::Result<Entry> {
-    let Some(m) = body.get(..NDMSG_LEN) else {
-        return Err(netlink::malformed("short neighbour message"));
-    };
-    let state = u16::from_ne_bytes([m[NDMSG_STATE.start], m[NDMSG_STATE.start + 1]]);
-    let mut mac = None;
-    for a in netlink::attrs(&body[NDMSG_LEN..]) {
-        let (ty, p) = a?;
-        if ty == NDA_LLADDR {
-            mac = <[u8; 6]>::try_from(p).ok();
-        }
+fn tell_use(nl: &mut Netlink, peer: IpAddr, ifindex: u32) -> io::Result<()> {
+    let (req, flags) = use_request(peer, ifindex);
+    nl.tell(req, flags)
+}
+
+/// The `RTM_NEWNEIGH` that answers `RTM_GETNEIGH`.
+fn new_neighbour(m: RouteNetlinkMessage) -> Option<NeighbourMessage> {
+    match m {
+        RouteNetlinkMessage::NewNeighbour(n) => Some(n),
+        _ => None,
     }
-    Ok(Entry { state, mac })
+}
+
+fn entry_of(n: &NeighbourMessage) -> Entry {
+    let mac = n.attributes.iter().find_map(|a| match a {
+        NeighbourAttribute::LinkLayerAddress(l) => <[u8; 6]>::try_from(l.as_slice()).ok(),
+        _ => None,
+    });
+    Entry {
+        state: u16::from(n.header.state),
+        mac,
+    }
 }
 
 /// The modified EUI-64 interface identifier of a MAC (RFC 4291 appendix
@@ -264,25 +255,60 @@ mod tests {
         );
     }
 
+    /// A datagram of one message, written independently of the encoder.
+    fn datagram(ty: u16, seq: u32, body: &[u8]) -> Vec<u8> {
+        let mut out = ((16 + body.len()) as u32).to_ne_bytes().to_vec();
+        out.extend_from_slice(&ty.to_ne_bytes());
+        out.extend_from_slice(&0u16.to_ne_bytes());
+        out.extend_from_slice(&seq.to_ne_bytes());
+        out.extend_from_slice(&0u32.to_ne_bytes());
+        out.extend_from_slice(body);
+        out
+    }
+
     #[test]
     fn requests_and_answers() {
-        let req = use_request(7, "10.0.0.2".parse().unwrap(), 3);
+        const RTM_NEWNEIGH: u16 = 28;
+        const NDA_LLADDR: u16 = 2;
+        let (req, flags) = use_request("10.0.0.2".parse().unwrap(), 3);
+        let req = netlink::encode(req, 7, flags);
         // Header (16), ndmsg (12), NDA_DST (4 + 4).
         assert_eq!(req.len(), 36);
         assert_eq!(u16::from_ne_bytes([req[4], req[5]]), RTM_NEWNEIGH);
+        // NLM_F_REQUEST | NLM_F_REPLACE | NLM_F_CREATE.
+        assert_eq!(u16::from_ne_bytes([req[6], req[7]]), 0x501);
+        assert_eq!(u32::from_ne_bytes([req[8], req[9], req[10], req[11]]), 7);
         assert_eq!(req[16], libc::AF_INET as u8);
-        assert_eq!(req[16 + 10], NTF_USE);
-        let mut body = ndmsg("10.0.0.2".parse().unwrap(), 3, 0x02, 0).to_vec();
-        netlink::put_attr(&mut body, NDA_LLADDR, &[1, 2, 3, 4, 5, 6]);
+        assert_eq!(&req[20..24], &3u32.to_ne_bytes());
+        assert_eq!(&req[24..26], &[0, 0], "state NONE");
+        assert_eq!(req[16 + 10], 0x01, "NTF_USE");
+        assert_eq!(&req[28..36], &[8, 0, 1, 0, 10, 0, 0, 2][..]);
+
+        // ndmsg: AF_INET, ifindex 3, NUD_REACHABLE; NDA_LLADDR.
+        let mut body = vec![libc::AF_INET as u8, 0, 0, 0];
+        body.extend_from_slice(&3u32.to_ne_bytes());
+        body.extend_from_slice(&0x02u16.to_ne_bytes());
+        body.extend_from_slice(&[0, 1]);
+        body.extend_from_slice(&10u16.to_ne_bytes());
+        body.extend_from_slice(&NDA_LLADDR.to_ne_bytes());
+        body.extend_from_slice(&[1, 2, 3, 4, 5, 6, 0, 0]);
+        let d = datagram(RTM_NEWNEIGH, 4, &body);
+        let n = netlink::find_answer(&d, 4, &new_neighbour)
+            .unwrap()
+            .unwrap();
         assert_eq!(
-            parse_entry(&body).unwrap(),
+            entry_of(&n),
             Entry {
                 state: 0x02,
                 mac: Some([1, 2, 3, 4, 5, 6])
             }
         );
-        assert!(parse_entry(&body[..5]).is_err());
-        // A truncated attribute is an error, not a panic.
-        assert!(parse_entry(&body[..body.len() - 3]).is_err());
+        // A short ndmsg, a truncated attribute: errors, not panics.
+        let short = datagram(RTM_NEWNEIGH, 4, &body[..5]);
+        assert!(netlink::find_answer(&short, 4, &new_neighbour).is_err());
+        let mut cut = datagram(RTM_NEWNEIGH, 4, &body[..body.len() - 3]);
+        assert!(netlink::find_answer(&cut, 4, &new_neighbour).is_err());
+        cut[0] = 0xff;
+        assert!(netlink::find_answer(&cut, 4, &new_neighbour).is_err());
     }
 }

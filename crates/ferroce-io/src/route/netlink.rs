@@ -1,71 +1,36 @@
-//! A small rtnetlink client: the two questions route resolution asks the
-//! kernel, `RTM_GETROUTE` (what `ip route get` asks: which route, interface,
-//! gateway and metrics a destination takes) and `RTM_GETLINK` (an
-//! interface's name, index and MTU, by index or by name).
+//! A small rtnetlink client: the questions route resolution and the
+//! neighbour lookup ask the kernel, `RTM_GETROUTE` (what `ip route get`
+//! asks: which route, interface, gateway and metrics a destination takes),
+//! `RTM_GETLINK` (an interface's name, index and MTU, by index or by name)
+//! and, for [`super::neigh`], any request and its one answer.
 //!
-//! Requests are built and answers parsed from plain byte slices (no
-//! `unsafe`; the socket is socket2's). The answers come from the kernel of
-//! this network namespace, but are parsed as carefully as network input:
-//! every length is checked, unknown attributes are skipped, and anything
-//! malformed is an `InvalidData` error, never a panic. A kernel refusal
-//! (`NLMSG_ERROR`) becomes the `io::Error` of its errno.
+//! Messages are encoded and decoded by `netlink-packet-route` over
+//! `netlink-packet-core`, on a blocking `netlink-sys` socket; this module
+//! only picks the fields asked and read. The answers come from the kernel
+//! of this network namespace, but are treated as carefully as network
+//! input: a datagram is walked message by message with every length
+//! checked, anything the decoder refuses is an `InvalidData` error, never a
+//! panic. A kernel refusal (`NLMSG_ERROR`) becomes the `io::Error` of its
+//! errno.
 //!
-//! Message layouts are those of `linux/netlink.h`, `linux/rtnetlink.h` and
-//! `linux/if_link.h`; integers are in host byte order, addresses in network
-//! order.
+//! The decoder reads every attribute of an answer, which costs a few
+//! microseconds per question (most of it a link's); these questions are
+//! asked per resolution and per neighbour refresh in the raw backend's
+//! cache thread, never per packet.
 
-use std::io::{self, Read};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::ops::Range;
+use std::io;
+use std::net::IpAddr;
 use std::time::Duration;
 
-use socket2::{Domain, Protocol, Socket, Type};
-
-/// `struct nlmsghdr`: length, type, flags, sequence, port id.
-const NLMSG_HDRLEN: usize = 16;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-const NLM_F_REQUEST: u16 = 1;
-
-const RTM_NEWLINK: u16 = 16;
-const RTM_GETLINK: u16 = 18;
-const RTM_NEWROUTE: u16 = 24;
-const RTM_GETROUTE: u16 = 26;
-
-/// `struct rtmsg`: family, dst_len, src_len, tos, table, protocol, scope,
-/// type (one byte each), flags (u32).
-const RTMSG_LEN: usize = 12;
-/// `struct ifinfomsg`: family, pad, type (u16), index (i32), flags (u32),
-/// change (u32).
-const IFINFOMSG_LEN: usize = 16;
-
-const RTA_DST: u16 = 1;
-const RTA_SRC: u16 = 2;
-const RTA_OIF: u16 = 4;
-const RTA_GATEWAY: u16 = 5;
-const RTA_METRICS: u16 = 8;
-/// A gateway of the other family (`struct rtvia`: u16 family, address).
-const RTA_VIA: u16 = 18;
-const RTA_IP_PROTO: u16 = 27;
-const RTA_DPORT: u16 = 29;
-
-/// Metrics inside `RTA_METRICS`. `RTAX_LOCK` is a bit mask, bit N for
-/// metric N.
-const RTAX_LOCK: u16 = 1;
-const RTAX_MTU: u16 = 2;
-const RTAX_HOPLIMIT: u16 = 10;
-
-const IFLA_IFNAME: u16 = 3;
-const IFLA_MTU: u16 = 4;
-const IFLA_EXT_MASK: u16 = 29;
-/// `RTEXT_FILTER_SKIP_STATS`: leave the counters out of a link answer.
-const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
-
-/// The flag bits of an attribute type that are not part of the type.
-const NLA_TYPE_MASK: u16 = 0x3fff;
-
-/// `rtm_type` of a route to an address of this host.
-pub(super) const RTN_LOCAL: u8 = 2;
+use netlink_packet_core::{
+    DecodeError, NLM_F_REQUEST, NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload,
+};
+use netlink_packet_route::link::{LinkAttribute, LinkExtentMask, LinkMessage};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteMessage, RouteMetric, RouteType, RouteVia,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
 
 /// The RoCE v2 UDP port, for policy rules that match on it.
 const ROCE_V2_PORT: u16 = 4791;
@@ -74,11 +39,19 @@ const ROCE_V2_PORT: u16 = 4791;
 /// bounds a kernel that would not).
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The receive buffer: answers to a single route, link or neighbour fit in
+/// a page or two; a larger one is reported as truncated.
+const ANSWER_BUF: usize = 64 * 1024;
+
+/// How many datagrams to read for one answer before giving up (left-over
+/// answers to earlier requests come first).
+const MAX_DATAGRAMS: usize = 16;
+
 /// What the kernel answers to `RTM_GETROUTE` for one destination.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct RouteAnswer {
-    /// `rtm_type`: `RTN_UNICAST` (1), [`RTN_LOCAL`], ...
-    pub(super) kind: u8,
+    /// `rtm_type`: unicast, local (an address of this host), ...
+    pub(super) kind: RouteType,
     /// The output interface's index.
     pub(super) oif: Option<u32>,
     pub(super) gateway: Option<IpAddr>,
@@ -116,18 +89,14 @@ pub(super) struct Netlink {
 
 impl Netlink {
     pub(super) fn open() -> io::Result<Self> {
-        let socket = Socket::new(
-            Domain::from(libc::AF_NETLINK),
-            Type::RAW,
-            Some(Protocol::from(libc::NETLINK_ROUTE)),
-        )?;
-        socket.set_read_timeout(Some(ANSWER_TIMEOUT))?;
+        let socket = Socket::new(NETLINK_ROUTE)?;
+        // Port id 0 is the kernel: the socket sends to it and hears only it.
+        socket.connect(&SocketAddr::new(0, 0))?;
+        socket2::SockRef::from(&socket).set_read_timeout(Some(ANSWER_TIMEOUT))?;
         Ok(Self {
             socket,
             seq: 0,
-            // Answers to a single route or link fit in a page or two; an
-            // answer that fills this is treated as truncated.
-            buf: vec![0; 64 * 1024],
+            buf: Vec::with_capacity(ANSWER_BUF),
         })
     }
 
@@ -138,67 +107,110 @@ impl Netlink {
         src: Option<IpAddr>,
         oif: u32,
     ) -> io::Result<RouteAnswer> {
-        self.seq = self.seq.wrapping_add(1);
-        let req = route_request(self.seq, dst, src, oif);
-        let body = self.ask(&req, RTM_NEWROUTE)?;
-        parse_route(body)
+        let req = RouteNetlinkMessage::GetRoute(route_request(dst, src, oif));
+        let answer = self.ask(req, NLM_F_REQUEST, |m| match m {
+            RouteNetlinkMessage::NewRoute(r) => Some(r),
+            _ => None,
+        })?;
+        parse_route(&answer)
     }
 
-    /// The next request's sequence number (answers are matched by it).
-    pub(super) fn next_seq(&mut self) -> u32 {
-        self.seq = self.seq.wrapping_add(1);
-        self.seq
+    pub(super) fn link(&mut self, which: Link<'_>) -> io::Result<LinkAnswer> {
+        let req = RouteNetlinkMessage::GetLink(link_request(which));
+        let answer = self.ask(req, NLM_F_REQUEST, |m| match m {
+            RouteNetlinkMessage::NewLink(l) => Some(l),
+            _ => None,
+        })?;
+        parse_link(&answer)
     }
 
     /// Sends `req` and expects no answer (a request without NLM_F_ACK;
     /// a refusal would come back with its sequence number, which later
     /// questions skip).
-    pub(super) fn tell(&mut self, req: &[u8]) -> io::Result<()> {
-        self.socket.send(req).map(|_| ())
+    pub(super) fn tell(&mut self, req: RouteNetlinkMessage, flags: u16) -> io::Result<()> {
+        let bytes = self.encode(req, flags);
+        self.socket.send(&bytes, 0).map(|_| ())
     }
 
-    pub(super) fn link(&mut self, which: Link<'_>) -> io::Result<LinkAnswer> {
-        self.seq = self.seq.wrapping_add(1);
-        let req = link_request(self.seq, which);
-        let body = self.ask(&req, RTM_NEWLINK)?;
-        parse_link(body)
-    }
-
-    /// Sends `req` to the kernel and returns the body of the answer of
-    /// type `want` that carries `req`'s sequence number (messages with
-    /// another sequence number, left from an earlier question, are skipped).
-    pub(super) fn ask(&mut self, req: &[u8], want: u16) -> io::Result<&[u8]> {
-        // An unconnected netlink socket sends to the kernel (port id 0).
-        self.socket.send(req)?;
-        for _ in 0..16 {
-            let n = (&self.socket).read(&mut self.buf)?;
-            if n == self.buf.len() {
+    /// Sends `req` to the kernel and returns the first message with its
+    /// sequence number that `pick` takes (messages with another sequence
+    /// number, left from an earlier question, are skipped).
+    pub(super) fn ask<T>(
+        &mut self,
+        req: RouteNetlinkMessage,
+        flags: u16,
+        pick: impl Fn(RouteNetlinkMessage) -> Option<T>,
+    ) -> io::Result<T> {
+        let bytes = self.encode(req, flags);
+        self.socket.send(&bytes, 0)?;
+        for _ in 0..MAX_DATAGRAMS {
+            self.buf.clear();
+            // MSG_TRUNC: the datagram's real length, to see a truncation.
+            let n = self.socket.recv(&mut self.buf, libc::MSG_TRUNC)?;
+            if n > self.buf.len() {
                 return Err(malformed("answer larger than 64 KiB (truncated)"));
             }
-            if let Some(body) = find_answer(&self.buf[..n], self.seq, want)? {
-                return Ok(&self.buf[body]);
+            if let Some(answer) = find_answer(&self.buf, self.seq, &pick)? {
+                return Ok(answer);
             }
         }
         Err(malformed("no answer to our request"))
     }
+
+    /// `req` as a datagram under the next sequence number.
+    fn encode(&mut self, req: RouteNetlinkMessage, flags: u16) -> Vec<u8> {
+        self.seq = self.seq.wrapping_add(1);
+        encode(req, self.seq, flags)
+    }
 }
 
-/// Where in `datagram` the body of the message of type `want` and sequence
-/// `seq` is; the kernel's refusal of that request as its errno.
-fn find_answer(datagram: &[u8], seq: u32, want: u16) -> io::Result<Option<Range<usize>>> {
-    for msg in Messages::new(datagram) {
-        let (ty, s, body) = msg?;
-        if s != seq {
+/// `req` as a datagram with sequence number `seq` and header `flags`.
+pub(super) fn encode(req: RouteNetlinkMessage, seq: u32, flags: u16) -> Vec<u8> {
+    let mut header = NetlinkHeader::default();
+    header.flags = flags;
+    header.sequence_number = seq;
+    let mut msg = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(req));
+    msg.finalize();
+    let mut out = vec![0; msg.buffer_len()];
+    msg.serialize(&mut out);
+    out
+}
+
+/// The first message of `datagram` with sequence number `seq` that `pick`
+/// takes; the kernel's refusal of that request as its errno. Only those
+/// messages are decoded, but every message's length is checked.
+pub(super) fn find_answer<T>(
+    datagram: &[u8],
+    seq: u32,
+    pick: &impl Fn(RouteNetlinkMessage) -> Option<T>,
+) -> io::Result<Option<T>> {
+    let mut at = 0;
+    while at < datagram.len() {
+        let rest = &datagram[at..];
+        let header = NetlinkBuffer::new_checked(rest).map_err(undecodable)?;
+        let len = header.length() as usize;
+        // An aligned length may run past the last message: it ends the walk.
+        at = at.saturating_add(align4(len));
+        if header.sequence_number() != seq {
             continue;
         }
-        match ty {
-            NLMSG_ERROR => return Err(kernel_error(&datagram[body])),
-            NLMSG_DONE => return Err(malformed("empty answer")),
-            t if t == want => return Ok(Some(body)),
+        let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rest[..len]);
+        match msg.map_err(undecodable)?.payload {
+            NetlinkPayload::Error(e) => return Err(kernel_error(e.code.map(|c| c.get()))),
+            NetlinkPayload::Done(_) => return Err(malformed("empty answer")),
+            NetlinkPayload::InnerMessage(m) => {
+                if let Some(answer) = pick(m) {
+                    return Ok(Some(answer));
+                }
+            }
             _ => {}
         }
     }
     Ok(None)
+}
+
+const fn align4(n: usize) -> usize {
+    (n + 3) & !3
 }
 
 pub(super) fn malformed(what: &str) -> io::Error {
@@ -208,217 +220,89 @@ pub(super) fn malformed(what: &str) -> io::Error {
     )
 }
 
-/// The errno of an `NLMSG_ERROR` body (`struct nlmsgerr`: a negative errno,
-/// then the request's header).
-fn kernel_error(body: &[u8]) -> io::Error {
-    match body.get(..4) {
-        Some(b) => {
-            let code = i32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
-            if code == 0 {
-                // An ACK, which we never ask for.
-                malformed("an acknowledgement instead of an answer")
-            } else {
-                io::Error::from_raw_os_error(code.saturating_neg())
-            }
-        }
-        None => malformed("short error message"),
+fn undecodable(e: DecodeError) -> io::Error {
+    malformed(&e.to_string())
+}
+
+/// The error of an `NLMSG_ERROR`'s code (a negative errno; 0 is an ACK).
+fn kernel_error(code: Option<i32>) -> io::Error {
+    match code {
+        // An ACK, which we never ask for.
+        None => malformed("an acknowledgement instead of an answer"),
+        Some(code) => io::Error::from_raw_os_error(code.saturating_neg()),
     }
 }
 
-/// The netlink messages of one datagram: (type, sequence, where the body
-/// is in the datagram).
-struct Messages<'a> {
-    buf: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Messages<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        Self { buf, at: 0 }
-    }
-}
-
-impl Iterator for Messages<'_> {
-    type Item = io::Result<(u16, u32, Range<usize>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let rest = self.buf.get(self.at..).filter(|r| !r.is_empty())?;
-        let Some(h) = rest.get(..NLMSG_HDRLEN) else {
-            self.at = self.buf.len();
-            return Some(Err(malformed("short message header")));
-        };
-        let len = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]) as usize;
-        let ty = u16::from_ne_bytes([h[4], h[5]]);
-        let seq = u32::from_ne_bytes([h[8], h[9], h[10], h[11]]);
-        if len < NLMSG_HDRLEN || len > rest.len() {
-            self.at = self.buf.len();
-            return Some(Err(malformed("message length out of bounds")));
-        }
-        let body = self.at + NLMSG_HDRLEN..self.at + len;
-        self.at += align4(len);
-        Some(Ok((ty, seq, body)))
-    }
-}
-
-const fn align4(n: usize) -> usize {
-    (n + 3) & !3
-}
-
-/// The attributes (`struct rtattr` / `nlattr`: u16 length, u16 type, then
-/// the payload, padded to 4) of a message's tail: (type, payload).
-pub(super) fn attrs(mut buf: &[u8]) -> impl Iterator<Item = io::Result<(u16, &[u8])>> {
-    std::iter::from_fn(move || {
-        if buf.is_empty() {
-            return None;
-        }
-        let Some(h) = buf.get(..4) else {
-            buf = &[];
-            return Some(Err(malformed("short attribute header")));
-        };
-        let len = u16::from_ne_bytes([h[0], h[1]]) as usize;
-        let ty = u16::from_ne_bytes([h[2], h[3]]) & NLA_TYPE_MASK;
-        if len < 4 || len > buf.len() {
-            buf = &[];
-            return Some(Err(malformed("attribute length out of bounds")));
-        }
-        let payload = &buf[4..len];
-        buf = buf.get(align4(len)..).unwrap_or(&[]);
-        Some(Ok((ty, payload)))
-    })
-}
-
-pub(super) fn put_attr(out: &mut Vec<u8>, ty: u16, payload: &[u8]) {
-    let len = 4 + payload.len();
-    out.extend_from_slice(&(len as u16).to_ne_bytes());
-    out.extend_from_slice(&ty.to_ne_bytes());
-    out.extend_from_slice(payload);
-    out.resize(align4(out.len()), 0);
-}
-
-/// A request: header (its length filled in at the end), then `fixed`
-/// (the family header) and the attributes `attrs` writes.
-pub(super) fn request(
-    ty: u16,
-    seq: u32,
-    fixed: &[u8],
-    attrs: impl FnOnce(&mut Vec<u8>),
-) -> Vec<u8> {
-    let mut out = Vec::with_capacity(128);
-    out.extend_from_slice(&0u32.to_ne_bytes());
-    out.extend_from_slice(&ty.to_ne_bytes());
-    out.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
-    out.extend_from_slice(&seq.to_ne_bytes());
-    out.extend_from_slice(&0u32.to_ne_bytes());
-    out.extend_from_slice(fixed);
-    attrs(&mut out);
-    let len = (out.len() as u32).to_ne_bytes();
-    out[..4].copy_from_slice(&len);
-    out
-}
-
-pub(super) fn addr_bytes(a: IpAddr) -> Vec<u8> {
+pub(super) fn family(a: IpAddr) -> AddressFamily {
     match a {
-        IpAddr::V4(a) => a.octets().to_vec(),
-        IpAddr::V6(a) => a.octets().to_vec(),
-    }
-}
-
-pub(super) fn family(a: IpAddr) -> u8 {
-    match a {
-        IpAddr::V4(_) => libc::AF_INET as u8,
-        IpAddr::V6(_) => libc::AF_INET6 as u8,
+        IpAddr::V4(_) => AddressFamily::Inet,
+        IpAddr::V6(_) => AddressFamily::Inet6,
     }
 }
 
 /// The `RTM_GETROUTE` request for a UDP flow to port 4791 (so that policy
-/// rules on the protocol or port apply as they will to the traffic).
-fn route_request(seq: u32, dst: IpAddr, src: Option<IpAddr>, oif: u32) -> Vec<u8> {
+/// rules on the protocol or port apply as they will to the traffic). No
+/// flags: the route the traffic takes, not the table entry.
+fn route_request(dst: IpAddr, src: Option<IpAddr>, oif: u32) -> RouteMessage {
     let bits = |a: IpAddr| if a.is_ipv4() { 32 } else { 128 };
-    let rtmsg = [
-        family(dst),
-        bits(dst),
-        src.map_or(0, bits),
-        0, // tos
-        0, // table
-        0, // protocol
-        0, // scope
-        0, // type
-        0,
-        0,
-        0,
-        0, // flags: the route the traffic takes, not the table entry
-    ];
-    request(RTM_GETROUTE, seq, &rtmsg, |out| {
-        put_attr(out, RTA_DST, &addr_bytes(dst));
-        if let Some(src) = src {
-            put_attr(out, RTA_SRC, &addr_bytes(src));
-        }
-        if oif != 0 {
-            put_attr(out, RTA_OIF, &oif.to_ne_bytes());
-        }
-        put_attr(out, RTA_IP_PROTO, &[libc::IPPROTO_UDP as u8]);
-        put_attr(out, RTA_DPORT, &ROCE_V2_PORT.to_be_bytes());
-    })
+    let mut m = RouteMessage::default();
+    m.header.address_family = family(dst);
+    m.header.destination_prefix_length = bits(dst);
+    m.header.source_prefix_length = src.map_or(0, bits);
+    m.attributes.push(RouteAttribute::Destination(dst.into()));
+    if let Some(src) = src {
+        m.attributes.push(RouteAttribute::Source(src.into()));
+    }
+    if oif != 0 {
+        m.attributes.push(RouteAttribute::Oif(oif));
+    }
+    m.attributes
+        .push(RouteAttribute::IpProto(libc::IPPROTO_UDP as u8));
+    m.attributes.push(RouteAttribute::Dport(ROCE_V2_PORT));
+    m
 }
 
-fn link_request(seq: u32, which: Link<'_>) -> Vec<u8> {
-    let index = match which {
-        Link::Index(i) => i,
-        Link::Name(_) => 0,
-    };
-    let mut ifinfo = [0u8; IFINFOMSG_LEN];
-    ifinfo[4..8].copy_from_slice(&index.to_ne_bytes());
-    request(RTM_GETLINK, seq, &ifinfo, |out| {
-        if let Link::Name(name) = which {
-            let mut z = name.as_bytes().to_vec();
-            z.push(0);
-            put_attr(out, IFLA_IFNAME, &z);
-        }
-        put_attr(out, IFLA_EXT_MASK, &RTEXT_FILTER_SKIP_STATS.to_ne_bytes());
-    })
+/// The `RTM_GETLINK` request for one interface, without its counters.
+fn link_request(which: Link<'_>) -> LinkMessage {
+    let mut m = LinkMessage::default();
+    match which {
+        Link::Index(i) => m.header.index = i,
+        Link::Name(name) => m.attributes.push(LinkAttribute::IfName(name.into())),
+    }
+    m.attributes
+        .push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
+    m
 }
 
-fn u32_of(p: &[u8]) -> io::Result<u32> {
-    match p {
-        [a, b, c, d] => Ok(u32::from_ne_bytes([*a, *b, *c, *d])),
-        _ => Err(malformed("a 32-bit attribute of another size")),
+fn ip_of_route(a: &RouteAddress) -> io::Result<IpAddr> {
+    match a {
+        RouteAddress::Inet(a) => Ok((*a).into()),
+        RouteAddress::Inet6(a) => Ok((*a).into()),
+        _ => Err(malformed("a gateway that is not an IP address")),
     }
 }
 
-fn ip_of(p: &[u8]) -> io::Result<IpAddr> {
-    if let Ok(a) = <[u8; 4]>::try_from(p) {
-        Ok(IpAddr::V4(Ipv4Addr::from(a)))
-    } else if let Ok(a) = <[u8; 16]>::try_from(p) {
-        Ok(IpAddr::V6(Ipv6Addr::from(a)))
-    } else {
-        Err(malformed("an address of neither 4 nor 16 bytes"))
-    }
-}
-
-/// The body of an `RTM_NEWROUTE` answer.
-fn parse_route(body: &[u8]) -> io::Result<RouteAnswer> {
-    let Some(rtmsg) = body.get(..RTMSG_LEN) else {
-        return Err(malformed("short route message"));
-    };
+/// The fields of an `RTM_NEWROUTE` answer.
+fn parse_route(msg: &RouteMessage) -> io::Result<RouteAnswer> {
     let mut out = RouteAnswer {
-        kind: rtmsg[7],
+        kind: msg.header.kind,
         ..RouteAnswer::default()
     };
     let mut locks = 0u32;
-    for a in attrs(&body[RTMSG_LEN..]) {
-        let (ty, p) = a?;
-        match ty {
-            RTA_OIF => out.oif = Some(u32_of(p)?),
-            RTA_GATEWAY => out.gateway = Some(ip_of(p)?),
-            RTA_VIA => out.gateway = Some(ip_of(p.get(2..).unwrap_or_default())?),
-            RTA_METRICS => {
-                for m in attrs(p) {
-                    let (mty, mp) = m?;
-                    match mty {
-                        RTAX_LOCK => locks = u32_of(mp)?,
-                        RTAX_MTU => out.mtu = Some(u32_of(mp)?),
-                        RTAX_HOPLIMIT => {
-                            out.hop_limit = u8::try_from(u32_of(mp)?).ok().filter(|&h| h > 0)
+    for a in &msg.attributes {
+        match a {
+            RouteAttribute::Oif(i) => out.oif = Some(*i),
+            RouteAttribute::Gateway(g) => out.gateway = Some(ip_of_route(g)?),
+            RouteAttribute::Via(RouteVia::Inet(g)) => out.gateway = Some((*g).into()),
+            RouteAttribute::Via(RouteVia::Inet6(g)) => out.gateway = Some((*g).into()),
+            RouteAttribute::Via(_) => return Err(malformed("a gateway that is not an IP address")),
+            RouteAttribute::Metrics(metrics) => {
+                for m in metrics {
+                    match m {
+                        RouteMetric::Lock(l) => locks = *l,
+                        RouteMetric::Mtu(mtu) => out.mtu = Some(*mtu),
+                        RouteMetric::Hoplimit(h) => {
+                            out.hop_limit = u8::try_from(*h).ok().filter(|&h| h > 0)
                         }
                         _ => {}
                     }
@@ -427,30 +311,24 @@ fn parse_route(body: &[u8]) -> io::Result<RouteAnswer> {
             _ => {}
         }
     }
+    // RTAX_LOCK is a bit mask, bit N for metric N (RTAX_MTU is 2).
+    const RTAX_MTU: u32 = 2;
     out.mtu_locked = locks & (1 << RTAX_MTU) != 0;
     Ok(out)
 }
 
-/// The body of an `RTM_NEWLINK` answer.
-fn parse_link(body: &[u8]) -> io::Result<LinkAnswer> {
-    let Some(ifinfo) = body.get(..IFINFOMSG_LEN) else {
-        return Err(malformed("short link message"));
-    };
-    let index = u32::from_ne_bytes([ifinfo[4], ifinfo[5], ifinfo[6], ifinfo[7]]);
+/// The fields of an `RTM_NEWLINK` answer.
+fn parse_link(msg: &LinkMessage) -> io::Result<LinkAnswer> {
     let (mut name, mut mtu) = (None, None);
-    for a in attrs(&body[IFINFOMSG_LEN..]) {
-        let (ty, p) = a?;
-        match ty {
-            IFLA_IFNAME => {
-                let s = p.split(|&b| b == 0).next().unwrap_or_default();
-                name = Some(String::from_utf8_lossy(s).into_owned());
-            }
-            IFLA_MTU => mtu = Some(u32_of(p)?),
+    for a in &msg.attributes {
+        match a {
+            LinkAttribute::IfName(n) => name = Some(n.clone()),
+            LinkAttribute::Mtu(m) => mtu = Some(*m),
             _ => {}
         }
     }
     Ok(LinkAnswer {
-        index,
+        index: msg.header.index,
         name: name.ok_or_else(|| malformed("link without a name"))?,
         mtu: mtu.ok_or_else(|| malformed("link without an MTU"))?,
     })
