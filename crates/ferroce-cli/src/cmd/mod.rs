@@ -19,6 +19,5 @@ pub(crate) mod qos;
 pub(crate) mod rdma_example;
 pub(crate) mod rping;
 pub(crate) mod sample;
-pub(crate) mod sim;
 pub(crate) mod tcp;
 pub(crate) mod udaddy;
