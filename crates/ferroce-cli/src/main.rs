@@ -89,9 +89,11 @@ enum Command {
     Rping(cmd::rping::RpingArgs),
     /// Bandwidth or latency of SEND, WRITE, READ or atomics, as perftest.
     Perf(cmd::perf::PerfArgs),
-    /// ferroce beside raw UDP on loopback: goodput, latency, message rate,
-    /// QP scaling and memory, and perftest through ferroce's libibverbs.so.1
-    /// beside `ferroce perf`, with ratios, in one run.
+    /// ferroce beside its baselines, with ratios, in one run: goodput,
+    /// latency, message rate, QP scaling and memory beside raw UDP on
+    /// loopback; rdma_cm setups beside TCP; perftest and UCX on ferroce's
+    /// libraries beside `ferroce perf`; the raw-Ethernet backend on a veth
+    /// pair (root).
     Bench(cmd::bench::BenchArgs),
     /// The raw UDP side of `bench` (a sink or an echo).
     #[command(hide = true)]
@@ -123,7 +125,7 @@ enum Command {
     Manpages(cmd::manpages::ManpagesArgs),
     /// Simulate a RoCE fabric (RED/ECN, PFC, DCQCN) whose hosts run
     /// ferroce's engine, from a scenario file: summary, CSV and plots.
-    Sim(cmd::sim::SimArgs),
+    Sim(ferroce_sim::cli::SimArgs),
 }
 
 fn main() -> ExitCode {
@@ -134,7 +136,7 @@ fn main() -> ExitCode {
     }
     // The simulator has its own exit codes and messages.
     if let Command::Sim(args) = &cli.command {
-        return cmd::sim::run(args);
+        return ferroce_sim::cli::run(args);
     }
     let result: Result<bool, error::Error> = match &cli.command {
         Command::Dump(args) => cmd::dump::run(args),

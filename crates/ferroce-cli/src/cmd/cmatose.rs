@@ -26,8 +26,9 @@ use ferroce::{
     SendWr,
 };
 
-use super::cmtest::{self, Failed, RESOLVE_TIMEOUT, call_failed};
 use super::limits;
+use super::rdma_cm::cmtest::{self, Failed, call_failed};
+use super::rdma_cm::{self, CmToolArgs, PortSpaceName, RESOLVE_TIMEOUT};
 use crate::error::Error;
 
 const TOOL: &str = "cmatose";
@@ -35,23 +36,8 @@ const TOOL: &str = "cmatose";
 /// Arguments of `ferroce cmatose` (ucmatose's options).
 #[derive(Debug, Args)]
 pub(crate) struct CmatoseArgs {
-    /// Connect to this server (address or name); without it, be the server.
-    #[arg(short = 's', value_name = "server_address")]
-    server: Option<String>,
-    /// The local address: the server listens on it (without it, on every
-    /// IPv4 address of every interface that is up), the client connects from it.
-    #[arg(short = 'b', value_name = "bind_address")]
-    bind: Option<String>,
-    /// Address format: name, ip or ipv6 (gid is refused: AF_IB).
-    #[arg(short = 'f', value_name = "address_format")]
-    format: Option<String>,
-    /// Port space: tcp (ib is refused: AF_IB).
-    #[arg(short = 'P', value_name = "port_space")]
-    port_space: Option<String>,
-    /// Connections.
-    #[arg(short = 'c', value_name = "connections", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_CONNECTIONS)))]
-    connections: u32,
+    #[command(flatten)]
+    cm: CmToolArgs,
     /// Messages each way on each connection (0: connect and disconnect only).
     #[arg(short = 'C', value_name = "message_count", default_value_t = 10,
           value_parser = clap::value_parser!(u32).range(0..=i64::from(limits::MAX_DEPTH)))]
@@ -61,7 +47,7 @@ pub(crate) struct CmatoseArgs {
           value_parser = clap::value_parser!(u32).range(0..=limits::MAX_SIZE as i64))]
     size: u32,
     /// IP type of service of the connections (client; decimal, 0x hex, 0 octal).
-    #[arg(short = 't', value_name = "type_of_service", value_parser = cmtest::parse_byte)]
+    #[arg(short = 't', value_name = "type_of_service", value_parser = rdma_cm::parse_byte)]
     tos: Option<u8>,
     /// The server's rdma_cm port.
     #[arg(short = 'p', value_name = "port_number", default_value_t = 7471)]
@@ -71,33 +57,23 @@ pub(crate) struct CmatoseArgs {
     #[arg(short = 'm')]
     migrate: bool,
     /// The QPs' local ACK timeout (5 bits: 4.096 us x 2^N).
-    #[arg(short = 'a', value_name = "ack_timeout", value_parser = cmtest::parse_byte)]
+    #[arg(short = 'a', value_name = "ack_timeout", value_parser = rdma_cm::parse_byte)]
     ack_timeout: Option<u8>,
     #[command(flatten)]
-    raw: cmtest::RawArgs,
+    raw: rdma_cm::RawArgs,
 }
-
-/// Connections per run: the CM's limit of connections in setup at once.
-const MAX_CONNECTIONS: u32 = 1024;
 
 /// Work request IDs (the C tool uses the node's address for both).
 const SEND_WRID: u64 = 1;
 const RECV_WRID: u64 = 2;
 
 pub(crate) fn run(args: &CmatoseArgs) -> Result<bool, Error> {
-    cmtest::check_format(args.format.as_deref())?;
-    if let Some(ps) = &args.port_space
-        && !ps.to_ascii_lowercase().starts_with("tcp")
-    {
-        if ps.to_ascii_lowercase().starts_with("ib") {
-            return Err(Error::Usage(
-                "-P ib (the native IB port space, AF_IB addresses) needs an InfiniBand \
-                 subnet: leave -P out, or give -P tcp"
-                    .into(),
-            ));
-        }
-        eprintln!("Warning: unknown port space format");
-    }
+    args.cm.check(&PortSpaceName {
+        ours: "tcp",
+        refused: "ib",
+        why: "-P ib (the native IB port space, AF_IB addresses) needs an InfiniBand subnet: \
+              leave -P out, or give -P tcp",
+    })?;
     if args.migrate {
         return Err(Error::Usage(
             "-m: ferroce::cm has no rdma_migrate_id (an ID stays on the channel it was \
@@ -105,14 +81,7 @@ pub(crate) fn run(args: &CmatoseArgs) -> Result<bool, Error> {
                 .into(),
         ));
     }
-    let dst = match &args.server {
-        Some(s) => Some(cmtest::resolve("-s", s, args.port)?),
-        None => None,
-    };
-    let src = match &args.bind {
-        Some(b) => Some(cmtest::resolve("-b", b, 0)?.ip()),
-        None => None,
-    };
+    let (dst, src) = args.cm.addresses(args.port)?;
     let _raw_device = args.raw.open(src, "-b", dst.map(|d| d.ip()))?;
     let ch = EventChannel::new()?;
     let mut test = Test {
@@ -121,7 +90,7 @@ pub(crate) fn run(args: &CmatoseArgs) -> Result<bool, Error> {
         count: if args.size == 0 { 0 } else { args.count },
         ch,
         nodes: Vec::new(),
-        connects_left: args.connections as usize,
+        connects_left: args.cm.connections as usize,
         disconnects_left: 0,
     };
     let result = match dst {
@@ -166,7 +135,7 @@ impl Test<'_> {
     fn run_client(&mut self, src: Option<IpAddr>, dst: SocketAddr) -> Result<(), Failed> {
         println!("cmatose: starting client");
         println!("cmatose: connecting");
-        for _ in 0..self.args.connections {
+        for _ in 0..self.args.cm.connections {
             let id = self
                 .ch
                 .create_id(PortSpace::Tcp)
@@ -344,7 +313,7 @@ impl Test<'_> {
     /// A connect request: accepted while the test has room for it (with
     /// its QP and receives ready first), rejected beyond `-c`.
     fn connect_handler(&mut self, id: CmId) -> Result<(), Failed> {
-        if self.nodes.len() == self.args.connections as usize {
+        if self.nodes.len() == self.args.cm.connections as usize {
             println!("cmatose: failing connection request");
             let _ = id.reject(&[]);
             return Err(Failed(cmtest::NO_ROOM));

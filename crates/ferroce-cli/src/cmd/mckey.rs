@@ -30,8 +30,9 @@ use ferroce::{
     SendOp, SendWr, UdDest,
 };
 
-use super::cmtest::{self, Failed, RESOLVE_TIMEOUT, call_failed};
 use super::limits;
+use super::rdma_cm::cmtest::{self, Failed, call_failed};
+use super::rdma_cm::{self, RESOLVE_TIMEOUT};
 use crate::error::Error;
 
 const TOOL: &str = "mckey";
@@ -69,7 +70,7 @@ pub(crate) struct MckeyArgs {
           value_parser = clap::value_parser!(u32).range(0..=4096))]
     size: u32,
     /// The port space as a number: 0x111 (UDP), the default and only one.
-    #[arg(short = 'p', value_name = "port_space", value_parser = parse_port_space)]
+    #[arg(short = 'p', value_name = "port_space", value_parser = rdma_cm::parse_port_space)]
     port_space: Option<PortSpace>,
     /// Join as a send-only full member (no attach, no IP group join).
     #[arg(short = 'o')]
@@ -79,24 +80,7 @@ pub(crate) struct MckeyArgs {
     #[arg(short = 'l')]
     no_loopback: bool,
     #[command(flatten)]
-    raw: cmtest::RawArgs,
-}
-
-/// mckey's `-p`: `strtol(s, NULL, 0)` naming a port space.
-fn parse_port_space(s: &str) -> Result<PortSpace, String> {
-    let t = s.trim();
-    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(hex) => u16::from_str_radix(hex, 16),
-        None => t.parse(),
-    }
-    .map_err(|_| format!("{s:?} is not a port space number: 0x111 is UDP"))?;
-    match PortSpace::from_value(v) {
-        Some(PortSpace::Udp) => Ok(PortSpace::Udp),
-        Some(PortSpace::Ipoib) => {
-            Err("0x2 (IPoIB) needs an InfiniBand subnet: use 0x111 (UDP)".into())
-        }
-        _ => Err(format!("{v:#x} is not a UD port space: use 0x111 (UDP)")),
-    }
+    raw: rdma_cm::RawArgs,
 }
 
 pub(crate) fn run(args: &MckeyArgs) -> Result<bool, Error> {
@@ -110,9 +94,9 @@ pub(crate) fn run(args: &MckeyArgs) -> Result<bool, Error> {
     let Some(group) = &args.group else {
         return Err(Error::Usage("mckey needs -m multicast_address".into()));
     };
-    let dst = cmtest::resolve("-m", group, 0)?;
+    let dst = rdma_cm::resolve("-m", group, 0)?;
     let src = match &args.bind {
-        Some(b) => Some(cmtest::resolve("-b", b, 0)?.ip()),
+        Some(b) => Some(rdma_cm::resolve("-b", b, 0)?.ip()),
         None => None,
     };
     let _raw_device = args.raw.open(src, "-b", Some(dst.ip()))?;
@@ -339,17 +323,5 @@ impl Test<'_> {
                 .map_err(|e| call_failed(TOOL, "failed to post sends", e))?;
         }
         cmtest::take_completions(TOOL, 0, &res.cq, 1, |_| Ok(()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_the_udp_port_space_number_is_taken() {
-        assert_eq!(parse_port_space("0x111"), Ok(PortSpace::Udp));
-        assert!(parse_port_space("0x2").unwrap_err().contains("InfiniBand"));
-        assert!(parse_port_space("0x106").is_err());
     }
 }

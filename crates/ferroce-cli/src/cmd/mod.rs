@@ -3,7 +3,6 @@
 pub(crate) mod backend;
 pub(crate) mod bench;
 pub(crate) mod cmatose;
-pub(crate) mod cmtest;
 pub(crate) mod config;
 pub(crate) mod devinfo;
 pub(crate) mod dump;
@@ -16,9 +15,9 @@ pub(crate) mod mckey;
 pub(crate) mod perf;
 pub(crate) mod pingpong;
 pub(crate) mod qos;
+pub(crate) mod rdma_cm;
 pub(crate) mod rdma_example;
 pub(crate) mod rping;
 pub(crate) mod sample;
-pub(crate) mod sim;
 pub(crate) mod tcp;
 pub(crate) mod udaddy;

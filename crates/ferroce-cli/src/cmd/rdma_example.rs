@@ -22,17 +22,20 @@
 //! device on each IPv4 address of the host's interfaces that is up, or
 //! only on `-L` when given.
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use ferroce::cm::{CmEvent, CmEventKind, CmId, ConnParam, EventChannel, PortSpace};
+use ferroce::cm::{CmEventKind, CmId, ConnParam, EventChannel, PortSpace};
 use ferroce::{
     Access, CompletionQueue, Context, MemoryRegion, QpInitAttr, QpType, QueuePair, RecvWr, SendWr,
     WcOpcode,
 };
 
-use crate::error::{Error, open_device};
+use super::rdma_cm::device::{open_on, open_wildcard};
+use super::rdma_cm::events::{next_event, wait_event, wait_request};
+use super::rdma_cm::{RawArgs, resolve_v4_first};
+use crate::error::Error;
 
 /// The examples' message size.
 const MSG: usize = 16;
@@ -56,7 +59,7 @@ pub(crate) struct ServerArgs {
     #[arg(short = 'L', long)]
     local: Option<IpAddr>,
     #[command(flatten)]
-    raw: super::cmtest::RawArgs,
+    raw: RawArgs,
 }
 
 /// Arguments of `ferroce rdma-client`.
@@ -73,7 +76,7 @@ pub(crate) struct ClientArgs {
     #[arg(short = 'L', long)]
     local: Option<IpAddr>,
     #[command(flatten)]
-    raw: super::cmtest::RawArgs,
+    raw: RawArgs,
 }
 
 pub(crate) fn server(args: &ServerArgs) -> Result<bool, Error> {
@@ -175,19 +178,13 @@ impl Msgs {
 }
 
 fn run_server(args: &ServerArgs) -> Result<(), Error> {
-    let at = resolve(&args.server, args.port)?;
+    let at = resolve_v4_first(&args.server, args.port)?;
     let _devices = open_devices(args, at.ip())?;
     let ch = EventChannel::new()?;
     let listen = ch.create_id(PortSpace::Tcp)?;
     listen.bind_addr(at)?;
     listen.listen(0)?;
-    let id = loop {
-        match listen.get_request(Duration::from_secs(3600)) {
-            Ok(req) => break req.id,
-            Err(ferroce::Error::Cm(ferroce::cm::CmIdError::TimedOut(_))) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    };
+    let id = wait_request(&listen, None)?.id;
     let m = Msgs::new(&id)?;
     id.accept(&ConnParam::default())?;
     expect_established(&ch, &id)?;
@@ -215,32 +212,29 @@ fn open_devices(args: &ServerArgs, server: IpAddr) -> Result<Vec<Context>, Error
         return Ok(Vec::new());
     }
     if let Some(local) = args.local {
-        return Ok(vec![open_device(ferroce::DeviceConfig::new(local))?]);
+        return Ok(vec![open_on(local, None, None)?]);
     }
-    let v6 = server.is_ipv6();
-    let mut opened = Vec::new();
-    let mut skipped = Vec::new();
-    for a in super::cmtest::wildcard_addresses(v6, true)? {
-        match open_device(ferroce::DeviceConfig::new(a)) {
-            Ok(ctx) => opened.push(ctx),
-            Err(e) => skipped.push(format!("{a} ({e})")),
-        }
-    }
-    if opened.is_empty() {
+    let all = open_wildcard(server.is_ipv6(), true, |a| open_on(a, None, None))?;
+    if all.opened.is_empty() {
+        let skipped: Vec<_> = all
+            .skipped
+            .iter()
+            .map(|(a, e)| format!("{a} ({e})"))
+            .collect();
         return Err(format!(
             "no device could be opened on any address of the host: {}; give one with -L",
             skipped.join("; ")
         )
         .into());
     }
-    for s in skipped {
-        tracing::warn!("not listening on {s}");
+    for (a, e) in all.skipped {
+        tracing::warn!("not listening on {a} ({e})");
     }
-    Ok(opened)
+    Ok(all.opened.into_iter().map(|(_, ctx)| ctx).collect())
 }
 
 fn run_client(args: &ClientArgs) -> Result<(), Error> {
-    let dst = resolve(&args.server, args.port)?;
+    let dst = resolve_v4_first(&args.server, args.port)?;
     let _raw_device = args.raw.open(args.local, "-L", Some(dst.ip()))?;
     let ch = EventChannel::new()?;
     let id = ch.create_id(PortSpace::Tcp)?;
@@ -257,31 +251,10 @@ fn run_client(args: &ClientArgs) -> Result<(), Error> {
     Ok(())
 }
 
-/// `host`'s address (IPv4 first, as the examples' `rdma_getaddrinfo`
-/// with no family) at `port`.
-fn resolve(host: &str, port: u16) -> Result<SocketAddr, Error> {
-    (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("resolving {host}: {e}"))?
-        .min_by_key(|a| a.is_ipv6())
-        .ok_or_else(|| format!("{host} has no address").into())
-}
-
 /// The next event about `id` (others are dropped: the examples have one
-/// connection), within [`WAIT`].
-fn next_event(ch: &EventChannel, id: &CmId, deadline: Instant) -> Result<CmEvent, Error> {
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match ch.get_event_timeout(left)? {
-            Some(e) if e.id == *id => return Ok(e),
-            Some(_) => continue,
-            None => return Err(format!("no rdma_cm event within {} s", WAIT.as_secs()).into()),
-        }
-    }
-}
-
+/// connection), which must be `name`, within [`WAIT`].
 fn expect(ch: &EventChannel, id: &CmId, name: &str) -> Result<(), Error> {
-    let e = next_event(ch, id, Instant::now() + WAIT)?;
+    let e = next_event(ch, Some(id), WAIT)?;
     if e.kind.name() != name {
         return Err(format!("expected {name}, got {e}").into());
     }
@@ -291,7 +264,7 @@ fn expect(ch: &EventChannel, id: &CmId, name: &str) -> Result<(), Error> {
 /// Waits for ESTABLISHED, as librdmacm's synchronous `rdma_connect` and
 /// `rdma_accept` do; a REJECTED, UNREACHABLE or CONNECT_ERROR is the error.
 fn expect_established(ch: &EventChannel, id: &CmId) -> Result<(), Error> {
-    let e = next_event(ch, id, Instant::now() + WAIT)?;
+    let e = next_event(ch, Some(id), WAIT)?;
     match e.kind {
         CmEventKind::Established { .. } => Ok(()),
         CmEventKind::Rejected { reason: 8, .. } => {
@@ -309,7 +282,8 @@ fn disconnect(ch: &EventChannel, id: &CmId) {
         return;
     }
     let deadline = Instant::now() + LINGER;
-    while let Ok(e) = next_event(ch, id, deadline) {
+    let left = || Some(deadline.saturating_duration_since(Instant::now()));
+    while let Ok(Some(e)) = wait_event(ch, Some(id), left()) {
         if matches!(e.kind, CmEventKind::Disconnected) {
             break;
         }

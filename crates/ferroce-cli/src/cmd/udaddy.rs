@@ -29,8 +29,9 @@ use ferroce::{
     SendOp, SendWr, UdDest, WorkCompletion, path_to,
 };
 
-use super::cmtest::{self, Failed, RESOLVE_TIMEOUT, call_failed};
 use super::limits;
+use super::rdma_cm::cmtest::{self, Failed, call_failed};
+use super::rdma_cm::{self, CmToolArgs, PortSpaceName, RESOLVE_TIMEOUT};
 use crate::error::Error;
 
 const TOOL: &str = "udaddy";
@@ -40,27 +41,21 @@ const PORT: u16 = 7174;
 /// The GRH ibverbs puts in front of every UD receive.
 const GRH: u32 = 40;
 
-/// Arguments of `ferroce udaddy` (udaddy's options).
+/// Arguments of `ferroce udaddy` (udaddy's options): ucmatose's shared
+/// ones ([`CmToolArgs`]) in udaddy's words.
 #[derive(Debug, Args)]
+#[command(
+    mut_arg("server", |a| a.help(
+        "Resolve peers at this server (address or name); without it, be the server")),
+    mut_arg("bind", |a| a.help(
+        "The local address: the server listens on it (without it, on every IPv4 address of \
+         every interface that is up), the client sends from it")),
+    mut_arg("port_space", |a| a.help("Port space: udp (ipoib is refused)")),
+    mut_arg("connections", |a| a.help("Connections (UD peers)")),
+)]
 pub(crate) struct UdaddyArgs {
-    /// Resolve peers at this server (address or name); without it, be the
-    /// server.
-    #[arg(short = 's', value_name = "server_address")]
-    server: Option<String>,
-    /// The local address: the server listens on it (without it, on every
-    /// IPv4 address of every interface that is up), the client sends from it.
-    #[arg(short = 'b', value_name = "bind_address")]
-    bind: Option<String>,
-    /// Address format: name, ip or ipv6 (gid is refused: AF_IB).
-    #[arg(short = 'f', value_name = "address_format")]
-    format: Option<String>,
-    /// Port space: udp (ipoib is refused).
-    #[arg(short = 'P', value_name = "port_space")]
-    port_space: Option<String>,
-    /// Connections (UD peers).
-    #[arg(short = 'c', value_name = "connections", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_CONNECTIONS)))]
-    connections: u32,
+    #[command(flatten)]
+    cm: CmToolArgs,
     /// Messages each way on each connection (0: resolve only).
     #[arg(short = 'C', value_name = "message_count", default_value_t = 10,
           value_parser = clap::value_parser!(u32).range(0..=i64::from(limits::MAX_DEPTH)))]
@@ -70,69 +65,34 @@ pub(crate) struct UdaddyArgs {
           value_parser = clap::value_parser!(u32).range(0..=4096))]
     size: u32,
     /// IP type of service (client; decimal, 0x hex, 0 octal).
-    #[arg(short = 't', value_name = "type_of_service", value_parser = cmtest::parse_byte)]
+    #[arg(short = 't', value_name = "type_of_service", value_parser = rdma_cm::parse_byte)]
     tos: Option<u8>,
     /// The port space as a number (udaddy's backwards-compatible -p): 0x111
     /// for UDP, the default and only one ferroce has.
-    #[arg(short = 'p', value_name = "port_space_number", value_parser = parse_port_space)]
+    #[arg(short = 'p', value_name = "port_space_number", value_parser = rdma_cm::parse_port_space)]
     port_space_number: Option<PortSpace>,
     #[command(flatten)]
-    raw: cmtest::RawArgs,
+    raw: rdma_cm::RawArgs,
 }
-
-/// Connections per run: the CM's limit of requests in setup at once.
-const MAX_CONNECTIONS: u32 = 1024;
 
 const SEND_WRID: u64 = 1;
 const RECV_WRID: u64 = 2;
 
-/// udaddy's `-p`: `strtol(s, NULL, 0)` naming a port space.
-fn parse_port_space(s: &str) -> Result<PortSpace, String> {
-    let t = s.trim();
-    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(hex) => u16::from_str_radix(hex, 16),
-        None => t.parse(),
-    }
-    .map_err(|_| format!("{s:?} is not a port space number: 0x111 is UDP"))?;
-    match PortSpace::from_value(v) {
-        Some(PortSpace::Udp) => Ok(PortSpace::Udp),
-        Some(PortSpace::Ipoib) => {
-            Err("0x2 (IPoIB) needs an InfiniBand subnet: use 0x111 (UDP)".into())
-        }
-        _ => Err(format!("{v:#x} is not a UD port space: use 0x111 (UDP)")),
-    }
-}
-
 pub(crate) fn run(args: &UdaddyArgs) -> Result<bool, Error> {
-    cmtest::check_format(args.format.as_deref())?;
-    if let Some(ps) = &args.port_space {
-        let ps = ps.to_ascii_lowercase();
-        if ps.starts_with("ipoib") {
-            return Err(Error::Usage(
-                "-P ipoib needs an InfiniBand subnet (its Q_Key is the broadcast group's): \
-                 leave -P out, or give -P udp"
-                    .into(),
-            ));
-        }
-        if !ps.starts_with("udp") {
-            eprintln!("Warning: unknown port space format");
-        }
-    }
-    let dst = match &args.server {
-        Some(s) => Some(cmtest::resolve("-s", s, PORT)?),
-        None => None,
-    };
-    let src = match &args.bind {
-        Some(b) => Some(cmtest::resolve("-b", b, 0)?.ip()),
-        None => None,
-    };
+    args.cm.check(&PortSpaceName {
+        ours: "udp",
+        refused: "ipoib",
+        why: "-P ipoib needs an InfiniBand subnet (its Q_Key is the broadcast group's): \
+              leave -P out, or give -P udp",
+    })?;
+    let (dst, src) = args.cm.addresses(PORT)?;
     let _raw_device = args.raw.open(src, "-b", dst.map(|d| d.ip()))?;
     let mut test = Test {
         args,
         ps: args.port_space_number.unwrap_or(PortSpace::Udp),
         count: if args.size == 0 { 0 } else { args.count },
         nodes: Vec::new(),
-        connects_left: args.connections as usize,
+        connects_left: args.cm.connections as usize,
         ch: EventChannel::new()?,
     };
     let result = match dst {
@@ -177,7 +137,7 @@ impl Test<'_> {
     fn run_client(&mut self, src: Option<IpAddr>, dst: SocketAddr) -> Result<(), Failed> {
         println!("udaddy: starting client");
         println!("udaddy: connecting");
-        for _ in 0..self.args.connections {
+        for _ in 0..self.args.cm.connections {
             let id = self
                 .ch
                 .create_id(self.ps)
@@ -312,7 +272,7 @@ impl Test<'_> {
     /// A SIDR request: answered with a QP whose receives are posted, while
     /// the test has room for it; rejected beyond `-c`.
     fn connect_handler(&mut self, id: CmId) -> Result<(), Failed> {
-        if self.nodes.len() == self.args.connections as usize {
+        if self.nodes.len() == self.args.cm.connections as usize {
             println!("udaddy: failing connection request");
             let _ = id.reject(&[]);
             return Err(Failed(cmtest::NO_ROOM));
@@ -543,14 +503,5 @@ mod tests {
         v6[8..24].copy_from_slice(&"fe80::1".parse::<Ipv6Addr>().unwrap().octets());
         assert_eq!(grh_source(&v6), Some("fe80::1".parse().unwrap()));
         assert_eq!(grh_source(&[0u8; 40]), None);
-    }
-
-    #[test]
-    fn only_the_udp_port_space_number_is_taken() {
-        assert_eq!(parse_port_space("0x111"), Ok(PortSpace::Udp));
-        assert_eq!(parse_port_space("273"), Ok(PortSpace::Udp));
-        assert!(parse_port_space("0x2").unwrap_err().contains("InfiniBand"));
-        assert!(parse_port_space("0x106").is_err());
-        assert!(parse_port_space("udp").is_err());
     }
 }

@@ -96,9 +96,11 @@ pub(crate) struct BenchArgs {
     /// Runs of each measure; the table shows their median.
     #[arg(long, default_value_t = 3)]
     repeat: u32,
-    /// The two loopback addresses (server, client).
+    /// The server side's loopback address (each run's server process and
+    /// raw peer).
     #[arg(long, default_value = "127.0.0.61")]
     server: IpAddr,
+    /// The client side's loopback address.
     #[arg(long, default_value = "127.0.0.62")]
     client: IpAddr,
 }

@@ -117,13 +117,30 @@ pub(crate) struct PerfArgs {
     /// rdma_cm connection to port -p and the test's QPs connected by
     /// rdma_cm (run against `ib_write_bw -R`, `ib_send_bw -R`, `ib_read_bw
     /// -R`, `ib_atomic_bw -R`, and with --lat the `ib_*_lat -R` tools).
-    #[arg(short = 'R', long = "rdma-cm", requires = "perftest")]
+    // Needs --perftest: `check_modes` says so, naming the way out.
+    #[arg(short = 'R', long = "rdma-cm")]
     rdma_cm: bool,
     #[command(flatten)]
     backend: crate::cmd::backend::BackendArgs,
 }
 
+/// Flags that only work together: `-R` is perftest's rdma_cm mode, so it
+/// needs `--perftest` (ferroce's own exchange is TCP only). Said here
+/// rather than by clap's `requires`, whose message names no way out.
+fn check_modes(args: &PerfArgs) -> Result<(), Error> {
+    if args.rdma_cm && !args.perftest {
+        return Err(Error::Usage(
+            "-R (rdma_cm) needs --perftest: -R is perftest's rdma_cm mode, and ferroce's own \
+             exchange runs over TCP only; add --perftest (`ferroce perf write --perftest -R \
+             SERVER`, against `ib_write_bw -R`)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn run(args: &PerfArgs) -> Result<bool, Error> {
+    check_modes(args)?;
     let mut args = args.clone();
     if args.test == Test::Atomic {
         args.size = 8;
@@ -243,4 +260,35 @@ fn client(args: &PerfArgs, local: IpAddr, server: &str) -> Result<bool, Error> {
         side.print_stats();
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    /// `ferroce perf` alone, to parse its arguments.
+    #[derive(Debug, Parser)]
+    struct Perf {
+        #[command(flatten)]
+        args: PerfArgs,
+    }
+
+    fn parse(argv: &[&str]) -> PerfArgs {
+        let argv = std::iter::once("perf").chain(argv.iter().copied());
+        Perf::try_parse_from(argv)
+            .expect("the arguments parse")
+            .args
+    }
+
+    #[test]
+    fn rdma_cm_without_perftest_says_to_add_it() {
+        let err = check_modes(&parse(&["write", "-R", "127.0.0.1"])).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("-R (rdma_cm) needs --perftest"), "{msg}");
+        assert!(matches!(err, Error::Usage(_)), "{err:?}");
+        assert!(check_modes(&parse(&["write", "--perftest", "-R", "127.0.0.1"])).is_ok());
+        assert!(check_modes(&parse(&["write"])).is_ok());
+    }
 }

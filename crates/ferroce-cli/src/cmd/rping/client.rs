@@ -8,10 +8,10 @@ use ferroce::MemoryRegion;
 use ferroce::cm::{CmEventKind, ConnParam, Depth, EventChannel, PortSpace};
 
 use super::conn::{Conn, Step};
-use super::{
-    DISCONNECT_WAIT, Info, Print, RESOLVE_TIMEOUT, RpingArgs, address, c_string, fill_ping, open,
-};
-use crate::cmd::cmtest::source_towards;
+use super::{DISCONNECT_WAIT, Info, Print, RpingArgs, address, c_string, fill_ping, open};
+use crate::cmd::rdma_cm::RESOLVE_TIMEOUT;
+use crate::cmd::rdma_cm::device::source_towards;
+use crate::cmd::rdma_cm::events::wait_event;
 use crate::error::Error;
 
 /// rping's `rping_init_conn_param`: one read each way, 7 and 7 retries.
@@ -108,8 +108,7 @@ pub(super) fn run(args: &RpingArgs, print: Print) -> Result<bool, Error> {
 
 /// The next event on `ch`, which must be `want` (resolution is immediate).
 fn expect(ch: &EventChannel, print: Print, want: &str) -> Result<(), Error> {
-    let event = ch
-        .get_event_timeout(RESOLVE_TIMEOUT)?
+    let event = wait_event(ch, None, Some(RESOLVE_TIMEOUT))?
         .ok_or_else(|| Error::Run(format!("no {want} within 2 s")))?;
     print.debug(format_args!(
         "cma_event type {} cma_id (parent)",

@@ -43,10 +43,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use clap::Args;
-use ferroce::{Context, DeviceConfig};
+use ferroce::Context;
 
-use super::tcp;
-use crate::error::{Error, open_device};
+use super::{rdma_cm, tcp};
+use crate::error::Error;
 
 /// rping's default port.
 pub(crate) const DEFAULT_PORT: u16 = 7174;
@@ -63,8 +63,6 @@ pub(crate) const MAX_SIZE: u32 = 64 * 1024 - 1;
 /// seen against rxe under netem when the 10 s this was first lost a DREQ
 /// twice).
 pub(crate) const DISCONNECT_WAIT: Duration = Duration::from_secs(30);
-/// rping's `rdma_resolve_addr`/`rdma_resolve_route` timeout.
-const RESOLVE_TIMEOUT: Duration = Duration::from_millis(2000);
 
 /// Arguments of `ferroce rping` (rping's options).
 #[derive(Debug, Args)]
@@ -137,20 +135,6 @@ impl RpingArgs {
     fn custom_ports(&self) -> bool {
         self.roce_port != 4791 || self.peer_roce_port != 4791
     }
-
-    fn device_config(&self, local: IpAddr) -> DeviceConfig {
-        DeviceConfig {
-            port: self.roce_port,
-            peer_port: self.peer_roce_port,
-            backend: if self.raw {
-                ferroce::BackendKind::Raw
-            } else {
-                ferroce::BackendKind::Udp
-            },
-            raw: self.qos.options(),
-            ..DeviceConfig::new(local)
-        }
-    }
 }
 
 /// What to print: rping's `-v` and `-d`.
@@ -190,7 +174,8 @@ pub(crate) fn address(what: &str, s: &str, port: u16) -> Result<SocketAddr, Erro
 /// Opens the device on `local` (the CM finds it there), saying plainly
 /// when its port is taken.
 pub(crate) fn open(args: &RpingArgs, local: IpAddr) -> Result<Context, Error> {
-    open_device(args.device_config(local))
+    let ports = (args.roce_port, args.peer_roce_port);
+    rdma_cm::device::open_on(local, args.raw.then_some(&args.qos), Some(ports))
 }
 
 /// The ping data of ping `n` in a buffer of `size` bytes, as rping's client

@@ -13,6 +13,8 @@ use ferroce::cm::{CmEvent, CmEventKind, CmId, ConnParam, EventChannel, PortSpace
 
 use super::conn::{Conn, Events, Step};
 use super::{Print, RpingArgs, address, c_string, open};
+use crate::cmd::rdma_cm::device::open_wildcard;
+use crate::cmd::rdma_cm::events::wait_request;
 use crate::error::Error;
 
 /// rping's listen backlog.
@@ -40,13 +42,7 @@ pub(super) fn run(args: &RpingArgs, print: Print) -> Result<bool, Error> {
     if args.persistent {
         return persistent(args, print, &ch);
     }
-    let req = loop {
-        match listen.get_request(Duration::from_secs(3600)) {
-            Ok(req) => break req,
-            Err(ferroce::Error::Cm(ferroce::cm::CmIdError::TimedOut(_))) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    };
+    let req = wait_request(&listen, None)?;
     print.debug(format_args!(
         "cma_event type {} cma_id (parent)",
         req.kind.name()
@@ -69,28 +65,25 @@ pub(super) fn run(args: &RpingArgs, print: Print) -> Result<bool, Error> {
 /// with a warning.
 fn open_every(args: &RpingArgs, v6: bool, print: Print) -> Result<Vec<Context>, Error> {
     let family = if v6 { "IPv6" } else { "IPv4" };
-    let addrs = crate::cmd::cmtest::wildcard_addresses(v6, false).map_err(|e| {
+    let all = open_wildcard(v6, false, |addr| open(args, addr)).map_err(|e| {
         Error::Run(format!(
             "listing the host's addresses: {e}; give one with -a"
         ))
     })?;
-    let mut devices = Vec::new();
-    for addr in addrs {
-        match open(args, addr) {
-            Ok(ctx) => {
-                print.debug(format_args!("listening on {addr}"));
-                devices.push(ctx);
-            }
-            Err(e) => tracing::warn!("not listening on {addr}: {e}"),
-        }
+    for (addr, e) in &all.skipped {
+        tracing::warn!("not listening on {addr}: {e}");
     }
-    if devices.is_empty() {
+    if all.opened.is_empty() {
         return Err(Error::Usage(format!(
             "no non-loopback {family} address of this host could take a ferroce device: \
              give the address to listen on with -a (e.g. -a 127.0.0.1)"
         )));
     }
-    Ok(devices)
+    let devices = all.opened.into_iter().map(|(addr, ctx)| {
+        print.debug(format_args!("listening on {addr}"));
+        ctx
+    });
+    Ok(devices.collect())
 }
 
 /// One connection: QP and buffers, accept, the ping loop until the client

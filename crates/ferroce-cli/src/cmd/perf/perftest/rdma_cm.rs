@@ -29,7 +29,7 @@
 //!   (perftest's destroys its IDs, which sends DREQs). Then the same for
 //!   the exchange's connection (perftest leaves that to its exit).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use ferroce::cm::{CmEvent, CmEventKind, CmId, ConnParam, Depth, EventChannel, PortSpace};
@@ -40,6 +40,8 @@ use ferroce::{
 use super::super::setup::{Params, Side};
 use super::super::{PerfArgs, Test};
 use super::exchange::{Key, OUT_READS, Wire};
+use crate::cmd::rdma_cm::events::{self, next_event};
+use crate::cmd::rdma_cm::{resolve_v4_first, unspecified_like};
 use crate::cmd::tcp;
 use crate::error::{Error, open_device};
 
@@ -82,7 +84,7 @@ impl Comm {
         server: &str,
         port: u16,
     ) -> Result<Self, Error> {
-        let dst = resolve(server, port)?;
+        let dst = resolve_v4_first(server, port)?;
         let local = device.local;
         let ctx = open_device(device)?;
         let start = Instant::now();
@@ -91,7 +93,7 @@ impl Comm {
             let id = resolved_id(&ch, local, dst)?;
             let comm = Self::on(ch, id, ctx.clone())?;
             comm.id.connect(&comm_param())?;
-            let e = next_event(&comm.ch, &comm.id, SETUP_WAIT)?;
+            let e = next_event(&comm.ch, Some(&comm.id), SETUP_WAIT)?;
             match e.kind {
                 CmEventKind::Established { .. } => return Ok(comm),
                 CmEventKind::Rejected { reason: 8, .. } if start.elapsed() < tcp::CONNECT_WAIT => {
@@ -267,7 +269,7 @@ pub(super) fn connect_test(
     let result = match listen {
         Some(l) => serve_test(ch, &l, ctx, p),
         None => {
-            let dst = resolve(args.server.as_deref().unwrap_or_default(), args.port)?;
+            let dst = resolve_v4_first(args.server.as_deref().unwrap_or_default(), args.port)?;
             connect_test_client(ctx, p, dst)
         }
     }?;
@@ -324,7 +326,7 @@ fn connect_test_client(ctx: &Context, p: &Params, dst: SocketAddr) -> Result<(Si
         let mut established = 0;
         let mut refused = None;
         while established < ids.len() && refused.is_none() {
-            let e = next_any(&ch, SETUP_WAIT)?;
+            let e = next_event(&ch, None, SETUP_WAIT)?;
             match e.kind {
                 CmEventKind::Established { .. } => established += 1,
                 CmEventKind::Rejected { .. }
@@ -362,13 +364,8 @@ fn resolved_id(ch: &EventChannel, local: IpAddr, dst: SocketAddr) -> Result<CmId
 
 /// A listener on every address of `local`'s family at `port`.
 fn listener(ch: &EventChannel, local: IpAddr, port: u16) -> Result<CmId, Error> {
-    let any: IpAddr = if local.is_ipv6() {
-        Ipv6Addr::UNSPECIFIED.into()
-    } else {
-        Ipv4Addr::UNSPECIFIED.into()
-    };
     let id = ch.create_id(PortSpace::Tcp)?;
-    id.bind_addr(SocketAddr::new(any, port))?;
+    id.bind_addr(SocketAddr::new(unspecified_like(local), port))?;
     id.listen(1)?;
     Ok(id)
 }
@@ -376,45 +373,12 @@ fn listener(ch: &EventChannel, local: IpAddr, port: u16) -> Result<CmId, Error> 
 /// The next connect request to `listen`, within `timeout` (`None`: wait
 /// for ever, as a server waits for its client).
 fn wait_request(listen: &CmId, timeout: Option<Duration>) -> Result<CmEvent, Error> {
-    let slice = timeout.unwrap_or(Duration::from_secs(3600));
-    loop {
-        match listen.get_request(slice) {
-            Ok(e) => return Ok(e),
-            Err(ferroce::Error::Cm(ferroce::cm::CmIdError::TimedOut(_))) if timeout.is_none() => {}
-            Err(e) => {
-                return Err(format!("waiting for the client's rdma_cm connections: {e}").into());
-            }
-        }
-    }
-}
-
-fn resolve(server: &str, port: u16) -> Result<SocketAddr, Error> {
-    (server, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("resolving {server}: {e}"))?
-        .min_by_key(|a| a.is_ipv6())
-        .ok_or_else(|| format!("{server} has no address").into())
-}
-
-/// The next event on `ch`, within `timeout`.
-fn next_any(ch: &EventChannel, timeout: Duration) -> Result<CmEvent, Error> {
-    ch.get_event_timeout(timeout)?
-        .ok_or_else(|| format!("no rdma_cm event within {} s", timeout.as_secs()).into())
-}
-
-/// The next event about `id` (others on the channel are dropped).
-fn next_event(ch: &EventChannel, id: &CmId, timeout: Duration) -> Result<CmEvent, Error> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let e = next_any(ch, deadline.saturating_duration_since(Instant::now()))?;
-        if e.id == *id {
-            return Ok(e);
-        }
-    }
+    events::wait_request(listen, timeout)
+        .map_err(|e| format!("waiting for the client's rdma_cm connections: {e}").into())
 }
 
 fn expect(ch: &EventChannel, id: &CmId, name: &str) -> Result<(), Error> {
-    let e = next_event(ch, id, SETUP_WAIT)?;
+    let e = next_event(ch, Some(id), SETUP_WAIT)?;
     if e.kind.name() != name {
         return Err(format!("rdma_cm: expected {name}, got {e}").into());
     }
@@ -451,7 +415,7 @@ fn disconnected(ch: &EventChannel, n: usize) -> usize {
     let mut seen = 0;
     while seen < n {
         let wait = deadline.saturating_duration_since(Instant::now());
-        match ch.get_event_timeout(wait) {
+        match events::wait_event(ch, None, Some(wait)) {
             Ok(Some(e)) if matches!(e.kind, CmEventKind::Disconnected) => seen += 1,
             Ok(Some(_)) => {}
             _ => break,
