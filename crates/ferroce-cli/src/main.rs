@@ -36,7 +36,7 @@ struct Cli {
 
 /// The environment variable that, when set, chooses what is logged (it
 /// overrides `-v`/`-q`).
-pub(crate) const LOG_ENV: &str = "FERROCE_LOG";
+pub(crate) const LOG_ENV: &str = ferroce::env::LOG;
 
 /// The filter in force, as `FERROCE_LOG` would spell it.
 static LOG_FILTER: OnceLock<String> = OnceLock::new();
@@ -57,9 +57,9 @@ fn init_logging(cli: &Cli) -> Result<(), String> {
         (false, 2) => LevelFilter::DEBUG,
         (false, _) => LevelFilter::TRACE,
     };
-    let spec = std::env::var(LOG_ENV)
-        .ok()
-        .filter(|s| !s.trim().is_empty())
+    let spec = ferroce::env::Env::get()
+        .log
+        .clone()
         .unwrap_or_else(|| level.to_string().to_lowercase());
     let filter = EnvFilter::builder().parse(&spec).map_err(|e| {
         format!(
@@ -73,6 +73,11 @@ fn init_logging(cli: &Cli) -> Result<(), String> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    // The environment was parsed (and its warnings logged) before there
+    // was a subscriber to log them to.
+    for w in &ferroce::env::Env::get().warnings {
+        tracing::warn!("{w}");
+    }
     Ok(())
 }
 

@@ -121,7 +121,7 @@ fn rc_write_over_roce_v1_through_loss() {
 fn a_roce_v1_capture_decodes_clean() {
     let Some(ns) = Netns::new("cap") else { return };
     if Command::new("tcpdump").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: no tcpdump");
+        common::skip("tool missing: tcpdump");
         return;
     }
     let dir = std::env::temp_dir().join(format!("fraw2-cap-{}", std::process::id()));

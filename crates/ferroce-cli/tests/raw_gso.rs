@@ -51,7 +51,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 impl Netns {
     fn new(tag: &str) -> Option<Self> {
         if !is_root() {
-            eprintln!("SKIPPED: the raw backend's tests need root (CAP_NET_ADMIN, CAP_NET_RAW)");
+            common::skip("not root: the raw backend needs CAP_NET_ADMIN and CAP_NET_RAW");
             return None;
         }
         let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -157,7 +157,7 @@ fn the_kernels_segments_carry_right_icrcs_on_the_wire() {
         return;
     };
     if Command::new("tcpdump").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: no tcpdump");
+        common::skip("tool missing: tcpdump");
         return;
     }
     ip(&["-n", &ns.b, "link", "set", "eth0", "gso_max_size", "1500"]);

@@ -32,7 +32,7 @@ fn a_peer_that_changes_its_mac_is_followed() {
         return;
     };
     if Command::new("tcpdump").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: no tcpdump");
+        common::skip("tool missing: tcpdump");
         return;
     }
     let announce = ["netns", "exec", &ns.a, "sysctl", "-qw"];

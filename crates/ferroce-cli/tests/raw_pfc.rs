@@ -64,7 +64,7 @@ const SLOW: (&str, &str) = ("FERROCE_RAW_SLOW_RX_US", "1000");
 /// tcpdump on b's eth0 into `pcap`, once it is capturing.
 fn capture(ns: &Netns, pcap: &str) -> Option<common::Spawned> {
     if Command::new("tcpdump").arg("--version").output().is_err() {
-        eprintln!("no tcpdump: the capture checks are skipped");
+        common::skip("tool missing: tcpdump (only the capture checks are skipped)");
         return None;
     }
     Some(raw_netns::tcpdump(&ns.b, std::path::Path::new(pcap)))

@@ -212,7 +212,7 @@ fn perf_rdma_cm_over_roce_v1_both_ways() {
 fn a_roce_v1_request_is_answered_in_roce_v1_and_captured_clean() {
     let Some(ns) = Netns::new("cap") else { return };
     if Command::new("tcpdump").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: no tcpdump");
+        common::skip("tool missing: tcpdump");
         return;
     }
     let s = Settings::new("cap");

@@ -15,6 +15,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use ferroce_io::route::{self, Route, RouteError};
 
+#[path = "../../ferroce-verbs/tests/shared/skip.rs"]
+mod skip;
+
 /// The queries a `probe_child` run answers: `DST[%IFNAME][ from SRC]`, `;`
 /// between queries.
 const PROBE_ENV: &str = "FERROCE_ROUTE_PROBE";
@@ -211,11 +214,11 @@ fn probe_child() {
     }
 }
 
-fn skip_unless_root(test: &str) -> bool {
+fn skip_unless_root() -> bool {
     if is_root() {
         return false;
     }
-    println!("skipping {test}: it builds network namespaces, which needs root");
+    skip::skip("not root: network namespaces need root");
     true
 }
 
@@ -233,7 +236,7 @@ fn loopback_here() {
         .unwrap()
         .is_some();
     if !has_v6_loopback {
-        println!("skipping ::1: this namespace's lo has no ::1 (IPv6 disabled)");
+        skip::skip("no ::1 on lo (IPv6 disabled): only the ::1 checks are skipped");
         return;
     }
     let r = route::resolve("::1".parse().unwrap(), None).unwrap();
@@ -245,7 +248,7 @@ fn loopback_here() {
 
 #[test]
 fn veth_mtus_give_rdma_cms_ib_mtus() {
-    if skip_unless_root("veth_mtus_give_rdma_cms_ib_mtus") {
+    if skip_unless_root() {
         return;
     }
     let ns = Netns::new("mtu");
@@ -274,7 +277,7 @@ fn veth_mtus_give_rdma_cms_ib_mtus() {
 
 #[test]
 fn route_metrics_mtu_lock_and_hop_limit() {
-    if skip_unless_root("route_metrics_mtu_lock_and_hop_limit") {
+    if skip_unless_root() {
         return;
     }
     let ns = Netns::new("lock");
@@ -365,7 +368,7 @@ fn route_metrics_mtu_lock_and_hop_limit() {
 
 #[test]
 fn sources_and_missing_routes() {
-    if skip_unless_root("sources_and_missing_routes") {
+    if skip_unless_root() {
         return;
     }
     let ns = Netns::new("err");
@@ -420,7 +423,7 @@ fn sources_and_missing_routes() {
 
 #[test]
 fn ipv6_link_local_needs_a_scope() {
-    if skip_unless_root("ipv6_link_local_needs_a_scope") {
+    if skip_unless_root() {
         return;
     }
     let ns = Netns::new("ll");
@@ -469,7 +472,7 @@ fn ipv6_link_local_needs_a_scope() {
 
 #[test]
 fn local_addresses_resolve_to_their_interface() {
-    if skip_unless_root("local_addresses_resolve_to_their_interface") {
+    if skip_unless_root() {
         return;
     }
     let ns = Netns::new("local");

@@ -87,7 +87,7 @@ fn run(mode: &[&str], test: &str) -> String {
 #[test]
 fn qperf_rc_tests_over_rdma_cm_in_poll_and_event_modes() {
     if !Path::new(QPERF).exists() {
-        println!("skipped: {QPERF} is not installed (Debian's qperf)");
+        common::skip("tool missing: qperf (Debian's qperf)");
         return;
     }
     let _g = serial();

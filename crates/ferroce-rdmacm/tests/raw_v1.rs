@@ -73,7 +73,7 @@ impl Drop for Netns {
 #[test]
 fn debian_rping_runs_over_roce_v1_on_the_raw_backend() {
     if !is_root() {
-        eprintln!("SKIPPED: the raw backend needs root (CAP_NET_ADMIN, CAP_NET_RAW)");
+        common::skip("not root: the raw backend needs CAP_NET_ADMIN and CAP_NET_RAW");
         return;
     }
     let rping = tool("rping", "rdmacm-utils");

@@ -2,8 +2,10 @@
 //! space-separated list, e.g. `127.0.0.1` or `127.0.0.2,::1`), default
 //! `127.0.0.1`, named `ferroce0`, `ferroce1`, ... in that order. An
 //! address that is not one of this host's is left out (it could not be
-//! opened), so the names of the others do not move. Read once, at the
-//! first `ibv_get_device_list`, with `FERROCE_LOG` ([`LOG_VAR`]).
+//! opened), so the names of the others do not move. The environment is
+//! read through [`ferroce::env`] (once, for the whole process), at the
+//! first `ibv_get_device_list` or unsupported verb, where the warnings of
+//! bad values go to stderr.
 
 use std::net::IpAddr;
 use std::sync::{Mutex, OnceLock};
@@ -11,38 +13,44 @@ use std::sync::{Mutex, OnceLock};
 use crate::abi::*;
 use crate::objects::{Device, OpenDevice};
 
-/// The environment variable naming the devices' addresses.
-pub const DEVICES_VAR: &str = "FERROCE_DEVICES";
-/// The address used when [`DEVICES_VAR`] is not set.
-pub const DEFAULT_DEVICE: &str = "127.0.0.1";
+pub use ferroce::env::{DEFAULT_DEVICES as DEFAULT_DEVICE, DEVICES as DEVICES_VAR, LOG as LOG_VAR};
 
-/// The addresses in `spec`; words that are not addresses are skipped.
+/// The addresses in `spec`; words that are not addresses are skipped
+/// ([`ferroce::env::Env`] warns of them).
 pub fn parse_devices(spec: &str) -> Vec<IpAddr> {
-    spec.split([',', ' ', '\t'])
-        .filter(|w| !w.is_empty())
+    ferroce::env::device_words(spec)
         .filter_map(|w| w.parse().ok())
         .collect()
 }
 
-/// The environment variable that turns logging on: a
-/// `tracing_subscriber::EnvFilter` (`FERROCE_LOG=debug`), as for the
-/// `ferroce` command. Unset, the library prints nothing.
-pub const LOG_VAR: &str = "FERROCE_LOG";
-
 /// Installs a stderr subscriber if [`LOG_VAR`] is set (and the process has
-/// none yet), once: at the first device lookup, or at the first call of a
-/// verb ferroce does not have (which may come before any).
+/// none yet), and says the environment's bad values on stderr, once: at
+/// the first device lookup, or at the first call of a verb ferroce does
+/// not have (which may come before any).
 pub(crate) fn init_logging() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(init_subscriber);
 }
 
 fn init_subscriber() {
-    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env(LOG_VAR) {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .try_init();
+    let env = ferroce::env::Env::get();
+    // On stderr, not only in the log: without FERROCE_LOG there is none,
+    // and a value that does nothing should not go unnoticed.
+    for w in &env.warnings {
+        eprintln!("libibverbs (ferroce): {w}");
+    }
+    let Some(spec) = &env.log else { return };
+    match tracing_subscriber::EnvFilter::try_new(spec) {
+        Ok(filter) => {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .try_init();
+        }
+        Err(e) => eprintln!(
+            "libibverbs (ferroce): {LOG_VAR}={spec:?} is not a log filter ({e}): use a level \
+             (error, warn, info, debug, trace) or target=level pairs such as ferroce_core=debug"
+        ),
     }
 }
 
@@ -51,8 +59,7 @@ pub(crate) fn devices() -> &'static [&'static Device] {
     static DEVICES: OnceLock<Vec<&'static Device>> = OnceLock::new();
     DEVICES.get_or_init(|| {
         init_logging();
-        let spec = std::env::var(DEVICES_VAR).unwrap_or_else(|_| DEFAULT_DEVICE.into());
-        parse_devices(&spec)
+        parse_devices(&ferroce::env::Env::get().devices)
             .into_iter()
             .filter(|&addr| ferroce::query_device(addr).is_ok())
             .enumerate()

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Reap, both_libs_dir as libs, finish, is_root, serial};
+use common::{Reap, both_libs_dir as libs, finish, is_root, serial, skip};
 
 const SERVER: &str = "127.0.41.1";
 const CLIENT: &str = "127.0.41.2";
@@ -34,7 +34,7 @@ fn installed() -> Option<(PathBuf, PathBuf)> {
     if info.exists() && pingpong.exists() {
         Some((info.into(), pingpong.into()))
     } else {
-        eprintln!("skipped: fi_info / fi_pingpong missing (install Debian's libfabric-bin)");
+        skip("tool missing: fi_info / fi_pingpong (Debian's libfabric-bin)");
         None
     }
 }
@@ -312,8 +312,12 @@ fn over_a_veth_pair_in_namespaces() {
     let has_ip = ["/usr/bin/ip", "/sbin/ip", "/usr/sbin/ip"]
         .iter()
         .any(|p| Path::new(p).exists());
-    if !is_root() || !has_ip {
-        eprintln!("skipped: creating network namespaces needs root and iproute2");
+    if !is_root() {
+        skip("not root: network namespaces need root");
+        return;
+    }
+    if !has_ip {
+        skip("tool missing: ip (Debian's iproute2)");
         return;
     }
     let ns = Namespaces::create();

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{As, Reap, both_libs_dir, finish, is_root, serial, users};
+use common::{As, Reap, both_libs_dir, finish, is_root, serial, skip, users};
 
 /// The server's and the client's device addresses.
 const SERVER: &str = "127.0.0.1";
@@ -34,12 +34,13 @@ const UVERBS_DIR: &str = "/dev/infiniband";
 /// Why these tests cannot run here, if they cannot.
 fn skip_reason() -> Option<String> {
     if !Path::new("/usr/bin/ucx_perftest").exists() {
-        return Some("ucx_perftest is not installed (Debian's ucx-utils)".into());
+        return Some("tool missing: ucx_perftest (Debian's ucx-utils)".into());
     }
     if !Path::new(UVERBS_DIR).is_dir() {
         if !is_root() {
             return Some(format!(
-                "{UVERBS_DIR} does not exist and only root can create it (mkdir {UVERBS_DIR})"
+                "not root: {UVERBS_DIR} does not exist and only root can create it \
+                 (mkdir {UVERBS_DIR})"
             ));
         }
         if let Err(e) = std::fs::create_dir_all(UVERBS_DIR) {
@@ -168,7 +169,7 @@ fn perftest_as(who: As, args: &[&str], env: &[(&str, &str)]) -> Vec<f64> {
 #[test]
 fn ucx_info_lists_the_device_with_rc_and_ud_verbs() {
     if let Some(why) = skip_reason() {
-        println!("skipped: {why}");
+        skip(&why);
         return;
     }
     let _l = serial();
@@ -198,7 +199,7 @@ fn ucx_info_lists_the_device_with_rc_and_ud_verbs() {
 #[test]
 fn ucx_perftest_rc_verbs_put_get_and_atomics() {
     if let Some(why) = skip_reason() {
-        println!("skipped: {why}");
+        skip(&why);
         return;
     }
     let _l = serial();
@@ -226,7 +227,7 @@ fn ucx_perftest_rc_verbs_put_get_and_atomics() {
 #[test]
 fn ucx_perftest_ud_verbs_active_messages() {
     if let Some(why) = skip_reason() {
-        println!("skipped: {why}");
+        skip(&why);
         return;
     }
     let _l = serial();
@@ -240,7 +241,7 @@ fn ucx_perftest_ud_verbs_active_messages() {
 #[test]
 fn ucx_perftest_ucp_tag_matching_over_rc_and_ud() {
     if let Some(why) = skip_reason() {
-        println!("skipped: {why}");
+        skip(&why);
         return;
     }
     let _l = serial();
@@ -254,7 +255,7 @@ fn ucx_perftest_ucp_tag_matching_over_rc_and_ud() {
 #[test]
 fn io_demo_connects_through_the_rdmacm_connection_manager() {
     if let Some(why) = skip_reason() {
-        println!("skipped: {why}");
+        skip(&why);
         return;
     }
     let _l = serial();

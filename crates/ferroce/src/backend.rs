@@ -37,16 +37,16 @@ pub enum BackendKind {
 /// (`ibv_open_device`, and rdma_cm's) and those rdma_cm opens for an
 /// address ([`crate::cm`]). `udp` (the default, also when unset or empty)
 /// or `raw`.
-pub const BACKEND_ENV: &str = "FERROCE_BACKEND";
+pub const BACKEND_ENV: &str = crate::env::BACKEND;
 
 impl BackendKind {
-    /// The backend [`BACKEND_ENV`] names; another value is an error
-    /// naming the variable and the values it takes.
+    /// The backend [`BACKEND_ENV`] names ([`crate::env::Env`]); another
+    /// value is an error naming the variable and the values it takes.
     pub fn from_env() -> std::io::Result<Self> {
-        match std::env::var(BACKEND_ENV) {
-            Ok(v) => Self::parse(&v),
-            Err(_) => Ok(Self::Udp),
-        }
+        crate::env::Env::get()
+            .backend
+            .clone()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
     }
 
     /// `udp`, `raw` or empty (UDP), as [`BACKEND_ENV`] takes them.

@@ -35,18 +35,29 @@ pub struct RawOptions {
     /// cannot take super-frames whole (a receiver behind a veth without
     /// offload), or to make every packet its own frame.
     pub gso: bool,
+    /// Test only: drop one frame in N sent, at random (0: none).
+    /// [`Default`] takes it from [`crate::env::RAW_DROP_ONE_IN`].
+    pub test_drop_one_in: u32,
+    /// Test only: each receive takes at most 8 frames, then sleeps this
+    /// long (`None`: not slowed). [`Default`] takes it from
+    /// [`crate::env::RAW_SLOW_RX_US`].
+    pub test_slow_rx: Option<std::time::Duration>,
 }
 
 impl Default for RawOptions {
     /// No VLAN, every class on priority 3, PFC off, 512 receive slots
-    /// (of 64 KiB: 32 MiB), segmentation offload on.
+    /// (of 64 KiB: 32 MiB), segmentation offload on; the test knobs as
+    /// the environment sets them ([`crate::env::Env`]).
     fn default() -> Self {
+        let env = crate::env::Env::get();
         Self {
             vlan: None,
             pcp: PcpMap::default(),
             pfc: None,
             rx_frames: 512,
             gso: true,
+            test_drop_one_in: env.raw_drop_one_in,
+            test_slow_rx: env.raw_slow_rx,
         }
     }
 }

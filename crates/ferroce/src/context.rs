@@ -30,9 +30,10 @@ pub struct DeviceConfig {
     /// Send runs of equal-size packets as UDP GSO trains (IPv4). On by
     /// default; off, every packet is its own send. A capture on `lo` shows
     /// a train as one large datagram (loopback never cuts it up), so turn
-    /// it off to read loopback captures packet by packet. The environment
-    /// variable `FERROCE_GSO=0` turns it off for every device a process
-    /// opens (the `ferroce` tools included).
+    /// it off to read loopback captures packet by packet.
+    /// [`DeviceConfig::new`] takes it from [`crate::env::GSO`]
+    /// (`FERROCE_GSO=0` turns it off for every device a process opens,
+    /// the `ferroce` tools included).
     pub gso: bool,
     /// The backend: UDP (the default), or raw Ethernet on the interface
     /// that owns `local` (RoCE v1 and v2; needs CAP_NET_RAW; `port` and
@@ -49,14 +50,14 @@ pub struct DeviceConfig {
 
 impl DeviceConfig {
     /// Port 4791 both ways, keys seeded from the clock, GSO on unless
-    /// `FERROCE_GSO=0`.
+    /// `FERROCE_GSO=0` ([`crate::env::Env::gso`]).
     pub fn new(local: IpAddr) -> Self {
         Self {
             local,
             port: ferroce_wire::udp::ROCE_V2_PORT,
             peer_port: ferroce_wire::udp::ROCE_V2_PORT,
             seed: None,
-            gso: std::env::var_os("FERROCE_GSO").is_none_or(|v| v != "0"),
+            gso: crate::env::Env::get().gso,
             backend: BackendKind::Udp,
             congestion: CongestionConfig::default(),
             raw: crate::RawOptions::default(),

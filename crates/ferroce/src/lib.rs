@@ -23,6 +23,7 @@ mod cq;
 mod device;
 mod driver;
 mod endpoint;
+pub mod env;
 mod error;
 mod hold;
 mod mcast;

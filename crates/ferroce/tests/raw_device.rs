@@ -11,6 +11,9 @@
 //! must open in the namespace; the test process stays outside), then
 //! removes them, also on failure. Needs root; prints SKIPPED otherwise.
 
+#[path = "../../ferroce-verbs/tests/shared/skip.rs"]
+mod skip;
+
 use std::net::IpAddr;
 use std::process::Command;
 
@@ -57,7 +60,7 @@ fn outer(name: &str, tag: &str) -> bool {
         return false;
     }
     if !is_root() {
-        eprintln!("SKIPPED: the raw backend's tests need root (CAP_NET_ADMIN, CAP_NET_RAW)");
+        skip::skip("not root: the raw backend needs CAP_NET_ADMIN and CAP_NET_RAW");
         return true;
     }
     let pid = std::process::id();

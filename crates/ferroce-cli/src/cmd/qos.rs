@@ -81,6 +81,7 @@ impl QosArgs {
             pfc,
             rx_frames: self.rx_ring.unwrap_or(defaults.rx_frames),
             gso: !self.no_gso,
+            ..defaults
         }
     }
 }

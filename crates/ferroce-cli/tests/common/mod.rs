@@ -3,6 +3,11 @@
 //! Each test binary uses some of them.
 #![allow(dead_code)]
 
+#[path = "../../../ferroce-verbs/tests/shared/skip.rs"]
+mod skip;
+#[allow(unused_imports)] // not every test binary skips
+pub(crate) use skip::*;
+
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

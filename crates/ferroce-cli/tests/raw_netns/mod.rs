@@ -54,7 +54,7 @@ impl Netns {
     /// The pair, or `None` (after printing SKIPPED) without root.
     pub(crate) fn new(tag: &str) -> Option<Self> {
         if !is_root() {
-            eprintln!("SKIPPED: the raw backend's tests need root (CAP_NET_ADMIN, CAP_NET_RAW)");
+            crate::common::skip("not root: the raw backend needs CAP_NET_ADMIN and CAP_NET_RAW");
             return None;
         }
         let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());

@@ -6,6 +6,8 @@ mod capture;
 mod gso;
 mod mcast;
 mod netns;
+#[path = "../../../ferroce-verbs/tests/shared/skip.rs"]
+mod skip;
 
 use std::time::{Duration, Instant};
 

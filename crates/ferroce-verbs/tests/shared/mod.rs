@@ -1,7 +1,12 @@
 //! Test helpers of the two C libraries' tests (ferroce-verbs' and, through
 //! `#[path]`, ferroce-rdmacm's): taking turns on the loopback addresses,
 //! finding a Debian tool, who runs it, putting a built library where
-//! `nobody` can load it, and waiting for a child under a time limit.
+//! `nobody` can load it, waiting for a child under a time limit, and
+//! recording a skipped test ([`skip`]).
+
+mod skip;
+#[allow(unused_imports)] // not every test binary skips
+pub(crate) use skip::*;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output};

@@ -35,7 +35,8 @@
 //!   which the ICRC masks); v1 packets, and every packet under injected
 //!   loss, go one frame each.
 //! * Fault injection for tests on a real link (no netem in every kernel):
-//!   with `FERROCE_RAW_DROP_ONE_IN=N` in the environment, each frame the
+//!   with `FERROCE_RAW_DROP_ONE_IN=N` in the environment (read by
+//!   [`crate::env`] into `RawOptions::test_drop_one_in`), each frame the
 //!   device would send is dropped with probability 1/N instead and counted
 //!   (`tx_injected_drops`), so that RC's retransmission is exercised over
 //!   real frames. The drops are drawn from a xorshift stream, not every
@@ -170,10 +171,7 @@ impl RawDevice {
             local: local.to_canonical(),
             neigh,
             stats: RawDeviceStats::default(),
-            drop_one_in: std::env::var("FERROCE_RAW_DROP_ONE_IN")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0),
+            drop_one_in: opts.test_drop_one_in.into(),
             // Any non-zero state will do; xorshift never leaves zero.
             loss_draw: seed | 1,
             parked: std::collections::VecDeque::new(),

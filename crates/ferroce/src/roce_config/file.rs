@@ -27,13 +27,14 @@ pub struct SettingsPaths {
 }
 
 impl SettingsPaths {
-    /// The files the environment chooses (see the type's documentation).
+    /// The files the environment chooses (see the type's documentation),
+    /// as [`crate::env::Env`] read it.
     pub fn from_env() -> Self {
-        let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+        let env = crate::env::Env::get();
         Self::from_vars(
-            var(SETTINGS_ENV).map(PathBuf::from),
-            var("XDG_CONFIG_HOME").map(PathBuf::from),
-            var("HOME").map(PathBuf::from),
+            env.config.clone(),
+            env.xdg_config_home.clone(),
+            env.home.clone(),
         )
     }
 

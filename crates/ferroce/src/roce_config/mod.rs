@@ -52,8 +52,9 @@ pub use file::{ConfigError, RoceSettings, SettingsPaths, write_setting};
 
 use crate::DEVICE_NAME;
 
-/// The environment variable naming the one settings file to use.
-pub const SETTINGS_ENV: &str = "FERROCE_CONFIG";
+/// The environment variable naming the one settings file to use
+/// ([`crate::env::CONFIG`]).
+pub const SETTINGS_ENV: &str = crate::env::CONFIG;
 /// The settings file's name, in `/etc/ferroce/` and the user's
 /// `~/.config/ferroce/`.
 pub const FILE_NAME: &str = "rdma_cm.conf";

@@ -12,9 +12,15 @@
 //! run against ib_write_bw / ib_send_bw / ib_read_bw / ib_atomic_bw and
 //! ib_write_lat / ib_send_lat / ib_read_lat / ib_atomic_lat (see
 //! perftest/), and with `-R` perftest's rdma_cm mode.
+//!
+//! On stdout, each side prints perftest's header block (header.rs: the
+//! test, device, QPs, MTU, message size, TX depth, both sides' QPN, PSN,
+//! RKey, VAddr and GID) and then the client its result table, in
+//! perftest's format; `--quiet` prints the table alone.
 
 mod bw;
 mod exchange;
+mod header;
 mod lat;
 mod perftest;
 mod setup;
@@ -100,7 +106,8 @@ pub(crate) struct PerfArgs {
     /// Loopback runs: the server process's address.
     #[arg(long, default_value = "127.0.0.1")]
     server_local: IpAddr,
-    /// No progress bar.
+    /// Print the result table alone: no header block (what is measured,
+    /// both sides' addresses), no progress bar.
     #[arg(long)]
     quiet: bool,
     /// At the end, print the engine's and the UDP backend's counters
@@ -229,6 +236,9 @@ fn server(args: &PerfArgs, local: IpAddr) -> Result<bool, Error> {
     let side = setup::Side::open_with(local, &params, &args.backend)?;
     let peer = exchange::exchange_server(&mut stream, &side)?;
     side.connect(&peer.qps, &params)?;
+    if !args.quiet {
+        print_header(args, &params, &side, &peer);
+    }
     tcp::clear_timeouts(&stream)?;
     let result = if params.lat {
         lat::serve(&side, &peer, &params, &mut stream)
@@ -250,6 +260,9 @@ fn client(args: &PerfArgs, local: IpAddr, server: &str) -> Result<bool, Error> {
     let side = setup::Side::open_with(local, &params, &args.backend)?;
     let peer = exchange::exchange_client(&mut stream, &side)?;
     side.connect(&peer.qps, &params)?;
+    if !args.quiet {
+        print_header(args, &params, &side, &peer);
+    }
     tcp::clear_timeouts(&stream)?;
     let result = if params.lat {
         lat::run(&side, &peer, &params, &mut stream)
@@ -260,6 +273,43 @@ fn client(args: &PerfArgs, local: IpAddr, server: &str) -> Result<bool, Error> {
         side.print_stats();
     }
     result
+}
+
+/// perftest's header block for this side and its peer (see header.rs).
+fn print_header(args: &PerfArgs, p: &Params, side: &setup::Side, peer: &setup::Peer) {
+    let region = |r: &ferroce::RemoteRegion| (r.rkey(), r.addr());
+    let address = |e: &ferroce::QpEndpoint, (rkey, vaddr): (u32, u64)| header::Address {
+        // RoCE has no LIDs: perftest prints 0 on Ethernet.
+        lid: 0,
+        qpn: e.qpn,
+        psn: e.psn.value(),
+        rkey,
+        vaddr,
+        gid: header::gid_bytes(e.gid),
+    };
+    let mine = region(&side.mr.remote());
+    let local: Vec<_> = side
+        .qps
+        .iter()
+        .map(|q| address(&q.endpoint(), mine))
+        .collect();
+    let theirs = region(&peer.region);
+    let remote: Vec<_> = peer.qps.iter().map(|e| address(e, theirs)).collect();
+    header::Header {
+        test: p.test,
+        lat: p.lat,
+        atomic: p.atomic,
+        qps: local.len(),
+        mtu: p.mtu,
+        size: p.size,
+        // The latency tests have one request in flight.
+        tx_depth: if p.lat { 1 } else { p.tx_depth },
+        gid_index: args.backend.gid_index.unwrap_or(0),
+        exchange: "Ethernet (ferroce's JSON exchange over TCP)",
+        local: &local,
+        remote: &remote,
+    }
+    .print();
 }
 
 #[cfg(test)]

@@ -42,9 +42,7 @@ impl Pair {
     /// 10.19.0.1/24 + fd19::1/64 (a) and 10.19.0.2/24 + fd19::2/64 (b).
     pub(crate) fn new(tag: &str) -> Option<Self> {
         if !is_root() {
-            eprintln!(
-                "SKIPPED: the raw backend's namespace tests need root (CAP_NET_ADMIN, CAP_NET_RAW)"
-            );
+            super::skip::skip("not root: the raw backend needs CAP_NET_ADMIN and CAP_NET_RAW");
             return None;
         }
         let pid = std::process::id();

@@ -27,7 +27,8 @@
 //!   when it is known, without waiting for a pause or the pacing: a
 //!   handful, once per peer.
 //! * A test knob makes the receiver slow on purpose: with
-//!   `FERROCE_RAW_SLOW_RX_US=N` in the environment, each receive takes at
+//!   `FERROCE_RAW_SLOW_RX_US=N` in the environment (read by
+//!   [`crate::env`] into `RawOptions::test_slow_rx`), each receive takes at
 //!   most [`SLOW_RX_FRAMES`] frames from the ring and then sleeps N µs
 //!   (the driver's receive processing slowed, as by a busy CPU); frames
 //!   pile up in the ring meanwhile. The PFC watch goes on during that
@@ -101,10 +102,7 @@ impl Qos {
             pfc: opts.pfc.map(|cfg| Pfc::new(cfg, mbps)),
             held: Default::default(),
             epoch: StdInstant::now(),
-            slow_rx: std::env::var("FERROCE_RAW_SLOW_RX_US")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .map(Duration::from_micros),
+            slow_rx: opts.test_slow_rx,
             tx_held: 0,
             tx_pfc_lost: 0,
             tokens: BURST_BYTES,

@@ -158,6 +158,7 @@ pub(super) fn run(args: &PerfArgs) -> Result<bool, Error> {
         // With rdma_cm the QPs' MTU is the route's, not the agreed one.
         let mtu = conns.is_none().then_some(p.mtu);
         say_peer(&agreed, mtu, &rem, peer[0].gid);
+        print_header(args, &p, &mine, &rem, conns.is_some());
     }
     w.clear_timeouts()?;
     let ctx = Ctx {
@@ -184,6 +185,35 @@ pub(super) fn run(args: &PerfArgs) -> Result<bool, Error> {
         comm.close(args.listen);
     }
     result
+}
+
+/// perftest's header block (see `super::header`) from both sides' key
+/// records.
+fn print_header(args: &PerfArgs, p: &Params, mine: &[Key], rem: &[Key], rdma_cm: bool) {
+    let address = |k: &Key| super::header::Address {
+        lid: k.lid,
+        qpn: k.qpn,
+        psn: k.psn,
+        rkey: k.rkey,
+        vaddr: k.vaddr,
+        gid: k.gid,
+    };
+    let local: Vec<_> = mine.iter().map(address).collect();
+    let remote: Vec<_> = rem.iter().map(address).collect();
+    super::header::Header {
+        test: p.test,
+        lat: p.lat,
+        atomic: p.atomic,
+        qps: local.len(),
+        mtu: p.mtu,
+        size: p.size,
+        tx_depth: if p.lat { 1 } else { p.tx_depth },
+        gid_index: args.backend.gid_index.unwrap_or(0),
+        exchange: if rdma_cm { "rdma_cm" } else { "Ethernet" },
+        local: &local,
+        remote: &remote,
+    }
+    .print();
 }
 
 /// One line on stderr about the peer.
