@@ -6,6 +6,8 @@
 //! `ferroce_core=trace`) or else `-v`/`-q` let through, to stderr, so
 //! that stdout stays the tool's own output. By default only warnings.
 
+#![forbid(unsafe_code)]
+
 mod capture;
 mod cmd;
 mod error;

@@ -68,6 +68,8 @@
 //! private-data header and limits, depth negotiation, QP attributes) as
 //! pure functions for the layer above.
 
+#![forbid(unsafe_code)]
+
 mod cm;
 mod config;
 mod conn;

@@ -27,6 +27,8 @@
 //! | `series`, [`report`], `window`, [`plot`] | outputs; figures over a window of time |
 //! | [`cli`] | the command line (`ferroce-sim`, `ferroce sim`) |
 
+#![forbid(unsafe_code)]
+
 pub mod cli;
 pub mod congestion;
 mod host;

@@ -10,6 +10,7 @@
 //! cause. The `ferroce` command's `-v`/`-q` and `FERROCE_LOG` choose.
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 #[cfg(feature = "tokio")]
 mod async_cq;

@@ -33,8 +33,8 @@ pub(super) fn async_fd(dev: &ferroce::Context) -> Result<OwnedFd, c_int> {
 pub(super) fn set_blocking(fd: BorrowedFd<'_>) -> Result<(), c_int> {
     // SAFETY: fcntl on a descriptor we hold, with integer arguments.
     let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
-    // SAFETY: as above.
     if flags < 0
+        // SAFETY: as above.
         || unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0
     {
         return Err(last_errno());

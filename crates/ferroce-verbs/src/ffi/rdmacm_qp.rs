@@ -340,10 +340,10 @@ unsafe fn set_up_ep(
     // SAFETY: module contract.
     let mut a = unsafe { attr.as_ref() }.copied();
     if let Some(a) = a.as_mut() {
-        // SAFETY: as above.
         a.qp_type = if r.ai_qp_type != 0 {
             r.ai_qp_type as u32
         } else {
+            // SAFETY: as above.
             unsafe { qp_type_of((*id).ps) }
         };
     }

@@ -263,9 +263,10 @@ pub(super) unsafe extern "C" fn rsend(
     len: usize,
     flags: c_int,
 ) -> isize {
-    // SAFETY: module contract.
     guard(-1, || {
-        ret_size(send_iov(fd, &[unsafe { bytes(buf, len) }], flags))
+        // SAFETY: module contract: `buf` holds `len` readable bytes.
+        let data = unsafe { bytes(buf, len) };
+        ret_size(send_iov(fd, &[data], flags))
     })
 }
 
@@ -325,9 +326,10 @@ pub(super) unsafe extern "C" fn rrecv(
     len: usize,
     flags: c_int,
 ) -> isize {
-    // SAFETY: module contract.
     guard(-1, || {
-        ret_size(recv_into(fd, unsafe { bytes_mut(buf, len) }, flags))
+        // SAFETY: module contract: `buf` holds `len` writable bytes.
+        let into = unsafe { bytes_mut(buf, len) };
+        ret_size(recv_into(fd, into, flags))
     })
 }
 
