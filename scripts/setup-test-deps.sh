@@ -23,6 +23,7 @@
 #
 # Cargo tools, installed with `cargo install --locked` when missing:
 #   mdbook 0.4                 builds the book in docs/ (test.sh checks that it builds)
+#   cargo-deny                 the dependency audit (deny.toml: licenses, duplicate versions, sources)
 #
 # Not here: cargo-fuzz (the fuzzing script installs its own tools).
 #
@@ -71,6 +72,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -q "${missing[@]}" </dev/null
 fi
 
+if ! cargo deny --version >/dev/null 2>&1; then
+    echo "setup-test-deps: installing cargo-deny (cargo install, several minutes)"
+    cargo install --locked cargo-deny --quiet
+fi
 if ! command -v mdbook >/dev/null 2>&1; then
     echo "setup-test-deps: installing mdbook (cargo install, a few minutes)"
     cargo install --locked mdbook --version '^0.4' --quiet

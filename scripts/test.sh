@@ -18,6 +18,10 @@ scripts/setup-test-deps.sh
 step "formatting (cargo fmt --check)"
 cargo fmt --all --check
 
+step "dependency audit (cargo deny: licenses, bans, sources; offline once fetched)"
+cargo fetch --locked --quiet
+cargo deny --offline check licenses bans sources
+
 step "cargo test"
 # Tests that cannot run here (not root, a tool missing) pass after one line
 # each in this file (FERROCE_SKIP_LOG, see crates/ferroce-verbs/tests/shared/skip.rs).

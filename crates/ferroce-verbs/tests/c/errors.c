@@ -108,8 +108,10 @@ static void child(int rd, int wr, const char *addr)
 	char ready = 1;
 	if (write(wr, &ready, 1) != 1)
 		_exit(5);
+	/* 'x': exit at once; end of file (the parent is gone, whatever
+	 * became of it): exit too, so that no child outlives a failed run. */
 	char cmd;
-	if (read(rd, &cmd, 1) == 1 && cmd == 'x')
+	if (read(rd, &cmd, 1) != 1 || cmd == 'x')
 		exit(0);
 	for (;;)
 		pause();
@@ -125,9 +127,15 @@ static pid_t spawn(const char *addr, int *to, int *from)
 		return -1;
 	pid_t pid = fork();
 	if (pid == 0) {
+		/* The parent's ends: held here too, they would keep the child's
+		 * read from ever seeing the parent go. */
+		close(down[1]);
+		close(up[0]);
 		child(down[0], up[1], addr);
 		_exit(0);
 	}
+	close(down[0]);
+	close(up[1]);
 	*to = down[1];
 	*from = up[0];
 	return pid;
