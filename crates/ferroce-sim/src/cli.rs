@@ -40,7 +40,8 @@ pub struct SimArgs {
     /// The scenario file (TOML).
     #[arg(required_unless_present = "bench")]
     scenario: Option<PathBuf>,
-    /// Where the CSV files and plots go (default: sim-out/<scenario file stem>).
+    /// Where the CSV files and plots go (default: sim-out/STEM, STEM being the
+    /// scenario file's name without its extension).
     out: Option<PathBuf>,
     /// Replace the scenario's congestion mode: mlx5 (DCQCN with mlx5's
     /// defaults), paper (the DCQCN paper's values), no-dcqcn (CNPs, no rate
