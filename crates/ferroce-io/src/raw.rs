@@ -335,10 +335,15 @@ impl RawBackend {
     fn tx_prefix(&self) -> usize {
         if self.vnet_tx { VNET_HDR_LEN } else { 0 }
     }
-    /// Readable when a receive block is ready (for `poll` and
-    /// [`crate::Sleeper::sleep`]).
+    /// Readable when a receive block is ready (for `poll`).
     pub fn rx_fd(&self) -> RawFd {
         self.rx_fd.as_raw_fd()
+    }
+
+    /// [`rx_fd`](Self::rx_fd) borrowed, for [`crate::Sleeper::sleep_on`]
+    /// (or a duplicate of one's own, with `try_clone_to_owned`).
+    pub fn wait_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.rx_fd)
     }
 
     /// The counters, with the kernel's ring drops read now.

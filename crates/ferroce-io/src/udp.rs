@@ -51,10 +51,11 @@ use rustc_hash::FxHashMap as HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 use ferroce_wire::TransportPacket;
 use ferroce_wire::udp::ROCE_V2_PORT;
+use rustix::event::epoll;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::icrc::{RxVerifier, Verdict};
@@ -302,8 +303,8 @@ impl UdpBackend {
         } else {
             (cfg.batch.max(1), cfg.max_datagram)
         };
-        let wake = sys::epoll_new()?;
-        sys::epoll_add(wake.as_raw_fd(), rx.as_raw_fd())?;
+        let wake = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        watch(&wake, &rx)?;
         Ok(Self {
             cfg,
             rx,
@@ -525,4 +526,10 @@ fn segments(buf: &[u8], segment: usize) -> std::slice::Chunks<'_, u8> {
         segment
     };
     buf.chunks(size)
+}
+
+/// Makes epoll instance `ep` readable whenever `fd` is (level-triggered).
+fn watch(ep: &impl AsFd, fd: &impl AsFd) -> io::Result<()> {
+    let data = epoll::EventData::new_u64(fd.as_fd().as_raw_fd() as u64);
+    Ok(epoll::add(ep, fd, data, epoll::EventFlags::IN)?)
 }

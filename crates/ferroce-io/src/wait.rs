@@ -8,6 +8,8 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
 
+use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec};
+
 use crate::sys;
 
 /// Sleeps on a socket and a wake-up event.
@@ -18,33 +20,37 @@ pub struct Sleeper {
 
 impl Sleeper {
     pub fn new() -> io::Result<Self> {
-        Ok(Self {
-            event: sys::eventfd()?,
-        })
+        Ok(Self { event: eventfd()? })
     }
 
-    /// Ends the current or next [`sleep`](Self::sleep) or
+    /// Ends the current or next [`sleep_on`](Self::sleep_on) or
     /// [`nap`](Self::nap) at once.
     pub fn wake(&self) {
-        sys::eventfd_signal(self.event.as_raw_fd());
+        eventfd_signal(self.event.as_fd());
     }
 
     /// Waits until `socket` is readable, [`wake`](Self::wake) is called
     /// (before or during the wait), or `timeout` passes.
-    pub fn sleep(&self, socket: RawFd, timeout: Duration) -> io::Result<()> {
-        let event = self.event.as_raw_fd();
-        sys::wait([socket, event], timeout)?;
-        sys::eventfd_drain(event);
+    pub fn sleep_on(&self, socket: BorrowedFd<'_>, timeout: Duration) -> io::Result<()> {
+        let event = self.event.as_fd();
+        wait(&[socket, event], timeout)?;
+        eventfd_drain(event);
         Ok(())
+    }
+
+    /// [`sleep_on`](Self::sleep_on) with a raw descriptor, which must stay
+    /// open for the call.
+    #[deprecated(note = "use `Sleeper::sleep_on` with a `BorrowedFd` (e.g. `UdpBackend::wait_fd`)")]
+    pub fn sleep(&self, socket: RawFd, timeout: Duration) -> io::Result<()> {
+        self.sleep_on(sys::borrow_raw(socket), timeout)
     }
 
     /// Waits until [`wake`](Self::wake) is called (before or during the
     /// wait) or `timeout` passes, whatever the sockets do.
     pub fn nap(&self, timeout: Duration) -> io::Result<()> {
-        let event = self.event.as_raw_fd();
-        // poll(2) ignores a negative descriptor.
-        sys::wait([-1, event], timeout)?;
-        sys::eventfd_drain(event);
+        let event = self.event.as_fd();
+        wait(&[event], timeout)?;
+        eventfd_drain(event);
         Ok(())
     }
 }
@@ -59,19 +65,17 @@ pub struct EventFd {
 
 impl EventFd {
     pub fn new() -> io::Result<Self> {
-        Ok(Self {
-            fd: sys::eventfd()?,
-        })
+        Ok(Self { fd: eventfd()? })
     }
 
     /// Adds one to the counter, which makes the descriptor readable.
     pub fn signal(&self) {
-        sys::eventfd_signal(self.fd.as_raw_fd());
+        eventfd_signal(self.fd.as_fd());
     }
 
     /// Reads and resets the counter: 0 if it was not readable.
     pub fn take(&self) -> u64 {
-        sys::eventfd_drain(self.fd.as_raw_fd())
+        eventfd_drain(self.fd.as_fd())
     }
 
     /// Waits until the descriptor is readable or `timeout` passes; returns
@@ -96,7 +100,49 @@ impl AsRawFd for EventFd {
 /// Waits until `fd` is readable or `timeout` passes (poll(2)); returns
 /// whether it is readable. An interrupted wait returns `false` early.
 pub fn readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
-    sys::wait([fd.as_raw_fd(), -1], timeout)
+    wait(&[fd], timeout)
+}
+
+/// A non-blocking eventfd.
+fn eventfd() -> io::Result<OwnedFd> {
+    Ok(rustix::event::eventfd(
+        0,
+        EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC,
+    )?)
+}
+
+/// Adds 1 to an eventfd's counter (which makes it readable). A full
+/// counter (EAGAIN) already means "readable", so the result is ignored.
+fn eventfd_signal(fd: BorrowedFd<'_>) {
+    let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
+}
+
+/// Resets an eventfd's counter and returns what it held (0 if it was not
+/// readable: the descriptor is non-blocking).
+fn eventfd_drain(fd: BorrowedFd<'_>) -> u64 {
+    let mut v = [0; 8];
+    match rustix::io::read(fd, &mut v) {
+        Ok(8) => u64::from_ne_bytes(v),
+        _ => 0,
+    }
+}
+
+/// Sleeps until one of `fds` is readable or `timeout` has passed (ppoll);
+/// returns whether one is readable. A signal ends the wait early (false).
+fn wait(fds: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<bool> {
+    let mut pfds: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|&fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
+        .collect();
+    let ts = Timespec {
+        tv_sec: timeout.as_secs().try_into().unwrap_or(i64::MAX),
+        tv_nsec: timeout.subsec_nanos().into(),
+    };
+    match rustix::event::poll(&mut pfds, Some(&ts)) {
+        Ok(n) => Ok(n > 0),
+        Err(rustix::io::Errno::INTR) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 pub(crate) mod raw;
 
 use std::net::IpAddr;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 
 use ferroce_core::{Endpoint, Instant, Transmit};
 use ferroce_io::{OutDatagram, Receiver, UdpBackend};
@@ -74,11 +74,11 @@ pub(crate) enum Backend {
 
 impl Backend {
     /// The descriptor that turns readable when packets arrive.
-    pub(crate) fn rx_fd(&self) -> RawFd {
+    pub(crate) fn wait_fd(&self) -> BorrowedFd<'_> {
         match self {
             // Readable for the receive socket and every group socket.
-            Self::Udp(b) => b.wake_fd(),
-            Self::Raw(r) => r.rx_fd(),
+            Self::Udp(b) => b.wait_fd(),
+            Self::Raw(r) => r.wait_fd(),
         }
     }
 

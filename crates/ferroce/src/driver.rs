@@ -77,8 +77,9 @@ pub(crate) struct Shared {
     sleeper: Sleeper,
     /// The driver thread is (about to be) waiting in `sleeper`.
     sleeping: AtomicBool,
-    /// The backend's receive socket (it lives as long as `io`).
-    rx_fd: std::os::fd::RawFd,
+    /// A duplicate of the backend's wait descriptor (readable when packets
+    /// arrive), which the driver sleeps on without the `io` lock.
+    rx_wait: std::os::fd::OwnedFd,
     /// This process may run on one CPU only (affinity, quota or machine):
     /// spinning then only delays the thread that would make progress.
     one_cpu: bool,
@@ -111,7 +112,9 @@ impl Shared {
         local: IpAddr,
         port: u16,
     ) -> std::io::Result<Self> {
-        let rx_fd = backend.rx_fd();
+        // A descriptor of its own for the same file: the sleeping thread
+        // waits on it without holding the backend's lock.
+        let rx_wait = backend.wait_fd().try_clone_to_owned()?;
         Ok(Self {
             engine: Mutex::new(engine),
             io: Mutex::new(Io {
@@ -130,7 +133,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             sleeper: Sleeper::new()?,
             sleeping: AtomicBool::new(false),
-            rx_fd,
+            rx_wait,
             one_cpu: std::thread::available_parallelism().is_ok_and(|n| n.get() == 1),
             epoch: std::time::Instant::now(),
             channels: Mutex::new(HashMap::new()),

@@ -419,7 +419,9 @@ fn the_receive_descriptor_wakes_a_sleeper() {
         });
         // Readable once the kernel hands the block over (the frame, then
         // the block timeout): long before the 5 s limit.
-        sleeper.sleep(b.rx_fd(), Duration::from_secs(5)).unwrap();
+        sleeper
+            .sleep_on(b.wait_fd(), Duration::from_secs(5))
+            .unwrap();
     });
     let waited = start.elapsed();
     let mut got = Count(0);

@@ -1,6 +1,6 @@
-//! The only `unsafe` of ferroce-io: socket options the standard library and
-//! socket2 do not offer (set, and read back: the path MTU of a connected
-//! socket), `getifaddrs`, `if_nametoindex`, eventfd, epoll and `ppoll`, and the batched
+//! The only `unsafe` of ferroce-io: socket options the standard library,
+//! socket2 and rustix do not offer (set, and read back: the path MTU of a
+//! connected socket), `getifaddrs` (which rustix lacks), and the batched
 //! `sendmmsg`/`recvmmsg` calls with the control messages they carry (a
 //! send's `UDP_SEGMENT` and `IP_TOS` / `IPV6_TCLASS`, a receive's
 //! `UDP_GRO`), written into and read from buffers this module owns, within
@@ -22,7 +22,5 @@ pub(crate) use ifaddrs::*;
 pub(crate) use linux::*;
 #[cfg(target_os = "linux")]
 pub(crate) use wake::*;
-#[cfg(target_os = "linux")]
-pub(crate) mod netns;
 #[cfg(target_os = "linux")]
 pub(crate) mod packet;

@@ -23,7 +23,10 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+
+use rustix::event::epoll;
+use rustix::net::{AddressFamily, SocketType};
 
 use socket2::Socket;
 
@@ -71,7 +74,7 @@ impl UdpBackend {
             _ => unreachable!("families checked above"),
         }
         sys::set_recv_tos(sock.as_raw_fd(), group.is_ipv6())?;
-        sys::epoll_add(self.wake.as_raw_fd(), sock.as_raw_fd())?;
+        super::watch(&self.wake, &sock)?;
         tracing::debug!(%group, local = %self.cfg.local, "joined multicast group");
         self.groups.push(Group { addr: group, sock });
         Ok(())
@@ -83,7 +86,7 @@ impl UdpBackend {
         let group = group.to_canonical();
         if let Some(i) = self.groups.iter().position(|g| g.addr == group) {
             let g = self.groups.swap_remove(i);
-            let _ = sys::epoll_del(self.wake.as_raw_fd(), g.sock.as_raw_fd());
+            let _ = epoll::delete(&self.wake, &g.sock);
             tracing::debug!(%group, "left multicast group");
         }
     }
@@ -97,6 +100,13 @@ impl UdpBackend {
     /// group socket has a datagram: what a sleeping driver waits on.
     pub fn wake_fd(&self) -> RawFd {
         self.wake.as_raw_fd()
+    }
+
+    /// [`wake_fd`](Self::wake_fd) borrowed, for
+    /// [`crate::Sleeper::sleep_on`] (or a duplicate of one's own, with
+    /// `try_clone_to_owned`).
+    pub fn wait_fd(&self) -> BorrowedFd<'_> {
+        self.wake.as_fd()
     }
 
     /// Receives what waits on every group socket (one `recvmmsg` each).
@@ -123,5 +133,7 @@ pub(super) fn interface_index(local: IpAddr) -> io::Result<u32> {
             format!("no interface has {local}: cannot join an IPv6 group there"),
         )
     })?;
-    sys::if_index(&iface.name)
+    // The ioctl behind if_nametoindex wants a socket, any socket.
+    let probe = rustix::net::socket(AddressFamily::INET, SocketType::DGRAM, None)?;
+    Ok(rustix::net::netdevice::name_to_index(&probe, &iface.name)?)
 }

@@ -47,7 +47,6 @@ mod neigh_cache;
 
 use std::io;
 use std::net::{IpAddr, Ipv6Addr};
-use std::os::fd::RawFd;
 use std::time::{Duration, Instant as StdInstant};
 
 use ferroce_core::verbs::RoceMode;
@@ -205,8 +204,8 @@ impl RawDevice {
         self.neigh.lookup(t.path.remote)
     }
 
-    pub(crate) fn rx_fd(&self) -> RawFd {
-        self.backend.rx_fd()
+    pub(crate) fn wait_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.backend.wait_fd()
     }
 
     pub(crate) fn stats(&mut self) -> RawDeviceStats {

@@ -224,7 +224,9 @@ impl Shared {
         // us: do not sleep through it.
         if self.kick.load(Ordering::SeqCst) == seen_kick {
             let d = until_timer.map_or(MAX_SLEEP, |t| t.min(MAX_SLEEP));
-            let _ = self.sleeper.sleep(self.rx_fd, d);
+            let _ = self
+                .sleeper
+                .sleep_on(std::os::fd::AsFd::as_fd(&self.rx_wait), d);
         }
         self.sleeping.store(false, Ordering::SeqCst);
     }

@@ -92,7 +92,12 @@ impl Pair {
         std::thread::scope(|s| {
             s.spawn(|| {
                 let file = std::fs::File::open(&path).expect("open the namespace");
-                crate::sys::netns::enter_netns(&file).expect("setns");
+                // This thread only: its sockets stay in the namespace.
+                rustix::thread::move_into_link_name_space(
+                    std::os::fd::AsFd::as_fd(&file),
+                    Some(rustix::thread::LinkNameSpaceType::Network),
+                )
+                .expect("setns");
                 f()
             })
             .join()
