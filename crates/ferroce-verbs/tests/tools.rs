@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{As, finish, lib_dir, serial, tool, users};
+use common::{As, finish, lib_dir, serial, tool, users, wait_listening};
 
 fn command(who: As, devices: &str, prog: &Path, args: &[&str]) -> Command {
     let mut c = match who {
@@ -59,29 +59,6 @@ fn run(who: As, devices: &str, prog: &Path, args: &[&str]) -> String {
 fn free_port() -> String {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port().to_string()
-}
-
-/// Waits until something listens on TCP `port` (from /proc/net/tcp and
-/// tcp6, so that no probe connection takes the server's one accept).
-fn wait_listening(port: &str, limit: Duration) {
-    let hex = format!(":{:04X}", port.parse::<u16>().unwrap());
-    let deadline = std::time::Instant::now() + limit;
-    while std::time::Instant::now() < deadline {
-        let listening = ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
-            std::fs::read_to_string(f).is_ok_and(|t| {
-                t.lines().any(|l| {
-                    let mut w = l.split_whitespace();
-                    let local = w.nth(1).unwrap_or("");
-                    local.ends_with(&hex) && w.nth(1) == Some("0A")
-                })
-            })
-        });
-        if listening {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("nothing listens on TCP port {port} after {limit:?}");
 }
 
 /// Runs a server (device 127.0.0.1) and a client (device 127.0.0.2,

@@ -19,9 +19,9 @@ mod common;
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{As, Reap, both_libs_dir, finish, is_root, serial, skip, users};
+use common::{As, Reap, both_libs_dir, finish, is_root, serial, skip, users, wait_listening};
 
 /// The server's and the client's device addresses.
 const SERVER: &str = "127.0.0.1";
@@ -85,29 +85,6 @@ fn free_port() -> String {
     l.local_addr().unwrap().port().to_string()
 }
 
-/// Waits until something listens on TCP `port` (from /proc/net/tcp*, so
-/// that no probe takes the server's one accept).
-fn wait_listening(port: &str) {
-    let hex = format!(":{:04X}", port.parse::<u16>().unwrap());
-    let deadline = Instant::now() + LIMIT;
-    while Instant::now() < deadline {
-        let listening = ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
-            std::fs::read_to_string(f).is_ok_and(|t| {
-                t.lines().any(|l| {
-                    let mut w = l.split_whitespace();
-                    let local = w.nth(1).unwrap_or("");
-                    local.ends_with(&hex) && w.nth(1) == Some("0A")
-                })
-            })
-        });
-        if listening {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("no ucx_perftest server listening on TCP {port} after {LIMIT:?}");
-}
-
 /// The figures of the client's `Final:` line: iterations, then the
 /// 50th percentile, average and overall latency or overhead (µs),
 /// bandwidth average and overall (MB/s), message rate average and
@@ -135,7 +112,7 @@ fn perftest_as(who: As, args: &[&str], env: &[(&str, &str)]) -> Vec<f64> {
     let mut all: Vec<&str> = vec!["-p", &port, "-w", "20"];
     all.extend_from_slice(args);
     let server = ucx_as(who, "ucx_perftest", SERVER, &all, env);
-    wait_listening(&port);
+    wait_listening(&port, LIMIT);
     let mut client_args = vec![SERVER];
     client_args.extend_from_slice(&all);
     let client = ucx_as(who, "ucx_perftest", CLIENT, &client_args, env);

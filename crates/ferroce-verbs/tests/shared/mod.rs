@@ -118,3 +118,26 @@ pub(crate) fn finish(mut child: Child, limit: Duration, what: &str) -> Output {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Waits until something listens on TCP `port` (from /proc/net/tcp and
+/// tcp6, so that no probe connection takes the server's one accept).
+pub(crate) fn wait_listening(port: &str, limit: Duration) {
+    let hex = format!(":{:04X}", port.parse::<u16>().unwrap());
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        let listening = ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+            std::fs::read_to_string(f).is_ok_and(|t| {
+                t.lines().any(|l| {
+                    let mut w = l.split_whitespace();
+                    let local = w.nth(1).unwrap_or("");
+                    local.ends_with(&hex) && w.nth(1) == Some("0A")
+                })
+            })
+        });
+        if listening {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("nothing listens on TCP port {port} after {limit:?}");
+}
