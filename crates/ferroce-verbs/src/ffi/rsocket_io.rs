@@ -20,7 +20,7 @@ use super::rsocket::{Kind, RSocket, get, ret, wait_readable};
 use super::rsocket_ep::{Endpoint, Region, Table, errno_now};
 use super::{guard, memory, set_errno};
 use crate::abi::*;
-use crate::rsocket::stream::FIRST_TRANSFER;
+use crate::rsocket::stream::{Chunk, FIRST_TRANSFER};
 use crate::rsocket::wire::{IoMapEntry, Sge};
 
 /// The longest single sleep of a wait: a bound, in case an event is
@@ -108,6 +108,21 @@ fn stage(r: &Region, mut off: usize, iov: &[&[u8]], mut pos: usize, mut len: usi
     }
 }
 
+/// Copies `c`'s bytes of `iov`, from byte `from` on, into the send buffer
+/// and posts its WRITE: the bytes it carries. A failed post fails the
+/// stream.
+fn send_chunk(ep: &mut Endpoint, c: &Chunk, iov: &[&[u8]], from: usize) -> Result<usize, c_int> {
+    let mut pos = from;
+    for &(off, len) in &c.pieces {
+        stage(&ep.sbuf, off as usize, iov, pos, len as usize);
+        pos += len as usize;
+    }
+    if let Err(e) = ep.post_chunk(c) {
+        ep.stream.fail(e);
+        return Err(e);
+    }
+    Ok(c.bytes() as usize)
+}
 /// Sends the iomap entries not yet sent; None if it must wait for room.
 fn send_iomaps(ep: &mut Endpoint) -> Option<Result<(), c_int>> {
     while let Some(i) = ep.iomaps.iter().position(|m| m.index.is_some() && !m.sent) {
@@ -158,16 +173,10 @@ fn send_iov(fd: c_int, iov: &[&[u8]], flags: c_int) -> Result<usize, c_int> {
                 return None;
             }
             let c = ep.stream.next_chunk(total - sent, &mut olen, &mut t);
-            let mut pos = sent;
-            for (off, len) in c.pieces {
-                stage(&ep.sbuf, off as usize, iov, pos, len as usize);
-                pos += len as usize;
+            match send_chunk(ep, &c, iov, sent) {
+                Ok(n) => sent += n,
+                Err(e) => return Some(Err(e)),
             }
-            if let Err(e) = ep.post_chunk(&c) {
-                ep.stream.fail(e);
-                return Some(Err(e));
-            }
-            sent += c.bytes() as usize;
         }
         Some(Ok(()))
     });
@@ -497,16 +506,10 @@ fn io_write(fd: c_int, data: &[u8], offset: u64, flags: c_int) -> Result<usize, 
             let room = (e.offset + u64::from(e.sge.length) - at) as u32;
             let remote = (e.sge.addr + at - e.offset, e.sge.key, room);
             let c = ep.stream.next_direct(data.len() - done, &mut olen, remote);
-            let mut pos = done;
-            for (off, len) in c.pieces {
-                stage(&ep.sbuf, off as usize, &[data], pos, len as usize);
-                pos += len as usize;
+            match send_chunk(ep, &c, &[data], done) {
+                Ok(n) => done += n,
+                Err(e) => return Some(Err(e)),
             }
-            if let Err(e) = ep.post_chunk(&c) {
-                ep.stream.fail(e);
-                return Some(Err(e));
-            }
-            done += c.bytes() as usize;
         }
         Some(Ok(()))
     });
