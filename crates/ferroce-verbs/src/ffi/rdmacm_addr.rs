@@ -63,23 +63,7 @@ pub(super) unsafe extern "C" fn ferroce_rdma_getaddrinfo(
             _ => look_up(node, service, hints, hint_src)?,
         };
         let raw = Box::into_raw(Box::new(AddrInfoObj {
-            ai: rdma_addrinfo {
-                ai_flags: ai.flags,
-                ai_family: ai.family,
-                ai_qp_type: ai.qp_type,
-                ai_port_space: ai.port_space,
-                ai_src_len: 0,
-                ai_dst_len: 0,
-                ai_src_addr: std::ptr::null_mut(),
-                ai_dst_addr: std::ptr::null_mut(),
-                ai_src_canonname: std::ptr::null_mut(),
-                ai_dst_canonname: std::ptr::null_mut(),
-                ai_route_len: 0,
-                ai_route: std::ptr::null_mut(),
-                ai_connect_len: 0,
-                ai_connect: std::ptr::null_mut(),
-                ai_next: std::ptr::null_mut(),
-            },
+            ai: bare_addrinfo(ai.flags, ai.family, ai.qp_type, ai.port_space),
             src: Default::default(),
             dst: Default::default(),
         }));
@@ -210,29 +194,35 @@ pub(super) unsafe extern "C" fn ferroce_rdma_freeaddrinfo(res: *mut rdma_addrinf
     }
 }
 
+/// An `rdma_addrinfo` with these four fields and no addresses, names,
+/// route or next entry.
+fn bare_addrinfo(flags: c_int, family: c_int, qp_type: c_int, port_space: c_int) -> rdma_addrinfo {
+    rdma_addrinfo {
+        ai_flags: flags,
+        ai_family: family,
+        ai_qp_type: qp_type,
+        ai_port_space: port_space,
+        ai_src_len: 0,
+        ai_dst_len: 0,
+        ai_src_addr: std::ptr::null_mut(),
+        ai_dst_addr: std::ptr::null_mut(),
+        ai_src_canonname: std::ptr::null_mut(),
+        ai_dst_canonname: std::ptr::null_mut(),
+        ai_route_len: 0,
+        ai_route: std::ptr::null_mut(),
+        ai_connect_len: 0,
+        ai_connect: std::ptr::null_mut(),
+        ai_next: std::ptr::null_mut(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::rdmacm::abi::sockaddr_storage;
 
     fn blank_hints(flags: c_int) -> rdma_addrinfo {
-        rdma_addrinfo {
-            ai_flags: flags,
-            ai_family: libc::AF_INET,
-            ai_qp_type: 0,
-            ai_port_space: RDMA_PS_TCP as c_int,
-            ai_src_len: 0,
-            ai_dst_len: 0,
-            ai_src_addr: std::ptr::null_mut(),
-            ai_dst_addr: std::ptr::null_mut(),
-            ai_src_canonname: std::ptr::null_mut(),
-            ai_dst_canonname: std::ptr::null_mut(),
-            ai_route_len: 0,
-            ai_route: std::ptr::null_mut(),
-            ai_connect_len: 0,
-            ai_connect: std::ptr::null_mut(),
-            ai_next: std::ptr::null_mut(),
-        }
+        bare_addrinfo(flags, libc::AF_INET, 0, RDMA_PS_TCP as c_int)
     }
 
     /// Calls `rdma_getaddrinfo`: the source and destination of the
