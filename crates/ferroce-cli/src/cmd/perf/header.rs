@@ -61,6 +61,33 @@ fn title(test: Test, atomic: AtomicType, lat: bool) -> String {
     format!("{op} {} Test", if lat { "Latency" } else { "BW" })
 }
 
+impl<'a> Header<'a> {
+    /// The header of the test `p` describes, as `args` ran it, over
+    /// `exchange`, with each side's QP records.
+    pub(super) fn of_test(
+        args: &super::PerfArgs,
+        p: &super::setup::Params,
+        exchange: &'a str,
+        local: &'a [Address],
+        remote: &'a [Address],
+    ) -> Self {
+        Header {
+            test: p.test,
+            lat: p.lat,
+            atomic: p.atomic,
+            qps: local.len(),
+            mtu: p.mtu,
+            size: p.size,
+            // The latency tests have one request in flight.
+            tx_depth: if p.lat { 1 } else { p.tx_depth },
+            gid_index: args.backend.gid_index.unwrap_or(0),
+            exchange,
+            local,
+            remote,
+        }
+    }
+}
+
 impl Header<'_> {
     /// The block's lines (the table's own first rule follows them).
     pub(super) fn lines(&self) -> Vec<String> {

@@ -295,21 +295,8 @@ fn print_header(args: &PerfArgs, p: &Params, side: &setup::Side, peer: &setup::P
         .collect();
     let theirs = region(&peer.region);
     let remote: Vec<_> = peer.qps.iter().map(|e| address(e, theirs)).collect();
-    header::Header {
-        test: p.test,
-        lat: p.lat,
-        atomic: p.atomic,
-        qps: local.len(),
-        mtu: p.mtu,
-        size: p.size,
-        // The latency tests have one request in flight.
-        tx_depth: if p.lat { 1 } else { p.tx_depth },
-        gid_index: args.backend.gid_index.unwrap_or(0),
-        exchange: "Ethernet (ferroce's JSON exchange over TCP)",
-        local: &local,
-        remote: &remote,
-    }
-    .print();
+    let exchange = "Ethernet (ferroce's JSON exchange over TCP)";
+    header::Header::of_test(args, p, exchange, &local, &remote).print();
 }
 
 #[cfg(test)]

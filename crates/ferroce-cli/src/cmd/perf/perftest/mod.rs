@@ -200,20 +200,8 @@ fn print_header(args: &PerfArgs, p: &Params, mine: &[Key], rem: &[Key], rdma_cm:
     };
     let local: Vec<_> = mine.iter().map(address).collect();
     let remote: Vec<_> = rem.iter().map(address).collect();
-    super::header::Header {
-        test: p.test,
-        lat: p.lat,
-        atomic: p.atomic,
-        qps: local.len(),
-        mtu: p.mtu,
-        size: p.size,
-        tx_depth: if p.lat { 1 } else { p.tx_depth },
-        gid_index: args.backend.gid_index.unwrap_or(0),
-        exchange: if rdma_cm { "rdma_cm" } else { "Ethernet" },
-        local: &local,
-        remote: &remote,
-    }
-    .print();
+    let exchange = if rdma_cm { "rdma_cm" } else { "Ethernet" };
+    super::header::Header::of_test(args, p, exchange, &local, &remote).print();
 }
 
 /// One line on stderr about the peer.
