@@ -7,51 +7,22 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
-use common::lib_dir;
+use common::{debian_lib, exports, lib_dir};
 
-/// `(name, version)` of the functions `lib` defines, from `objdump -T`.
-fn exports(lib: &Path) -> BTreeSet<(String, String)> {
-    let out = Command::new("objdump")
-        .arg("-T")
-        .arg(lib)
-        .output()
-        .unwrap_or_else(|e| panic!("running objdump: {e}; install Debian's binutils"));
-    assert!(out.status.success(), "objdump -T {}", lib.display());
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.contains(" DF ") && !l.contains("*UND*"))
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            let name = w.last()?.to_string();
-            let ver = w
-                .get(w.len().checked_sub(2)?)?
-                .trim_matches(['(', ')'])
-                .to_string();
-            Some((name, ver))
-        })
+/// [`exports`], with an old version's parentheses dropped: librdmacm has
+/// no old versions to tell apart.
+fn versions(lib: &Path) -> BTreeSet<(String, String)> {
+    exports(lib)
+        .into_iter()
+        .map(|(name, ver)| (name, ver.trim_matches(['(', ')']).to_string()))
         .collect()
-}
-
-/// Debian's librdmacm.so.1, wherever the multiarch directory is.
-fn debian_librdmacm() -> std::path::PathBuf {
-    [
-        "/usr/lib/x86_64-linux-gnu",
-        "/usr/lib/aarch64-linux-gnu",
-        "/usr/lib64",
-        "/usr/lib",
-    ]
-    .iter()
-    .map(|d| Path::new(d).join("librdmacm.so.1"))
-    .find(|p| p.exists())
-    .expect("rdma-core's librdmacm.so.1 is missing: install Debian's librdmacm1 (rdmacm-utils)")
 }
 
 #[test]
 fn every_rdma_core_function_is_exported_in_its_node() {
-    let ours = exports(&lib_dir().join("librdmacm.so.1"));
-    let theirs = exports(&debian_librdmacm());
+    let ours = versions(&lib_dir().join("librdmacm.so.1"));
+    let theirs = versions(&debian_lib("librdmacm.so.1", "librdmacm1 (rdmacm-utils)"));
     let theirs: BTreeSet<_> = theirs
         .into_iter()
         .filter(|(_, v)| v.starts_with("RDMACM_"))
@@ -71,7 +42,7 @@ fn every_stub_target_is_in_libibverbs() {
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .filter_map(|l| l.split_whitespace().nth(2).map(str::to_owned))
         .collect();
-    let verbs = exports(&lib_dir().join("libibverbs.so.1"));
+    let verbs = versions(&lib_dir().join("libibverbs.so.1"));
     for t in &targets {
         assert!(
             verbs.contains(&(t.clone(), "FERROCE_RDMACM_PRIVATE".to_owned())),

@@ -141,3 +141,39 @@ pub(crate) fn wait_listening(port: &str, limit: Duration) {
     }
     panic!("nothing listens on TCP port {port} after {limit:?}");
 }
+
+/// `(name, version)` of the functions `lib` defines, from `objdump -T`;
+/// a non-default (old) version keeps its parentheses.
+pub(crate) fn exports(lib: &Path) -> std::collections::BTreeSet<(String, String)> {
+    let out = std::process::Command::new("objdump")
+        .arg("-T")
+        .arg(lib)
+        .output()
+        .unwrap_or_else(|e| panic!("running objdump: {e}; install Debian's binutils"));
+    assert!(out.status.success(), "objdump -T {}", lib.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(" DF ") && !l.contains("*UND*"))
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let name = w.last()?.to_string();
+            let ver = w.get(w.len().checked_sub(2)?)?.to_string();
+            Some((name, ver))
+        })
+        .collect()
+}
+
+/// rdma-core's own `name` (Debian's `package`), wherever the multiarch
+/// directory is.
+pub(crate) fn debian_lib(name: &str, package: &str) -> PathBuf {
+    [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+    ]
+    .iter()
+    .map(|d| Path::new(d).join(name))
+    .find(|p| p.exists())
+    .unwrap_or_else(|| panic!("rdma-core's {name} is missing: install Debian's {package}"))
+}
