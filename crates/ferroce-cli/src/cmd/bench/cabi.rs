@@ -271,28 +271,46 @@ fn perftest(
     port: u16,
 ) -> Result<Vec<f64>, Error> {
     let name = tool.file_name().unwrap_or_default().to_string_lossy();
-    let run = |device: IpAddr, to: Option<IpAddr>| {
+    let text = pair(args, &name, &extra.join(" "), port, |to| {
         let mut c = Command::new(tool);
         c.args(["-x", "0", "-p", &port.to_string()])
             .args(extra)
             .args(to.map(|a| a.to_string()))
-            .env("LD_LIBRARY_PATH", setup.libs.path())
+            .env("LD_LIBRARY_PATH", setup.libs.path());
+        c
+    })?;
+    data_row(&text).ok_or_else(|| format!("{name}: no data row in its output:\n{text}").into())
+}
+
+/// A server and client pair on loopback, each from `command` (its
+/// argument: the server to connect to, `None` for the server itself), the
+/// server on `args.server`'s device and the client on `args.client`'s;
+/// returns the client's standard output. `name` and `what` name the run in
+/// errors.
+pub(super) fn pair(
+    args: &BenchArgs,
+    name: &str,
+    what: &str,
+    port: u16,
+    command: impl Fn(Option<IpAddr>) -> Command,
+) -> Result<String, Error> {
+    let run = |device: IpAddr, to: Option<IpAddr>| {
+        command(to)
             .env("FERROCE_DEVICES", device.to_string())
             .env_remove("FERROCE_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        c.spawn()
+            .stderr(Stdio::piped())
+            .spawn()
     };
     let server = Reaper::new(run(args.server, None)?);
     wait_listening(port, Duration::from_secs(10)).map_err(|e| format!("{name} server: {e}"))?;
-    let client = finish(run(args.client, Some(args.server))?, &name)?;
-    let server = finish(server.take(), &name)?;
-    let text = String::from_utf8_lossy(&client.stdout);
+    let client = finish(run(args.client, Some(args.server))?, name)?;
+    let server = finish(server.take(), name)?;
+    let text = String::from_utf8_lossy(&client.stdout).into_owned();
     if !client.status.success() || !server.status.success() {
         return Err(format!(
-            "{name} {} failed: client {}, server {}:\n{text}{}{}",
-            extra.join(" "),
+            "{name} {what} failed: client {}, server {}:\n{text}{}{}",
             client.status,
             server.status,
             String::from_utf8_lossy(&client.stderr),
@@ -300,7 +318,7 @@ fn perftest(
         )
         .into());
     }
-    data_row(&text).ok_or_else(|| format!("{name}: no data row in its output:\n{text}").into())
+    Ok(text)
 }
 
 /// The numbers of the first line after perftest's `#bytes` header.

@@ -13,12 +13,10 @@
 //! `librdmacm.so` is taken from beside `libibverbs.so`. Without them or
 //! without `ucx_perftest` the rows are skipped, and the table says why.
 
-use std::net::IpAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
-use super::cabi::{self, LibDir, Reaper};
+use super::cabi::{self, LibDir};
 use super::{BenchArgs, perf};
 use crate::error::Error;
 
@@ -84,37 +82,15 @@ fn ucx(
     test: &[&str],
     port: u16,
 ) -> Result<Final, Error> {
-    let run = |device: IpAddr, to: Option<IpAddr>| {
+    let text = cabi::pair(args, "ucx_perftest", &test.join(" "), port, |to| {
         let mut c = Command::new(tool);
         c.args(to.map(|a| a.to_string()))
             .args(["-p", &port.to_string()])
             .args(to.map(|_| ["-d", UCX_DEVICE]).into_iter().flatten())
             .args(to.map(|_| test).into_iter().flatten())
-            .env("LD_LIBRARY_PATH", libs.path())
-            .env("FERROCE_DEVICES", device.to_string())
-            .env_remove("FERROCE_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        c.spawn()
-    };
-    let server = Reaper::new(run(args.server, None)?);
-    cabi::wait_listening(port, Duration::from_secs(10))
-        .map_err(|e| format!("ucx_perftest server: {e}"))?;
-    let client = cabi::finish(run(args.client, Some(args.server))?, "ucx_perftest")?;
-    let server = cabi::finish(server.take(), "ucx_perftest")?;
-    let text = String::from_utf8_lossy(&client.stdout);
-    if !client.status.success() || !server.status.success() {
-        return Err(format!(
-            "ucx_perftest {} failed: client {}, server {}:\n{text}{}{}",
-            test.join(" "),
-            client.status,
-            server.status,
-            String::from_utf8_lossy(&client.stderr),
-            String::from_utf8_lossy(&server.stderr),
-        )
-        .into());
-    }
+            .env("LD_LIBRARY_PATH", libs.path());
+        c
+    })?;
     final_line(&text).ok_or_else(|| format!("ucx_perftest: no Final: line in:\n{text}").into())
 }
 
