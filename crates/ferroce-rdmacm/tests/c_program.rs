@@ -12,28 +12,12 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{finish, lib_dir, serial, text};
+use common::{build_c, finish, lib_dir, serial, text};
 
 #[test]
 fn rdmacm_c_program_checks_pass() {
     let _g = serial();
-    let src = format!("{}/tests/c/rdmacm.c", env!("CARGO_MANIFEST_DIR"));
-    let exe = lib_dir().join("rdmacm-check");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let built = Command::new(&cc)
-        .args(["-Wall", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .arg(lib_dir().join("librdmacm.so.1"))
-        .arg(lib_dir().join("libibverbs.so.1"))
-        .arg("-lpthread")
-        .output()
-        .unwrap_or_else(|e| panic!("running {cc}: {e}; install gcc (scripts/setup-test-deps.sh)"));
-    assert!(
-        built.status.success(),
-        "{cc} failed on rdmacm.c (is librdmacm-dev installed? scripts/setup-test-deps.sh):\n{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    let exe = build_c("rdmacm", "rdmacm-check");
     let child = Command::new(&exe)
         .env("LD_LIBRARY_PATH", lib_dir())
         .env("FERROCE_DEVICES", "127.0.0.1,127.0.0.2")

@@ -21,42 +21,18 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{As, Reap, command, finish, lib_dir, serial, text};
+use common::{As, Reap, build_c, command, finish, serial, text};
 
 const SERVER: &str = "127.0.0.31";
 const CLIENT: &str = "127.0.0.32";
 
-/// `tests/c/NAME.c` built against the real headers and this build's
-/// libraries.
-fn build(name: &str) -> PathBuf {
-    let src = format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
-    let exe = lib_dir().join(name);
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let built = Command::new(&cc)
-        .args(["-Wall", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .arg(lib_dir().join("librdmacm.so.1"))
-        .arg(lib_dir().join("libibverbs.so.1"))
-        .arg("-lpthread")
-        .output()
-        .unwrap_or_else(|e| panic!("running {cc}: {e}; install gcc (scripts/setup-test-deps.sh)"));
-    assert!(
-        built.status.success(),
-        "{cc} failed on {name}.c (is librdmacm-dev installed? scripts/setup-test-deps.sh):\n{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    exe
-}
-
 /// Runs `middleware MODE` with both devices in one process; its output.
 fn middleware(mode: &str) -> String {
-    let exe = build("middleware");
+    let exe = build_c("middleware", "middleware");
     let devices = format!("{SERVER},{CLIENT}");
     let child = command(As::Me, &devices, &exe, &[mode, SERVER, CLIENT])
         .spawn()
@@ -114,7 +90,7 @@ fn blocked_event_calls_fail_with_eintr_as_read_would() {
 /// A `cm_exit server` on `port`: its lines as they come, each with the
 /// time it arrived, and a guard that kills it.
 fn exit_server(port: u16, linger_ms: &str) -> (mpsc::Receiver<(Instant, String)>, Reap) {
-    let exe = build("cm_exit");
+    let exe = build_c("cm_exit", "cm_exit");
     let port = port.to_string();
     let mut child = command(As::Me, SERVER, &exe, &["server", SERVER, &port, linger_ms])
         .stderr(Stdio::inherit())
@@ -152,7 +128,7 @@ fn line(rx: &mpsc::Receiver<(Instant, String)>, want: &str, limit: Duration) -> 
 }
 
 fn exit_client(port: u16, mode: &str) -> String {
-    let exe = build("cm_exit");
+    let exe = build_c("cm_exit", "cm_exit");
     let port = port.to_string();
     let child = command(As::Me, CLIENT, &exe, &["client", SERVER, &port, mode])
         .spawn()

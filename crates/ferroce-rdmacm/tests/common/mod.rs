@@ -110,3 +110,26 @@ impl Drop for Reap {
         }
     }
 }
+
+/// `tests/c/NAME.c` built against the real headers and this build's
+/// libraries, as `EXE` beside them.
+pub(crate) fn build_c(name: &str, exe: &str) -> PathBuf {
+    let src = format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
+    let exe = lib_dir().join(exe);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = Command::new(&cc)
+        .args(["-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg(lib_dir().join("librdmacm.so.1"))
+        .arg(lib_dir().join("libibverbs.so.1"))
+        .arg("-lpthread")
+        .output()
+        .unwrap_or_else(|e| panic!("running {cc}: {e}; install gcc (scripts/setup-test-deps.sh)"));
+    assert!(
+        built.status.success(),
+        "{cc} failed on {name}.c (is librdmacm-dev installed? scripts/setup-test-deps.sh):\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    exe
+}
