@@ -26,7 +26,7 @@ fn a_remote_write_lands_in_raw_memory() {
     let (_ca, pa, qa_cq, qa) = open("127.0.0.176");
     let (_cb, pb, _qb_cq, qb) = open("127.0.0.177");
     let opts = ConnectOptions {
-        mtu: Mtu::Mtu4096,
+        mtu: Some(Mtu::Mtu4096),
         ..ConnectOptions::default()
     };
     qa.connect(&qb.endpoint(), &opts).unwrap();

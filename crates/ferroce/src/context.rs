@@ -281,7 +281,8 @@ fn open_backend(cfg: &DeviceConfig, seed: u64) -> Result<(Backend, Option<Arc<Ne
             let mut udp = UdpConfig::new(cfg.local);
             udp.port = cfg.port;
             udp.gso = cfg.gso;
-            Ok((Backend::Udp(Box::new(UdpBackend::bind(udp)?)), None))
+            let udp = UdpBackend::bind(udp).map_err(|e| port_taken(e, cfg, "UDP"))?;
+            Ok((Backend::Udp(Box::new(udp)), None))
         }
         BackendKind::Raw => {
             let roce = ferroce_wire::udp::ROCE_V2_PORT;
@@ -302,10 +303,31 @@ fn open_backend(cfg: &DeviceConfig, seed: u64) -> Result<(Backend, Option<Arc<Ne
                 seed,
                 &cfg.raw,
                 cnp_prio,
-            )?;
+            )
+            .map_err(|e| port_taken(e, cfg, "raw"))?;
             Ok((Backend::Raw(Box::new(raw)), Some(neigh)))
         }
     }
+}
+
+/// An open that failed because `cfg`'s address and RoCE port are bound
+/// already (the raw backend binds them too, so that the kernel does not
+/// answer RoCE packets with ICMP), said with the address, the port and
+/// what to do; other errors as they are. The kind stays `AddrInUse`.
+fn port_taken(e: std::io::Error, cfg: &DeviceConfig, backend: &str) -> std::io::Error {
+    if e.kind() != std::io::ErrorKind::AddrInUse {
+        return e;
+    }
+    let (local, port) = (cfg.local, cfg.port);
+    std::io::Error::new(
+        e.kind(),
+        format!(
+            "UDP port {port} on {local} is taken by another process, or by a device \
+             this process has open there ({e}; {backend} backend): each device needs \
+             an address of its own, so close the other or open this one on another \
+             address (e.g. FERROCE_DEVICES=127.0.0.2 for a second process on one host)"
+        ),
+    )
 }
 
 /// The CM of a device on `local`: its node GUID (as `ibv_query_device`

@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use crate::context::DeviceHandle;
 use crate::driver::Shared;
-use crate::{CompletionChannel, Result, WorkCompletion};
+use ferroce_core::Endpoint;
+
+use crate::{CompletionChannel, Result, VerbsError, WorkCompletion};
 
 /// A completion queue.
 #[derive(Debug)]
@@ -88,15 +90,55 @@ impl CompletionQueue {
     /// meanwhile: a blocked waiter never counts as a polling application.
     /// Several threads may wait on one CQ; each completion goes to one.
     pub fn wait(&self, max: usize, timeout: Duration) -> Result<Vec<WorkCompletion>> {
+        let taken = self.wait_for(timeout, |ep| {
+            let wcs = ep.poll_cq(self.handle, max)?;
+            Ok((!wcs.is_empty() || max == 0).then_some(wcs))
+        })?;
+        Ok(taken.unwrap_or_default())
+    }
+
+    /// [`CompletionQueue::wait`] without allocating, as
+    /// [`CompletionQueue::poll_into`] is to [`CompletionQueue::poll`]:
+    /// moves up to `out.len()` completions into `out`, blocking until
+    /// there is at least one or `timeout` has passed, and returns how many
+    /// (0 on a timeout, or at once for an empty `out`).
+    ///
+    /// ```no_run
+    /// # fn f(cq: &ferroce::CompletionQueue) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// let mut wcs = [ferroce::WorkCompletion::default(); 16];
+    /// let n = cq.wait_into(&mut wcs, Duration::from_secs(1))?;
+    /// for wc in &wcs[..n] {
+    ///     wc.ok()?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn wait_into(&self, out: &mut [WorkCompletion], timeout: Duration) -> Result<usize> {
+        let taken = self.wait_for(timeout, |ep| {
+            let n = ep.poll_cq_into(self.handle, out)?;
+            Ok((n > 0 || out.is_empty()).then_some(n))
+        })?;
+        Ok(taken.unwrap_or(0))
+    }
+
+    /// The blocking of [`CompletionQueue::wait`]: runs `take` on the
+    /// engine until it returns something, sleeping between tries until
+    /// the CQ is woken or `timeout` has passed (then `None`).
+    fn wait_for<T>(
+        &self,
+        timeout: Duration,
+        mut take: impl FnMut(&mut Endpoint) -> std::result::Result<Option<T>, VerbsError>,
+    ) -> Result<Option<T>> {
         let deadline = Instant::now().checked_add(timeout);
         self.shared.app_blocks();
         loop {
+            // Read before looking, so that a completion arriving between
+            // the look and the sleep still wakes the sleep.
             let seen = self.shared.cq_wakes();
             {
                 let mut ep = self.shared.engine();
-                let wcs = ep.poll_cq(self.handle, max)?;
-                if !wcs.is_empty() || max == 0 {
-                    return Ok(wcs);
+                if let Some(taken) = take(&mut ep)? {
+                    return Ok(Some(taken));
                 }
                 if ep.watch_cq(self.handle)? {
                     continue;
@@ -106,7 +148,7 @@ impl CompletionQueue {
                 d.saturating_duration_since(Instant::now())
             });
             if left.is_zero() {
-                return Ok(Vec::new());
+                return Ok(None);
             }
             self.shared.wait_for_cq(seen, left);
         }

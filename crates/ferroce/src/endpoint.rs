@@ -3,12 +3,16 @@
 //! `serde` feature), and the attributes of the connection
 //! ([`ConnectOptions`]).
 //!
-//! The endpoint holds the GID, the QP type, the QPN and the QP's first
-//! PSN, nothing more: the path MTU, timers and retry counts are each
-//! side's own choice (both sides must choose the same MTU, as with
+//! The endpoint holds the GID, the QP type, the QPN, the QP's first PSN
+//! and its port's active MTU, nothing more: timers and retry counts are
+//! each side's own choice, the path MTU is the smaller of the two ports'
+//! active MTUs unless both sides set one (the same one, as with
 //! rdma-core's `-m`), and the RoCE UDP port is a device setting
 //! ([`DeviceConfig::peer_port`](crate::DeviceConfig::peer_port)), the
 //! same for every peer of a device.
+//!
+//! [`QpEndpoint::exchange`] and [`RemoteRegion::exchange`](crate::RemoteRegion::exchange)
+//! trade the encodings over any byte stream (a `TcpStream`, a pipe).
 
 use std::net::{IpAddr, Ipv6Addr};
 
@@ -34,17 +38,22 @@ pub struct QpEndpoint {
     /// The PSN of the QP's first request: its peer expects it, so it
     /// travels with the QPN, and the two cannot be swapped.
     pub psn: Psn,
+    /// The active MTU of the QP's port, from which the peer's default
+    /// path MTU is computed ([`ConnectOptions::path_mtu`]); `None` when
+    /// unknown (an endpoint built from another tool's exchange).
+    pub mtu: Option<Mtu>,
 }
 
 impl core::fmt::Debug for QpEndpoint {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(
             f,
-            "QpEndpoint {{ gid: {}, qp_type: {:?}, qpn: {:#x}, psn: {:#x} }}",
+            "QpEndpoint {{ gid: {}, qp_type: {:?}, qpn: {:#x}, psn: {:#x}, mtu: {:?} }}",
             self.gid,
             self.qp_type,
             self.qpn,
-            self.psn.value()
+            self.psn.value(),
+            self.mtu.map(Mtu::bytes)
         )
     }
 }
@@ -75,19 +84,35 @@ impl core::fmt::Display for QpEndpoint {
 const ENDPOINT_KIND: u8 = b'Q';
 /// The encoding this build writes and reads.
 const ENDPOINT_VERSION: u8 = 1;
-/// kind, version, QP type, reserved, GID (16), QPN (4), PSN (4).
-const ENDPOINT_LEN: usize = 28;
 
 impl QpEndpoint {
+    /// The length of [`QpEndpoint::to_bytes`]'s encoding: kind, version,
+    /// QP type, MTU, GID (16), QPN (4), PSN (4).
+    pub const ENCODED_LEN: usize = 28;
+
+    /// An endpoint of a port whose active MTU is unknown (`mtu: None`),
+    /// as another tool's exchange describes a QP.
+    pub const fn new(gid: IpAddr, qp_type: QpType, qpn: u32, psn: Psn) -> Self {
+        Self {
+            gid,
+            qp_type,
+            qpn,
+            psn,
+            mtu: None,
+        }
+    }
+
     /// The stable encoding (version 1, 28 bytes, network byte order):
     /// `'Q'`, version, QP type (0 RC, 1 UC, 2 UD, 3 XRC
-    /// initiator, 4 XRC target, 5 RD: an EE context's endpoint), 0, the GID as 16 bytes
+    /// initiator, 4 XRC target, 5 RD: an EE context's endpoint), the port's
+    /// active MTU as its `IBV_MTU_*` code (0 when unknown), the GID as 16 bytes
     /// (IPv4 as `::ffff:a.b.c.d`, as RoCE v2 GIDs are), QPN, PSN.
-    pub fn to_bytes(&self) -> [u8; ENDPOINT_LEN] {
-        let mut b = [0; ENDPOINT_LEN];
+    pub fn to_bytes(&self) -> [u8; Self::ENCODED_LEN] {
+        let mut b = [0; Self::ENCODED_LEN];
         b[0] = ENDPOINT_KIND;
         b[1] = ENDPOINT_VERSION;
         b[2] = qp_type_code(self.qp_type);
+        b[3] = self.mtu.map_or(0, |m| m as u8);
         b[4..20].copy_from_slice(&gid_bytes(self.gid));
         b[20..24].copy_from_slice(&self.qpn.to_be_bytes());
         b[24..28].copy_from_slice(&self.psn.value().to_be_bytes());
@@ -95,14 +120,16 @@ impl QpEndpoint {
     }
 
     /// Reads [`QpEndpoint::to_bytes`]'s encoding; refuses another kind or
-    /// version, a wrong length, a QPN or PSN past 24 bits.
+    /// version, a wrong length, an MTU code past 5, a QPN or PSN past 24
+    /// bits. An encoding of an earlier build (MTU byte 0) reads as
+    /// `mtu: None`.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, DecodeError> {
         check_head(
             bytes,
             ENDPOINT_KIND,
             "QP endpoint",
             ENDPOINT_VERSION,
-            ENDPOINT_LEN,
+            Self::ENCODED_LEN,
         )?;
         let word = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
         let gid: [u8; 16] = bytes[4..20].try_into().unwrap();
@@ -111,8 +138,19 @@ impl QpEndpoint {
             qp_type: qp_type_from_code(bytes[2])?,
             qpn: check_24(word(20), "QPN")?,
             psn: Psn::new(check_24(word(24), "PSN")?),
+            mtu: mtu_from_code(bytes[3])?,
         })
     }
+}
+
+fn mtu_from_code(code: u8) -> Result<Option<Mtu>, DecodeError> {
+    if code == 0 {
+        return Ok(None);
+    }
+    Mtu::from_code(code).map(Some).ok_or(DecodeError::BadValue {
+        what: "port MTU code (0 unknown, 1-5)",
+        value: code.into(),
+    })
 }
 
 fn qp_type_code(t: QpType) -> u8 {
@@ -170,14 +208,18 @@ fn gid_from_bytes(b: [u8; 16]) -> IpAddr {
 ///
 /// ```
 /// use ferroce::{ConnectOptions, Mtu};
-/// let opts = ConnectOptions { mtu: Mtu::Mtu4096, ..ConnectOptions::default() };
+/// let opts = ConnectOptions { mtu: Some(Mtu::Mtu4096), ..ConnectOptions::default() };
 /// # let _ = opts;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectOptions {
-    /// Path MTU; both sides must use the same. Default 1024 bytes
-    /// (rdma-core's pingpong default).
-    pub mtu: Mtu,
+    /// Path MTU; both sides must use the same. `None` (the default)
+    /// takes the path MTU as ibverbs programs compute it: the smaller of
+    /// this port's active MTU and the peer's ([`QpEndpoint::mtu`]), or
+    /// this port's alone when the peer's endpoint does not carry it
+    /// ([`ConnectOptions::path_mtu`]). `Some` is used as given (on the raw
+    /// backend it may not exceed the port's active MTU).
+    pub mtu: Option<Mtu>,
     /// Local ACK timeout: 4.096 µs × 2^`timeout` before a retransmission
     /// (RC); 0 waits forever. Default 14 (about 67 ms), as perftest.
     pub timeout: u8,
@@ -217,6 +259,20 @@ pub struct ConnectOptions {
 }
 
 impl ConnectOptions {
+    /// The path MTU a connection with these options uses, on a port whose
+    /// active MTU is `local_active`
+    /// ([`PortAttr::active_mtu`](crate::PortAttr::active_mtu)) to `remote`:
+    /// [`ConnectOptions::mtu`] if set, else the smaller of `local_active`
+    /// and the remote port's active MTU when its endpoint carries it
+    /// ([`QpEndpoint::mtu`]), else `local_active`.
+    pub fn path_mtu(&self, local_active: Mtu, remote: &QpEndpoint) -> Mtu {
+        match (self.mtu, remote.mtu) {
+            (Some(mtu), _) => mtu,
+            (None, Some(theirs)) => local_active.min(theirs),
+            (None, None) => local_active,
+        }
+    }
+
     /// The path to `remote` from the context `local` (a QP, or an RD EE
     /// context) to the peer's `remote_qpn`, with these options' traffic
     /// class, hop limit, RoCE version and UDP source port.
@@ -235,7 +291,7 @@ impl ConnectOptions {
 impl Default for ConnectOptions {
     fn default() -> Self {
         Self {
-            mtu: Mtu::Mtu1024,
+            mtu: None,
             timeout: 14,
             retry_cnt: 7,
             rnr_retry: 7,
@@ -254,6 +310,25 @@ impl Default for ConnectOptions {
     }
 }
 
+/// The active MTU of the device on `local`'s port; `None` if its
+/// interface cannot be read.
+pub(crate) fn port_active_mtu(local: IpAddr) -> Option<Mtu> {
+    crate::device::query_port(local).ok().map(|p| p.active_mtu)
+}
+
+/// The path MTU `connect` gives a connection from the device on `local`
+/// to `remote` ([`ConnectOptions::path_mtu`]); when the port cannot be
+/// read, 1024 bytes (rdma-core's pingpong default) stands for its MTU.
+pub(crate) fn connect_mtu(opts: &ConnectOptions, local: IpAddr, remote: &QpEndpoint) -> Mtu {
+    let path = match opts.mtu {
+        Some(mtu) => mtu,
+        None => opts.path_mtu(port_active_mtu(local).unwrap_or(Mtu::Mtu1024), remote),
+    };
+    tracing::debug!(path_mtu = path.bytes(), requested = ?opts.mtu.map(Mtu::bytes),
+        peer = ?remote.mtu.map(Mtu::bytes), "path MTU");
+    path
+}
+
 /// The serde form: plain fields a JSON or TOML reader understands.
 #[cfg(feature = "serde")]
 mod serde_repr {
@@ -265,6 +340,9 @@ mod serde_repr {
         qp_type: String,
         qpn: u32,
         psn: u32,
+        /// Bytes (256 to 4096); absent when unknown.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mtu: Option<usize>,
     }
 
     impl From<QpEndpoint> for Endpoint {
@@ -274,6 +352,7 @@ mod serde_repr {
                 qp_type: format!("{:?}", e.qp_type).to_uppercase(),
                 qpn: e.qpn,
                 psn: e.psn.value(),
+                mtu: e.mtu.map(Mtu::bytes),
             }
         }
     }
@@ -297,6 +376,15 @@ mod serde_repr {
                 qp_type,
                 qpn: check_24(e.qpn, "QPN")?,
                 psn: Psn::new(check_24(e.psn, "PSN")?),
+                mtu: e
+                    .mtu
+                    .map(|b| {
+                        Mtu::from_bytes(b).ok_or(DecodeError::BadValue {
+                            what: "port MTU (256, 512, 1024, 2048 or 4096 bytes)",
+                            value: b as u64,
+                        })
+                    })
+                    .transpose()?,
             })
         }
     }

@@ -26,6 +26,7 @@ mod driver;
 mod endpoint;
 pub mod env;
 mod error;
+mod exchange;
 mod hold;
 mod mcast;
 mod mr;

@@ -156,6 +156,7 @@ impl QueuePair {
             qp_type: self.qp_type,
             qpn: self.qpn,
             psn: self.psn,
+            mtu: crate::endpoint::port_active_mtu(self.shared.local),
         }
     }
 
@@ -273,7 +274,11 @@ impl QueuePair {
         self.modify(&QpAttr {
             state: Some(QpState::Rtr),
             path: Some(path),
-            path_mtu: Some(opts.mtu),
+            path_mtu: Some(crate::endpoint::connect_mtu(
+                opts,
+                self.shared.local,
+                remote,
+            )),
             dest_qpn: Some(remote.qpn),
             rq_psn: Some(remote.psn),
             access: Some(opts.access),

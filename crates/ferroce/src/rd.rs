@@ -110,6 +110,7 @@ impl EeContext {
             qp_type: QpType::Rd,
             qpn: self.eecn,
             psn: self.psn,
+            mtu: crate::endpoint::port_active_mtu(self.shared.local),
         }
     }
 
@@ -153,7 +154,11 @@ impl EeContext {
         self.modify(&QpAttr {
             state: Some(QpState::Rtr),
             path: Some(path),
-            path_mtu: Some(opts.mtu),
+            path_mtu: Some(crate::endpoint::connect_mtu(
+                opts,
+                self.shared.local,
+                remote,
+            )),
             dest_qpn: Some(remote.qpn),
             rq_psn: Some(remote.psn),
             max_dest_rd_atomic: Some(opts.max_dest_rd_atomic),

@@ -38,10 +38,12 @@ pub struct RemoteRegion {
 const REGION_KIND: u8 = b'R';
 /// The encoding this build writes and reads.
 const REGION_VERSION: u8 = 1;
-/// kind, version, two reserved, address (8), R_Key (4), length (8).
-const REGION_LEN: usize = 24;
 
 impl RemoteRegion {
+    /// The length of [`RemoteRegion::to_bytes`]'s encoding: kind,
+    /// version, two reserved, address (8), R_Key (4), length (8).
+    pub const ENCODED_LEN: usize = 24;
+
     /// A region of `len` bytes at the peer's address `addr` under `rkey`,
     /// for a description that came by other means (another tool's
     /// exchange). Its end must fit in 64 bits.
@@ -107,8 +109,8 @@ impl RemoteRegion {
 
     /// The stable encoding (version 1, 24 bytes, network byte order):
     /// `'R'`, version, 0, 0, address, R_Key, length.
-    pub fn to_bytes(&self) -> [u8; REGION_LEN] {
-        let mut b = [0; REGION_LEN];
+    pub fn to_bytes(&self) -> [u8; Self::ENCODED_LEN] {
+        let mut b = [0; Self::ENCODED_LEN];
         b[0] = REGION_KIND;
         b[1] = REGION_VERSION;
         b[4..12].copy_from_slice(&self.addr.to_be_bytes());
@@ -125,7 +127,7 @@ impl RemoteRegion {
             REGION_KIND,
             "remote region",
             REGION_VERSION,
-            REGION_LEN,
+            Self::ENCODED_LEN,
         )?;
         let addr = u64::from_be_bytes(bytes[4..12].try_into().unwrap());
         let rkey = u32::from_be_bytes(bytes[12..16].try_into().unwrap());

@@ -52,7 +52,7 @@ fn options_other_than_the_defaults_take_effect() {
     // MTU 256: a 1000-byte SEND is four packets each way; the QP grants
     // local write only, so the UC WRITE below is dropped by the receiver.
     let opts = ConnectOptions {
-        mtu: Mtu::Mtu256,
+        mtu: Some(Mtu::Mtu256),
         access: Access::LOCAL_WRITE,
         traffic_class: 0x20,
         udp_src_port: Some(0xc123),

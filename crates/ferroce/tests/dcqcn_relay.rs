@@ -124,7 +124,7 @@ fn marks_cut_the_rate_over_real_sockets_and_it_recovers() {
         .create_qp(&QpInitAttr::new(QpType::Rc, &cb, &cb))
         .unwrap();
     let opts = ConnectOptions {
-        mtu: Mtu::Mtu1024,
+        mtu: Some(Mtu::Mtu1024),
         ..ConnectOptions::default()
     };
     qa.connect(&qb.endpoint(), &opts).unwrap();

@@ -51,9 +51,10 @@ fn a_ce_marked_write_gets_a_cnp_back() {
         qp_type: QpType::Rc,
         qpn: PEER_QPN,
         psn: Psn::new(PEER_PSN),
+        mtu: None,
     };
     let opts = ConnectOptions {
-        mtu: Mtu::Mtu1024,
+        mtu: Some(Mtu::Mtu1024),
         ..ConnectOptions::default()
     };
     qp.connect(&peer, &opts).unwrap();

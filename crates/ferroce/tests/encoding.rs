@@ -14,6 +14,7 @@ fn endpoint(gid: &str) -> QpEndpoint {
         qp_type: QpType::Uc,
         qpn: 0xab_cdef,
         psn: Psn::new(0x12_3456),
+        mtu: Some(ferroce::Mtu::Mtu2048),
     }
 }
 
@@ -24,9 +25,11 @@ fn endpoints_round_trip_over_ipv4_and_ipv6() {
         let bytes = e.to_bytes();
         assert_eq!(QpEndpoint::from_bytes(&bytes), Ok(e), "{gid}");
     }
-    // The layout is the documented one: kind, version, type, 0, GID, QPN, PSN.
+    // The layout is the documented one: kind, version, type, MTU code,
+    // GID, QPN, PSN.
     let b = endpoint("198.18.0.11").to_bytes();
-    assert_eq!(&b[..4], &[b'Q', 1, 1, 0]);
+    assert_eq!(b.len(), QpEndpoint::ENCODED_LEN);
+    assert_eq!(&b[..4], &[b'Q', 1, 1, 4]);
     assert_eq!(
         &b[4..20],
         &"::ffff:198.18.0.11"
@@ -66,7 +69,7 @@ fn endpoint_decoding_refuses_and_says_why() {
         b[at] = v;
         b
     };
-    let cases: [(&[u8], DecodeError, &str); 7] = [
+    let cases: [(&[u8], DecodeError, &str); 8] = [
         (
             &with(1, 2),
             DecodeError::Version {
@@ -116,6 +119,14 @@ fn endpoint_decoding_refuses_and_says_why() {
             "QP type",
         ),
         (
+            &with(3, 6),
+            DecodeError::BadValue {
+                what: "port MTU code (0 unknown, 1-5)",
+                value: 6,
+            },
+            "port MTU",
+        ),
+        (
             &with(20, 1),
             DecodeError::BadValue {
                 what: "QPN",
@@ -129,6 +140,13 @@ fn endpoint_decoding_refuses_and_says_why() {
         assert_eq!(err, want);
         assert!(err.to_string().contains(words), "{err}");
     }
+    // An earlier build's encoding (MTU byte 0) reads as an unknown MTU.
+    let earlier = QpEndpoint::from_bytes(&with(3, 0)).unwrap();
+    assert_eq!(earlier.mtu, None);
+    assert_eq!(
+        earlier,
+        QpEndpoint::new(earlier.gid, QpType::Uc, 0xab_cdef, Psn::new(0x12_3456))
+    );
     let psn_too_big = with(24, 1);
     assert!(matches!(
         QpEndpoint::from_bytes(&psn_too_big),
@@ -140,7 +158,7 @@ fn endpoint_decoding_refuses_and_says_why() {
 fn regions_round_trip_and_refuse_bad_input() {
     let r = RemoteRegion::new(0x7f00_1234_0000, 0xdead_beef, 16 << 20).unwrap();
     let bytes = r.to_bytes();
-    assert_eq!(bytes.len(), 24);
+    assert_eq!((bytes.len(), RemoteRegion::ENCODED_LEN), (24, 24));
     assert_eq!(RemoteRegion::from_bytes(&bytes).unwrap(), r);
     let mut v2 = bytes;
     v2[1] = 2;
@@ -247,7 +265,7 @@ fn ok_passes_successes_and_names_failures() {
     );
     let text = err.to_string();
     for words in [
-        "work request 77",
+        "work request 0x4d",
         "RdmaRead",
         "QP 0x11",
         "remote access error (10)",
@@ -303,11 +321,19 @@ fn serde_round_trips_and_checks() {
     let json = serde_json::to_string(&e).unwrap();
     assert_eq!(
         json,
-        r#"{"gid":"198.18.0.11","qp_type":"UC","qpn":11259375,"psn":1193046}"#
+        r#"{"gid":"198.18.0.11","qp_type":"UC","qpn":11259375,"psn":1193046,"mtu":2048}"#
     );
     assert_eq!(serde_json::from_str::<QpEndpoint>(&json).unwrap(), e);
     let bad = json.replace("11259375", "16777216");
     assert!(serde_json::from_str::<QpEndpoint>(&bad).is_err());
+    let bad = json.replace("2048", "1500");
+    assert!(serde_json::from_str::<QpEndpoint>(&bad).is_err());
+    let earlier = json.replace(r#","mtu":2048"#, "");
+    let e_unknown = QpEndpoint { mtu: None, ..e };
+    assert_eq!(
+        serde_json::from_str::<QpEndpoint>(&earlier).unwrap(),
+        e_unknown
+    );
     let r = RemoteRegion::new(0x1000, 7, 4096).unwrap();
     let json = serde_json::to_string(&r).unwrap();
     assert_eq!(serde_json::from_str::<RemoteRegion>(&json).unwrap(), r);

@@ -56,7 +56,7 @@ pub fn rc_pair(ips: [IpAddr; 2], len: usize) -> [End; 2] {
     });
     let [c, s] = &ends;
     let opts = ConnectOptions {
-        mtu: Mtu::Mtu4096,
+        mtu: Some(Mtu::Mtu4096),
         ..ConnectOptions::default()
     };
     c.qp.connect(&s.qp.endpoint(), &opts).unwrap();

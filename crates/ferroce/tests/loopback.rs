@@ -65,7 +65,7 @@ fn pair_on_ports(a: &str, b: &str, qp_type: QpType, len: usize, ports: [u16; 2])
     let (c0, d0, q0, m0, p0) = mk(ips[0], 0xfffff0);
     let (c1, d1, q1, m1, p1) = mk(ips[1], 7);
     let opts = ConnectOptions {
-        mtu: Mtu::Mtu4096,
+        mtu: Some(Mtu::Mtu4096),
         access,
         ..ConnectOptions::default()
     };

@@ -46,7 +46,7 @@ fn connect(a: &Dev, b: &Dev) -> (QueuePair, QueuePair) {
     };
     let (qa, qb) = (mk(a), mk(b));
     let opts = ConnectOptions {
-        mtu: Mtu::Mtu4096,
+        mtu: Some(Mtu::Mtu4096),
         ..ConnectOptions::default()
     };
     qa.connect(&qb.endpoint(), &opts).unwrap();

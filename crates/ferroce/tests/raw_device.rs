@@ -117,6 +117,7 @@ fn connect_to(ctx: &Context, peer: &str, roce: RoceMode) -> Result<(), Error> {
         qp_type: QpType::Rc,
         qpn: 0x77,
         psn: ferroce::Psn::new(1),
+        mtu: None,
     };
     let opts = ConnectOptions {
         roce,

@@ -73,7 +73,7 @@ fn rd_over_loopback_sockets() {
     let a = host("127.0.0.141", 1);
     let b = host("127.0.0.142", 2);
     let opts = ConnectOptions {
-        mtu: Mtu::Mtu1024,
+        mtu: Some(Mtu::Mtu1024),
         ..ConnectOptions::default()
     };
     a.eec.connect(&b.eec.endpoint(), &opts).unwrap();

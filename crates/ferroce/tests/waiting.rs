@@ -1,5 +1,5 @@
 //! Waiting without spinning, end to end over loopback sockets: the
-//! blocking `CompletionQueue::wait`, and completion channels (arming, the
+//! blocking `CompletionQueue::wait` and `wait_into`, and completion channels (arming, the
 //! descriptor's readiness as poll(2) sees it, solicited-only arms); and
 //! waiting on memory, outside the library, as `ib_write_lat` does. Each
 //! test uses its own 127.0.0.x pair.
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use ferroce::{
     Access, CompletionChannel, CompletionQueue, ConnectOptions, Context, MemoryRegion, QpAttr,
-    QpInitAttr, QpState, QpType, QueuePair, RecvWr, SendWr, WcOpcode, WcStatus,
+    QpInitAttr, QpState, QpType, QueuePair, RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
 use ferroce_io::wait::readable;
 
@@ -60,9 +60,10 @@ fn send(from: &End, to: &End, n: u64, solicited: bool) {
             .post_recv(RecvWr::new(i, &[to.mr.sge(0, 64)]))
             .unwrap();
         let sg = [from.mr.sge(0, 8)];
-        let mut wr = SendWr::send(i, &sg);
-        wr.solicited = solicited;
-        from.qp.post_send(wr).unwrap();
+        let wr = SendWr::send(i, &sg);
+        from.qp
+            .post_send(if solicited { wr.solicited() } else { wr })
+            .unwrap();
     }
     let mut done = 0;
     while done < n {
@@ -132,6 +133,65 @@ fn solicited_only_ignores_an_unsolicited_send() {
     let got = chan.get_event_timeout(Duration::from_secs(5)).unwrap();
     assert_eq!(got, Some(b.cq.handle()));
     assert_eq!(b.cq.poll(8).unwrap().len(), 2);
+}
+
+#[test]
+fn wait_into_times_out_then_fills_the_buffer() {
+    let (a, b, _chan) = pair("127.0.77.10", "127.0.77.11");
+    let mut wcs = [WorkCompletion::default(); 4];
+    let t = Instant::now();
+    assert_eq!(
+        b.cq.wait_into(&mut wcs, Duration::from_millis(50)).unwrap(),
+        0
+    );
+    assert!(t.elapsed() >= Duration::from_millis(50));
+    // No room: returns at once, as `wait` with `max` 0.
+    let t = Instant::now();
+    assert_eq!(b.cq.wait_into(&mut [], Duration::from_secs(5)).unwrap(), 0);
+    assert!(t.elapsed() < Duration::from_secs(1));
+
+    b.qp.post_recv(RecvWr::new(9, &[b.mr.sge(0, 64)])).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(100));
+            a.qp.post_send(SendWr::send(1, &[a.mr.sge(0, 8)])).unwrap();
+        });
+        let n = b.cq.wait_into(&mut wcs, Duration::from_secs(10)).unwrap();
+        assert_eq!(n, 1);
+        assert_eq!((wcs[0].wr_id, wcs[0].opcode), (9, WcOpcode::Recv));
+        assert_eq!(wcs[0].status, WcStatus::Success);
+    });
+    let n = a.cq.wait_into(&mut wcs, Duration::from_secs(10)).unwrap();
+    assert_eq!((n, wcs[0].wr_id, wcs[0].opcode), (1, 1, WcOpcode::Send));
+}
+
+#[test]
+fn a_send_with_immediate_delivers_it_and_solicited_fires_a_solicited_arm() {
+    let (a, b, chan) = pair("127.0.77.12", "127.0.77.13");
+    b.cq.req_notify(true).unwrap();
+    for i in 0..2 {
+        b.qp.post_recv(RecvWr::new(i, &[b.mr.sge(0, 64)])).unwrap();
+    }
+    let sg = [a.mr.sge(0, 8)];
+    let sent = |wr: SendWr<'_>| {
+        a.qp.post_send(wr).unwrap();
+        let mut wcs = [WorkCompletion::default(); 1];
+        let n = a.cq.wait_into(&mut wcs, Duration::from_secs(10)).unwrap();
+        assert_eq!((n, wcs[0].status), (1, WcStatus::Success));
+    };
+    // Not solicited: the receiver has the immediate, its arm stays quiet.
+    sent(SendWr::send_with_imm(1, &sg, 0xdead_beef));
+    assert!(!readable(chan.as_fd(), Duration::from_millis(200)).unwrap());
+    let wcs = b.cq.poll(4).unwrap();
+    assert_eq!(wcs.len(), 1);
+    assert_eq!((wcs[0].wr_id, wcs[0].imm), (0, Some(0xdead_beef)));
+    assert_eq!((wcs[0].opcode, wcs[0].byte_len), (WcOpcode::Recv, 8));
+    // Solicited: the arm fires.
+    sent(SendWr::send_with_imm(2, &sg, 7).solicited());
+    let got = chan.get_event_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(got, Some(b.cq.handle()));
+    let wcs = b.cq.poll(4).unwrap();
+    assert_eq!((wcs.len(), wcs[0].wr_id, wcs[0].imm), (1, 1, Some(7)));
 }
 
 #[test]

@@ -249,9 +249,10 @@ impl Local {
             qp_type: self.qp_type,
             qpn: theirs.qpn,
             psn: Psn::new(theirs.psn),
+            mtu: None,
         };
         let opts = ConnectOptions {
-            mtu,
+            mtu: Some(mtu),
             max_rd_atomic: 1,
             max_dest_rd_atomic: 1,
             access: Access::LOCAL_WRITE,

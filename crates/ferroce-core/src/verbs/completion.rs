@@ -310,7 +310,7 @@ impl fmt::Display for WcError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "work request {} ({:?}) on QP {:#x} failed: {} ({})",
+            "work request {:#x} ({:?}) on QP {:#x} failed: {} ({})",
             self.wr_id,
             self.opcode,
             self.qpn,

@@ -274,6 +274,13 @@ impl<'a> SendWr<'a> {
         Self::new(wr_id, SendOp::Send, sg)
     }
 
+    /// A SEND of the bytes `sg` names, carrying `imm` (host order): the
+    /// peer's receive completion has it in [`WorkCompletion::imm`](crate::verbs::WorkCompletion::imm)
+    /// (`IBV_WR_SEND_WITH_IMM`).
+    pub const fn send_with_imm(wr_id: u64, sg: &'a [Sge], imm: u32) -> Self {
+        Self::new(wr_id, SendOp::SendWithImm(imm), sg)
+    }
+
     /// An RDMA WRITE of `sg` into `remote` (which must hold the message).
     pub const fn write(wr_id: u64, sg: &'a [Sge], remote: RemoteSlice) -> Self {
         Self::new(wr_id, SendOp::Write { remote }, sg)
@@ -338,6 +345,14 @@ impl<'a> SendWr<'a> {
     /// The same request, completing only on error (or with `sq_sig_all`).
     pub const fn unsignaled(mut self) -> Self {
         self.signaled = false;
+        self
+    }
+
+    /// The same request with the solicited-event bit set
+    /// (`IBV_SEND_SOLICITED`): the peer's CQ, armed for solicited
+    /// completions only, raises an event for its receive.
+    pub const fn solicited(mut self) -> Self {
+        self.solicited = true;
         self
     }
 

@@ -3,8 +3,9 @@
 //! 4 KiB blocks, READs each back and checks it, does 1,000 FETCH_ADDs on a
 //! counter, then SENDs with immediate the checksum it expects; the server
 //! checksums its region and compares. First the two exchange, over TCP,
-//! what RDMA needs: each QP's [`QpEndpoint`] and the server region's
-//! [`RemoteRegion`], in the library's byte encodings; every WRITE, READ and
+//! what RDMA needs: each QP's [`ferroce::QpEndpoint`] ([`ferroce::QpEndpoint::exchange`])
+//! and the server region's [`RemoteRegion`] ([`RemoteRegion::send`] and
+//! [`RemoteRegion::recv`]), in the library's byte encodings; every WRITE, READ and
 //! FETCH_ADD then targets a bounds-checked [`RemoteRegion::at`] slice.
 //!
 //! ```text
@@ -25,12 +26,12 @@
 //! `cargo run --release -p ferroce --example remote_memory -- bench`
 
 use std::io::Read;
-use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use ferroce::{
-    Access, CompletionQueue, ConnectOptions, Context, MemoryRegion, Mtu, QpEndpoint, QpInitAttr,
-    QpType, QueuePair, RecvWr, RemoteRegion, SendOp, SendWr, Sge, WorkCompletion,
+    Access, CompletionQueue, ConnectOptions, Context, MemoryRegion, QpInitAttr, QpType, QueuePair,
+    RecvWr, RemoteRegion, SendOp, SendWr, Sge, WorkCompletion,
 };
 
 mod bench;
@@ -151,15 +152,12 @@ fn open(addr: IpAddr, len: u64) -> Res<Side> {
 }
 
 impl Side {
-    /// Connects the QP to the endpoint the peer sent; both sides choose
-    /// the same MTU.
-    fn connect(&self, peer: &[u8]) -> Res<()> {
-        let peer = QpEndpoint::from_bytes(peer)?;
-        let opts = ConnectOptions {
-            mtu: Mtu::Mtu4096,
-            ..ConnectOptions::default()
-        };
-        self.qp.connect(&peer, &opts)?;
+    /// Trades QP endpoints with the peer over `tcp` and connects to its
+    /// QP. The default options take the path MTU both ports allow (each
+    /// endpoint carries its port's active MTU), so both sides agree.
+    fn connect(&self, tcp: &mut TcpStream) -> Res<()> {
+        let peer = self.qp.endpoint().exchange(tcp)?;
+        self.qp.connect(&peer, &ConnectOptions::default())?;
         Ok(())
     }
 }
@@ -168,11 +166,11 @@ fn server(addr: IpAddr, tcp: u16, wait: WaitMode) -> Res<()> {
     let side = open(addr, REGION)?;
     let listener = TcpListener::bind((addr, tcp))?;
     let (mut tcp, _) = listener.accept()?;
-    side.connect(&exchange::recv(&mut tcp)?)?;
-    // The final SEND carries only its immediate: a receive of no bytes.
+    side.connect(&mut tcp)?;
+    // The final SEND carries only its immediate: a receive of no bytes,
+    // posted before the client learns the region (so before it sends).
     side.qp.post_recv(RecvWr::new(0, &[]))?;
-    exchange::send(&mut tcp, &side.qp.endpoint().to_bytes())?;
-    exchange::send(&mut tcp, &side.mr.remote().to_bytes())?;
+    side.mr.remote().send(&mut tcp)?;
 
     let wc = wait.next(&side.cq)?;
     wc.ok()?;
@@ -204,9 +202,8 @@ fn client(addr: IpAddr, server: SocketAddr) -> Res<Vec<Phase>> {
     let window = WINDOW as u64;
     let side = open(addr, window * BLOCK + window * 8)?;
     let mut tcp = exchange::connect_retrying(server)?;
-    exchange::send(&mut tcp, &side.qp.endpoint().to_bytes())?;
-    side.connect(&exchange::recv(&mut tcp)?)?;
-    let region = RemoteRegion::from_bytes(&exchange::recv(&mut tcp)?)?;
+    side.connect(&mut tcp)?;
+    let region = RemoteRegion::recv(&mut tcp)?;
     if region.len() < REGION {
         return Err(format!(
             "the server's region holds {} bytes, not {REGION}",

@@ -31,7 +31,7 @@ pub(super) fn per_idle_qp(local: IpAddr, remote: IpAddr, count: u32) -> Result<f
     let attr = QpInitAttr::new(QpType::Rc, &cq, &cq);
     let mut qps = vec![pd.create_qp(&attr)?];
     let opts = ConnectOptions {
-        mtu: Mtu::Mtu4096,
+        mtu: Some(Mtu::Mtu4096),
         ..ConnectOptions::default()
     };
     let before = resident()?;
@@ -42,6 +42,7 @@ pub(super) fn per_idle_qp(local: IpAddr, remote: IpAddr, count: u32) -> Result<f
             qp_type: QpType::Rc,
             qpn: 0x100 + i,
             psn: Psn::new(i),
+            mtu: None,
         };
         qp.connect(&peer, &opts)?;
         qps.push(qp);

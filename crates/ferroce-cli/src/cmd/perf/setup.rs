@@ -315,7 +315,7 @@ impl Side {
             ferroce::BackendKind::Udp => p.mtu,
         };
         let opts = ConnectOptions {
-            mtu,
+            mtu: Some(mtu),
             access: qp_access(p.test),
             max_rd_atomic: MAX_RD_ATOMIC,
             max_dest_rd_atomic: MAX_RD_ATOMIC,

@@ -293,6 +293,7 @@ fn exchange_keys(
             qp_type: QpType::Rc,
             qpn: k.qpn,
             psn: Psn::new(k.psn),
+            mtu: None,
         })
         .collect();
     if connect {
