@@ -373,7 +373,30 @@ impl UdpBackend {
     /// against its length, then `rx.accepts`), the ICRC last. Returns the
     /// number of datagrams read (good or not).
     pub fn recv_into(&mut self, rx: &mut impl Receiver) -> io::Result<usize> {
-        let n = self.drain(self.rx.as_raw_fd(), None, rx)?;
+        self.fetch()?;
+        self.deliver(rx)
+    }
+
+    /// The system call half of [`recv_into`](Self::recv_into): one
+    /// `recvmmsg` on the receive socket into the receive buffers, handing
+    /// nothing on. A caller that keeps its [`Receiver`] behind a lock (an
+    /// engine shared with application threads) makes this call without
+    /// holding it, then [`deliver`](Self::deliver)s under the lock: a
+    /// system call is where a thread is most often preempted, and a lock
+    /// held across one makes every other thread wait out the preemption.
+    /// Returns the buffers filled (a GRO buffer holds several datagrams).
+    pub fn fetch(&mut self) -> io::Result<usize> {
+        self.receive_batch()?;
+        Ok(self.received.len())
+    }
+
+    /// The other half of [`recv_into`](Self::recv_into): checks and hands
+    /// on what the last [`fetch`](Self::fetch) brought (once: the buffers
+    /// are then empty), then receives each joined multicast group's
+    /// datagrams (one `recvmmsg` per group, made here). Returns the
+    /// datagrams read (good or not).
+    pub fn deliver(&mut self, rx: &mut impl Receiver) -> io::Result<usize> {
+        let n = self.deliver_fetched(None, rx);
         if self.groups.is_empty() {
             return Ok(n);
         }
@@ -389,6 +412,12 @@ impl UdpBackend {
         rx: &mut impl Receiver,
     ) -> io::Result<usize> {
         self.receive_batch_from(fd)?;
+        Ok(self.deliver_fetched(group, rx))
+    }
+
+    /// Checks and hands on each datagram of the receive buffers (which
+    /// came to `group`, or to the local address), then empties them.
+    fn deliver_fetched(&mut self, group: Option<IpAddr>, rx: &mut impl Receiver) -> usize {
         let mut n = 0;
         for r in &self.received {
             if r.truncated {
@@ -424,7 +453,8 @@ impl UdpBackend {
                 }
             }
         }
-        Ok(n)
+        self.received.clear();
+        n
     }
 }
 

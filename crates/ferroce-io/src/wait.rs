@@ -97,6 +97,16 @@ impl AsRawFd for EventFd {
     }
 }
 
+/// Lets the calling thread's timed waits end at most `slack` late (Linux
+/// lets them run late by 50 µs by default, to batch wake-ups). Best effort:
+/// on a kernel that refuses, waits keep the default.
+pub fn set_timer_slack(slack: Duration) {
+    let ns = std::num::NonZeroU64::new(slack.as_nanos().max(1) as u64);
+    if let Err(e) = rustix::thread::set_current_timer_slack(ns) {
+        tracing::debug!(error = %e, "timer slack not set");
+    }
+}
+
 /// Waits until `fd` is readable or `timeout` passes (poll(2)); returns
 /// whether it is readable. An interrupted wait returns `false` early.
 pub fn readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {

@@ -127,16 +127,38 @@ impl Backend {
         }
     }
 
-    /// Receives what is waiting into `ep`; returns the packets taken.
-    pub(crate) fn recv(&mut self, ep: &mut Endpoint, now: Instant) -> usize {
+    /// The system call that receives, made without the engine: on UDP
+    /// one `recvmmsg` into the backend's buffers, which
+    /// [`deliver`](Self::deliver) then hands to the engine. The raw
+    /// backend reads its ring in `deliver` and needs no call here.
+    pub(crate) fn fetch(&mut self) {
+        if let Self::Udp(b) = self
+            && let Err(e) = b.fetch()
+        {
+            debug!(error = %e, "receive failed");
+        }
+    }
+
+    /// Hands what [`fetch`](Self::fetch) brought (on the raw backend,
+    /// what its ring holds) to `ep`.
+    pub(crate) fn deliver(&mut self, ep: &mut Endpoint, now: Instant) -> Delivered {
         match self {
             Self::Udp(b) => {
                 let local = b.local();
-                let mut rx = EngineRx { ep, now, local };
-                b.recv_into(&mut rx).unwrap_or_else(|e| {
+                let mut rx = EngineRx {
+                    ep,
+                    now,
+                    local,
+                    messages: 0,
+                };
+                let packets = b.deliver(&mut rx).unwrap_or_else(|e| {
                     debug!(error = %e, "receive failed");
                     0
-                })
+                });
+                Delivered {
+                    packets,
+                    messages: rx.messages,
+                }
             }
             Self::Raw(r) => r.recv(ep, now),
         }
@@ -159,6 +181,33 @@ impl Backend {
     }
 }
 
+/// What a receive handed to the engine.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Delivered {
+    /// Packets (datagrams or frames) read, good or not.
+    pub(crate) packets: usize,
+    /// Of those, the ones that end a message completing a receive
+    /// ([`completes_receive`]).
+    pub(crate) messages: usize,
+}
+
+/// Whether a transport packet (BTH first) ends a message that completes a
+/// receive work request: a SEND's last or only packet, or an RDMA WRITE
+/// with immediate's. Its receiver gets a completion for it, may act on it
+/// at once and stop polling: what it owes for it (the ACK) is best sent
+/// in the same round.
+pub(crate) fn completes_receive(transport: &[u8]) -> bool {
+    use ferroce_wire::opcode::Kind;
+    let Some(info) = transport
+        .first()
+        .and_then(|&op| ferroce_wire::Opcode(op).info())
+    else {
+        return false;
+    };
+    info.position.ends()
+        && (info.kind == Kind::Send || (info.kind == Kind::Write && info.immediate))
+}
+
 /// The engine as the UDP backend's [`Receiver`]: it filters datagrams
 /// before their ICRC is checked and takes the good ones.
 struct EngineRx<'a> {
@@ -167,6 +216,8 @@ struct EngineRx<'a> {
     /// The device's address: a multicast datagram from it is its own,
     /// looped back by the kernel.
     local: IpAddr,
+    /// Packets that completed a receive ([`completes_receive`]).
+    messages: usize,
 }
 
 impl Receiver for EngineRx<'_> {
@@ -177,6 +228,7 @@ impl Receiver for EngineRx<'_> {
         self.ep.handle_datagram(self.now, from, transport);
     }
     fn deliver_with_tos(&mut self, from: IpAddr, _src_port: u16, tos: u8, transport: &[u8]) {
+        self.messages += usize::from(completes_receive(transport));
         let ecn = ferroce_core::Ecn::from_traffic_class(tos);
         self.ep.handle_datagram_ecn(self.now, from, ecn, transport);
     }

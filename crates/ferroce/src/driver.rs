@@ -6,11 +6,12 @@
 //!
 //! The engine and the backend sit behind mutexes shared with the API
 //! handles. One round of progress (timers, transmit, receive) is
-//! [`Shared::progress`]. The driver thread runs it in a loop; the API runs
-//! one too when the application polls, so a busy-polling application makes
-//! progress without waiting for the driver thread to be scheduled. When
-//! the driver thread runs, stands back for a polling application, or
-//! sleeps is [`pacing`]'s. Responses an application round makes may wait
+//! [`Shared::progress`]; its system calls are made without the engine's
+//! lock, which posts and polls take. The driver thread runs rounds in a
+//! loop; the API runs one too when the application polls, so a
+//! busy-polling application makes progress without waiting for the driver
+//! thread to be scheduled. When the driver thread runs, stands back for a
+//! polling application, or sleeps is [`pacing`]'s. Responses an application round makes may wait
 //! a moment for the application's next request ([`crate::hold`]); a poll
 //! with completions waiting and nothing posted since the last round takes
 //! them without a round.
@@ -67,9 +68,6 @@ pub(crate) struct Shared {
     /// When the application last ran a round of progress itself (ns since
     /// `epoch`); 0 if never, or if it blocked since.
     app_progress: AtomicU64,
-    /// When the application's current streak of polls began (polls less
-    /// than `pacing::APP_ACTIVE` apart; ns since `epoch`).
-    app_streak: AtomicU64,
     /// Application rounds in a row that moved nothing.
     app_idle: AtomicU64,
     stop: AtomicBool,
@@ -77,6 +75,12 @@ pub(crate) struct Shared {
     sleeper: Sleeper,
     /// The driver thread is (about to be) waiting in `sleeper`.
     sleeping: AtomicBool,
+    /// When that wait ends at the latest (ns since `epoch`).
+    wakes_at: AtomicU64,
+    /// The next timer as the last round left it (ns since `epoch`;
+    /// `u64::MAX`: none), for a driver deciding without the `io` lock
+    /// whether an application left it work.
+    timer_at: AtomicU64,
     /// A duplicate of the backend's wait descriptor (readable when packets
     /// arrive), which the driver sleeps on without the `io` lock.
     rx_wait: std::os::fd::OwnedFd,
@@ -128,11 +132,12 @@ impl Shared {
             kick: AtomicU64::new(0),
             round_kick: AtomicU64::new(0),
             app_progress: AtomicU64::new(0),
-            app_streak: AtomicU64::new(0),
             app_idle: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             sleeper: Sleeper::new()?,
             sleeping: AtomicBool::new(false),
+            wakes_at: AtomicU64::new(0),
+            timer_at: AtomicU64::new(u64::MAX),
             rx_wait,
             one_cpu: std::thread::available_parallelism().is_ok_and(|n| n.get() == 1),
             epoch: std::time::Instant::now(),
@@ -179,10 +184,12 @@ impl Shared {
             .raw_stats()
     }
 
-    /// Tells the driver there is new work.
+    /// Tells the driver there is new work, ringing its doorbell (a system
+    /// call) only if it sleeps and would not wake soon on its own (see
+    /// [`pacing`]).
     pub(crate) fn kick(&self) {
         self.kick.fetch_add(1, Ordering::SeqCst);
-        if self.sleeping.load(Ordering::SeqCst) {
+        if self.must_ring() {
             self.sleeper.wake();
         }
     }
@@ -205,6 +212,9 @@ impl Shared {
 
 /// How many datagrams to move per lock.
 const BATCH: usize = 64;
+
+/// Receive calls a round makes at most while each brings a full batch.
+const RECV_CALLS: usize = 4;
 
 impl Shared {
     /// Checks that this device can send on `path` before a QP or a UD send
@@ -284,6 +294,15 @@ impl Shared {
         self.round(guard, now, hold)
     }
 
+    /// The driver thread's round: after the one an application thread is
+    /// running, if any (the driver must not skip its round for one that
+    /// may have started before the work it woke for arrived).
+    fn progress_driver(&self) -> (bool, Option<Instant>) {
+        let guard = self.io.lock().unwrap_or_else(|p| p.into_inner());
+
+        self.round(guard, self.now(), false)
+    }
+
     /// A round of progress that waits for one another thread is running
     /// to finish rather than leave the work to it: for a caller that must
     /// know what it queued is on the wire when it returns (the CM's MADs,
@@ -304,11 +323,65 @@ impl Shared {
         self.round_kick
             .store(self.kick.load(Ordering::SeqCst), Ordering::SeqCst);
         // Send first: what the last round left (a full socket buffer), then
-        // what the engine has now. Packets that receiving makes (ACKs,
-        // READ responses) wait for the next round, which comes at once when
-        // this one moved anything: so a busy-polling application sees new
-        // data without first paying for the ACK's system call, and that
-        // ACK then leaves together with the application's next request.
+        // what the engine has now; then receive. What receiving makes (ACKs,
+        // READ responses) waits for the next round, which comes at once
+        // when this one moved anything: so a polling application sees new
+        // data without first paying for their system call, and an ACK then
+        // leaves with its next request. The exception is a message that
+        // completes a receive (a SEND, a WRITE with immediate): its
+        // receiver may act on it and stop polling, so its ACK goes in this
+        // round, unless the application polls in a tight loop and its
+        // requests have been carrying its answers (the hold pays: a
+        // ping-pong, whose next request follows at once).
+        let mut sent = self.transmit(io, now, hold);
+        // The receive's system call is made without the engine's lock,
+        // which application threads take to post and poll.
+        let (mut received, mut messages) = (0, 0);
+        for _ in 0..RECV_CALLS {
+            io.backend.fetch();
+            let d = io.backend.deliver(&mut self.engine(), now);
+            received += d.packets;
+            messages += d.messages;
+            if d.packets < BATCH {
+                break;
+            }
+        }
+        if messages > 0 && !(hold && io.hold.pays()) {
+            sent += self.transmit(io, now, hold);
+        }
+        let mut ep = self.engine();
+        let mads: Vec<_> = std::iter::from_fn(|| ep.poll_mad()).collect();
+        let wake = self.deliver_cq_events(&mut ep);
+        self.async_events.collect(&mut ep);
+        let engine_timer = ep.poll_timeout();
+        drop(ep);
+        if wake {
+            self.wake_cq_waiters();
+        }
+        let cm_worked = self.cm_round(now, mads);
+        // Packets held by a PFC pause go when it ends: wake then.
+        let pause_end = io.backend.wake_in().map(|d| now.after(d));
+        io.next_timer = [
+            engine_timer,
+            self.cm.next_timer(),
+            pause_end,
+            io.hold.releases_at(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        self.timer_at.store(
+            io.next_timer.map_or(u64::MAX, Instant::as_nanos),
+            Ordering::Relaxed,
+        );
+        (received > 0 || sent > 0 || cm_worked, io.next_timer)
+    }
+}
+
+impl Shared {
+    /// Sends what the last round left (a full socket buffer), then what
+    /// the engine has, through the response hold; returns how many went.
+    fn transmit(&self, io: &mut Io, now: Instant, hold: bool) -> usize {
         let mut sent = 0;
         io.backend.send_parked();
         if !io.pending.is_empty() {
@@ -334,31 +407,7 @@ impl Shared {
         if !io.pending.is_empty() {
             sent += send_all(io, self.port);
         }
-        let mut ep = self.engine();
-        let mut received = 0;
-        for _ in 0..4 {
-            let n = io.backend.recv(&mut ep, now);
-            received += n;
-            if n < BATCH {
-                break;
-            }
-        }
-        let mads: Vec<_> = std::iter::from_fn(|| ep.poll_mad()).collect();
-        let wake = self.deliver_cq_events(&mut ep);
-        self.async_events.collect(&mut ep);
-        let engine_timer = ep.poll_timeout();
-        drop(ep);
-        if wake {
-            self.wake_cq_waiters();
-        }
-        let cm_worked = self.cm_round(now, mads);
-        // Packets held by a PFC pause go when it ends: wake then.
-        let pause_end = io.backend.wake_in().map(|d| now.after(d));
-        io.next_timer = [engine_timer, self.cm.next_timer(), pause_end]
-            .into_iter()
-            .flatten()
-            .min();
-        (received > 0 || sent > 0 || cm_worked, io.next_timer)
+        sent
     }
 }
 

@@ -87,6 +87,18 @@ impl ResponseHold {
         }
     }
 
+    /// Whether holding pays in this traffic: the last hold ended with a
+    /// request going out with it.
+    pub(crate) fn pays(&self) -> bool {
+        self.pays
+    }
+
+    /// When the hold ends at the latest: a round then sends what it holds,
+    /// whether or not the application polls again.
+    pub(crate) fn releases_at(&self) -> Option<Instant> {
+        self.since.map(|s| s.after(RESPONSE_HOLD))
+    }
+
     /// How many packets are held.
     #[cfg(test)]
     fn len(&self) -> usize {

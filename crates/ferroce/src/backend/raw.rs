@@ -432,10 +432,9 @@ impl RawDevice {
         }
     }
 
-    /// Hands what the receive ring holds to `ep`; returns the frames taken.
-    /// With PFC on, then looks at the ring's backlog and sends the PFC
-    /// frame it calls for.
-    pub(crate) fn recv(&mut self, ep: &mut Endpoint, now: Instant) -> usize {
+    /// Hands what the receive ring holds to `ep`. With PFC on, then looks
+    /// at the ring's backlog and sends the PFC frame it calls for.
+    pub(crate) fn recv(&mut self, ep: &mut Endpoint, now: Instant) -> super::Delivered {
         for t in self.looped.drain(..) {
             loop_back(ep, now, self.local, &t);
         }
@@ -446,6 +445,7 @@ impl RawDevice {
             local_gid: gid_of(self.local),
             not_ours: 0,
             mac_control: Vec::new(),
+            messages: 0,
         };
         let (budget, slow) = self.qos.rx_budget();
         let n = self.backend.recv_at_most(budget, &mut rx);
@@ -463,7 +463,10 @@ impl RawDevice {
                 }
             });
         }
-        n
+        super::Delivered {
+            packets: n,
+            messages: rx.messages,
+        }
     }
 
     /// With PFC on, sends the PFC frame the receive ring's backlog calls
@@ -528,6 +531,8 @@ struct EngineRawRx<'a> {
     not_ours: u64,
     /// MAC control frames received (PFC), for the device to act on.
     mac_control: Vec<MacControlRepr>,
+    /// Packets that completed a receive ([`super::completes_receive`]).
+    messages: usize,
 }
 
 impl RawReceiver for EngineRawRx<'_> {
@@ -538,6 +543,7 @@ impl RawReceiver for EngineRawRx<'_> {
     }
 
     fn deliver(&mut self, p: &RxPacket<'_>) {
+        self.messages += usize::from(super::completes_receive(p.transport));
         let ecn = ferroce_core::Ecn::from_traffic_class(p.ecn());
         match p.network {
             Network::V1 { grh } if ferroce_core::multicast_group(IpAddr::V6(grh.dst)).is_some() => {
