@@ -9,7 +9,7 @@
 //! holds nothing back for the scan (no lock between them), so the two
 //! phases should take about as long, and no WRITE may fail.
 //!
-//! Two contexts in one process on loopback (127.0.0.1 and 127.0.0.2, UDP
+//! Two contexts in one process on loopback (127.0.3.1 and 127.0.3.2, UDP
 //! port 4791).
 //!
 //! `cargo run --release -p ferroce --example region_scan [WRITES [ROUNDS]]`
@@ -142,8 +142,8 @@ fn main() -> Result<(), ferroce::Error> {
     let mut args = std::env::args().skip(1);
     let writes: usize = args.next().map_or(3000, |s| s.parse().expect("WRITES"));
     let rounds: usize = args.next().map_or(9, |s| s.parse().expect("ROUNDS"));
-    let a_ip: IpAddr = "127.0.0.1".parse().unwrap();
-    let b_ip: IpAddr = "127.0.0.2".parse().unwrap();
+    let a_ip: IpAddr = "127.0.3.1".parse().unwrap();
+    let b_ip: IpAddr = "127.0.3.2".parse().unwrap();
     let (a, b) = (Context::open(a_ip)?, Context::open(b_ip)?);
     let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
     let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
