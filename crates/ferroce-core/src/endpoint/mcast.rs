@@ -29,10 +29,6 @@
 //!   `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`): the I/O layer says which
 //!   packets are the device's own ([`Endpoint::handle_own_multicast`]),
 //!   and such a packet skips the QP whose number is its DETH's source QP.
-//!
-//! A copy that finds its QP's region held by the application is set aside
-//! as a unicast packet for that QP (its DQPN rewritten), so that the retry
-//! reaches that QP alone.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
