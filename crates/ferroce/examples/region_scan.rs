@@ -52,6 +52,10 @@ fn checksum(view: &VolatileSlice<'_>) -> u64 {
 struct Phase {
     took: Duration,
     done: usize,
+    /// The longest wait for one WRITE's completion.
+    longest: Duration,
+    /// The client's retransmissions during the phase.
+    retransmits: u64,
     failed: Option<WcStatus>,
 }
 
@@ -65,7 +69,7 @@ fn stream(
 ) -> Phase {
     let start = Instant::now();
     let mut failed = None;
-    let mut done = 0;
+    let (mut done, mut longest) = (0, Duration::ZERO);
     for i in 0..writes as u64 {
         let offset = (i * 7919 * u64::from(WRITE_LEN)) % dst.len();
         let op = SendOp::Write {
@@ -88,10 +92,13 @@ fn stream(
             break;
         }
         done += 1;
+        longest = longest.max(t0.elapsed());
     }
     Phase {
         took: start.elapsed(),
         done,
+        longest,
+        retransmits: 0,
         failed,
     }
 }
@@ -130,10 +137,11 @@ fn print(what: &str, (p, scans, mean): &(Phase, u64, Duration)) {
         .failed
         .map_or(String::new(), |s| format!("  FAILED: {s:?}"));
     println!(
-        "  {what:<22} {:>5} writes in {:>8.1} ms ({:>6.0}/s); {scans:>3} scans, {:>6.1} ms each{failed}",
+        "  {what:<20} {:>5} writes in {:>8.1} ms, longest {:>6.1} ms, {} retransmits; {scans:>3} scans, {:>5.1} ms each{failed}",
         p.done,
         p.took.as_secs_f64() * 1e3,
-        p.done as f64 / p.took.as_secs_f64(),
+        p.longest.as_secs_f64() * 1e3,
+        p.retransmits,
         mean.as_secs_f64() * 1e3,
     );
 }
@@ -162,16 +170,18 @@ fn main() -> Result<(), ferroce::Error> {
 
     let idle = stream(&qa, &ca, &src, &region, writes);
     println!(
-        "idle server: {} writes in {:.1} ms",
+        "idle server: {} writes in {:.1} ms, longest {:.1} ms",
         idle.done,
-        idle.took.as_secs_f64() * 1e3
+        idle.took.as_secs_f64() * 1e3,
+        idle.longest.as_secs_f64() * 1e3
     );
     let (mut on_vec, mut on_region, mut failures) = (Vec::new(), Vec::new(), 0);
     for round in 1..=rounds {
         println!("round {round}");
         // Alternate which scan goes first, so that neither gains from order.
         for region_scan in [round % 2 == 0, round % 2 == 1] {
-            let phase = if region_scan {
+            let before = a.stats().retransmits;
+            let mut phase = if region_scan {
                 phase_while_scanning(
                     || region.volatile(0, SCANNED).expect("the whole region"),
                     || stream(&qa, &ca, &src, &region, writes),
@@ -183,6 +193,7 @@ fn main() -> Result<(), ferroce::Error> {
                     || stream(&qa, &ca, &src, &region, writes),
                 )
             };
+            phase.0.retransmits = a.stats().retransmits - before;
             let what = ["scanning a Vec<u8>", "scanning the region"][usize::from(region_scan)];
             print(what, &phase);
             failures += usize::from(phase.0.failed.is_some());
@@ -193,6 +204,9 @@ fn main() -> Result<(), ferroce::Error> {
             };
             times.push(phase.0.took.as_secs_f64() * 1e3);
         }
+        if failures > 0 {
+            break; // the QP is in the error state: no later phase can run
+        }
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
@@ -200,7 +214,8 @@ fn main() -> Result<(), ferroce::Error> {
     };
     let (vec_ms, region_ms) = (median(&mut on_vec), median(&mut on_region));
     println!(
-        "WRITE phase, median of {rounds}: {vec_ms:.1} ms scanning a Vec, {region_ms:.1} ms scanning the region: {:.2}x; failed phases: {failures}",
+        "WRITE phase, median of {} rounds: {vec_ms:.1} ms scanning a Vec, {region_ms:.1} ms scanning the region: {:.2}x; failed phases: {failures}",
+        on_vec.len(),
         region_ms / vec_ms
     );
     if failures > 0 {
