@@ -39,15 +39,15 @@ mod tests;
 pub use cc::{CongestionConfig, DcqcnConfig, NpConfig};
 pub use cq::{CqFired, MAX_CQE};
 pub use endpoint::Grh;
+pub use endpoint::MAX_MW;
 pub use endpoint::{
     Ecn, EmitError, Endpoint, EndpointConfig, MAX_IN_FLIGHT, MAX_MSG_SIZE, PacketKind, Stats,
     Transmit,
 };
 pub use endpoint::{GSI_QKEY, GSI_QPN, MAD_LEN, MAX_QUEUED_MADS, Mad, MadStats};
-pub use endpoint::{MAX_DEFERRED, MAX_DEFERRED_TOTAL, MAX_MW};
 pub use endpoint::{MAX_MCAST_GROUPS, MAX_MCAST_QP_ATTACH, MULTICAST_QPN, multicast_group};
 pub use endpoint::{MAX_QUEUED_CNPS, QpCongestion};
-pub use ferroce_mem::Backing;
+pub use ferroce_mem::{Backing, Bytes, Fault as MemFault, VolatileMemory, VolatileSlice};
 pub use mr::{MrInfo, RangeError, Region};
 pub use qp::QpInit;
 pub use time::Instant;

@@ -56,16 +56,22 @@ pub struct Stats {
     /// Packets the engine could not emit from its own header values (a
     /// bug; see [`crate::EmitError`]), not sent.
     pub tx_emit_errors: u64,
-    /// Times a received packet was set aside because the application held
-    /// a region it needs (counted again each time a retry finds the region
-    /// still held).
+    /// Always 0: the engine no longer sets packets aside for a region the
+    /// application uses (regions have no lock).
+    #[deprecated(
+        note = "always 0: the engine never defers a packet for a region the application uses"
+    )]
     pub rx_deferred: u64,
-    /// Packets dropped unexecuted because their QP already had
-    /// [`crate::MAX_DEFERRED`] set aside, or all QPs
-    /// [`crate::MAX_DEFERRED_TOTAL`].
+    /// Always 0, as [`Stats::rx_deferred`].
+    #[deprecated(
+        note = "always 0: the engine never defers a packet for a region the application uses"
+    )]
     pub rx_deferred_dropped: u64,
-    /// Packets not sent because the application was writing the region
-    /// their payload comes from (recovered as losses).
+    /// Always 0: a packet's payload is copied from its region whatever the
+    /// application does with it.
+    #[deprecated(
+        note = "always 0: the engine never holds back a packet for a region the application uses"
+    )]
     pub tx_region_busy: u64,
     /// Packets received marked Congestion Experienced (IP ECN = CE, or
     /// a RoCE v1 GRH's traffic class) for a QP that takes them.

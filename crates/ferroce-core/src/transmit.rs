@@ -85,9 +85,6 @@ pub struct EmitError(pub ferroce_wire::Error);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum NotSent {
     Emit(EmitError),
-    /// Its payload's region was held by the application
-    /// ([`crate::Stats::tx_region_busy`]).
-    RegionBusy,
 }
 
 impl Transmit {

@@ -64,6 +64,13 @@ pub use ferroce_core::{MULTICAST_QPN, multicast_group};
 pub use ferroce_io::UdpStats;
 pub use ferroce_wire::Psn;
 pub use mr::MemoryRegion;
+
+/// The zero-copy view of a region's bytes ([`MemoryRegion::volatile`]):
+/// vm-memory's volatile slice and the traits whose methods read and write
+/// through it.
+pub mod volatile {
+    pub use ferroce_core::{Bytes, VolatileMemory, VolatileSlice};
+}
 pub use mw::MemoryWindow;
 pub use pd::ProtectionDomain;
 pub use qp::{QpInitAttr, QueuePair, path_to};

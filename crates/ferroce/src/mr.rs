@@ -1,12 +1,16 @@
 //! Registered memory regions, and the application's access to their
 //! bytes.
 //!
-//! Each region's bytes have a lock of their own, shared with the engine
-//! and taken by nothing else: while the application reads or writes one
-//! region, the engine goes on with every other region and every QP's ACKs
-//! and responses. The engine never waits for the application either: a
-//! packet for a region the application holds is set aside and taken once
-//! the application lets go (see the crate README, "Memory").
+//! A region's bytes are shared by the application and the engine as host
+//! memory is shared by the CPUs and a NIC's DMA: no lock between them.
+//! The engine places a peer's WRITE, answers its READ or does its atomic
+//! the moment the packet comes, whatever the application is doing with
+//! the bytes; the application reads and writes them with copies
+//! ([`MemoryRegion::read`], [`MemoryRegion::write`]), atomics on 8-byte
+//! words, or a zero-copy volatile view ([`MemoryRegion::volatile`]), none
+//! of which forms a `&[u8]` over bytes the engine may write. Ordering is
+//! the application's business, as in ibverbs: a completion (or the peer's
+//! message) says when a transfer's bytes are in place.
 //!
 //! Offsets and lengths into a region are `u64`, as in [`Sge::offset`] and
 //! the remote addresses peers use.
@@ -46,9 +50,9 @@ impl MemoryRegion {
     pub fn addr(&self) -> u64 {
         self.info.addr
     }
-    /// Bytes in the region.
-    pub fn len(&self) -> usize {
-        self.info.len
+    /// Bytes in the region (a `u64`, as offsets into it are).
+    pub fn len(&self) -> u64 {
+        self.info.len as u64
     }
     /// Whether the region holds no bytes.
     pub fn is_empty(&self) -> bool {
@@ -77,42 +81,117 @@ impl MemoryRegion {
         }
     }
 
-    /// Runs `f` on `len` bytes at `offset`, read-only. The engine may read
-    /// this region meanwhile (to send from it, or answer a peer's READ);
-    /// its writes into this region (a peer's WRITE, SEND or atomic, a READ
-    /// response landing) wait until `f` returns. Other regions are not
-    /// affected.
-    pub fn with_range<R>(&self, offset: u64, len: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
-        Ok(self.region.with_range(offset, len, f)?)
+    /// Copies `out.len()` bytes at `offset` out of the region (volatile
+    /// reads: the engine may be writing them meanwhile, and nothing waits
+    /// for anything).
+    pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<()> {
+        Ok(self.region.read(offset, out)?)
     }
 
-    /// Runs `f` on `len` bytes at `offset`, writable. Every engine access
-    /// to this region waits until `f` returns; other regions are not
-    /// affected. (Writing a buffer a posted send is still sending from
-    /// costs that packet a retransmission, and what the peer gets is either
-    /// version, as with ibverbs.)
+    /// Copies `data` into the region at `offset` (volatile writes). A peer
+    /// writing the same bytes meanwhile, or a posted send sending from
+    /// them, sees either version, byte by byte, as with ibverbs.
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        Ok(self.region.write(offset, data)?)
+    }
+
+    /// A zero-copy view of `len` bytes at `offset`: scan, checksum or fill
+    /// them in place through [`VolatileSlice`]'s copies
+    /// ([`VolatileSlice::copy_to`], [`VolatileSlice::copy_from`],
+    /// [`VolatileSlice::subslice`], and the [`Bytes`] and
+    /// [`VolatileMemory`] methods, e.g. `get_ref::<u64>(at)?.load()`). It
+    /// never forms a `&[u8]` over bytes the engine may write; it holds no
+    /// lock, so the engine goes on placing packets meanwhile.
+    ///
+    /// [`VolatileSlice`]: crate::volatile::VolatileSlice
+    /// [`VolatileSlice::copy_to`]: crate::volatile::VolatileSlice::copy_to
+    /// [`VolatileSlice::copy_from`]: crate::volatile::VolatileSlice::copy_from
+    /// [`VolatileSlice::subslice`]: crate::volatile::VolatileSlice::subslice
+    /// [`Bytes`]: crate::volatile::Bytes
+    /// [`VolatileMemory`]: crate::volatile::VolatileMemory
+    pub fn volatile(&self, offset: u64, len: u64) -> Result<crate::volatile::VolatileSlice<'_>> {
+        Ok(self.region.volatile(offset, len)?)
+    }
+
+    /// Atomically loads the `u64` (host byte order) at `offset`, whose
+    /// memory must be 8-byte aligned (as for a peer's atomics).
+    pub fn read_u64(&self, offset: u64) -> Result<u64> {
+        self.region
+            .load_u64(offset)
+            .map_err(|f| self.word_fault(offset, f))
+    }
+
+    /// Atomically stores `value` as the `u64` at `offset` (8-byte aligned
+    /// memory): a peer's FETCH_ADD or CMP_SWAP on it sees all or nothing.
+    pub fn write_u64(&self, offset: u64, value: u64) -> Result<()> {
+        self.region
+            .store_u64(offset, value)
+            .map_err(|f| self.word_fault(offset, f))
+    }
+
+    /// Atomically adds `add` to the `u64` at `offset`, as a peer's
+    /// FETCH_ADD does (the two never lose each other's additions); the
+    /// value before.
+    pub fn fetch_add_u64(&self, offset: u64, add: u64) -> Result<u64> {
+        self.region
+            .fetch_add(offset, add)
+            .map_err(|f| self.word_fault(offset, f))
+    }
+
+    fn word_fault(&self, offset: u64, fault: ferroce_core::MemFault) -> crate::Error {
+        match fault {
+            ferroce_core::MemFault::Misaligned => crate::VerbsError::BadValue {
+                what: "offset of a u64 whose memory is not 8-byte aligned",
+                value: offset,
+            }
+            .into(),
+            ferroce_core::MemFault::OutOfRange => crate::RangeError {
+                offset,
+                len: 8,
+                region_len: self.info.len,
+            }
+            .into(),
+        }
+    }
+
+    /// Runs `f` on a snapshot of `len` bytes at `offset`: they are copied
+    /// out first (the engine may write the region meanwhile; `f` sees the
+    /// bytes as they were at the copy).
+    #[deprecated(note = "use `read` (a copy) or `volatile` (a zero-copy view)")]
+    pub fn with_range<R>(&self, offset: u64, len: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        let bytes = self.snapshot(offset, len)?;
+        Ok(f(&bytes))
+    }
+
+    /// Runs `f` on a snapshot of `len` bytes at `offset`, then copies the
+    /// snapshot back: bytes the engine wrote there meanwhile (a peer's
+    /// WRITE landing) are overwritten with the snapshot's.
+    #[deprecated(note = "use `write` (a copy) or `volatile` (a zero-copy view)")]
     pub fn with_range_mut<R>(
         &self,
         offset: u64,
         len: u64,
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<R> {
-        Ok(self.region.with_range_mut(offset, len, f)?)
+        let mut bytes = self.snapshot(offset, len)?;
+        let r = f(&mut bytes);
+        self.write(offset, &bytes)?;
+        Ok(r)
     }
 
-    /// Runs `f` on the whole region, writable ([`Self::with_range_mut`]).
+    /// [`Self::with_range_mut`] over the whole region (a snapshot copied
+    /// out and back: the engine's writes meanwhile are overwritten).
+    #[deprecated(note = "use `read`/`write` (copies) or `volatile` (a zero-copy view)")]
     pub fn with_bytes<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
-        self.with_range_mut(0, self.info.len as u64, f)
+        #[allow(deprecated)]
+        self.with_range_mut(0, self.len(), f)
     }
 
-    /// Copies `data` into the region at `offset`.
-    pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
-        self.with_range_mut(offset, data.len() as u64, |dst| dst.copy_from_slice(data))
-    }
-
-    /// Copies `out.len()` bytes from the region at `offset`.
-    pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<()> {
-        self.with_range(offset, out.len() as u64, |src| out.copy_from_slice(src))
+    fn snapshot(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
+        self.region.range(offset, len)?;
+        let mut bytes = vec![0u8; len as usize];
+        self.read(offset, &mut bytes)?;
+        Ok(bytes)
     }
 
     /// Deregisters the region and gives its buffer back, without a copy:
@@ -169,7 +248,7 @@ impl MemoryRegion {
     /// it out of band ([`RemoteRegion::to_bytes`](crate::RemoteRegion::to_bytes))
     /// and the peer's WRITEs, READs and atomics take slices of it.
     pub fn remote(&self) -> crate::RemoteRegion {
-        crate::RemoteRegion::registered(self.addr(), self.rkey(), self.len() as u64)
+        crate::RemoteRegion::registered(self.addr(), self.rkey(), self.len())
     }
 }
 

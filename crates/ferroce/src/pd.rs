@@ -35,8 +35,9 @@ impl ProtectionDomain {
     /// (`ibv_reg_mr` on an existing buffer): a `Vec<u8>` or `Box<[u8]>`,
     /// which [`MemoryRegion::into_inner`] gives back, or memory the
     /// application owns, lent with the `unsafe` [`Backing::from_raw`] (its
-    /// contract is `ibv_reg_mr`'s: the memory stays valid and untouched
-    /// by anything else until the region is dropped).
+    /// contract is `ibv_reg_mr`'s: the memory stays valid until the region
+    /// is dropped, and anything else touches it meanwhile only as a device
+    /// would, through volatile or atomic accesses or from C).
     ///
     /// ```no_run
     /// # fn f(pd: &ferroce::ProtectionDomain) -> ferroce::Result<()> {

@@ -63,14 +63,13 @@ impl Endpoint {
         let _rx = log::rx_span(from, data).entered();
         let before = log::drops_before(&self.stats);
         self.stats.rx_packets += 1;
-        if !self.take_multicast(now, from, to, grh, data, own) {
+        if !self.take_multicast(from, to, grh, data, own) {
             self.receive(now, from, grh, ecn, data);
         }
         log::drops_since(before, &self.stats);
     }
 
-    /// Takes a packet (a new one, or a deferred one tried again, whose
-    /// `ecn` was acted on when it first came); `grh` is a RoCE v1 packet's.
+    /// Takes a packet; `grh` is a RoCE v1 packet's.
     pub(super) fn receive(
         &mut self,
         now: Instant,
@@ -158,10 +157,6 @@ impl Endpoint {
         if ecn == Ecn::Ce {
             self.on_ce(now, target);
         }
-        if self.deferred.contains_key(&target) {
-            self.defer(now, target, from, grh, data);
-            return;
-        }
         if rd && !pkt.info().response {
             self.rd_bind(target, &pkt);
         }
@@ -174,8 +169,8 @@ impl Endpoint {
             srqs: &mut self.srqs,
             stats: &mut self.stats,
         };
-        let taken = if pkt.info().response {
-            completer::on_response(q, &pkt, &mut tables, now)
+        if pkt.info().response {
+            completer::on_response(q, &pkt, &mut tables, now);
         } else {
             let arrival = responder::Arrival {
                 from,
@@ -183,11 +178,7 @@ impl Endpoint {
                 ecn,
                 v1_grh: grh,
             };
-            responder::on_request(q, &pkt, &arrival, &mut tables)
-        };
-        if taken.is_err() {
-            self.defer(now, target, from, grh, data);
-            return;
+            responder::on_request(q, &pkt, &arrival, &mut tables);
         }
         self.touched(target);
         self.raise_events(target);
@@ -349,22 +340,16 @@ impl Endpoint {
                 }
                 // The QP went on as if the packet had been lost on the wire.
                 Err(NotSent::Emit(_)) => self.stats.tx_emit_errors += 1,
-                Err(NotSent::RegionBusy) => self.stats.tx_region_busy += 1,
             }
         }
         None
     }
 
-    /// When `handle_timeout` is next due (a QP timer, or the next try of
-    /// packets set aside for a held region, see `defer`). (It takes `&mut self` to drop
-    /// heap entries whose QP's deadline has moved, so that the answer is
-    /// exact.)
+    /// When `handle_timeout` is next due (a QP timer). (It takes `&mut
+    /// self` to drop heap entries whose QP's deadline has moved, so that
+    /// the answer is exact.)
     pub fn poll_timeout(&mut self) -> Option<Instant> {
-        let timer = self.next_timer();
-        match (timer, self.deferred_due()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.next_timer()
     }
 
     fn next_timer(&mut self) -> Option<Instant> {
@@ -389,9 +374,8 @@ impl Endpoint {
     }
 
     /// Runs the timers due at `now`: retransmission, the end of RNR waits,
-    /// the pacer's releases, and another try of the packets set aside for a held region.
+    /// and the pacer's releases.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.retry_deferred(now);
         for (t, qpn) in self.timers.take_due(now) {
             let Some(q) = self.qps.get_mut(&qpn) else {
                 continue; // destroyed

@@ -29,10 +29,6 @@
 //!   `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`): the I/O layer says which
 //!   packets are the device's own ([`Endpoint::handle_own_multicast`]),
 //!   and such a packet skips the QP whose number is its DETH's source QP.
-//!
-//! A copy that finds its QP's region held by the application is set aside
-//! as a unicast packet for that QP (its DQPN rewritten), so that the retry
-//! reaches that QP alone.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -204,7 +200,6 @@ impl Endpoint {
     /// counted. `false`: a unicast packet, for the unicast path.
     pub(super) fn take_multicast(
         &mut self,
-        now: Instant,
         from: IpAddr,
         to: Option<IpAddr>,
         grh: Option<&Grh>,
@@ -244,24 +239,20 @@ impl Endpoint {
             if sender == Some(qpn) && self.qps.get(&qpn).is_some_and(|q| q.block_self_mcast) {
                 continue; // its own send, which it asked not to get back
             }
-            self.deliver_copy(now, qpn, &pkt, from, grh, group, data);
+            self.deliver_copy(qpn, &pkt, from, grh, group);
         }
         true
     }
 
     /// One attached QP's copy of a multicast packet.
-    #[allow(clippy::too_many_arguments)]
     fn deliver_copy(
         &mut self,
-        now: Instant,
         qpn: u32,
         pkt: &TransportPacket<&[u8]>,
         from: IpAddr,
         grh: Option<&Grh>,
         group: IpAddr,
-        data: &[u8],
     ) {
-        let deferring = self.is_deferring(qpn);
         let Some(q) = self.qps.get_mut(&qpn) else {
             return;
         };
@@ -273,26 +264,13 @@ impl Endpoint {
             self.stats.rx_bad_pkey += 1;
             return;
         }
-        let taken = if deferring {
-            Err(crate::mr::RegionBusy)
-        } else {
-            let mut tables = Tables {
-                mrs: &mut self.mrs,
-                cqs: &mut self.cqs,
-                srqs: &mut self.srqs,
-                stats: &mut self.stats,
-            };
-            responder::on_multicast(q, pkt, from, grh, group, &mut tables)
+        let mut tables = Tables {
+            mrs: &mut self.mrs,
+            cqs: &mut self.cqs,
+            srqs: &mut self.srqs,
+            stats: &mut self.stats,
         };
-        if taken.is_err() {
-            // Set aside as this QP's own packet: the retry must not reach
-            // the other members again.
-            let mut copy = data.to_vec();
-            // The packet was parsed whole, so its 12-byte BTH is there.
-            ferroce_wire::bth::Bth::new_unchecked(&mut copy[..]).set_dest_qp(qpn);
-            self.defer(now, qpn, from, grh, &copy);
-            return;
-        }
+        responder::on_multicast(q, pkt, from, grh, group, &mut tables);
         self.stats.rx_mcast_delivered += 1;
         self.touched(qpn);
         self.raise_events(qpn);

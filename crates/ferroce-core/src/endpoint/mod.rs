@@ -39,7 +39,6 @@ pub(crate) use crate::transmit::BufPool;
 pub use crate::transmit::{Ecn, EmitError, PacketKind, Transmit};
 
 mod congestion;
-mod defer;
 mod drive;
 mod gsi;
 mod mcast;
@@ -51,7 +50,6 @@ mod xrc;
 
 use crate::verbs::{AsyncEvent, Mtu, QpType};
 pub use congestion::{MAX_QUEUED_CNPS, QpCongestion};
-pub use defer::{MAX_DEFERRED, MAX_DEFERRED_TOTAL};
 pub use drive::Grh;
 pub use gsi::{GSI_QKEY, GSI_QPN, MAD_LEN, MAX_QUEUED_MADS, Mad, MadStats};
 pub use mcast::{MAX_MCAST_GROUPS, MAX_MCAST_QP_ATTACH, MULTICAST_QPN, multicast_group};
@@ -119,10 +117,6 @@ pub struct Endpoint {
     /// Packets the QP at the front of `active` has sent in a row.
     burst: u32,
     pool: BufPool,
-    /// Packets set aside while the application holds a region (see `defer`).
-    deferred: HashMap<u32, defer::Queue>,
-    defer_retry_at: Option<crate::time::Instant>,
-    deferred_total: usize,
     next_qpn: u32,
     /// QP1, outside the application's QP table (see `gsi`).
     gsi: gsi::Gsi,
@@ -160,9 +154,6 @@ impl Endpoint {
             in_flight: 0,
             burst: 0,
             pool: BufPool::default(),
-            deferred: HashMap::default(),
-            defer_retry_at: None,
-            deferred_total: 0,
             next_qpn: FIRST_USER_QPN,
             gsi: gsi::Gsi::default(),
             stats: Stats::default(),

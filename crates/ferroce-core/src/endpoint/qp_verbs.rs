@@ -89,7 +89,6 @@ impl Endpoint {
     /// [`Self::destroy_qp`] of a QP or an EE context.
     pub(super) fn destroy_any_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
         let mut q = self.qps.remove(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
-        self.forget_deferred(qpn);
         self.forget_mcast(qpn);
         self.in_flight -= u64::from(q.counted_in_flight);
         if let Some(srq) = q.init.srq.and_then(|h| self.srqs.get_mut(&h)) {

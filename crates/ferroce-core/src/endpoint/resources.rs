@@ -205,16 +205,18 @@ impl Endpoint {
     #[cfg(test)]
     pub(crate) fn mr_bytes(&self, lkey: u32) -> Result<Vec<u8>, VerbsError> {
         let region = self.region(lkey)?;
-        Ok(region
-            .with_range(0, region.len() as u64, <[u8]>::to_vec)
-            .unwrap_or_default())
+        let mut bytes = vec![0u8; region.len()];
+        region.read(0, &mut bytes).expect("the whole region");
+        Ok(bytes)
     }
 
-    /// Runs `f` on a region's bytes (tests).
+    /// Runs `f` on a copy of a region's bytes and writes the copy back
+    /// (tests).
     #[cfg(test)]
     pub(crate) fn write_mr(&self, lkey: u32, f: impl FnOnce(&mut [u8])) {
-        let region = self.region(lkey).unwrap();
-        region.with_range_mut(0, region.len() as u64, f).unwrap();
+        let mut bytes = self.mr_bytes(lkey).unwrap();
+        f(&mut bytes);
+        self.region(lkey).unwrap().write(0, &bytes).unwrap();
     }
 
     /// `ibv_create_cq`: a completion queue holding up to `depth`

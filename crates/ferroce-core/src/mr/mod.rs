@@ -1,12 +1,14 @@
 //! Memory regions. Each region's bytes are a [`Region`]: a
-//! [`ferroce_mem::Backing`] (owned, or the application's raw memory) behind
-//! a lock of its own, shared by the engine's table and the application's
-//! handle. Neither side takes the other's lock: the application reading or
-//! writing one region holds back nothing else, and the engine never waits
-//! for the application. The engine only *tries* a region's lock (once per
-//! packet); when the application holds it, the packet is deferred (an
-//! incoming one, see `endpoint::defer`) or not sent (an outgoing one, which
-//! the transport recovers as a loss), and the engine goes on with the rest.
+//! [`ferroce_mem::Backing`] (owned, or the application's raw memory)
+//! shared by the engine's table and the application's handle with no lock
+//! between them, as host memory is shared by a NIC's DMA and the CPUs.
+//! The engine copies packets in and out, and does the 8-byte atomics, the
+//! moment a packet asks; the application reads and writes the same bytes
+//! whenever it likes. Neither waits for the other; which bytes a racing
+//! read sees is the application's business (as in ibverbs, it learns that
+//! a peer's WRITE landed from a completion or a message). Every access,
+//! the engine's and the application's, goes through the few methods of
+//! [`Region`] (volatile copies and atomics, see `ferroce_mem`).
 //!
 //! Each region has an I/O virtual address (`addr`) that peers use in RETH
 //! and AtomicETH, and unguessable keys. Memory windows (`window`) share the
@@ -15,19 +17,18 @@
 mod window;
 
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::sync::Arc;
 
-use ferroce_mem::Backing;
+use ferroce_mem::{Backing, Fault, VolatileSlice};
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::verbs::{Access, Sge, VerbsError};
 
 /// The bytes of a registered region, shared by the engine and the
-/// application's handle; its own lock guards them.
+/// application's handle without a lock (see the module docs).
 #[derive(Debug)]
 pub struct Region {
-    bytes: RwLock<Backing>,
-    len: usize,
+    bytes: Backing,
 }
 
 /// A range outside its region: which, and the region's size.
@@ -55,20 +56,17 @@ impl std::error::Error for RangeError {}
 
 impl Region {
     pub(crate) fn new(backing: Backing) -> Self {
-        Self {
-            len: backing.len(),
-            bytes: RwLock::new(backing),
-        }
+        Self { bytes: backing }
     }
 
     /// The region's size in bytes.
     pub fn len(&self) -> usize {
-        self.len
+        self.bytes.len()
     }
 
     /// Whether the region has no bytes.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.bytes.is_empty()
     }
 
     /// The byte range `offset..offset + len`, checked against the region.
@@ -76,84 +74,81 @@ impl Region {
         let err = RangeError {
             offset,
             len,
-            region_len: self.len,
+            region_len: self.len(),
         };
         let end = offset.checked_add(len).ok_or(err)?;
-        if end > self.len as u64 {
+        if end > self.len() as u64 {
             return Err(err);
         }
         Ok(offset as usize..end as usize)
     }
 
-    /// Runs `f` on `len` bytes at `offset`, read-only. Other readers
-    /// (the engine sending from the region, answering READs) go on
-    /// meanwhile; the engine's writes into this region wait for the end.
-    pub fn with_range<R>(
-        &self,
-        offset: u64,
-        len: u64,
-        f: impl FnOnce(&[u8]) -> R,
-    ) -> Result<R, RangeError> {
+    /// A volatile view of `len` bytes at `offset`: read, written or
+    /// scanned in place, with no copy and no lock (the engine may write
+    /// them meanwhile).
+    pub fn volatile(&self, offset: u64, len: u64) -> Result<VolatileSlice<'_>, RangeError> {
         let r = self.range(offset, len)?;
-        // Poisoning is ignored: the bytes have no invariant a panic could break.
-        let guard = self.bytes.read().unwrap_or_else(PoisonError::into_inner);
-        Ok(f(&guard.as_slice()[r]))
+        self.bytes
+            .slice(r.start, r.len())
+            .map_err(|_| self.range_error(offset, len))
     }
 
-    /// Runs `f` on `len` bytes at `offset`, writable. The engine neither
-    /// reads nor writes this region meanwhile (its packets for it wait).
-    pub fn with_range_mut<R>(
-        &self,
-        offset: u64,
-        len: u64,
-        f: impl FnOnce(&mut [u8]) -> R,
-    ) -> Result<R, RangeError> {
-        let r = self.range(offset, len)?;
-        let mut guard = self.bytes.write().unwrap_or_else(PoisonError::into_inner);
-        Ok(f(&mut guard.as_mut_slice()[r]))
+    /// Copies `out.len()` bytes at `offset` out of the region.
+    pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), RangeError> {
+        self.volatile(offset, out.len() as u64)?.copy_to(out);
+        Ok(())
+    }
+
+    /// Copies `data` into the region at `offset`.
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), RangeError> {
+        self.volatile(offset, data.len() as u64)?.copy_from(data);
+        Ok(())
+    }
+
+    /// Atomically adds `add` to the host-order `u64` at `offset` (which
+    /// must be a multiple of 8 in memory); the value before.
+    pub fn fetch_add(&self, offset: u64, add: u64) -> Result<u64, Fault> {
+        self.bytes.fetch_add(Self::index(offset)?, add)
+    }
+
+    /// Atomically replaces the `u64` at `offset` by `swap` if it equals
+    /// `compare`; the value before, either way.
+    pub fn compare_swap(&self, offset: u64, compare: u64, swap: u64) -> Result<u64, Fault> {
+        self.bytes.compare_swap(Self::index(offset)?, compare, swap)
+    }
+
+    /// Atomically loads the `u64` at `offset`.
+    pub fn load_u64(&self, offset: u64) -> Result<u64, Fault> {
+        self.bytes.load_u64(Self::index(offset)?)
+    }
+
+    /// Atomically stores `value` as the `u64` at `offset`.
+    pub fn store_u64(&self, offset: u64, value: u64) -> Result<(), Fault> {
+        self.bytes.store_u64(Self::index(offset)?, value)
     }
 
     /// The backing back, once no one else shares the region.
     pub fn into_backing(self: Arc<Self>) -> Result<Backing, Arc<Self>> {
-        let region = Arc::try_unwrap(self)?;
-        Ok(region
-            .bytes
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner))
+        Ok(Arc::try_unwrap(self)?.bytes)
     }
 
-    /// The engine's read access, if the application is not writing.
-    pub(crate) fn try_read(&self) -> Option<RwLockReadGuard<'_, Backing>> {
-        match self.bytes.try_read() {
-            Ok(g) => Some(g),
-            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
-        }
+    fn index(offset: u64) -> Result<usize, Fault> {
+        usize::try_from(offset).map_err(|_| Fault::OutOfRange)
     }
 
-    /// The engine's write access, if the application holds no access.
-    pub(crate) fn try_write(&self) -> Option<RwLockWriteGuard<'_, Backing>> {
-        match self.bytes.try_write() {
-            Ok(g) => Some(g),
-            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
+    fn range_error(&self, offset: u64, len: u64) -> RangeError {
+        RangeError {
+            offset,
+            len,
+            region_len: self.len(),
         }
     }
 }
 
-/// A packet the engine could not take now because the application holds
-/// a region it needs: it is deferred, not executed (see `endpoint::defer`).
+/// Why the engine could not copy to or from local memory: the elements
+/// are too short, or a region is gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RegionBusy;
-
-/// Why the engine could not copy to or from local memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CopyFault {
-    /// The elements are too short, or a region is gone.
-    Short,
-    /// The application holds a region: try again later.
-    Busy,
-}
+pub(crate) struct CopyFault;
 
 /// A registered region.
 #[derive(Debug)]
@@ -362,8 +357,8 @@ impl MrTable {
     }
 
     /// Copies `data` into the local elements `sg`, starting `skip` bytes in.
-    /// On a fault part may have been copied: a retry copies the same bytes
-    /// to the same places, so the caller only must not count it as done.
+    /// On a fault part may have been copied; the caller must not count it
+    /// as done.
     pub(crate) fn scatter(
         &self,
         sg: &[Sge],
@@ -379,22 +374,18 @@ impl MrTable {
                 skip -= len;
                 continue;
             }
-            let mr = self.by_lkey.get(&sge.lkey).ok_or(CopyFault::Short)?;
-            let start = (sge.offset + skip) as usize;
+            let mr = self.by_lkey.get(&sge.lkey).ok_or(CopyFault)?;
             let n = ((len - skip) as usize).min(data.len());
-            let mut bytes = mr.region.try_write().ok_or(CopyFault::Busy)?;
-            let dst = bytes
-                .as_mut_slice()
-                .get_mut(start..start + n)
-                .ok_or(CopyFault::Short)?;
-            dst.copy_from_slice(&data[..n]);
+            mr.region
+                .write(sge.offset + skip, &data[..n])
+                .map_err(|_| CopyFault)?;
             data = &data[n..];
             skip = 0;
         }
         if data.is_empty() {
             Ok(())
         } else {
-            Err(CopyFault::Short)
+            Err(CopyFault)
         }
     }
 
@@ -416,22 +407,18 @@ impl MrTable {
                 skip -= len;
                 continue;
             }
-            let mr = self.by_lkey.get(&sge.lkey).ok_or(CopyFault::Short)?;
-            let start = (sge.offset + skip) as usize;
+            let mr = self.by_lkey.get(&sge.lkey).ok_or(CopyFault)?;
             let n = ((len - skip) as usize).min(out.len() - filled);
-            let bytes = mr.region.try_read().ok_or(CopyFault::Busy)?;
-            let src = bytes
-                .as_slice()
-                .get(start..start + n)
-                .ok_or(CopyFault::Short)?;
-            out[filled..filled + n].copy_from_slice(src);
+            mr.region
+                .read(sge.offset + skip, &mut out[filled..filled + n])
+                .map_err(|_| CopyFault)?;
             filled += n;
             skip = 0;
         }
         if filled == out.len() {
             Ok(())
         } else {
-            Err(CopyFault::Short)
+            Err(CopyFault)
         }
     }
 }

@@ -12,7 +12,7 @@ use super::rd::RdRole;
 use super::{Qp, SendWqe, requester};
 use crate::cq::Cq;
 use crate::log::{self, Why};
-use crate::mr::{CopyFault, MrTable, RegionBusy};
+use crate::mr::MrTable;
 use crate::stats::Stats;
 use crate::tables::Tables;
 use crate::time::{Instant, local_ack_timeout};
@@ -25,11 +25,11 @@ pub(crate) fn on_response(
     pkt: &TransportPacket<&[u8]>,
     t: &mut Tables<'_>,
     now: Instant,
-) -> Result<(), RegionBusy> {
+) {
     let (mrs, cqs, stats) = (&mut *t.mrs, &mut *t.cqs, &mut *t.stats);
     if qp.state != QpState::Rts && qp.state != QpState::Sqd {
         stats.rx_wrong_state += 1;
-        return Ok(());
+        return;
     }
     let psn = pkt.bth().psn();
     // A response answers a request outstanding: its PSN lies between the
@@ -52,14 +52,13 @@ pub(crate) fn on_response(
         } else {
             stats.rx_unexpected += 1;
         }
-        return Ok(());
+        return;
     }
     let kind = pkt.info().kind;
-    // Data into local memory first: if the application holds the region,
-    // the whole response waits (deferred), its acknowledgement included.
+    // Data into local memory first, then the acknowledgement.
     match kind {
-        Kind::ReadResponse => read_response(qp, pkt, psn, mrs, stats)?,
-        Kind::AtomicAck => atomic_ack(qp, pkt, psn, mrs, stats)?,
+        Kind::ReadResponse => read_response(qp, pkt, psn, mrs, stats),
+        Kind::AtomicAck => atomic_ack(qp, pkt, psn, mrs, stats),
         _ => {}
     }
     if let Some(aeth) = pkt.aeth() {
@@ -99,14 +98,13 @@ pub(crate) fn on_response(
                 };
                 let _ = acknowledge(qp, psn - 1, Kind::Ack);
                 fail_at(qp, psn, status, cqs);
-                return Ok(());
+                return;
             }
             Syndrome::Reserved { .. } => stats.rx_unexpected += 1,
         }
     }
     complete_done(qp, cqs);
     rearm(qp, now);
-    Ok(())
 }
 
 /// Marks done every send/write WQE acknowledged by `psn`, which a packet of
@@ -157,7 +155,7 @@ fn read_response(
     psn: Psn,
     mrs: &MrTable,
     stats: &mut Stats,
-) -> Result<(), RegionBusy> {
+) {
     // The answer to an ATOMIC WRITE or FLUSH: no data, its AETH
     // acknowledges it.
     if let Some(w) = qp
@@ -169,7 +167,7 @@ fn read_response(
             w.done = true;
             w.status = WcStatus::BadRespErr;
         }
-        return Ok(());
+        return;
     }
     let mtu = qp.cfg.mtu.bytes() as u64;
     let Some((idx, w)) = qp
@@ -179,7 +177,7 @@ fn read_response(
         .find(|(_, w)| w.started && !w.done && matches!(w.wr.op, SendOp::Read { .. }))
     else {
         stats.rx_unexpected += 1;
-        return Ok(());
+        return;
     };
     let expected = w.first_psn + (w.read_received / mtu) as u32;
     if psn != expected {
@@ -197,7 +195,7 @@ fn read_response(
             stats.retransmits += 1;
             requester::rewind(qp, expected);
         }
-        return Ok(());
+        return;
     }
     let data = pkt.payload();
     let last = pkt.info().position.ends();
@@ -206,17 +204,16 @@ fn read_response(
     if !(fits && full_size) {
         w.done = true;
         w.status = WcStatus::BadRespErr;
-        return Ok(());
+        return;
     }
     match mrs.scatter(&w.wr.sg, w.read_received, data) {
         Ok(()) => {}
-        Err(CopyFault::Busy) => return Err(RegionBusy),
-        Err(CopyFault::Short) => {
+        Err(_) => {
             // The response is sound; the local region is gone (deregistered
             // since the READ started): a local protection error, as rxe's.
             w.done = true;
             w.status = WcStatus::LocProtErr;
-            return Ok(());
+            return;
         }
     }
     w.read_received += data.len() as u64;
@@ -228,7 +225,6 @@ fn read_response(
     }
     // Progress: the retry budget starts over.
     qp.comp.retry_left = qp.cfg.retry_cnt;
-    Ok(())
 }
 
 fn atomic_ack(
@@ -237,9 +233,9 @@ fn atomic_ack(
     psn: Psn,
     mrs: &MrTable,
     stats: &mut Stats,
-) -> Result<(), RegionBusy> {
+) {
     let Some(orig) = pkt.atomic_ack_eth().map(|a| a.orig()) else {
-        return Ok(());
+        return;
     };
     let Some(w) = qp.sq.iter_mut().find(|w| {
         w.started
@@ -251,17 +247,15 @@ fn atomic_ack(
             )
     }) else {
         stats.rx_duplicate += 1;
-        return Ok(());
+        return;
     };
     // The original value lands in local memory in host byte order, as
     // ibverbs atomics deliver it.
     match mrs.scatter(&w.wr.sg, 0, &orig.to_ne_bytes()) {
         Ok(()) => {}
-        Err(CopyFault::Busy) => return Err(RegionBusy),
-        Err(CopyFault::Short) => w.status = WcStatus::LocProtErr,
+        Err(_) => w.status = WcStatus::LocProtErr,
     }
     w.done = true;
-    Ok(())
 }
 
 fn rnr_nak(qp: &mut Qp, psn: Psn, timer: u8, now: Instant) {

@@ -221,23 +221,20 @@ pub(super) fn atomic(
     let Some(region) = mrs.region(lkey) else {
         return Outcome::Nak(NakCode::RemoteAccessError);
     };
-    let Some(mut bytes) = region.try_write() else {
-        return Outcome::Busy;
-    };
-    let cell = &mut bytes.as_mut_slice()[off..off + 8];
-    let mut b = [0u8; 8];
-    b.copy_from_slice(cell);
-    let orig = u64::from_ne_bytes(b);
-    let new = if pkt.bth().opcode().operation() == Opcode::RC_COMPARE_SWAP.operation() {
-        if orig == a.compare() {
-            a.swap_add()
-        } else {
-            orig
-        }
+    // A real atomic on the 8 bytes in memory (in host byte order, as
+    // ibverbs atomics): the application's own atomics on them, and other
+    // QPs', see it whole.
+    let off = off as u64;
+    let done = if pkt.bth().opcode().operation() == Opcode::RC_COMPARE_SWAP.operation() {
+        region.compare_swap(off, a.compare(), a.swap_add())
     } else {
-        orig.wrapping_add(a.swap_add())
+        region.fetch_add(off, a.swap_add())
     };
-    cell.copy_from_slice(&new.to_ne_bytes());
+    let Ok(orig) = done else {
+        // The address is 8-byte aligned, the memory behind it is not (raw
+        // memory lent at an odd address): no atomic can be had there.
+        return Outcome::Nak(NakCode::InvalidRequest);
+    };
     served_once(qp, psn, ServedKind::Atomic { orig }, |msn| {
         Response::Atomic { psn, orig, msn }
     })
@@ -264,8 +261,8 @@ fn served_once(
 /// A new ATOMIC WRITE at the expected PSN (IBA 1.5; rxe's checks): its
 /// RETH names 8 bytes at an 8-byte aligned address, which the payload
 /// carries exactly; the region needs remote write access. Placed as one
-/// 8-byte copy while the region is held (no other access of ferroce's
-/// sees half of it), recorded, answered with an empty READ RESPONSE.
+/// atomic 8-byte store (no reader sees half of it), recorded, answered
+/// with an empty READ RESPONSE.
 pub(super) fn atomic_write(
     qp: &mut Qp,
     pkt: &TransportPacket<&[u8]>,
@@ -290,10 +287,15 @@ pub(super) fn atomic_write(
     let Some(region) = mrs.region(lkey) else {
         return Outcome::Nak(NakCode::RemoteAccessError);
     };
-    let Some(mut bytes) = region.try_write() else {
-        return Outcome::Busy;
-    };
-    bytes.as_mut_slice()[off..off + 8].copy_from_slice(data);
+    let mut word = [0u8; 8];
+    word.copy_from_slice(data);
+    if region
+        .store_u64(off as u64, u64::from_ne_bytes(word))
+        .is_err()
+    {
+        // As for the atomics: memory behind the address not aligned.
+        return Outcome::Nak(NakCode::InvalidRequest);
+    }
     served_once(qp, psn, ServedKind::Empty, |msn| Response::Empty {
         psn,
         msn,
@@ -422,21 +424,14 @@ pub(crate) fn next_response(
             if last {
                 qp.resp.out.pop_front();
             }
-            // A region the application is writing: the response is not sent,
-            // as if lost (the requester asks again from the gap); waiting
-            // would stall the engine, and keeping it would spin here.
-            let bytes = match region.map(|r| r.try_read()) {
-                Some(None) => return Some(Err(NotSent::RegionBusy)),
-                Some(Some(bytes)) => Some(bytes),
-                None => None,
-            };
-            let src = bytes
-                .as_ref()
-                .and_then(|b| b.as_slice().get(start..start + n));
-            // A region gone since the request was checked reads as zeros.
-            let built = Transmit::build(pool, path, &t, |out| match src {
-                Some(src) => out.copy_from_slice(src),
-                None => out.fill(0),
+            // Copied from memory as it is now (whatever the application
+            // does with it meanwhile); a region gone since the request was
+            // checked reads as zeros.
+            let built = Transmit::build(pool, path, &t, |out| {
+                let copied = region.map(|r| r.read(start as u64, out));
+                if !matches!(copied, Some(Ok(()))) {
+                    out.fill(0);
+                }
             });
             return Some(built.map_err(NotSent::Emit));
         }

@@ -429,7 +429,7 @@ fn transmit(
                 let s = offset as usize;
                 data.get(s..s + out.len())
                     .map(|d| out.copy_from_slice(d))
-                    .ok_or(CopyFault::Short)
+                    .ok_or(CopyFault)
             }
             None => mrs.gather(&wr.sg, offset, out),
         };
@@ -440,14 +440,7 @@ fn transmit(
     };
     match copied {
         Ok(()) => Some(Ok(packet)),
-        // The application is writing the source region (racing its own
-        // posted request): the packet is not sent, as if lost, and the
-        // transport sends it again (RC) or loses it (UC, UD).
-        Err(CopyFault::Busy) => {
-            pool.give(packet.data);
-            Some(Err(NotSent::RegionBusy))
-        }
-        Err(CopyFault::Short) => {
+        Err(CopyFault) => {
             pool.give(packet.data);
             match check_local(qp, idx, mrs) {
                 Err(why) => local_fault(qp, idx, &why),

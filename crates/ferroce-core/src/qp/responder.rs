@@ -24,7 +24,7 @@ use super::replies::{
 pub(crate) use super::unreliable::Arrival;
 use super::unreliable::{uc_receive, ud_receive};
 use crate::cq::Cq;
-use crate::mr::{CopyFault, MrTable, RegionBusy, RemoteAccess};
+use crate::mr::{MrTable, RemoteAccess};
 use crate::srq::Srq;
 use crate::stats::Stats;
 use crate::tables::Tables;
@@ -43,9 +43,6 @@ pub(super) enum Outcome {
     Nak(NakCode),
     /// READ: responses queued (they acknowledge).
     Responded,
-    /// The application holds the region the packet needs: nothing done,
-    /// the packet is deferred and taken again later.
-    Busy,
     /// A READ or atomic beyond the responder resources while all their
     /// responses are still owed: dropped unexecuted, PSN not consumed (the
     /// requester sends it again).
@@ -108,7 +105,7 @@ pub(crate) fn on_multicast(
     grh: Option<&crate::endpoint::Grh>,
     group: IpAddr,
     t: &mut Tables<'_>,
-) -> Result<(), RegionBusy> {
+) {
     let arrival = Arrival {
         from,
         to: Some(group),
@@ -124,7 +121,7 @@ pub(crate) fn on_request(
     pkt: &TransportPacket<&[u8]>,
     arrival: &Arrival<'_>,
     t: &mut Tables<'_>,
-) -> Result<(), RegionBusy> {
+) {
     match qp.init.qp_type {
         QpType::Ud => return ud_receive(qp, pkt, arrival, t),
         QpType::Uc => return uc_receive(qp, pkt, t),
@@ -133,7 +130,7 @@ pub(crate) fn on_request(
             // Requests to an initiator are dropped before they get here,
             // and an RD QP's go to the EE context their RDETH names.
             t.stats.rx_unexpected += 1;
-            return Ok(());
+            return;
         }
     }
     let psn = pkt.bth().psn();
@@ -141,7 +138,7 @@ pub(crate) fn on_request(
     if d < 0 {
         t.stats.rx_duplicate += 1;
         duplicate(qp, pkt, psn, t.mrs, t.stats);
-        return Ok(());
+        return;
     }
     if d > 0 {
         t.stats.rx_out_of_sequence += 1;
@@ -151,15 +148,12 @@ pub(crate) fn on_request(
             tracing::debug!(qpn = %crate::log::Qpn(qp.qpn), expected = %epsn, "NAK sent: PSN sequence error");
             owe_ack(qp, epsn, Syndrome::Nak(NakCode::PsnSequenceError), t.stats);
         }
-        return Ok(());
+        return;
     }
     let outcome = match bind_xrc_srq(qp, pkt, t).and_then(|()| check_rd(qp, pkt, t)) {
         Ok(()) => execute(qp, pkt, psn, t),
         Err(code) => Outcome::Nak(code),
     };
-    if outcome == Outcome::Busy {
-        return Err(RegionBusy);
-    }
     qp.resp.nak_sent = false;
     match outcome {
         Outcome::Ok => {
@@ -168,7 +162,7 @@ pub(crate) fn on_request(
                 owe_ack(qp, psn, ACK, t.stats);
             }
         }
-        Outcome::Responded | Outcome::Busy => {}
+        Outcome::Responded => {}
         Outcome::OverDepth => t.stats.rx_over_depth += 1,
         Outcome::Rnr => {
             t.stats.rnr_naks_sent += 1;
@@ -188,7 +182,6 @@ pub(crate) fn on_request(
             super::completer::flush(qp, t.cqs);
         }
     }
-    Ok(())
 }
 
 /// An XRC target takes the request at the expected PSN into the XRC SRQ
@@ -281,8 +274,7 @@ pub(super) fn send(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_>
         // A FIRST while a message is open, or a MIDDLE/LAST with none.
         return Outcome::Nak(NakCode::InvalidRequest);
     }
-    let took = qp.resp.recv.is_none();
-    if took {
+    if qp.resp.recv.is_none() {
         match take_recv(qp, t.srqs) {
             Some(wr) => {
                 if let Err(why) = check_recv(qp, t, &wr) {
@@ -298,13 +290,6 @@ pub(super) fn send(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_>
     };
     let data = pkt.payload();
     let copied = t.mrs.scatter(&wr.sg, *filled, data);
-    if copied == Err(CopyFault::Busy) {
-        // Taken again later from the start: a WQE taken for it goes back.
-        if took && let Some((wr, _)) = qp.resp.recv.take() {
-            give_back(qp, t.srqs, wr);
-        }
-        return Outcome::Busy;
-    }
     if copied.is_err() {
         let wr = wr.clone();
         qp.resp.recv = None;
@@ -420,8 +405,6 @@ pub(super) fn write(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_
     if with_imm && !has_recv(qp, t.srqs) {
         return Outcome::Rnr;
     }
-    // The target is only recorded once the data is in: a packet deferred
-    // because the region is busy must leave the QP as it found it.
     let (lkey, off, left) = if position.starts() {
         if qp.resp.write.is_some() {
             return Outcome::Nak(NakCode::InvalidRequest);
@@ -447,11 +430,9 @@ pub(super) fn write(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_
         return Outcome::Nak(NakCode::InvalidRequest);
     }
     // A region deregistered mid-message takes the rest of it nowhere.
+    // (The range was checked against the region when the message began.)
     if let Some(region) = t.mrs.region(lkey) {
-        let Some(mut bytes) = region.try_write() else {
-            return Outcome::Busy;
-        };
-        bytes.as_mut_slice()[off..off + data.len()].copy_from_slice(data);
+        let _ = region.write(off as u64, data);
     }
     if position.starts() {
         qp.resp.write_len = left as u32;

@@ -14,17 +14,12 @@ use ferroce_wire::udp;
 
 use super::Qp;
 use super::responder::{Outcome, check_recv, give_back, recv_fault, send, take_recv, write};
-use crate::mr::{CopyFault, RegionBusy};
 use crate::tables::Tables;
 use crate::transmit::Ecn;
 use crate::verbs::{NetworkHeader, QpState, WcOpcode, WcStatus, WorkCompletion};
 
 /// A UC request packet: executed in order, or dropped with its message.
-pub(super) fn uc_receive(
-    qp: &mut Qp,
-    pkt: &TransportPacket<&[u8]>,
-    t: &mut Tables<'_>,
-) -> Result<(), RegionBusy> {
+pub(super) fn uc_receive(qp: &mut Qp, pkt: &TransportPacket<&[u8]>, t: &mut Tables<'_>) {
     let psn = pkt.bth().psn();
     let info = pkt.info();
     if psn != qp.resp.epsn {
@@ -37,9 +32,9 @@ pub(super) fn uc_receive(
         qp.resp.write = None;
         if !info.position.starts() {
             qp.resp.epsn = psn + 1;
-            return Ok(());
+            return;
         }
-        // Resynchronised on this packet (a deferred retry finds no gap).
+        // Resynchronised on this packet.
         qp.resp.epsn = psn;
     }
     let outcome = match info.kind {
@@ -47,15 +42,12 @@ pub(super) fn uc_receive(
         Kind::Write => write(qp, pkt, t),
         _ => Outcome::Nak(NakCode::InvalidRequest),
     };
-    if outcome == Outcome::Busy {
-        return Err(RegionBusy);
-    }
     qp.resp.epsn = psn + 1;
     if outcome == Outcome::Nak(NakCode::RemoteOperationalError) {
         // A receive request that failed its local checks (completed with
         // LOC_PROT_ERR): fatal for the QP, as on RC, with no NAK to send.
         enter_error(qp, t);
-        return Ok(());
+        return;
     }
     if !matches!(outcome, Outcome::Ok) {
         // UC never NAKs: the message is silently dropped.
@@ -65,7 +57,6 @@ pub(super) fn uc_receive(
         }
         qp.resp.write = None;
     }
-    Ok(())
 }
 
 /// The GRH ibverbs puts in front of every UD receive.
@@ -158,25 +149,25 @@ pub(super) fn ud_receive(
     pkt: &TransportPacket<&[u8]>,
     arrival: &Arrival<'_>,
     t: &mut Tables<'_>,
-) -> Result<(), RegionBusy> {
+) {
     let Some(deth) = pkt.deth() else {
         t.stats.rx_malformed += 1;
-        return Ok(());
+        return;
     };
     // The sender has already replaced a Q_Key with the high bit set by its
     // QP's own (IBA C10-15, in the requester): compare as is.
     if deth.qkey() != qp.cfg.qkey {
         t.stats.rx_bad_qkey += 1;
-        return Ok(());
+        return;
     }
     let Some(wr) = take_recv(qp, t.srqs) else {
         t.stats.rx_unexpected += 1; // UD drops when no receive is posted
-        return Ok(());
+        return;
     };
     if let Err(why) = check_recv(qp, t, &wr) {
         recv_fault(qp, t, &wr, &why);
         enter_error(qp, t);
-        return Ok(());
+        return;
     }
     let (grh, network) = arrival.grh(pkt.as_bytes().len());
     let data = pkt.payload();
@@ -186,11 +177,7 @@ pub(super) fn ud_receive(
         .and_then(|()| t.mrs.scatter(&wr.sg, GRH_LEN as u64, data));
     let status = match copied {
         Ok(()) => WcStatus::Success,
-        Err(CopyFault::Short) => WcStatus::LocLenErr,
-        Err(CopyFault::Busy) => {
-            give_back(qp, t.srqs, wr);
-            return Err(RegionBusy);
-        }
+        Err(_) => WcStatus::LocLenErr,
     };
     if let Some(cq) = t.cqs.get_mut(&qp.init.recv_cq) {
         cq.push_solicited(
@@ -208,7 +195,6 @@ pub(super) fn ud_receive(
             pkt.bth().solicited(),
         );
     }
-    Ok(())
 }
 
 /// A UC or UD QP's move to the error state after a receive request failed

@@ -23,12 +23,12 @@
 //! | `xrc_fuzz` | random XRC packets into an initiator and a target: no panic, no harm |
 //! | `mcast` | UD multicast: attach/detach and refusals, every attached QP's copy, Q_Keys, RoCE v1 and IPv6 groups, hostile packets |
 //! | `log` | the `tracing` events of errors, RNR waits, losses, timeouts and drops |
+//! | `shared` | region memory shared with the application: the engine holds nothing back while it reads, writes or scans the same bytes |
 
 mod atomic_write;
 mod calls;
 mod conform;
 mod dcqcn;
-mod deferred;
 mod ecn;
 mod errors;
 mod flush;
@@ -46,6 +46,7 @@ mod rd_fuzz;
 mod resources;
 mod roce_v1;
 mod rules;
+mod shared;
 mod soak;
 mod srq;
 mod states;

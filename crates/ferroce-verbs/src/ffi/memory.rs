@@ -1,7 +1,8 @@
 //! Protection domains and memory regions. `ibv_reg_mr` registers the
 //! application's own buffer in place (`Backing::from_raw`): the engine
 //! sends from it and peers' WRITEs and READ responses land in it, with no
-//! copy through memory of ferroce's. Its I/O virtual address (what peers
+//! copy through memory of ferroce's and no lock: through the same volatile
+//! copies and atomics as every region (ferroce-mem). Its I/O virtual address (what peers
 //! put in RETHs, and what `ibv_sge` addresses are relative to) is the
 //! buffer's address, or the `iova` of `ibv_reg_mr_iova2`.
 

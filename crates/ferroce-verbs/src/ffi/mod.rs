@@ -8,10 +8,13 @@
 //!   `ibv_qp *`, ...) are ones this library returned and has not yet
 //!   destroyed: each is the first field of a Box'd object of
 //!   [`crate::objects`], so casting back to that object is sound.
-//! * Memory given to `ibv_reg_mr` stays valid until `ibv_dereg_mr`, and
-//!   the application touches it only as ibverbs allows (not while a posted
-//!   request or a peer may be using it); that is `Backing::from_raw`'s
-//!   contract, said in C. Inline send data is read during `ibv_post_send`.
+//! * Memory given to `ibv_reg_mr` stays valid (mapped, readable and
+//!   writable) until `ibv_dereg_mr`; that is `Backing::from_raw`'s
+//!   contract, said in C. The engine reaches it only through ferroce-mem's
+//!   volatile copies and atomics, as a NIC's DMA would, so the C program
+//!   reading or writing it meanwhile (outside Rust) is a race of its own
+//!   making, as with a NIC, never undefined behaviour of ours. Inline send
+//!   data is read during `ibv_post_send`.
 //! * No panic crosses into C: every entry point runs its body in
 //!   [`guard`], which turns a panic into an error return.
 //!

@@ -122,18 +122,24 @@ fn write_lat(c: &Ctx<'_>) -> Result<Vec<Instant>, Error> {
 /// Waits for the peer's write number `i` in our slot: its last byte is
 /// `i` mod 256, every other byte zero.
 fn arrival(c: &Ctx<'_>, i: u64) -> Result<(), Error> {
-    let (at, size) = (c.lay.target(0) as usize, c.p.size);
+    let (at, size) = (c.lay.target(0), c.p.size);
     let mut stall = Stall::new();
     let mut spins = 0u32;
     loop {
-        let seen = c
-            .side
+        // The number byte first; the rest only once it has come.
+        let mut last = [0u8; 1];
+        c.side
             .mr
-            .with_bytes(|b| {
-                let m = &b[at..at + size];
-                (m[size - 1] == i as u8).then(|| m[..size - 1].iter().all(|&x| x == 0))
-            })
+            .read(at + size as u64 - 1, &mut last)
             .map_err(ferr)?;
+        let seen = match last[0] == i as u8 {
+            true => {
+                let mut rest = vec![0u8; size - 1];
+                c.side.mr.read(at, &mut rest).map_err(ferr)?;
+                Some(rest.iter().all(|&x| x == 0))
+            }
+            false => None,
+        };
         match seen {
             Some(true) => return Ok(()),
             Some(false) => {
