@@ -161,7 +161,7 @@ fn main() -> Result<(), ferroce::Error> {
     let qa = pa.create_qp(&QpInitAttr::new(QpType::Rc, &ca, &ca))?;
     let qb = pb.create_qp(&QpInitAttr::new(QpType::Rc, &cb, &cb))?;
     let opts = ConnectOptions {
-        mtu: Mtu::Mtu4096,
+        mtu: Some(Mtu::Mtu4096),
         ..ConnectOptions::default()
     };
     qa.connect(&qb.endpoint(), &opts)?;
