@@ -97,6 +97,32 @@ impl AsRawFd for EventFd {
     }
 }
 
+/// How long the calling thread has waited on a run queue for a CPU
+/// (Linux's `/proc/thread-self/schedstat`, second field): a thread that
+/// spins reads it to learn whether it is keeping another thread from its
+/// core (the wait grows only while a runnable thread waits behind others).
+#[derive(Debug)]
+pub struct RunQueueWait(std::fs::File);
+
+impl RunQueueWait {
+    /// Opens the calling thread's counter; `None` where the kernel does not
+    /// keep it (no `CONFIG_SCHED_INFO`).
+    pub fn of_this_thread() -> Option<Self> {
+        std::fs::File::open("/proc/thread-self/schedstat")
+            .ok()
+            .map(Self)
+    }
+
+    /// Nanoseconds waited so far, or `None` if the counter cannot be read.
+    pub fn waited_ns(&self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 96];
+        let n = self.0.read_at(&mut buf, 0).ok()?;
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        text.split_ascii_whitespace().nth(1)?.parse().ok()
+    }
+}
+
 /// Lets the calling thread's timed waits end at most `slack` late (Linux
 /// lets them run late by 50 µs by default, to batch wake-ups). Best effort:
 /// on a kernel that refuses, waits keep the default.

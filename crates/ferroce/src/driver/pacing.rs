@@ -4,8 +4,8 @@
 //! of progress whenever there is work (a datagram, a post, a timer) and
 //! never waits for the application. Idle, it blocks in the kernel on the
 //! receive socket (or ring) and on its doorbell until a datagram arrives,
-//! an API call rings, or the next timer is due; on a machine with a CPU to
-//! spare it first spins for a few rounds ([`SPIN_ROUNDS`]).
+//! an API call rings, or the next timer is due; where it has a core to
+//! itself it first spins for up to a few milliseconds ([`Spin`]).
 //!
 //! An application that polls a CQ also runs rounds itself
 //! ([`Shared::app_progress`]). That is measured to pay: with the rounds
@@ -67,12 +67,28 @@ pub(super) const OWED_BOUND: Duration = Duration::from_micros(80);
 /// long a lost wake-up could go unnoticed.
 const MAX_SLEEP: Duration = Duration::from_millis(100);
 
-/// Idle rounds in a row that the driver thread spins through before it
-/// sleeps, where it may spin at all ([`Shared::may_spin`]): about 30 µs,
-/// enough for a reply on loopback; longer spins, beside an application
-/// that polls memory rather than its CQ, made four busy threads of two
-/// processes on two cores.
-const SPIN_ROUNDS: u32 = 20;
+/// Idle rounds in a row that the driver thread spins through at most
+/// before it sleeps, where it may spin at all ([`Shared::may_spin`]) and
+/// no other thread waits for its core ([`Spin`]): a few milliseconds. A
+/// sleeping driver's wake-up costs tens of microseconds, and milliseconds
+/// on a virtual machine whose idle cores halt, so a passive peer's driver
+/// that sleeps between a sender's bursts slows the sender down.
+const SPIN_ROUNDS: u32 = 2_000;
+
+/// Where the kernel does not say how long the driver waits for its core,
+/// it spins this many rounds only (about 30 µs): longer spins, beside an
+/// application that polls memory rather than its CQ, made four busy
+/// threads of two processes on two cores.
+const SPIN_ROUNDS_BLIND: u32 = 20;
+
+/// A spinning driver reads its run-queue wait every this many rounds.
+const SPIN_CHECK_EVERY: u32 = 16;
+
+/// Run-queue wait during one spin that shows another thread wants the
+/// driver's core: the spin ends, and no spin starts for
+/// [`SPIN_BACK_OFF`].
+const CONTENDED: Duration = Duration::from_micros(20);
+const SPIN_BACK_OFF: Duration = Duration::from_secs(1);
 
 /// How precisely the driver thread's naps end: Linux lets a thread's timed
 /// waits run late by its timer slack, 50 µs by default, which would add
@@ -82,6 +98,7 @@ const TIMER_SLACK: Duration = Duration::from_micros(1);
 /// The driver loop; returns when `stop` is set.
 pub(crate) fn run(shared: Arc<Shared>) {
     ferroce_io::wait::set_timer_slack(TIMER_SLACK);
+    let mut spin = Spin::new();
     let mut idle: u32 = 0;
     let mut seen_kick = 0;
     while !shared.stop.load(Ordering::Acquire) {
@@ -102,11 +119,54 @@ pub(crate) fn run(shared: Arc<Shared>) {
             continue;
         }
         idle = idle.saturating_add(1);
-        if idle < SPIN_ROUNDS && shared.may_spin() {
+        if shared.may_spin() && spin.goes_on(idle, shared.now().as_nanos()) {
             std::hint::spin_loop();
         } else if !shared.app_polling() {
             shared.sleep(seen_kick, next_timer.map(|t| t.since(shared.now())));
         }
+    }
+}
+
+/// Whether an idle driver goes on spinning: for up to [`SPIN_ROUNDS`]
+/// idle rounds, unless its run-queue wait shows another thread waiting
+/// for its core, on a core of its own in effect. That is how it tells an
+/// application spinning on memory (which no poll reveals) on its core
+/// from a core to spare.
+struct Spin {
+    wait: Option<ferroce_io::wait::RunQueueWait>,
+    /// The run-queue wait when the current spin began.
+    start: u64,
+    /// No spin before this (ns since the device's epoch).
+    banned_until: u64,
+}
+
+impl Spin {
+    fn new() -> Self {
+        Self {
+            wait: ferroce_io::wait::RunQueueWait::of_this_thread(),
+            start: 0,
+            banned_until: 0,
+        }
+    }
+
+    /// After `idle` idle rounds in a row (from 1), at `now` (ns).
+    fn goes_on(&mut self, idle: u32, now: u64) -> bool {
+        let Some(wait) = &self.wait else {
+            return idle < SPIN_ROUNDS_BLIND;
+        };
+        if now < self.banned_until || idle >= SPIN_ROUNDS {
+            return false;
+        }
+        if idle == 1 {
+            self.start = wait.waited_ns().unwrap_or(u64::MAX);
+        } else if idle % SPIN_CHECK_EVERY == 0 {
+            let waited = wait.waited_ns().unwrap_or(u64::MAX);
+            if waited.saturating_sub(self.start) > CONTENDED.as_nanos() as u64 {
+                self.banned_until = now + SPIN_BACK_OFF.as_nanos() as u64;
+                return false;
+            }
+        }
+        true
     }
 }
 
