@@ -159,7 +159,7 @@ impl Spin {
         }
         if idle == 1 {
             self.start = wait.waited_ns().unwrap_or(u64::MAX);
-        } else if idle % SPIN_CHECK_EVERY == 0 {
+        } else if idle.is_multiple_of(SPIN_CHECK_EVERY) {
             let waited = wait.waited_ns().unwrap_or(u64::MAX);
             if waited.saturating_sub(self.start) > CONTENDED.as_nanos() as u64 {
                 self.banned_until = now + SPIN_BACK_OFF.as_nanos() as u64;
