@@ -8,11 +8,13 @@
 //! where the receiver goes on polling, is the baseline. The receiver's
 //! driver thread must send what the application's last round left owed
 //! within its bound (`OWED_BOUND`, 80 µs), not when the application polls
-//! again. Two contexts in one process on loopback (127.0.0.1 and
-//! 127.0.0.2, UDP port 4791).
+//! again. Two contexts in one process on loopback (the sender's and the
+//! receiver's addresses, 127.0.0.1 and 127.0.0.2 by default; UDP port 4791
+//! on each).
 //!
-//! `cargo run --release -p ferroce --example owed_ack [ROUNDS]` (200 by
-//! default).
+//! `cargo run --release -p ferroce --example owed_ack [ROUNDS [SENDER
+//! RECEIVER]]` (ROUNDS 200 by default). `ferroce bench --progress-only`
+//! reads its two lines.
 
 use std::net::IpAddr;
 use std::sync::Barrier;
@@ -57,11 +59,20 @@ fn report(what: &str, mut t: Vec<Duration>) {
 }
 
 fn main() -> Result<(), ferroce::Error> {
-    let rounds: usize = std::env::args()
-        .nth(1)
+    let mut args = std::env::args().skip(1);
+    let rounds: usize = args
+        .next()
         .map_or(200, |s| s.parse().expect("ROUNDS: a count"));
-    let a_ip: IpAddr = "127.0.0.1".parse().unwrap();
-    let b_ip: IpAddr = "127.0.0.2".parse().unwrap();
+    let a_ip: IpAddr = args
+        .next()
+        .map_or("127.0.0.1".into(), |s| s)
+        .parse()
+        .expect("SENDER");
+    let b_ip: IpAddr = args
+        .next()
+        .map_or("127.0.0.2".into(), |s| s)
+        .parse()
+        .expect("RECEIVER");
     let (a, b) = (Context::open(a_ip)?, Context::open(b_ip)?);
     let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
     let (ca, cb) = (a.create_cq(16)?, b.create_cq(16)?);

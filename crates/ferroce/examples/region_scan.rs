@@ -9,12 +9,13 @@
 //! holds nothing back for the scan (no lock between them), so the two
 //! phases should take about as long, and no WRITE may fail.
 //!
-//! Two contexts in one process on loopback (127.0.3.1 and 127.0.3.2, UDP
-//! port 4791).
+//! Two contexts in one process on loopback (the client's and the server's
+//! addresses, 127.0.3.1 and 127.0.3.2 by default; UDP port 4791 on each).
 //!
-//! `cargo run --release -p ferroce --example region_scan [WRITES [ROUNDS]]`
-//! (WRITES per phase, 3000 by default; ROUNDS 9 by default). It exits
-//! non-zero if a WRITE failed.
+//! `cargo run --release -p ferroce --example region_scan [WRITES [ROUNDS
+//! [CLIENT SERVER]]]` (WRITES per phase, 3000 by default; ROUNDS 9 by
+//! default). Its last line sums up the rounds (`ferroce bench
+//! --progress-only` reads it). It exits non-zero if a WRITE failed.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -150,8 +151,16 @@ fn main() -> Result<(), ferroce::Error> {
     let mut args = std::env::args().skip(1);
     let writes: usize = args.next().map_or(3000, |s| s.parse().expect("WRITES"));
     let rounds: usize = args.next().map_or(9, |s| s.parse().expect("ROUNDS"));
-    let a_ip: IpAddr = "127.0.3.1".parse().unwrap();
-    let b_ip: IpAddr = "127.0.3.2".parse().unwrap();
+    let a_ip: IpAddr = args
+        .next()
+        .map_or("127.0.3.1".into(), |s| s)
+        .parse()
+        .expect("CLIENT");
+    let b_ip: IpAddr = args
+        .next()
+        .map_or("127.0.3.2".into(), |s| s)
+        .parse()
+        .expect("SERVER");
     let (a, b) = (Context::open(a_ip)?, Context::open(b_ip)?);
     let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
     let (pa, pb) = (a.alloc_pd(), b.alloc_pd());

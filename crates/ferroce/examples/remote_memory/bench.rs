@@ -10,8 +10,8 @@ use crate::{Phase, Res, WaitMode, client};
 /// `repeat` times (best run kept, as a busy machine only slows runs down),
 /// and prints the table. A failed run is reported and not counted; a mode
 /// with no run that succeeded fails the bench.
-pub(crate) fn run(repeat: usize, tcp: u16) -> Res<()> {
-    let (server_ip, client_ip): (IpAddr, IpAddr) = ("127.0.0.1".parse()?, "127.0.0.2".parse()?);
+pub(crate) fn run(repeat: usize, client_ip: IpAddr, server: SocketAddr) -> Res<()> {
+    let (server_ip, tcp) = (server.ip(), server.port());
     let mut best = [[0f64; 3]; 3];
     for _ in 0..repeat.max(1) {
         for (m, mode) in WaitMode::ALL.into_iter().enumerate() {
@@ -65,6 +65,10 @@ fn spawn_server(addr: IpAddr, tcp: u16, mode: WaitMode) -> Res<Child> {
     Ok(child)
 }
 
+/// The share of the spinning server's throughput the blocking one keeps
+/// in every phase.
+const BLOCK_GOAL: f64 = 0.95;
+
 fn print_table(best: &[[f64; 3]; 3]) {
     println!(
         "{:<10} {:>14} {:>14} {:>14} {:>10} {:>10}  goal",
@@ -77,13 +81,17 @@ fn print_table(best: &[[f64; 3]; 3]) {
         let [spin, sleep, block] = [best[0][p], best[1][p], best[2][p]];
         let ratio = block / spin;
         println!(
-            "{name:<10} {:>14} {:>14} {:>14} {:>9.0}% {:>9.0}%  block >= 90% of spin: {}",
+            "{name:<10} {:>14} {:>14} {:>14} {:>9.0}% {:>9.0}%  block >= 95% of spin: {}",
             format!("{spin:.0} {unit}"),
             format!("{sleep:.0} {unit}"),
             format!("{block:.0} {unit}"),
             sleep / spin * 100.0,
             ratio * 100.0,
-            if ratio >= 0.9 { "met" } else { "NOT met" }
+            if ratio >= BLOCK_GOAL {
+                "met"
+            } else {
+                "NOT met"
+            }
         );
     }
 }

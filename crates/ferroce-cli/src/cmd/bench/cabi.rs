@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{BenchArgs, Figure, median_of, perf};
+use super::{BenchArgs, Figure, Peers, median_of, perf};
 use crate::error::Error;
 
 /// The bandwidth test's message size and the latency test's.
@@ -205,8 +205,14 @@ pub(super) fn measure(args: &BenchArgs, mut next_port: impl FnMut() -> u16) -> C
     for _ in 0..args.repeat.max(1) {
         eprintln!("ib_write_bw and ferroce perf write -s {BW_SIZE} ...");
         c_bw.push(
-            perftest(args, &setup, &setup.write_bw, &bw_args, next_port())
-                .map(|cols| mbs_to_gbs(cols.get(3).copied())),
+            perftest(
+                args.peers(),
+                &setup.libs,
+                &setup.write_bw,
+                &bw_args,
+                next_port(),
+            )
+            .map(|cols| mbs_to_gbs(cols.get(3).copied())),
         );
         let ours = ["write"]
             .map(String::from)
@@ -219,8 +225,8 @@ pub(super) fn measure(args: &BenchArgs, mut next_port: impl FnMut() -> u16) -> C
         eprintln!("ib_write_lat and ferroce perf write --lat -s {LAT_SIZE} ...");
         // #bytes #iterations t_min t_max t_typical t_avg ...
         let (lat, avg) = split_lat(perftest(
-            args,
-            &setup,
+            args.peers(),
+            &setup.libs,
             &setup.write_lat,
             &lat_args,
             next_port(),
@@ -260,23 +266,23 @@ fn mbs_to_gbs(mb: Option<f64>) -> f64 {
     mb.map_or(f64::NAN, |mb| mb * 1_048_576.0 / 1e9)
 }
 
-/// One perftest pair on loopback: the server on `args.server`'s device,
-/// the client on `args.client`'s; returns the numbers of the client's data
-/// row.
-fn perftest(
-    args: &BenchArgs,
-    setup: &Setup,
+/// One perftest pair on loopback, `tool` on the library in `libs`: the
+/// server on `peers.server`'s device, the client on `peers.client`'s;
+/// returns the numbers of the client's data row.
+pub(super) fn perftest(
+    peers: Peers,
+    libs: &LibDir,
     tool: &Path,
     extra: &[String],
     port: u16,
 ) -> Result<Vec<f64>, Error> {
     let name = tool.file_name().unwrap_or_default().to_string_lossy();
-    let text = pair(args, &name, &extra.join(" "), port, |to| {
+    let text = pair(peers, &name, &extra.join(" "), port, |to| {
         let mut c = Command::new(tool);
         c.args(["-x", "0", "-p", &port.to_string()])
             .args(extra)
             .args(to.map(|a| a.to_string()))
-            .env("LD_LIBRARY_PATH", setup.libs.path());
+            .env("LD_LIBRARY_PATH", libs.path());
         c
     })?;
     data_row(&text).ok_or_else(|| format!("{name}: no data row in its output:\n{text}").into())
@@ -284,11 +290,11 @@ fn perftest(
 
 /// A server and client pair on loopback, each from `command` (its
 /// argument: the server to connect to, `None` for the server itself), the
-/// server on `args.server`'s device and the client on `args.client`'s;
+/// server on `peers.server`'s device and the client on `peers.client`'s;
 /// returns the client's standard output. `name` and `what` name the run in
 /// errors.
 pub(super) fn pair(
-    args: &BenchArgs,
+    peers: Peers,
     name: &str,
     what: &str,
     port: u16,
@@ -303,9 +309,9 @@ pub(super) fn pair(
             .stderr(Stdio::piped())
             .spawn()
     };
-    let server = Reaper::new(run(args.server, None)?);
+    let server = Reaper::new(run(peers.server, None)?);
     wait_listening(port, Duration::from_secs(10)).map_err(|e| format!("{name} server: {e}"))?;
-    let client = finish(run(args.client, Some(args.server))?, name)?;
+    let client = finish(run(peers.client, Some(peers.server))?, name)?;
     let server = finish(server.take(), name)?;
     let text = String::from_utf8_lossy(&client.stdout).into_owned();
     if !client.status.success() || !server.status.success() {

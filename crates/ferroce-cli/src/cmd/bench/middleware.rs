@@ -82,7 +82,7 @@ fn ucx(
     test: &[&str],
     port: u16,
 ) -> Result<Final, Error> {
-    let text = cabi::pair(args, "ucx_perftest", &test.join(" "), port, |to| {
+    let text = cabi::pair(args.peers(), "ucx_perftest", &test.join(" "), port, |to| {
         let mut c = Command::new(tool);
         c.args(to.map(|a| a.to_string()))
             .args(["-p", &port.to_string()])

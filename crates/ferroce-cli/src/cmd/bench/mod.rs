@@ -24,7 +24,12 @@
 //! * the raw-Ethernet backend on a veth pair between two namespaces (root
 //!   only): the rings' own limit, RC WRITE 64 KiB against it and against
 //!   the UDP backend on the same veth, 8-byte WRITE latency against the
-//!   rings' ping-pong (see [`veth`]; `--raw-only` runs just these).
+//!   rings' ping-pong (see [`veth`]; `--raw-only` runs just these);
+//! * the engine's "never waits" goals: a region scanned while a peer
+//!   writes into it, the ACK owed by a receiver that stops polling, a
+//!   passive server blocking in `CompletionQueue::wait`, and the spread of
+//!   `ib_write_lat`'s runs (see [`progress`]; `--progress-only` runs just
+//!   these).
 //!
 //! The ferroce figures come from `ferroce perf` runs (a client and a server
 //! process); the raw side is `ferroce udp-peer`. The machine is shared:
@@ -34,6 +39,7 @@ mod cabi;
 mod cm;
 mod memory;
 mod middleware;
+mod progress;
 mod raw;
 mod rawpeer;
 mod report;
@@ -88,6 +94,13 @@ pub(crate) struct BenchArgs {
     /// between two namespaces the bench makes and removes).
     #[arg(long)]
     raw_only: bool,
+    /// Run only the rows of the engine's "never waits" goals (region
+    /// scan, owed ACK, passive server, ib_write_lat's run-to-run spread).
+    #[arg(long)]
+    progress_only: bool,
+    /// ib_write_lat runs in a row for the latency-stability row.
+    #[arg(long, default_value_t = 30)]
+    stability_runs: u32,
     /// ferroce's libibverbs.so for the C ABI rows (default:
     /// $FERROCE_LIBIBVERBS, else libibverbs.so beside this binary, where
     /// `cargo build --release -p ferroce-verbs` puts it).
@@ -103,6 +116,23 @@ pub(crate) struct BenchArgs {
     /// The client side's loopback address.
     #[arg(long, default_value = "127.0.0.62")]
     client: IpAddr,
+}
+
+/// The two loopback addresses of a pair of processes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Peers {
+    pub(super) server: IpAddr,
+    pub(super) client: IpAddr,
+}
+
+impl BenchArgs {
+    /// The server's and the client's addresses the options name.
+    fn peers(&self) -> Peers {
+        Peers {
+            server: self.server,
+            client: self.client,
+        }
+    }
 }
 
 /// Median and 99th percentile of `v` (sorted in place).
@@ -266,17 +296,25 @@ pub(crate) fn run(args: &BenchArgs) -> Result<bool, Error> {
     if args.raw_only {
         return Ok(report::print_veth(args, veth::measure(args)));
     }
+    if args.progress_only {
+        return Ok(report::print_progress(
+            args,
+            progress::measure(args, cabi_ports),
+        ));
+    }
     let raw = measure_raw(args)?;
     let figures = measure_ferroce(args)?;
     let cm = measure_cm(args);
     let c_abi = cabi::measure(args, &mut cabi_ports);
     let ucx = middleware::measure(args, &mut cabi_ports);
     let veth = veth::measure(args);
+    let progress = progress::measure(args, &mut cabi_ports);
     let ok = report::print(args, &raw, figures);
     let ok = report::print_cm(args, cm) && ok;
     let ok = report::print_cabi(args, c_abi) && ok;
     let ok = report::print_middleware(args, ucx) && ok;
-    Ok(report::print_veth(args, veth) && ok)
+    let ok = report::print_veth(args, veth) && ok;
+    Ok(report::print_progress(args, progress) && ok)
 }
 
 /// rdma_cm's setup rates and TCP's, each run `args.repeat` times, the TCP

@@ -4,6 +4,10 @@
 
 use super::cabi::{BW_SIZE, CabiFigures, LAT_SIZE};
 use super::middleware::{AM_SIZE, PUT_SIZE, UcxFigures};
+use super::progress::{
+    OWED_ROUNDS, Outcome, Passive, ProgressFigures, RegionScan, SCAN_ROUNDS, SCAN_WRITES,
+    STABILITY_ITERS, Stability,
+};
 use super::veth::{TRAIN, VethRows};
 use super::{
     BenchArgs, CM_PARALLEL, CmFigures, FULL_DATAGRAM, Figure, Figures, RATE_WRITE, Raw, SMALL_WRITE,
@@ -369,6 +373,128 @@ pub(super) fn print_veth(args: &BenchArgs, rows: VethRows) -> bool {
         args.lat_iters
     );
     failed.report()
+}
+
+/// The rows of the engine's "never waits" goals (see
+/// [`super::progress`]); true if nothing failed. A skipped measure is no
+/// failure: its line says why.
+pub(super) fn print_progress(args: &BenchArgs, f: ProgressFigures) -> bool {
+    println!(
+        "never waits: ferroce's examples region_scan, owed_ack and remote_memory, and \
+         ib_write_lat on ferroce's libibverbs.so.1, each between its own 127.0.88.x addresses"
+    );
+    let mut failed = Failures::default();
+    Table::header();
+    if let Some(r) = outcome(f.region_scan, &mut failed) {
+        region_scan_rows(&r);
+    }
+    if let Some(o) = outcome(f.owed_ack, &mut failed) {
+        let (on, off) = (o.polling, o.stopping);
+        Table::row(
+            "owed ACK: SEND completion, p50",
+            &us(off.0),
+            &format!("{} (polling on)", us(on.0)),
+            off.0 / on.0,
+            "",
+        );
+        Table::row(
+            "owed ACK: SEND completion, p99",
+            &us(off.1),
+            &format!("{} (polling on)", us(on.1)),
+            off.1 / on.1,
+            "",
+        );
+        Table::row(
+            "owed ACK: p50 stops - p50 polling on",
+            &us(off.0 - on.0),
+            "",
+            f64::NAN,
+            "<= 100 us",
+        );
+    }
+    if let Some(p) = outcome(f.passive, &mut failed) {
+        passive_rows(p, &mut failed);
+    }
+    if let Some(s) = outcome(f.stability, &mut failed) {
+        stability_rows(s, &mut failed);
+    }
+    println!(
+        "region scan: {SCAN_WRITES} 4 KiB WRITEs per phase, median of {SCAN_ROUNDS} rounds, a \
+         server thread checksumming the 16 MiB region being written (through its volatile view) \
+         against a Vec of 16 MiB; a failed WRITE phase fails the row. owed ACK: {OWED_ROUNDS} SENDs, the receiver away 2 ms after \
+         each completion against polling on. passive server: remote_memory's best of {} runs \
+         per mode, blocking in CompletionQueue::wait against spinning. ib_write_lat: -n \
+         {STABILITY_ITERS}, {} runs in a row, the worst run's t_avg against the median run's.",
+        args.repeat.max(1),
+        args.stability_runs.max(1)
+    );
+    failed.report()
+}
+
+/// The measure's figures; a skipped one prints why, a failed one is kept.
+fn outcome<T>(o: Outcome<T>, failed: &mut Failures) -> Option<T> {
+    match o {
+        Outcome::Measured(t) => Some(t),
+        Outcome::Skipped(why) => {
+            println!("skipped: {why}");
+            None
+        }
+        Outcome::Failed(e) => {
+            failed.0.push(e.to_string());
+            None
+        }
+    }
+}
+
+fn region_scan_rows(r: &RegionScan) {
+    let ms = |v: f64| format!("{v:.1} ms");
+    Table::row(
+        "region scan: peer's WRITE phase",
+        &ms(r.region_ms),
+        &format!("{} (Vec scan)", ms(r.vec_ms)),
+        r.region_ms / r.vec_ms,
+        "<= 125%",
+    );
+}
+
+fn passive_rows(p: Passive, failed: &mut Failures) {
+    for ph in p.phases {
+        let rate = |v: f64| format!("{v:.0} {}", ph.unit);
+        Table::row(
+            &format!("passive server blocking: {}", ph.name),
+            &rate(ph.block),
+            &format!("{} (spinning)", rate(ph.spin)),
+            ph.block / ph.spin,
+            ">= 95%",
+        );
+    }
+    failed.0.extend(p.failed_runs);
+}
+
+fn stability_rows(s: Stability, failed: &mut Failures) {
+    let name = |what: &str| format!("ib_write_lat, {what}");
+    Table::row(
+        &name("t_avg, worst run"),
+        &us(s.worst_avg),
+        &format!("{} (median run)", us(s.median_avg)),
+        s.worst_avg / s.median_avg,
+        "<= 200%",
+    );
+    Table::row(
+        &name("t_typical, median run"),
+        &us(s.median_typical),
+        &format!("{} runs", s.runs),
+        f64::NAN,
+        "",
+    );
+    Table::row(
+        &name("99%, median run"),
+        &us(s.median_p99),
+        "",
+        f64::NAN,
+        "",
+    );
+    failed.0.extend(s.failed_runs);
 }
 
 /// The figures a table could not measure: each shows as NaN in its row
