@@ -22,14 +22,15 @@
 //! beside a spinning application is two busy threads for one job, and on
 //! a machine with fewer cores than busy threads latency jumped to a
 //! scheduler time slice), and posts do not ring its doorbell (a system
-//! call on the critical path of every ping-pong). It naps for
-//! [`OWED_BOUND`] at a time instead, and after each nap takes over if the
+//! call on the critical path of every ping-pong). It naps instead, from
+//! [`OWED_BOUND`] up to [`NAP_MAX`], and after each nap takes over if the
 //! application left anything: it did not poll during the nap, a datagram
 //! waits unreceived (an application that polls memory between its CQ
 //! polls, as `ib_write_lat` does, receives nothing meanwhile), or a timer
 //! is due (a held response's among them). So what an application's last
 //! round left owed (an ACK, a READ response, a post) goes out within two
-//! naps however the application goes on; the ACK of a message that
+//! naps however the application goes on (and within two [`OWED_BOUND`]s
+//! where the polls have been leaving work); the ACK of a message that
 //! completes a receive goes in the round that received it (see
 //! [`Shared`]'s round). These bounds are the timer's: on a virtual machine
 //! whose idle cores halt, a timed wait can end milliseconds late (on the
