@@ -62,6 +62,12 @@ pub const MAX_CQE: u32 = 1 << 20;
 pub(crate) struct Cq {
     ring: Arc<Ring>,
     depth: usize,
+    /// Completions pushed so far, and how many of them readers had taken
+    /// when the engine last read the ring's count: their difference bounds
+    /// what the ring holds from above (readers only take), so most pushes
+    /// need not read the count the readers share.
+    pushed: u64,
+    taken_seen: u64,
     /// The overflow event has been raised.
     pub(crate) overflow_reported: bool,
     /// The application's arm, until it fires.
@@ -100,6 +106,8 @@ impl Cq {
         Self {
             ring: Arc::default(),
             depth,
+            pushed: 0,
+            taken_seen: 0,
             overflow_reported: false,
             arm: None,
             watched: false,
@@ -131,6 +139,19 @@ impl Cq {
         CqReader::new(self.ring.clone(), handle)
     }
 
+    /// Whether one more completion fits in `depth`. Readers taking
+    /// completions meanwhile only make room, so a ring never holds more
+    /// than `depth`.
+    fn has_room(&mut self) -> bool {
+        let depth = self.depth as u64;
+        if self.pushed - self.taken_seen < depth {
+            return true;
+        }
+        let held = self.ring.len() as u64;
+        self.taken_seen = self.pushed - held;
+        held < depth
+    }
+
     /// Queues a completion that is not a solicited receive (an unsuccessful
     /// one still fires a solicited-only arm).
     pub(crate) fn push(&mut self, wc: WorkCompletion) {
@@ -141,9 +162,12 @@ impl Cq {
     /// a solicited event (its last packet's SE bit).
     pub(crate) fn push_solicited(&mut self, wc: WorkCompletion, solicited: bool) {
         let solicited = solicited || wc.status != WcStatus::Success;
-        if !self.ring.push(wc, self.depth) {
+        if !self.has_room() {
+            self.ring.set_overflowed();
             return;
         }
+        self.ring.push(wc);
+        self.pushed += 1;
         if self.watched {
             self.watched = false;
             self.fired.watch = true;

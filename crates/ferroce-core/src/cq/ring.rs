@@ -15,7 +15,7 @@
 //!   depth, and a resize only changes the depth the engine enforces: the
 //!   ring, and the pollers reading it, are untouched.
 //! * Taking a completion is a compare-and-swap; finding the ring empty is
-//!   two loads and a fence. No lock, no system call.
+//!   two loads. No lock, no system call.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,21 +34,23 @@ pub(crate) struct Ring {
 }
 
 impl Ring {
-    /// Queues `wc` if fewer than `depth` completions wait, else drops it
-    /// and marks the ring overflowed; returns whether it was queued. Only
-    /// the engine calls this (one producer): the count it checks can only
-    /// fall meanwhile, as readers take completions, so a ring never holds
-    /// more than `depth`.
-    pub(crate) fn push(&self, wc: WorkCompletion, depth: usize) -> bool {
-        if self.entries.len() >= depth {
-            self.overflowed.store(true, Ordering::Release);
-            return false;
-        }
+    /// Queues `wc`. Only the engine calls this (one producer), after
+    /// checking the CQ's depth.
+    pub(crate) fn push(&self, wc: WorkCompletion) {
         self.entries.push(wc);
-        true
+    }
+
+    /// A completion found the CQ full and was dropped.
+    pub(crate) fn set_overflowed(&self) {
+        self.overflowed.store(true, Ordering::Release);
     }
 
     pub(crate) fn pop(&self) -> Option<WorkCompletion> {
+        // Two plain loads say "empty" (a busy poller's usual answer) without
+        // the fence the queue's own `pop` takes to say so.
+        if self.entries.is_empty() {
+            return None;
+        }
         self.entries.pop()
     }
 
