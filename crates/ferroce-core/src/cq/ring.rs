@@ -15,7 +15,9 @@
 //!   depth, and a resize only changes the depth the engine enforces: the
 //!   ring, and the pollers reading it, are untouched.
 //! * Taking a completion is a compare-and-swap; finding the ring empty is
-//!   two loads. No lock, no system call.
+//!   two loads. No lock, no system call. The one wait: a reader that finds
+//!   the engine in the middle of a push (a claimed slot not yet written, a
+//!   few instructions) spins, then yields, until the slot is written.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
