@@ -37,7 +37,7 @@ pub mod verbs;
 mod tests;
 
 pub use cc::{CongestionConfig, DcqcnConfig, NpConfig};
-pub use cq::{CqFired, MAX_CQE};
+pub use cq::{CqFired, CqReader, MAX_CQE};
 pub use endpoint::Grh;
 pub use endpoint::MAX_MW;
 pub use endpoint::{

@@ -217,11 +217,12 @@ impl Context {
     /// [`CompletionQueue::overflowed`] says so); wait on it with
     /// [`CompletionQueue::poll`] or [`CompletionQueue::wait`].
     pub fn create_cq(&self, depth: u32) -> Result<CompletionQueue> {
-        let handle = self.shared.engine().create_cq(depth)?;
+        let (handle, reader) = self.new_cq(depth)?;
         Ok(CompletionQueue {
             shared: self.shared.clone(),
             _device: self.device.clone(),
             handle,
+            reader,
             channel: None,
         })
     }
@@ -240,14 +241,22 @@ impl Context {
         depth: u32,
         channel: &CompletionChannel,
     ) -> Result<CompletionQueue> {
-        let handle = self.shared.engine().create_cq(depth)?;
+        let (handle, reader) = self.new_cq(depth)?;
         self.shared.set_channel(handle, channel.inner.clone());
         Ok(CompletionQueue {
             shared: self.shared.clone(),
             _device: self.device.clone(),
             handle,
+            reader,
             channel: Some(channel.clone()),
         })
+    }
+
+    /// An engine CQ of `depth` entries: its handle and its reader.
+    fn new_cq(&self, depth: u32) -> Result<(u32, ferroce_core::CqReader)> {
+        let mut ep = self.shared.engine();
+        let handle = ep.create_cq(depth)?;
+        Ok((handle, ep.cq_reader(handle)?))
     }
 
     /// The oldest asynchronous event not yet taken, as

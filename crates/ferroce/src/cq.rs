@@ -1,8 +1,9 @@
 //! Completion queues, and the three ways to wait on one:
 //!
 //! * [`CompletionQueue::poll`] in a loop (busy-polling): the lowest
-//!   latency; each poll also moves the engine, so the driver thread
-//!   stands back while the application polls in a tight loop.
+//!   latency; a poll that finds the CQ empty also moves the engine, so the
+//!   driver thread stands back while the application polls in a tight
+//!   loop.
 //! * [`CompletionQueue::wait`]: blocks the thread, without spinning, until
 //!   a completion or a timeout. The driver thread serves the peer
 //!   meanwhile, at full speed.
@@ -10,6 +11,20 @@
 //!   [`CompletionQueue::req_notify`], as ibverbs: a file descriptor that an
 //!   event loop (epoll, mio, tokio) watches; with the `tokio` feature,
 //!   [`crate::AsyncChannel`] does that for you.
+//!
+//! A CQ's completions are in a ring that the engine fills and the CQ
+//! reads without the engine's lock ([`ferroce_core::CqReader`]), as a
+//! NIC's CQ is a ring the hardware writes and the application reads:
+//! taking completions that are there makes no system call and never waits
+//! for the driver thread, even one preempted in the middle of a round.
+//! Several threads may poll or wait on one CQ; each completion goes to one
+//! of them, and the completions one thread takes are in the order they
+//! completed. [`CompletionQueue::resize`] keeps the completions held, in
+//! order, and pollers polling meanwhile go on undisturbed.
+//!
+//! An arm ([`CompletionQueue::req_notify`]) covers the completions that
+//! come after it; those already in the CQ fire nothing, so poll after
+//! arming, before waiting for the event.
 
 use std::io;
 use std::sync::Arc;
@@ -17,9 +32,9 @@ use std::time::{Duration, Instant};
 
 use crate::context::DeviceHandle;
 use crate::driver::Shared;
-use ferroce_core::Endpoint;
+use ferroce_core::CqReader;
 
-use crate::{CompletionChannel, Result, VerbsError, WorkCompletion};
+use crate::{CompletionChannel, Result, WorkCompletion};
 
 /// A completion queue.
 #[derive(Debug)]
@@ -28,20 +43,26 @@ pub struct CompletionQueue {
     /// Keeps the device (its driver) alive while this object is.
     pub(crate) _device: Arc<DeviceHandle>,
     pub(crate) handle: u32,
+    /// Takes the completions without the engine.
+    pub(crate) reader: CqReader,
     /// The channel its events go to, if it was created with one.
     pub(crate) channel: Option<CompletionChannel>,
 }
 
 impl CompletionQueue {
     /// `ibv_resize_cq`: holds up to `depth` completions from now on (1 to
-    /// [`crate::MAX_CQE`]); refused below the completions it holds now.
+    /// [`crate::MAX_CQE`]); refused below the completions it holds now,
+    /// which it keeps, in order. Threads polling the CQ meanwhile go on
+    /// taking its completions; the depth they may have made room for
+    /// counts from the resize on.
     pub fn resize(&self, depth: u32) -> Result<()> {
         Ok(self.shared.engine().resize_cq(self.handle, depth)?)
     }
 
-    /// Takes up to `max` completions, as `ibv_poll_cq`. Also moves the
-    /// engine forward, so that a busy-polling caller never waits on the
-    /// driver thread.
+    /// Takes up to `max` completions, as `ibv_poll_cq`. Completions
+    /// already there are taken without a lock; only if there are none does
+    /// the poll move the engine forward itself, so that a busy-polling
+    /// caller never waits on the driver thread.
     pub fn poll(&self, max: usize) -> Result<Vec<WorkCompletion>> {
         // Completions already there are returned without a round of
         // progress, unless something was posted since the last round (a
@@ -50,19 +71,19 @@ impl CompletionQueue {
         // two completions of one arrival (its SEND's and the peer's reply)
         // paid between them.
         if max > 0 && !self.shared.kicked_since_round() {
-            let wcs = self.shared.engine().poll_cq(self.handle, max)?;
+            let wcs = self.reader.poll(max);
             if !wcs.is_empty() {
                 return Ok(wcs);
             }
         }
         self.shared.app_progress();
-        Ok(self.shared.engine().poll_cq(self.handle, max)?)
+        Ok(self.reader.poll(max))
     }
 
     /// Moves up to `out.len()` completions into `out` and returns how
     /// many, without allocating (the buffer is reused from call to call;
-    /// [`WorkCompletion::default`] fills it). Moves the engine forward as
-    /// [`CompletionQueue::poll`] does.
+    /// [`WorkCompletion::default`] fills it). Takes them and moves the
+    /// engine forward as [`CompletionQueue::poll`] does.
     ///
     /// ```no_run
     /// # fn f(cq: &ferroce::CompletionQueue) -> Result<(), Box<dyn std::error::Error>> {
@@ -75,13 +96,13 @@ impl CompletionQueue {
     /// ```
     pub fn poll_into(&self, out: &mut [WorkCompletion]) -> Result<usize> {
         if !out.is_empty() && !self.shared.kicked_since_round() {
-            let n = self.shared.engine().poll_cq_into(self.handle, out)?;
+            let n = self.reader.poll_into(out);
             if n > 0 {
                 return Ok(n);
             }
         }
         self.shared.app_progress();
-        Ok(self.shared.engine().poll_cq_into(self.handle, out)?)
+        Ok(self.reader.poll_into(out))
     }
 
     /// Takes up to `max` completions, blocking until there is at least one
@@ -90,9 +111,9 @@ impl CompletionQueue {
     /// meanwhile: a blocked waiter never counts as a polling application.
     /// Several threads may wait on one CQ; each completion goes to one.
     pub fn wait(&self, max: usize, timeout: Duration) -> Result<Vec<WorkCompletion>> {
-        let taken = self.wait_for(timeout, |ep| {
-            let wcs = ep.poll_cq(self.handle, max)?;
-            Ok((!wcs.is_empty() || max == 0).then_some(wcs))
+        let taken = self.wait_for(timeout, || {
+            let wcs = self.reader.poll(max);
+            (!wcs.is_empty() || max == 0).then_some(wcs)
         })?;
         Ok(taken.unwrap_or_default())
     }
@@ -114,20 +135,21 @@ impl CompletionQueue {
     /// # Ok(()) }
     /// ```
     pub fn wait_into(&self, out: &mut [WorkCompletion], timeout: Duration) -> Result<usize> {
-        let taken = self.wait_for(timeout, |ep| {
-            let n = ep.poll_cq_into(self.handle, out)?;
-            Ok((n > 0 || out.is_empty()).then_some(n))
+        let taken = self.wait_for(timeout, || {
+            let n = self.reader.poll_into(out);
+            (n > 0 || out.is_empty()).then_some(n)
         })?;
         Ok(taken.unwrap_or(0))
     }
 
-    /// The blocking of [`CompletionQueue::wait`]: runs `take` on the
-    /// engine until it returns something, sleeping between tries until
-    /// the CQ is woken or `timeout` has passed (then `None`).
+    /// The blocking of [`CompletionQueue::wait`]: runs `take` until it
+    /// returns something, sleeping between tries until the CQ is woken or
+    /// `timeout` has passed (then `None`). Only a `take` that finds
+    /// nothing locks the engine, to watch the CQ.
     fn wait_for<T>(
         &self,
         timeout: Duration,
-        mut take: impl FnMut(&mut Endpoint) -> std::result::Result<Option<T>, VerbsError>,
+        mut take: impl FnMut() -> Option<T>,
     ) -> Result<Option<T>> {
         let deadline = Instant::now().checked_add(timeout);
         self.shared.app_blocks();
@@ -135,14 +157,14 @@ impl CompletionQueue {
             // Read before looking, so that a completion arriving between
             // the look and the sleep still wakes the sleep.
             let seen = self.shared.cq_wakes();
-            {
-                let mut ep = self.shared.engine();
-                if let Some(taken) = take(&mut ep)? {
-                    return Ok(Some(taken));
-                }
-                if ep.watch_cq(self.handle)? {
-                    continue;
-                }
+            if let Some(taken) = take() {
+                return Ok(Some(taken));
+            }
+            // The engine pushes, and fires the watch, under its lock: a
+            // completion that came after the look is either seen here or
+            // fires the watch, which wakes the sleep below.
+            if self.shared.engine().watch_cq(self.handle)? {
+                continue;
             }
             let left = deadline.map_or(Duration::from_secs(3600), |d| {
                 d.saturating_duration_since(Instant::now())
@@ -189,12 +211,12 @@ impl CompletionQueue {
     /// which must not count as polling.
     #[cfg(feature = "tokio")]
     pub(crate) fn take(&self, max: usize) -> Result<Vec<WorkCompletion>> {
-        Ok(self.shared.engine().poll_cq(self.handle, max)?)
+        Ok(self.reader.poll(max))
     }
 
     /// Whether completions were lost because the queue was full.
     pub fn overflowed(&self) -> Result<bool> {
-        Ok(self.shared.engine().cq_overflowed(self.handle)?)
+        Ok(self.reader.overflowed())
     }
 
     /// The number [`AsyncEvent::CqOverflow`] names it by.

@@ -316,3 +316,68 @@ fn flushed_work_requests_fire_the_arm_and_wake_a_waiter() {
     assert_eq!(got, Some(b.cq.handle()));
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
 }
+
+/// Threads busy-polling and a thread blocked in `wait` share one CQ while
+/// the peer's SENDs arrive: each receive completion goes to exactly one of
+/// them, and each thread's are in the order the receives were posted.
+#[test]
+fn pollers_and_a_waiter_on_one_cq_take_each_completion_once() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    const COUNT: u64 = 600;
+    const BATCH: u64 = 30;
+    let (a, b, _chan) = pair("127.0.0.134", "127.0.0.135");
+    let taken = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let per_thread: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let takers: Vec<_> = (0..3)
+            .map(|i| {
+                let (cq, taken, stop) = (&b.cq, &taken, &stop);
+                s.spawn(move || {
+                    let mut got = Vec::new();
+                    let mut wcs = [WorkCompletion::default(); 4];
+                    while !stop.load(Ordering::Acquire) && Instant::now() < deadline {
+                        let n = if i == 0 {
+                            cq.wait_into(&mut wcs, Duration::from_millis(20)).unwrap()
+                        } else {
+                            cq.poll_into(&mut wcs).unwrap()
+                        };
+                        for wc in &wcs[..n] {
+                            assert_eq!(wc.status, WcStatus::Success);
+                            got.push(wc.wr_id);
+                        }
+                        taken.fetch_add(n as u64, Ordering::AcqRel);
+                    }
+                    got
+                })
+            })
+            .collect();
+        // Batches the CQ (64 deep) can hold, each sent once the takers
+        // have taken the one before.
+        for first in (0..COUNT).step_by(BATCH as usize) {
+            for i in first..first + BATCH {
+                b.qp.post_recv(RecvWr::new(i, &[b.mr.sge(0, 64)])).unwrap();
+                a.qp.post_send(SendWr::send(i, &[a.mr.sge(0, 8)])).unwrap();
+            }
+            let mut sent = 0;
+            while sent < BATCH {
+                let wcs = a.cq.wait(16, Duration::from_secs(10)).unwrap();
+                assert!(!wcs.is_empty(), "no send completion within 10 s");
+                sent += wcs.len() as u64;
+            }
+            while taken.load(Ordering::Acquire) < first + BATCH {
+                assert!(Instant::now() < deadline, "the takers stalled");
+                std::thread::yield_now();
+            }
+        }
+        stop.store(true, Ordering::Release);
+        takers.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    for got in &per_thread {
+        assert!(got.windows(2).all(|w| w[0] < w[1]), "out of order: {got:?}");
+    }
+    let mut all: Vec<u64> = per_thread.into_iter().flatten().collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..COUNT).collect::<Vec<_>>());
+    assert!(!b.cq.overflowed().unwrap());
+}

@@ -134,7 +134,7 @@ impl Endpoint {
         let n = if cqs[0] == cqs[1] { 1 } else { 2 };
         for &cq in &cqs[..n] {
             if let Some(c) = self.cqs.get_mut(&cq)
-                && c.overflowed
+                && c.overflowed()
                 && !c.overflow_reported
             {
                 c.overflow_reported = true;

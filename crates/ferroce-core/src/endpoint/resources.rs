@@ -7,7 +7,7 @@ use ferroce_mem::Backing;
 use rand_core::RngCore;
 
 use super::Endpoint;
-use crate::cq::Cq;
+use crate::cq::{Cq, CqReader};
 use crate::mr::{Mr, MrInfo, Region};
 use crate::srq::{MAX_SRQ_WR, Srq};
 use crate::verbs::{
@@ -230,7 +230,8 @@ impl Endpoint {
     }
 
     /// `ibv_resize_cq`: the CQ holds up to `depth` completions from now on;
-    /// refused below the completions it holds now (as rxe), which it keeps.
+    /// refused below the completions it holds now (as rxe), which it keeps,
+    /// in order. Its readers keep polling the same ring meanwhile.
     pub fn resize_cq(&mut self, cq: u32, depth: u32) -> Result<(), VerbsError> {
         check_cq_depth(depth)?;
         let c = self.cqs.get_mut(&cq).ok_or(VerbsError::NoSuchCq(cq))?;
@@ -244,10 +245,11 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Takes up to `max` completions.
+    /// Takes up to `max` completions, oldest first, from the ring the CQ's
+    /// [`CqReader`]s share.
     pub fn poll_cq(&mut self, cq: u32, max: usize) -> Result<Vec<WorkCompletion>, VerbsError> {
-        let q = self.cqs.get_mut(&cq).ok_or(VerbsError::NoSuchCq(cq))?;
-        Ok(std::iter::from_fn(|| q.pop()).take(max).collect())
+        let q = self.cqs.get(&cq).ok_or(VerbsError::NoSuchCq(cq))?;
+        Ok(std::iter::from_fn(|| q.ring().pop()).take(max).collect())
     }
 
     /// Moves up to `out.len()` completions into `out`, oldest first, and
@@ -257,21 +259,24 @@ impl Endpoint {
         cq: u32,
         out: &mut [WorkCompletion],
     ) -> Result<usize, VerbsError> {
-        let q = self.cqs.get_mut(&cq).ok_or(VerbsError::NoSuchCq(cq))?;
-        let mut n = 0;
-        while let Some(slot) = out.get_mut(n) {
-            let Some(wc) = q.pop() else { break };
-            *slot = wc;
-            n += 1;
-        }
-        Ok(n)
+        let q = self.cqs.get(&cq).ok_or(VerbsError::NoSuchCq(cq))?;
+        Ok(crate::cq::ring::poll_into(q.ring(), out))
+    }
+
+    /// A handle that takes the CQ's completions without the endpoint, from
+    /// any thread ([`CqReader`]; the contract is `cq`'s module's).
+    pub fn cq_reader(&self, cq: u32) -> Result<CqReader, VerbsError> {
+        self.cqs
+            .get(&cq)
+            .map(|q| q.reader(cq))
+            .ok_or(VerbsError::NoSuchCq(cq))
     }
 
     /// Whether the CQ overflowed (completions were lost).
     pub fn cq_overflowed(&self, cq: u32) -> Result<bool, VerbsError> {
         self.cqs
             .get(&cq)
-            .map(|q| q.overflowed)
+            .map(Cq::overflowed)
             .ok_or(VerbsError::NoSuchCq(cq))
     }
 

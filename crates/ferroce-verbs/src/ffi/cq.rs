@@ -136,7 +136,6 @@ pub(super) unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
     })
 }
 
-/// `ibv_resize_cq`: ferroce's CQs keep their size.
 /// `ibv_resize_cq`: the CQ holds `cqe` completions from now on (what it
 /// holds now stays); `cq->cqe` says so. EINVAL below the completions it
 /// holds, as rxe.
@@ -153,6 +152,8 @@ pub(super) unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_
 }
 
 /// `ibv_context_ops::poll_cq`: up to `n` completions into `out`, or -1.
+/// Takes them from the CQ's ring without the engine's lock
+/// ([`ferroce::CompletionQueue::poll_into`]).
 pub(super) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, out: *mut ibv_wc) -> c_int {
     guard(-1, || {
         // SAFETY: module contract.
@@ -174,11 +175,15 @@ pub(super) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, out: *mut ibv
             let Ok(got) = q.inner.poll_into(&mut batch[..k]) else {
                 return -1;
             };
-            let ud = c.ud_qps.read().unwrap_or_else(|p| p.into_inner());
-            for w in &batch[..got] {
-                // SAFETY: `out` holds `n` entries (module contract).
-                unsafe { out.add(done).write(wc(w, ud.contains(&w.qpn))) };
-                done += 1;
+            if got > 0 {
+                // An empty poll (the busy-polling loop's usual case) takes
+                // no lock at all: the CQ's ring needs none.
+                let ud = c.ud_qps.read().unwrap_or_else(|p| p.into_inner());
+                for w in &batch[..got] {
+                    // SAFETY: `out` holds `n` entries (module contract).
+                    unsafe { out.add(done).write(wc(w, ud.contains(&w.qpn))) };
+                    done += 1;
+                }
             }
             if got < k {
                 break;

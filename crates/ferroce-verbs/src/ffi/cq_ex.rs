@@ -7,7 +7,8 @@
 //! Every CQ of this library carries these callbacks (an `ibv_cq` is the
 //! prefix of an `ibv_cq_ex`), so a CQ from either call works with
 //! `ibv_poll_cq`, completion channels and `ibv_cq_ex_to_cq`. Each poll
-//! takes one completion from the engine; the fields are those
+//! takes one completion from the CQ's ring, as `ibv_poll_cq` does
+//! (without the engine's lock); the fields are those
 //! `ibv_poll_cq` fills (`IBV_WC_STANDARD_FLAGS`). Completion timestamps,
 //! CVLAN, flow tags and tag matching are not there: asking for them at
 //! create fails with EOPNOTSUPP, as with rxe.

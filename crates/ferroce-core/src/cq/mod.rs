@@ -1,6 +1,27 @@
 //! Completion queues: bounded FIFOs of work completions, and their
 //! notification arming (`ibv_req_notify_cq`).
 //!
+//! A CQ's completions live in a ring ([`ring`]) that the engine fills and
+//! the application drains through [`CqReader`]s
+//! ([`Endpoint::cq_reader`]) without the engine: polling takes no lock
+//! the engine holds, from any number of threads, each completion going to
+//! one of them. The engine is the ring's only producer: it pushes while it
+//! holds its own `&mut Endpoint`, so a push is ordered with every arm,
+//! watch and resize. [`Endpoint::poll_cq`] takes from the same ring.
+//!
+//! * Depth: a completion that finds `depth` completions waiting is lost;
+//!   the CQ is then overflowed for good ([`Endpoint::cq_overflowed`],
+//!   [`CqReader::overflowed`]), and the endpoint raises
+//!   [`AsyncEvent::CqOverflow`](crate::verbs::AsyncEvent::CqOverflow)
+//!   once. Readers taking completions meanwhile only make room, so the
+//!   ring never holds more than `depth`.
+//! * Resize ([`Endpoint::resize_cq`]) changes the depth the engine
+//!   enforces from its next push on, and keeps the ring, so the
+//!   completions it holds stay in order and readers polling meanwhile are
+//!   not disturbed. It is refused below the completions held when it
+//!   looks; readers taking completions concurrently can only have made
+//!   that count smaller.
+//!
 //! A CQ can be armed two ways, each firing once, for the next completion
 //! pushed after the arm (completions already queued do not fire it):
 //!
@@ -11,26 +32,42 @@
 //!   event on the CQ's completion channel.
 //! * a blocked waiter's watch ([`Endpoint::watch_cq`]), for any completion.
 //!
+//! Arming, watching and pushing all happen under `&mut Endpoint`, so "arm,
+//! then poll" is race-free for a reader: a completion pushed before the
+//! arm is in the ring when the arm returns (the poll finds it), and one
+//! pushed after fires the arm.
+//!
 //! The endpoint keeps the set of armed CQs, so that collecting what fired
 //! after a round ([`Endpoint::take_cq_events`]) visits those only.
 
-use std::collections::VecDeque;
+use std::sync::Arc;
 
 use crate::Endpoint;
 use crate::verbs::{VerbsError, WcStatus, WorkCompletion};
 
+pub(crate) mod ring;
+
+pub use ring::CqReader;
+use ring::Ring;
+
 /// Completions a CQ holds at most (the device's `max_cqe`).
 pub const MAX_CQE: u32 = 1 << 20;
 
-/// A completion queue. Overflowing it is an asynchronous error in ibverbs
-/// (`IBV_EVENT_CQ_ERR`); here the completion is dropped, `overflowed` is
-/// set, and the endpoint raises the event once, so the user can see it
-/// instead of silently losing it.
+/// A completion queue, as the engine sees it: the producer's side of its
+/// ring, and its arms. Overflowing it is an asynchronous error in ibverbs
+/// (`IBV_EVENT_CQ_ERR`); here the completion is dropped, the ring marked
+/// overflowed, and the endpoint raises the event once, so the user can see
+/// it instead of silently losing it.
 #[derive(Debug)]
 pub(crate) struct Cq {
-    entries: VecDeque<WorkCompletion>,
+    ring: Arc<Ring>,
     depth: usize,
-    pub(crate) overflowed: bool,
+    /// Completions pushed so far, and how many of them readers had taken
+    /// when the engine last read the ring's count: their difference bounds
+    /// what the ring holds from above (readers only take), so most pushes
+    /// need not read the count the readers share.
+    pushed: u64,
+    taken_seen: u64,
     /// The overflow event has been raised.
     pub(crate) overflow_reported: bool,
     /// The application's arm, until it fires.
@@ -67,9 +104,10 @@ impl CqFired {
 impl Cq {
     pub(crate) fn new(depth: usize) -> Self {
         Self {
-            entries: VecDeque::with_capacity(depth.min(4096)),
+            ring: Arc::default(),
             depth,
-            overflowed: false,
+            pushed: 0,
+            taken_seen: 0,
             overflow_reported: false,
             arm: None,
             watched: false,
@@ -77,17 +115,45 @@ impl Cq {
         }
     }
 
-    /// Queues a completion that is not a solicited receive (an unsuccessful
-    /// one still fires a solicited-only arm).
     /// Completions waiting to be polled.
     pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+        self.ring.len()
     }
 
     pub(crate) fn set_depth(&mut self, depth: usize) {
         self.depth = depth;
     }
 
+    /// Whether a completion was lost because the CQ was full.
+    pub(crate) fn overflowed(&self) -> bool {
+        self.ring.overflowed()
+    }
+
+    /// The completions, shared with the CQ's readers.
+    pub(crate) fn ring(&self) -> &Ring {
+        &self.ring
+    }
+
+    /// A reader of the completions, for CQ `handle` (this one).
+    pub(crate) fn reader(&self, handle: u32) -> CqReader {
+        CqReader::new(self.ring.clone(), handle)
+    }
+
+    /// Whether one more completion fits in `depth`. Readers taking
+    /// completions meanwhile only make room, so a ring never holds more
+    /// than `depth`.
+    fn has_room(&mut self) -> bool {
+        let depth = self.depth as u64;
+        if self.pushed - self.taken_seen < depth {
+            return true;
+        }
+        let held = self.ring.len() as u64;
+        self.taken_seen = self.pushed - held;
+        held < depth
+    }
+
+    /// Queues a completion that is not a solicited receive (an unsuccessful
+    /// one still fires a solicited-only arm).
     pub(crate) fn push(&mut self, wc: WorkCompletion) {
         self.push_solicited(wc, false);
     }
@@ -96,11 +162,12 @@ impl Cq {
     /// a solicited event (its last packet's SE bit).
     pub(crate) fn push_solicited(&mut self, wc: WorkCompletion, solicited: bool) {
         let solicited = solicited || wc.status != WcStatus::Success;
-        if self.entries.len() >= self.depth {
-            self.overflowed = true;
+        if !self.has_room() {
+            self.ring.set_overflowed();
             return;
         }
-        self.entries.push_back(wc);
+        self.ring.push(wc);
+        self.pushed += 1;
         if self.watched {
             self.watched = false;
             self.fired.watch = true;
@@ -112,10 +179,6 @@ impl Cq {
         }
         self.arm = None;
         self.fired.notify = true;
-    }
-
-    pub(crate) fn pop(&mut self) -> Option<WorkCompletion> {
-        self.entries.pop_front()
     }
 }
 
@@ -139,7 +202,7 @@ impl Endpoint {
     /// fires [`CqFired::watch`]) and returns `false`.
     pub fn watch_cq(&mut self, cq: u32) -> Result<bool, VerbsError> {
         let q = self.cqs.get_mut(&cq).ok_or(VerbsError::NoSuchCq(cq))?;
-        if !q.entries.is_empty() {
+        if !q.ring.is_empty() {
             return Ok(true);
         }
         q.watched = true;
@@ -168,84 +231,4 @@ impl Endpoint {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::EndpointConfig;
-    use crate::verbs::WcOpcode;
-
-    fn wc(status: WcStatus) -> WorkCompletion {
-        WorkCompletion {
-            status,
-            ..WorkCompletion::flushed(7, WcOpcode::Recv, 0x11)
-        }
-    }
-
-    /// The endpoint with one CQ, and what `take_cq_events` reports.
-    fn fired(ep: &mut Endpoint) -> Vec<(u32, CqFired)> {
-        let mut out = Vec::new();
-        ep.take_cq_events(|h, f| out.push((h, f)));
-        out
-    }
-
-    fn push(ep: &mut Endpoint, h: u32, status: WcStatus, solicited: bool) {
-        ep.cqs
-            .get_mut(&h)
-            .unwrap()
-            .push_solicited(wc(status), solicited);
-    }
-
-    #[test]
-    fn an_arm_fires_once_for_the_next_completion() {
-        let mut ep = Endpoint::new(EndpointConfig { seed: 1 });
-        let h = ep.create_cq(8).unwrap();
-        push(&mut ep, h, WcStatus::Success, false);
-        ep.req_notify_cq(h, false).unwrap();
-        assert!(
-            fired(&mut ep).is_empty(),
-            "a queued completion fires nothing"
-        );
-        push(&mut ep, h, WcStatus::Success, false);
-        let notify = CqFired {
-            notify: true,
-            watch: false,
-        };
-        assert_eq!(fired(&mut ep), [(h, notify)]);
-        push(&mut ep, h, WcStatus::Success, false);
-        assert!(fired(&mut ep).is_empty(), "once per arm");
-        assert!(ep.cq_armed.is_empty());
-    }
-
-    #[test]
-    fn solicited_only_waits_for_se_or_an_error() {
-        let mut ep = Endpoint::new(EndpointConfig { seed: 1 });
-        let h = ep.create_cq(8).unwrap();
-        ep.req_notify_cq(h, true).unwrap();
-        push(&mut ep, h, WcStatus::Success, false);
-        assert!(fired(&mut ep).is_empty());
-        push(&mut ep, h, WcStatus::Success, true);
-        assert_eq!(fired(&mut ep).len(), 1);
-        ep.req_notify_cq(h, true).unwrap();
-        push(&mut ep, h, WcStatus::WrFlushErr, false);
-        assert_eq!(fired(&mut ep).len(), 1);
-        // Next wins over Solicited when both are asked.
-        ep.req_notify_cq(h, true).unwrap();
-        ep.req_notify_cq(h, false).unwrap();
-        push(&mut ep, h, WcStatus::Success, false);
-        assert_eq!(fired(&mut ep).len(), 1);
-    }
-
-    #[test]
-    fn a_watch_fires_unless_completions_wait() {
-        let mut ep = Endpoint::new(EndpointConfig { seed: 1 });
-        let h = ep.create_cq(8).unwrap();
-        assert!(!ep.watch_cq(h).unwrap());
-        push(&mut ep, h, WcStatus::Success, false);
-        let watch = CqFired {
-            notify: false,
-            watch: true,
-        };
-        assert_eq!(fired(&mut ep), [(h, watch)]);
-        assert!(ep.watch_cq(h).unwrap(), "one is queued");
-        assert!(matches!(ep.watch_cq(99), Err(VerbsError::NoSuchCq(99))));
-    }
-}
+mod tests;
