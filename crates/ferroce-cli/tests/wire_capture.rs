@@ -85,8 +85,8 @@ fn captured_traffic_passes_independent_checks() {
 #[test]
 fn rd_traffic_passes_independent_checks() {
     use ferroce::{
-        Access, ConnectOptions, Context, DeviceConfig, QpInitAttr, QpType, RdDest, RecvWr, SendWr,
-        WcStatus,
+        Access, ConnectOptions, Context, DeviceConfig, Mtu, QpInitAttr, QpType, RdDest, RecvWr,
+        SendWr, WcStatus,
     };
     let dir = std::env::temp_dir().join(format!("ferroce-rd-capture-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -111,10 +111,15 @@ fn rd_traffic_passes_independent_checks() {
     };
     let (_ca, acq, amr, aeec, aqp) = host("127.0.0.145");
     let (_cb, bcq, bmr, beec, bqp) = host("127.0.0.146");
-    aeec.connect(&beec.endpoint(), &ConnectOptions::default())
-        .unwrap();
-    beec.connect(&aeec.endpoint(), &ConnectOptions::default())
-        .unwrap();
+    // MTU 1024, so that the 2,500-byte SENDs and 3,000-byte WRITE and READ
+    // take FIRST, MIDDLE and LAST packets (loopback's active MTU, the
+    // default, would carry each in one).
+    let opts = ConnectOptions {
+        mtu: Some(Mtu::Mtu1024),
+        ..ConnectOptions::default()
+    };
+    aeec.connect(&beec.endpoint(), &opts).unwrap();
+    beec.connect(&aeec.endpoint(), &opts).unwrap();
     let to = RdDest {
         eec: aeec.eecn(),
         qpn: bqp.qpn(),
