@@ -42,8 +42,8 @@ pub(in crate::cmd::bench) fn print_packet(args: &BenchArgs, f: PacketFigures) ->
     }
     println!(
         "sum: backend parse + QP work (both sides) + emit (headers) + copy + ICRC + system \
-         calls (GSO + GRO). The endpoint's parse is inside the responder's QP work, the copy \
-         inside perf's emit. QP work: {BATCH} WRITEs a round, the responder's ACKs coalescing \
+         calls (GSO + GRO). The endpoint's parse is inside the responder's QP work; the copy \
+         is inside emit's figure with the copy, not in its headers'. QP work: {BATCH} WRITEs a round, the responder's ACKs coalescing \
          within a round. System calls: a batch of 64 datagrams sent, then received, between \
          two of the backend's sockets in this process; raw: `ferroce udp-peer` in another \
          process, 1 / its datagram rate. total: 1 / `ferroce perf write`'s message rate, two \
