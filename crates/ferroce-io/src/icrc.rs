@@ -438,3 +438,43 @@ mod tests {
         }
     }
 }
+
+/// A bench hook (`ferroce bench --packet-only`), not an API: the UDP
+/// backend's own ICRC work on one datagram, sealing as a send does and
+/// checking as a receive does, so that the bench times exactly that work.
+#[doc(hidden)]
+#[derive(Debug, Default)]
+pub struct BenchIcrc(RxVerifier);
+
+impl BenchIcrc {
+    /// Writes `transport`'s ICRC as the backend's send does for a datagram
+    /// alone (Identification 0) from `src:src_port` to `dst:dst_port`;
+    /// false if it cannot be computed (mixed address families, too short).
+    pub fn seal(
+        &self,
+        src: IpAddr,
+        dst: IpAddr,
+        src_port: u16,
+        dst_port: u16,
+        transport: &mut [u8],
+    ) -> bool {
+        let len = transport.len();
+        let Some(c) = for_send(src, dst, src_port, dst_port, 0, transport) else {
+            return false;
+        };
+        transport[len - ICRC_LEN..].copy_from_slice(&c.to_le_bytes());
+        true
+    }
+
+    /// Whether `transport`'s ICRC checks as the backend's receive checks it.
+    pub fn check(
+        &mut self,
+        src: IpAddr,
+        dst: IpAddr,
+        src_port: u16,
+        dst_port: u16,
+        transport: &[u8],
+    ) -> bool {
+        self.0.verify(src, dst, src_port, dst_port, transport) != Verdict::Bad
+    }
+}

@@ -29,7 +29,11 @@
 //!   writes into it, the ACK owed by a receiver that stops polling, a
 //!   passive server blocking in `CompletionQueue::wait`, and the spread of
 //!   `ib_write_lat`'s runs (see [`progress`]; `--progress-only` runs just
-//!   these).
+//!   these);
+//! * where the time of one packet goes: a 1 KiB and a 64-byte RC WRITE's
+//!   parsing, QP work, emitting, payload copy, ICRC and system calls, each
+//!   timed alone in one process, their sum beside what `ferroce perf write`
+//!   reaches per packet (see [`packet`]; `--packet-only` runs just these).
 //!
 //! The ferroce figures come from `ferroce perf` runs (a client and a server
 //! process); the raw side is `ferroce udp-peer`. The machine is shared:
@@ -39,6 +43,7 @@ mod cabi;
 mod cm;
 mod memory;
 mod middleware;
+mod packet;
 mod progress;
 mod raw;
 mod rawpeer;
@@ -98,6 +103,10 @@ pub(crate) struct BenchArgs {
     /// scan, owed ACK, passive server, ib_write_lat's run-to-run spread).
     #[arg(long)]
     progress_only: bool,
+    /// Run only the per-packet cost rows (a 1 KiB and a 64-byte WRITE's
+    /// phases, each timed alone, beside `ferroce perf write` per packet).
+    #[arg(long)]
+    packet_only: bool,
     /// ib_write_lat runs in a row for the latency-stability row.
     #[arg(long, default_value_t = 30)]
     stability_runs: u32,
@@ -302,6 +311,12 @@ pub(crate) fn run(args: &BenchArgs) -> Result<bool, Error> {
             progress::measure(args, cabi_ports),
         ));
     }
+    if args.packet_only {
+        return Ok(packet::print_packet(
+            args,
+            packet::measure(args, cabi_ports),
+        ));
+    }
     let raw = measure_raw(args)?;
     let figures = measure_ferroce(args)?;
     let cm = measure_cm(args);
@@ -309,12 +324,14 @@ pub(crate) fn run(args: &BenchArgs) -> Result<bool, Error> {
     let ucx = middleware::measure(args, &mut cabi_ports);
     let veth = veth::measure(args);
     let progress = progress::measure(args, &mut cabi_ports);
+    let per_packet = packet::measure(args, &mut cabi_ports);
     let ok = report::print(args, &raw, figures);
     let ok = report::print_cm(args, cm) && ok;
     let ok = report::print_cabi(args, c_abi) && ok;
     let ok = report::print_middleware(args, ucx) && ok;
     let ok = report::print_veth(args, veth) && ok;
-    Ok(report::print_progress(args, progress) && ok)
+    let ok = report::print_progress(args, progress) && ok;
+    Ok(packet::print_packet(args, per_packet) && ok)
 }
 
 /// rdma_cm's setup rates and TCP's, each run `args.repeat` times, the TCP

@@ -14,7 +14,7 @@ use super::{
 };
 
 /// The table: one row per measure.
-struct Table;
+pub(super) struct Table;
 
 impl Table {
     fn header() {
@@ -23,11 +23,26 @@ impl Table {
 
     /// The header, with `ours` naming the column of what is measured.
     fn header_with(ours: &str) {
-        println!(
+        let (names, rule) = Self::header_cells(ours);
+        println!("{names}");
+        println!("{rule}");
+    }
+
+    /// The header of a table whose rows end with a note
+    /// ([`Self::row_note`]).
+    pub(super) fn header_with_note(ours: &str) {
+        let (names, rule) = Self::header_cells(ours);
+        println!("{names} note |");
+        println!("{rule}------|");
+    }
+
+    /// The header's line of names and its rule.
+    fn header_cells(ours: &str) -> (String, String) {
+        let names = format!(
             "| {:<40} | {:>14} | {:>24} | {:>7} | {:<14} |",
             "measure", ours, "baseline", "ratio", "goal"
         );
-        println!(
+        let rule = format!(
             "|{}|{}|{}|{}|{}|",
             "-".repeat(42),
             "-".repeat(16),
@@ -35,15 +50,25 @@ impl Table {
             "-".repeat(9),
             "-".repeat(16)
         );
+        (names, rule)
     }
 
     fn row(name: &str, ours: &str, base: &str, ratio: f64, goal: &str) {
+        println!("{}", Self::cells(name, ours, base, ratio, goal));
+    }
+
+    /// A row with a note after the goal.
+    pub(super) fn row_note(name: &str, ours: &str, base: &str, ratio: f64, goal: &str, note: &str) {
+        println!("{} {note} |", Self::cells(name, ours, base, ratio, goal));
+    }
+
+    fn cells(name: &str, ours: &str, base: &str, ratio: f64, goal: &str) -> String {
         let ratio = if ratio.is_finite() {
             format!("{:.0}%", ratio * 100.0)
         } else {
             String::new()
         };
-        println!("| {name:<40} | {ours:>14} | {base:>24} | {ratio:>7} | {goal:<14} |");
+        format!("| {name:<40} | {ours:>14} | {base:>24} | {ratio:>7} | {goal:<14} |")
     }
 }
 
@@ -55,7 +80,7 @@ fn us(v: f64) -> String {
     format!("{v:.2} us")
 }
 
-fn mps(v: f64) -> String {
+pub(super) fn mps(v: f64) -> String {
     format!("{:.2} M/s", v / 1e6)
 }
 
@@ -500,11 +525,11 @@ fn stability_rows(s: Stability, failed: &mut Failures) {
 /// The figures a table could not measure: each shows as NaN in its row
 /// and is listed under the table.
 #[derive(Default)]
-struct Failures(Vec<String>);
+pub(super) struct Failures(Vec<String>);
 
 impl Failures {
     /// The figure, or NaN with its error kept.
-    fn take(&mut self, r: Figure) -> f64 {
+    pub(super) fn take(&mut self, r: Figure) -> f64 {
         r.unwrap_or_else(|e| {
             self.0.push(e.to_string());
             f64::NAN
@@ -512,7 +537,7 @@ impl Failures {
     }
 
     /// Lists the failures; true if there were none.
-    fn report(self) -> bool {
+    pub(super) fn report(self) -> bool {
         for f in &self.0 {
             println!("failed: {f}");
         }
