@@ -69,8 +69,9 @@ pub(super) const OWED_BOUND: Duration = Duration::from_micros(80);
 /// The periodic wake-ups of short naps take cores from the threads that
 /// do the work: a client polling in a tight loop against a passive server
 /// that blocks in `wait` lost a quarter to a half of its throughput with
-/// 80 µs naps throughout.
-const NAP_MAX: Duration = Duration::from_millis(1);
+/// 80 µs naps throughout. Longer naps (1 ms) left `ib_write_lat`'s WRITEs
+/// that arrive while it polls memory waiting that long.
+const NAP_MAX: Duration = Duration::from_micros(320);
 
 /// The longest an idle driver sleeps with no timer armed. A datagram, the
 /// doorbell and the next timer end the sleep sooner; this only bounds how
@@ -78,17 +79,21 @@ const NAP_MAX: Duration = Duration::from_millis(1);
 const MAX_SLEEP: Duration = Duration::from_millis(100);
 
 /// Idle rounds in a row that the driver thread spins through at most
-/// before it sleeps, where it may spin at all ([`Shared::may_spin`]) and
-/// no other thread waits for its core ([`Spin`]): a few milliseconds. A
-/// sleeping driver's wake-up costs tens of microseconds, and milliseconds
-/// on a virtual machine whose idle cores halt, so a passive peer's driver
-/// that sleeps between a sender's bursts slows the sender down.
+/// before it sleeps, where it may spin at all ([`Shared::may_spin`]), its
+/// application blocks in waits rather than polls, and no other thread
+/// waits for its core ([`Spin`]): a few milliseconds. A sleeping driver's
+/// wake-up costs tens of microseconds, and milliseconds on a virtual
+/// machine whose idle cores halt, so a passive peer's driver that sleeps
+/// between a sender's bursts slows the sender down.
 const SPIN_ROUNDS: u32 = 2_000;
 
-/// Where the kernel does not say how long the driver waits for its core,
-/// it spins this many rounds only (about 30 µs): longer spins, beside an
-/// application that polls memory rather than its CQ, made four busy
-/// threads of two processes on two cores.
+/// Otherwise (an application that polls, or a kernel that does not say
+/// how long the driver waits for its core) the driver spins this many
+/// rounds only (about 30 µs): longer spins, beside an application that
+/// polls memory between its CQ polls (`ib_write_lat`), made four busy
+/// threads of two processes on two cores, and the run-queue wait caught
+/// that too late (a worst run of 30 averaging 9-11 times the median
+/// against 1.4 times).
 const SPIN_ROUNDS_BLIND: u32 = 20;
 
 /// A spinning driver reads its run-queue wait every this many rounds.
@@ -133,7 +138,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
             continue;
         }
         idle = idle.saturating_add(1);
-        if shared.may_spin() && spin.goes_on(idle, shared.now().as_nanos()) {
+        if shared.may_spin() && spin.goes_on(idle, shared.now().as_nanos(), shared.app_waits()) {
             std::hint::spin_loop();
         } else if !shared.app_polling() {
             shared.sleep(seen_kick, next_timer.map(|t| t.since(shared.now())));
@@ -163,9 +168,11 @@ impl Spin {
         }
     }
 
-    /// After `idle` idle rounds in a row (from 1), at `now` (ns).
-    fn goes_on(&mut self, idle: u32, now: u64) -> bool {
-        let Some(wait) = &self.wait else {
+    /// After `idle` idle rounds in a row (from 1), at `now` (ns); `long`
+    /// where the application blocks in waits rather than polls, so that
+    /// the driver is the process's one busy thread.
+    fn goes_on(&mut self, idle: u32, now: u64, long: bool) -> bool {
+        let Some(wait) = self.wait.as_ref().filter(|_| long) else {
             return idle < SPIN_ROUNDS_BLIND;
         };
         if now < self.banned_until || idle >= SPIN_ROUNDS {
@@ -222,6 +229,13 @@ impl Shared {
     fn app_polling(&self) -> bool {
         let last = self.app_progress.load(Ordering::Relaxed);
         last != 0 && self.now().as_nanos().saturating_sub(last) < APP_ACTIVE.as_nanos() as u64
+    }
+
+    /// Whether the application waits rather than polls: it has not polled
+    /// since it last blocked (or ever). An application that polls memory
+    /// between its CQ polls, which no call reveals, is not one.
+    fn app_waits(&self) -> bool {
+        self.app_progress.load(Ordering::Relaxed) == 0
     }
 
     /// Whether the application polled after `since` (ns since `epoch`):
