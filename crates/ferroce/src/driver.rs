@@ -11,10 +11,10 @@
 //! loop; the API runs one too when the application polls, so a
 //! busy-polling application makes progress without waiting for the driver
 //! thread to be scheduled. When the driver thread runs, stands back for a
-//! polling application, or sleeps is [`pacing`]'s. Responses an application round makes may wait
-//! a moment for the application's next request ([`crate::hold`]); a poll
-//! with completions waiting and nothing posted since the last round takes
-//! them without a round.
+//! polling application, or sleeps is [`pacing`]'s. Responses an
+//! application round makes may wait a moment for the application's next
+//! request ([`crate::hold`]); a poll with completions waiting and nothing
+//! posted since the last round takes them without a round.
 //!
 //! Every round runs inside the device's `tracing` span (`device`, with
 //! its address), whichever thread runs it, so the engine's events name the
@@ -299,7 +299,6 @@ impl Shared {
     /// may have started before the work it woke for arrived).
     fn progress_driver(&self) -> (bool, Option<Instant>) {
         let guard = self.io.lock().unwrap_or_else(|p| p.into_inner());
-
         self.round(guard, self.now(), false)
     }
 

@@ -4,8 +4,9 @@
 //! of progress whenever there is work (a datagram, a post, a timer) and
 //! never waits for the application. Idle, it blocks in the kernel on the
 //! receive socket (or ring) and on its doorbell until a datagram arrives,
-//! an API call rings, or the next timer is due; where it has a core to
-//! itself it first spins for up to a few milliseconds ([`Spin`]).
+//! an API call rings, or the next timer is due. It first spins for about
+//! 30 µs, or, where its application blocks in waits and it has a core to
+//! itself, for up to a few milliseconds ([`Spin`]).
 //!
 //! An application that polls a CQ also runs rounds itself
 //! ([`Shared::app_progress`]). That is measured to pay: with the rounds
@@ -55,12 +56,12 @@ const YIELD_EVERY: u64 = 1024;
 /// driver thread stands back for it.
 const APP_ACTIVE: Duration = Duration::from_micros(200);
 
-/// The longest the driver thread naps while an application polls. Each
-/// nap's wake-up takes a core from a spinning application, so the bound
-/// is a trade: for 8-byte SEND ping-pongs between two processes on two
+/// The driver thread's first nap beside a polling application, and the
+/// one it returns to when a nap finds work left. Each nap's wake-up takes
+/// a core from a spinning application, so the length is a trade: for 8-byte SEND ping-pongs between two processes on two
 /// cores, naps of 50 µs cost about 8 µs of average latency and naps of
 /// 100-200 µs about 4 µs (against 10 ms naps), while a datagram that a
-/// memory-polling application leaves waits up to the bound.
+/// memory-polling application leaves waits up to the nap.
 pub(super) const OWED_BOUND: Duration = Duration::from_micros(80);
 
 /// The longest nap beside a polling application: naps double from
