@@ -14,33 +14,19 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use ferroce::volatile::VolatileSlice;
 use ferroce::{
     Access, CompletionQueue, ConnectOptions, Context, MemoryRegion, Mtu, QpInitAttr, QpType,
     QueuePair, SendOp, SendWr, WcStatus,
 };
 
+#[path = "shared/checksum.rs"]
+mod shared;
+use shared::checksum;
+
 const SCANNED: usize = 16 << 20;
 const WRITE_LEN: u32 = 64;
 /// Scans the second phase lasts.
 const SCANS: u64 = 5;
-
-/// FNV-1a over the region, read in place 4 KiB at a time: a serial
-/// pass, as an application checksum is.
-fn checksum(view: &VolatileSlice<'_>) -> u64 {
-    let mut chunk = [0u8; 4096];
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for at in (0..view.len()).step_by(chunk.len()) {
-        let part = view
-            .subslice(at, chunk.len().min(view.len() - at))
-            .expect("inside the view");
-        let n = part.copy_to(&mut chunk[..]);
-        for &b in &chunk[..n] {
-            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    h
-}
 
 /// What a stream of WRITEs saw: each one's completion time, how long it
 /// ran, and the failure that stopped it (a peer that waited past its retry

@@ -27,25 +27,12 @@ use ferroce::{
     QueuePair, SendOp, SendWr, WcStatus,
 };
 
+#[path = "shared/checksum.rs"]
+mod shared;
+use shared::checksum;
+
 const SCANNED: u64 = 16 << 20;
 const WRITE_LEN: u32 = 4096;
-
-/// FNV-1a over the bytes, read in place through the view 4 KiB at a
-/// time: a serial pass, as an application checksum is.
-fn checksum(view: &VolatileSlice<'_>) -> u64 {
-    let mut chunk = [0u8; 4096];
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for at in (0..view.len()).step_by(chunk.len()) {
-        let part = view
-            .subslice(at, chunk.len().min(view.len() - at))
-            .expect("inside the view");
-        let n = part.copy_to(&mut chunk[..]);
-        for &b in &chunk[..n] {
-            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    h
-}
 
 /// A WRITE phase: how long `writes` WRITEs took, and the status that
 /// stopped it early (a peer that waited past its retry budget fails with
