@@ -3,9 +3,10 @@
 //!
 //! `rpoll` first looks at every rsocket (polling its CQ) and, with poll(2)
 //! and no wait, at the other descriptors; if none is ready it arms each
-//! rsocket's CQ and sleeps in one poll(2) over the other descriptors and
-//! the rsockets' completion channels (a listener: its backlog's eventfd),
-//! then looks again. Options are those librdmacm keeps: sizes (SO_SNDBUF,
+//! rsocket's CQ, looks at it once more (a completion between the first
+//! look and the arm fires no event), and sleeps in one poll(2) over the
+//! other descriptors and the rsockets' completion channels (a listener:
+//! its backlog's eventfd), then looks again. Options are those librdmacm keeps: sizes (SO_SNDBUF,
 //! SO_RCVBUF, and SOL_RDMA's queue, inline and iomap sizes) apply to
 //! connections made after; the rest are remembered and reported.
 //! SO_KEEPALIVE is accepted and reported, and no keepalive is sent.
@@ -36,34 +37,33 @@ const TCP_INFO_LEN: usize = 512;
 /// What TCP_MAXSEG reports (librdmacm's value without a path record).
 const MAX_SEG: c_int = 2048;
 
+/// Arm-and-look rounds [`rs_events`] makes at most while each look takes
+/// the event its arm fired (completions keep coming); past it, the caller
+/// sleeps briefly instead of on the channel.
+const REARM_MAX: usize = 16;
+
 /// The events of one rsocket that are ready, and the descriptor to sleep
-/// on for more (after arming).
-fn rs_events(s: &RSocket, events: i16, arm: bool) -> (i16, Option<c_int>) {
+/// on for more: `Some((fd, armed))`, where `armed` says a completion from
+/// now on makes `fd` readable (`arm` asked for it and it held).
+fn rs_events(s: &RSocket, events: i16, arm: bool) -> (i16, Option<(c_int, bool)>) {
     let mut st = s.lock();
     match &mut st.kind {
         Kind::Connected(ep) => {
             ep.progress();
-            let f = ep.stream.flags;
-            let mut r = 0;
-            if events & libc::POLLIN != 0 && (ep.stream.have_data() || !f.readable) {
-                r |= libc::POLLIN;
-            }
-            if events & libc::POLLOUT != 0 && ep.stream.can_send(&Table(&ep.table)) {
-                r |= libc::POLLOUT;
-            }
-            // A peer's close shows once its data is read (as TCP's FIN,
-            // which poll(2) reports as POLLIN until then).
-            if !f.connected && !ep.stream.have_data() {
-                r |= if f.error.is_some() {
-                    libc::POLLERR
-                } else {
-                    libc::POLLHUP
-                };
-            }
-            if arm && r == 0 {
+            let mut r = ready(ep, events);
+            // A completion between the look above and the arm fires no
+            // event: look once more after arming, and again while a look
+            // takes the event its arm fired (rdma-core's rsockets do the
+            // same: arm, then poll, before sleeping on the channel).
+            for _ in 0..REARM_MAX {
+                if !arm || r != 0 || ep.armed() {
+                    break;
+                }
                 ep.arm();
+                ep.progress();
+                r = ready(ep, events);
             }
-            (r, Some(ep.wait_fd()))
+            (r, Some((ep.wait_fd(), ep.armed())))
         }
         Kind::Listening(l) => {
             let fd = std::os::fd::AsRawFd::as_raw_fd(&l.backlog.ready);
@@ -74,7 +74,7 @@ fn rs_events(s: &RSocket, events: i16, arm: bool) -> (i16, Option<c_int>) {
             };
             // SAFETY: one valid pollfd.
             unsafe { libc::poll(&mut p, 1, 0) };
-            ((p.revents & events), Some(fd))
+            ((p.revents & events), Some((fd, true)))
         }
         Kind::Failed => (
             libc::POLLERR | (events & (libc::POLLIN | libc::POLLOUT)),
@@ -84,15 +84,53 @@ fn rs_events(s: &RSocket, events: i16, arm: bool) -> (i16, Option<c_int>) {
     }
 }
 
-/// One look at every descriptor; the count ready.
-fn check(fds: &mut [libc::pollfd], arm: bool, waits: &mut Vec<libc::pollfd>) -> c_int {
-    let mut ready = 0;
+/// The events of a connected rsocket that are ready now.
+fn ready(ep: &super::rsocket_ep::Endpoint, events: i16) -> i16 {
+    let f = ep.stream.flags;
+    let mut r = 0;
+    if events & libc::POLLIN != 0 && (ep.stream.have_data() || !f.readable) {
+        r |= libc::POLLIN;
+    }
+    if events & libc::POLLOUT != 0 && ep.stream.can_send(&Table(&ep.table)) {
+        r |= libc::POLLOUT;
+    }
+    // A peer's close shows once its data is read (as TCP's FIN, which
+    // poll(2) reports as POLLIN until then).
+    if !f.connected && !ep.stream.have_data() {
+        r |= if f.error.is_some() {
+            libc::POLLERR
+        } else {
+            libc::POLLHUP
+        };
+    }
+    r
+}
+
+/// What one look at every descriptor found.
+struct Look {
+    /// Descriptors with events.
+    ready: c_int,
+    /// What to sleep on for more.
+    waits: Vec<libc::pollfd>,
+    /// An rsocket could not be left armed (its completions kept firing):
+    /// its channel may stay quiet, so the sleep is short.
+    unarmed: bool,
+}
+
+/// One look at every descriptor (arming the rsockets' CQs if `arm`).
+fn check(fds: &mut [libc::pollfd], arm: bool) -> Look {
+    let mut look = Look {
+        ready: 0,
+        waits: Vec::new(),
+        unarmed: false,
+    };
     for p in fds.iter_mut() {
         p.revents = match lookup(p.fd) {
             Some(s) => {
                 let (r, w) = rs_events(&s, p.events, arm);
-                if let Some(fd) = w {
-                    waits.push(libc::pollfd {
+                if let Some((fd, armed)) = w {
+                    look.unarmed |= !armed;
+                    look.waits.push(libc::pollfd {
                         fd,
                         events: libc::POLLIN,
                         revents: 0,
@@ -106,34 +144,35 @@ fn check(fds: &mut [libc::pollfd], arm: bool, waits: &mut Vec<libc::pollfd>) -> 
                     events: p.events,
                     revents: 0,
                 };
-                waits.push(q);
+                look.waits.push(q);
                 // SAFETY: one valid pollfd.
                 unsafe { libc::poll(&mut q, 1, 0) };
                 q.revents
             }
         };
         if p.revents != 0 {
-            ready += 1;
+            look.ready += 1;
         }
     }
-    ready
+    look
 }
+
+/// The longest sleep beside an rsocket left unarmed (see [`Look`]).
+const UNARMED_SLEEP_MS: c_int = 1;
 
 fn poll_fds(fds: &mut [libc::pollfd], timeout: c_int) -> Result<c_int, c_int> {
     let end = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
     loop {
-        let mut waits = Vec::new();
-        let n = check(fds, false, &mut waits);
-        if n > 0 || timeout == 0 {
-            return Ok(n);
+        let look = check(fds, false);
+        if look.ready > 0 || timeout == 0 {
+            return Ok(look.ready);
         }
-        waits.clear();
         // Armed now: a completion from here on wakes the poll below.
-        let n = check(fds, true, &mut waits);
-        if n > 0 {
-            return Ok(n);
+        let mut look = check(fds, true);
+        if look.ready > 0 {
+            return Ok(look.ready);
         }
-        let left = match end {
+        let mut left = match end {
             None => -1,
             Some(e) => {
                 let now = Instant::now();
@@ -143,6 +182,14 @@ fn poll_fds(fds: &mut [libc::pollfd], timeout: c_int) -> Result<c_int, c_int> {
                 (e - now).as_millis().min(c_int::MAX as u128) as c_int + 1
             }
         };
+        if look.unarmed {
+            left = if left < 0 {
+                UNARMED_SLEEP_MS
+            } else {
+                left.min(UNARMED_SLEEP_MS)
+            };
+        }
+        let waits = &mut look.waits;
         // SAFETY: `waits` is a valid pollfd array.
         let r = unsafe { libc::poll(waits.as_mut_ptr(), waits.len() as libc::nfds_t, left) };
         if r < 0 {
