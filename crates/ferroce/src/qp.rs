@@ -75,6 +75,8 @@ pub struct QueuePair {
     _xrcd: Option<Arc<crate::xrcd::XrcdHandle>>,
     /// An RD QP keeps its domain.
     pub(crate) rdd: Option<Arc<crate::rd::RddHandle>>,
+    /// Posts without the engine's lock where the request allows it.
+    poster: Option<ferroce_core::QpPoster>,
 }
 
 impl fmt::Debug for QueuePair {
@@ -100,6 +102,7 @@ impl QueuePair {
         let psn = attr
             .psn
             .unwrap_or_else(|| Psn::new(RandomState::new().hash_one(qpn) as u32));
+        let poster = shared.engine().qp_poster(qpn).ok();
         Self {
             shared,
             _device: device,
@@ -109,6 +112,7 @@ impl QueuePair {
             srq: attr.srq.map(|s| s.inner.clone()),
             _xrcd: None,
             rdd: None,
+            poster,
         }
     }
 
@@ -130,6 +134,8 @@ impl QueuePair {
             srq: None,
             _xrcd: Some(xrcd),
             rdd: None,
+            // A target has no queues of its own to post to.
+            poster: None,
         }
     }
 
@@ -301,7 +307,12 @@ impl QueuePair {
     /// copied, so the caller's slices are free when this returns. Only
     /// queues the request: the driver thread, or the next
     /// [`CompletionQueue::poll`], sends it, so that a burst of posts goes
-    /// out in batches rather than one system call each.
+    /// out in batches rather than one system call each. The request is
+    /// checked and queued in the QP's send ring without the engine's lock,
+    /// so a post never waits for a round of progress (a BIND_MW or
+    /// LOCAL_INV, and the sends of RD and XRC QPs, take the lock); the
+    /// doorbell's system call is made only when the driver thread sleeps
+    /// and would not wake soon on its own.
     ///
     /// A UD send's destination is checked as [`QueuePair::modify`] checks a
     /// path (on the raw backend the first send to a peer may wait for its
@@ -310,7 +321,12 @@ impl QueuePair {
         if let Some(ud) = &wr.ud {
             self.shared.check_path(&ud.path)?;
         }
-        self.shared.engine().post_send(self.qpn, wr)?;
+        // Through the QP's ring, with no lock shared with the engine, where
+        // the request needs none of the engine's tables.
+        match self.poster.as_ref().and_then(|p| p.try_post_send(wr)) {
+            Some(posted) => posted?,
+            None => self.shared.engine().post_send(self.qpn, wr)?,
+        }
         self.shared.kick();
         Ok(())
     }
@@ -354,7 +370,10 @@ impl QueuePair {
     /// `ibv_post_recv`; refused on a QP created with an SRQ (post to the
     /// [`SharedReceiveQueue`] instead).
     pub fn post_recv(&self, wr: RecvWr<'_>) -> Result<()> {
-        self.shared.engine().post_recv(self.qpn, wr)?;
+        match self.poster.as_ref().and_then(|p| p.try_post_recv(wr)) {
+            Some(posted) => posted?,
+            None => self.shared.engine().post_recv(self.qpn, wr)?,
+        }
         self.shared.kick();
         Ok(())
     }

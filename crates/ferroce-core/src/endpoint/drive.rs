@@ -60,6 +60,8 @@ impl Endpoint {
         data: &[u8],
         own: bool,
     ) {
+        // A request posted before the packet came is queued for it.
+        self.absorb_posts();
         let _rx = log::rx_span(from, data).entered();
         let before = log::drops_before(&self.stats);
         self.stats.rx_packets += 1;
@@ -220,6 +222,7 @@ impl Endpoint {
     /// CNPs go first of all. With ECN on (the default), packets whose path
     /// leaves the ECN bits clear leave ECT(0).
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        self.absorb_posts();
         let mut t = self.next_cnp().or_else(|| self.next_transmit(now))?;
         self.mark_ecn(&mut t);
         Some(t)
@@ -376,6 +379,7 @@ impl Endpoint {
     /// Runs the timers due at `now`: retransmission, the end of RNR waits,
     /// and the pacer's releases.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.absorb_posts();
         for (t, qpn) in self.timers.take_due(now) {
             let Some(q) = self.qps.get_mut(&qpn) else {
                 continue; // destroyed

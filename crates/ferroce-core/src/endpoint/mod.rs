@@ -23,6 +23,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -42,7 +43,9 @@ mod congestion;
 mod drive;
 mod gsi;
 mod mcast;
+mod posted;
 mod qp_verbs;
+pub(crate) use qp_verbs::check_send;
 mod rd;
 mod resources;
 mod windows;
@@ -95,6 +98,8 @@ pub struct Endpoint {
     rd_tokens: u64,
     next_handle: u32,
     pub(crate) mrs: MrTable,
+    /// What the QPs share with their posters (`qp::posts`).
+    pub(crate) posts: Arc<crate::qp::posts::PostBoard>,
     pub(crate) cqs: HashMap<u32, Cq>,
     /// CQs armed or watched (see [`crate::cq`]).
     pub(crate) cq_armed: HashSet<u32>,
@@ -135,6 +140,8 @@ impl Endpoint {
     /// An endpoint with no objects: port MTU 1024, congestion control at
     /// its defaults, QPNs from 0x11, keys drawn from `config.seed`.
     pub fn new(config: EndpointConfig) -> Self {
+        let mrs = MrTable::default();
+        let posts = Arc::new(crate::qp::posts::PostBoard::new(Arc::clone(&mrs.lkeys)));
         Self {
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             pds: HashSet::new(),
@@ -142,7 +149,8 @@ impl Endpoint {
             rdds: HashSet::new(),
             rd_tokens: 0,
             next_handle: 1,
-            mrs: MrTable::default(),
+            mrs,
+            posts,
             cqs: HashMap::default(),
             cq_armed: HashSet::new(),
             qps: HashMap::default(),

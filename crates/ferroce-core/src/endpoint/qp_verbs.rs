@@ -5,10 +5,13 @@ use super::{
     Endpoint, FIRST_USER_QPN, MAX_MSG_SIZE, MULTICAST_QPN, multicast_group, rd, windows, xrc,
 };
 use crate::mr::sg_len;
+use std::sync::Arc;
+
+use crate::qp::posts::QpPosts;
 use crate::qp::{self, Qp, QpInit, SendWqe, completer, responder};
 use crate::verbs::{
-    AsyncEvent, LocalErrors, QpAttr, QpState, QpType, QueuedRecv, QueuedSend, RecvWr, SendOp,
-    SendWr, VerbsError, WcOpcode, WcStatus, WorkCompletion,
+    AsyncEvent, LocalErrors, Mtu, QpAttr, QpState, QpType, QueuedRecv, QueuedSend, RecvWr, SendOp,
+    SendWr, Sge, VerbsError, WcOpcode, WcStatus, WorkCompletion,
 };
 
 /// The longest FLUSH range: a RETH's DMA length, at most 2^31 bytes (as
@@ -53,8 +56,9 @@ impl Endpoint {
             srq.users += 1;
         }
         let qpn = self.next_qpn();
-        let mut qp = Qp::new(qpn, init);
+        let mut qp = Qp::new(qpn, init, QpPosts::new(qpn, &init, &self.posts));
         self.ud_mtu(&mut qp);
+        qp.publish();
         self.qps.insert(qpn, qp);
         Ok(qpn)
     }
@@ -88,7 +92,9 @@ impl Endpoint {
 
     /// [`Self::destroy_qp`] of a QP or an EE context.
     pub(super) fn destroy_any_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
+        self.absorb_posts();
         let mut q = self.qps.remove(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        q.posts.close();
         self.forget_mcast(qpn);
         self.in_flight -= u64::from(q.counted_in_flight);
         if let Some(srq) = q.init.srq.and_then(|h| self.srqs.get_mut(&h)) {
@@ -157,6 +163,7 @@ impl Endpoint {
     pub fn set_local_errors(&mut self, qpn: u32, mode: LocalErrors) -> Result<(), VerbsError> {
         let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
         q.local_errors = mode;
+        q.publish();
         Ok(())
     }
 
@@ -185,6 +192,9 @@ impl Endpoint {
 
     /// [`Self::modify_qp`] of a QP or an EE context.
     pub(super) fn modify_any_qp(&mut self, qpn: u32, attr: &QpAttr) -> Result<(), VerbsError> {
+        // Posts made before this call are queued (or flushed, or dropped
+        // by a Reset) in order with it.
+        self.absorb_posts();
         let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
         let to = qp::state::check_modify(q.init.qp_type, q.state, attr)?;
         crate::log::state_change(qpn, q.state, to, crate::log::Why::Modify);
@@ -245,7 +255,10 @@ impl Endpoint {
                 let (init, scheduled, counted) = (q.init, q.scheduled, q.counted_in_flight);
                 let (local_errors, xrcd, rd) = (q.local_errors, q.xrcd, q.rd.take());
                 let block = q.block_self_mcast;
-                *q = Qp::new(qpn, init);
+                // The discarded requests free their slots.
+                q.sq.take_all();
+                q.rq.take_all();
+                *q = Qp::new(qpn, init, Arc::clone(&q.posts));
                 q.local_errors = local_errors;
                 q.xrcd = xrcd;
                 q.rd = rd.map(crate::qp::rd::RdRole::reset);
@@ -275,6 +288,7 @@ impl Endpoint {
             }
             _ => q.state = to,
         }
+        q.publish();
         self.touched(qpn);
         self.raise_events(qpn);
         Ok(())
@@ -283,6 +297,8 @@ impl Endpoint {
     /// `ibv_post_send`: checks the request and copies it (scatter list,
     /// inline data) into the send queue.
     pub fn post_send(&mut self, qpn: u32, mut wr: SendWr<'_>) -> Result<(), VerbsError> {
+        // After the posts made without the lock, in order.
+        self.absorb_posts();
         self.rd_send_allowed(self.user_qp(qpn)?, &wr)?;
         let q = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
         let qp_type = q.init.qp_type;
@@ -294,120 +310,22 @@ impl Endpoint {
                 call: "post_send",
             });
         }
-        if q.sq.len() >= q.init.max_send_wr as usize {
+        let (pd, local_errors, mrs) = (q.init.pd, q.local_errors, &self.mrs);
+        let len = check_send(qp_type, q.cfg.mtu, &mut wr, |sg, write| {
+            if local_errors == LocalErrors::Immediate {
+                mrs.check_sg(pd, sg, write)?;
+            }
+            Ok(())
+        })?;
+        if wr.op.is_local() {
+            windows::check_local_op(&self.mrs, pd, local_errors, &wr, len)?;
+        }
+        if !q.posts.reserve_send() {
             return Err(VerbsError::QueueFull {
                 qpn,
                 queue: "send queue",
                 depth: q.init.max_send_wr,
             });
-        }
-        let op_name = match wr.op {
-            SendOp::Send => "SEND",
-            SendOp::SendWithImm(_) => "SEND_WITH_IMM",
-            SendOp::SendWithInv(_) => "SEND_WITH_INV",
-            SendOp::Write { .. } => "RDMA_WRITE",
-            SendOp::WriteWithImm { .. } => "RDMA_WRITE_WITH_IMM",
-            SendOp::Read { .. } => "RDMA_READ",
-            SendOp::CompareSwap { .. } => "ATOMIC_CMP_AND_SWP",
-            SendOp::FetchAdd { .. } => "ATOMIC_FETCH_AND_ADD",
-            SendOp::AtomicWrite { .. } => "ATOMIC_WRITE",
-            SendOp::Flush { .. } => "FLUSH",
-            SendOp::BindMw { .. } => "BIND_MW",
-            SendOp::LocalInv(_) => "LOCAL_INV",
-        };
-        let allowed = match qp_type {
-            QpType::Rc => true,
-            // XRC has no opcodes for ATOMIC WRITE and FLUSH (the XRC range
-            // ends at 0xB7).
-            QpType::XrcIni | QpType::XrcTgt => {
-                !matches!(wr.op, SendOp::AtomicWrite { .. } | SendOp::Flush { .. })
-            }
-            QpType::Uc => matches!(
-                wr.op,
-                SendOp::Send
-                    | SendOp::SendWithImm(_)
-                    | SendOp::Write { .. }
-                    | SendOp::WriteWithImm { .. }
-                    | SendOp::BindMw { .. }
-                    | SendOp::LocalInv(_)
-            ),
-            QpType::Ud => matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)),
-            QpType::Rd => rd::rd_op(&wr.op),
-        };
-        if !allowed {
-            return Err(VerbsError::BadOpForQpType {
-                op: op_name,
-                qp_type,
-            });
-        }
-        if qp_type == QpType::Ud && wr.ud.is_none() {
-            return Err(VerbsError::BadValue {
-                what: "UD send without a destination (ud)",
-                value: 0,
-            });
-        }
-        if let Some(ud) = wr.ud.as_mut()
-            && multicast_group(ud.path.remote).is_some()
-        {
-            // Every multicast packet carries the multicast QPN.
-            ud.qpn = MULTICAST_QPN;
-        }
-        let writes_local = wr.op.writes_local();
-        if wr.inline.is_some() && writes_local {
-            return Err(VerbsError::BadValue {
-                what: "inline data on a READ or atomic",
-                value: 0,
-            });
-        }
-        if q.local_errors == LocalErrors::Immediate {
-            self.mrs.check_sg(q.init.pd, wr.sg, writes_local)?;
-        }
-        let len = wr.inline.map_or_else(|| sg_len(wr.sg), |d| d.len() as u64);
-        if wr.op.is_local() {
-            windows::check_local_op(&self.mrs, q.init.pd, q.local_errors, &wr, len)?;
-        }
-        if let SendOp::Flush { remote, .. } = wr.op {
-            if len != 0 {
-                return Err(VerbsError::BadValue {
-                    what: "FLUSH data length (it carries none: post it with no scatter list)",
-                    value: len,
-                });
-            }
-            if remote.len() > u64::from(MAX_FLUSH_LEN) {
-                return Err(VerbsError::TooLong {
-                    len: remote.len(),
-                    max: u64::from(MAX_FLUSH_LEN),
-                });
-            }
-        }
-        if let SendOp::CompareSwap { remote, .. }
-        | SendOp::FetchAdd { remote, .. }
-        | SendOp::AtomicWrite { remote } = wr.op
-        {
-            if remote.addr() % 8 != 0 {
-                return Err(VerbsError::Unaligned(remote.addr()));
-            }
-            if len != 8 {
-                let what = if matches!(wr.op, SendOp::AtomicWrite { .. }) {
-                    "ATOMIC WRITE data length (must be 8)"
-                } else {
-                    "atomic local buffer length (must be 8)"
-                };
-                return Err(VerbsError::BadValue { what, value: len });
-            }
-        }
-        let max = if qp_type == QpType::Ud {
-            q.cfg.mtu.bytes() as u64
-        } else {
-            MAX_MSG_SIZE
-        };
-        if len > max {
-            return Err(VerbsError::TooLong { len, max });
-        }
-        // The message (an atomic's 8 bytes) must fit the slice of peer
-        // memory it was given: the sender's own bound, before the peer's.
-        if let Some(remote) = wr.op.remote().filter(|r| len > r.len()) {
-            return Err(VerbsError::RemoteTooShort { len, remote });
         }
         let wqe = SendWqe {
             wr: QueuedSend::from(&wr),
@@ -424,6 +342,7 @@ impl Endpoint {
             // Posted to a QP in error: completes at once, flushed, as
             // post_recv does (IBA 10.3.1, Error state). It used to wait in a
             // send queue nothing serves, and never completed.
+            q.posts.release_send();
             if let Some(cq) = self.cqs.get_mut(&q.init.send_cq) {
                 cq.push(WorkCompletion::flushed(wqe.wr.wr_id, wqe.wc_opcode(), qpn));
             }
@@ -441,6 +360,7 @@ impl Endpoint {
     /// `ibv_post_recv`; refused on a QP that takes its receives from an
     /// SRQ, as ibverbs refuses it.
     pub fn post_recv(&mut self, qpn: u32, wr: RecvWr<'_>) -> Result<(), VerbsError> {
+        self.absorb_posts();
         self.user_qp(qpn)?;
         if let Some(srq) = self.rd_own_srq(qpn) {
             // An RD QP's receive queue is the SRQ made for it (`rd`).
@@ -472,18 +392,19 @@ impl Endpoint {
                 call: "post_recv",
             });
         }
-        if q.rq.len() >= q.init.max_recv_wr as usize {
+        if q.local_errors == LocalErrors::Immediate {
+            self.mrs.check_sg(q.init.pd, wr.sg, true)?;
+        }
+        if !q.posts.reserve_recv() {
             return Err(VerbsError::QueueFull {
                 qpn,
                 queue: "receive queue",
                 depth: q.init.max_recv_wr,
             });
         }
-        if q.local_errors == LocalErrors::Immediate {
-            self.mrs.check_sg(q.init.pd, wr.sg, true)?;
-        }
         if q.state == QpState::Err {
             // Posted to a QP in error: completes at once, flushed.
+            q.posts.release_recv();
             if let Some(cq) = self.cqs.get_mut(&q.init.recv_cq) {
                 cq.push(WorkCompletion::flushed(wr.wr_id, WcOpcode::Recv, qpn));
             }
@@ -494,4 +415,121 @@ impl Endpoint {
         self.touched(qpn);
         Ok(())
     }
+}
+
+/// The checks of a send request that need nothing of the QP but its
+/// type and path MTU (a UD send's limit), in the order `post_send` makes
+/// them; `check_sg` checks the scatter list (its flag: the request writes
+/// into it) as the QP's local error mode says. Rewrites a multicast UD
+/// destination's QPN. Returns the message length.
+pub(crate) fn check_send(
+    qp_type: QpType,
+    mtu: Mtu,
+    wr: &mut SendWr<'_>,
+    check_sg: impl FnOnce(&[Sge], bool) -> Result<(), VerbsError>,
+) -> Result<u64, VerbsError> {
+    let op_name = match wr.op {
+        SendOp::Send => "SEND",
+        SendOp::SendWithImm(_) => "SEND_WITH_IMM",
+        SendOp::SendWithInv(_) => "SEND_WITH_INV",
+        SendOp::Write { .. } => "RDMA_WRITE",
+        SendOp::WriteWithImm { .. } => "RDMA_WRITE_WITH_IMM",
+        SendOp::Read { .. } => "RDMA_READ",
+        SendOp::CompareSwap { .. } => "ATOMIC_CMP_AND_SWP",
+        SendOp::FetchAdd { .. } => "ATOMIC_FETCH_AND_ADD",
+        SendOp::AtomicWrite { .. } => "ATOMIC_WRITE",
+        SendOp::Flush { .. } => "FLUSH",
+        SendOp::BindMw { .. } => "BIND_MW",
+        SendOp::LocalInv(_) => "LOCAL_INV",
+    };
+    let allowed = match qp_type {
+        QpType::Rc => true,
+        // XRC has no opcodes for ATOMIC WRITE and FLUSH (the XRC range
+        // ends at 0xB7).
+        QpType::XrcIni | QpType::XrcTgt => {
+            !matches!(wr.op, SendOp::AtomicWrite { .. } | SendOp::Flush { .. })
+        }
+        QpType::Uc => matches!(
+            wr.op,
+            SendOp::Send
+                | SendOp::SendWithImm(_)
+                | SendOp::Write { .. }
+                | SendOp::WriteWithImm { .. }
+                | SendOp::BindMw { .. }
+                | SendOp::LocalInv(_)
+        ),
+        QpType::Ud => matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)),
+        QpType::Rd => rd::rd_op(&wr.op),
+    };
+    if !allowed {
+        return Err(VerbsError::BadOpForQpType {
+            op: op_name,
+            qp_type,
+        });
+    }
+    if qp_type == QpType::Ud && wr.ud.is_none() {
+        return Err(VerbsError::BadValue {
+            what: "UD send without a destination (ud)",
+            value: 0,
+        });
+    }
+    if let Some(ud) = wr.ud.as_mut()
+        && multicast_group(ud.path.remote).is_some()
+    {
+        // Every multicast packet carries the multicast QPN.
+        ud.qpn = MULTICAST_QPN;
+    }
+    let writes_local = wr.op.writes_local();
+    if wr.inline.is_some() && writes_local {
+        return Err(VerbsError::BadValue {
+            what: "inline data on a READ or atomic",
+            value: 0,
+        });
+    }
+    check_sg(wr.sg, writes_local)?;
+    let len = wr.inline.map_or_else(|| sg_len(wr.sg), |d| d.len() as u64);
+    if let SendOp::Flush { remote, .. } = wr.op {
+        if len != 0 {
+            return Err(VerbsError::BadValue {
+                what: "FLUSH data length (it carries none: post it with no scatter list)",
+                value: len,
+            });
+        }
+        if remote.len() > u64::from(MAX_FLUSH_LEN) {
+            return Err(VerbsError::TooLong {
+                len: remote.len(),
+                max: u64::from(MAX_FLUSH_LEN),
+            });
+        }
+    }
+    if let SendOp::CompareSwap { remote, .. }
+    | SendOp::FetchAdd { remote, .. }
+    | SendOp::AtomicWrite { remote } = wr.op
+    {
+        if remote.addr() % 8 != 0 {
+            return Err(VerbsError::Unaligned(remote.addr()));
+        }
+        if len != 8 {
+            let what = if matches!(wr.op, SendOp::AtomicWrite { .. }) {
+                "ATOMIC WRITE data length (must be 8)"
+            } else {
+                "atomic local buffer length (must be 8)"
+            };
+            return Err(VerbsError::BadValue { what, value: len });
+        }
+    }
+    let max = if qp_type == QpType::Ud {
+        mtu.bytes() as u64
+    } else {
+        MAX_MSG_SIZE
+    };
+    if len > max {
+        return Err(VerbsError::TooLong { len, max });
+    }
+    // The message (an atomic's 8 bytes) must fit the slice of peer
+    // memory it was given: the sender's own bound, before the peer's.
+    if let Some(remote) = wr.op.remote().filter(|r| len > r.len()) {
+        return Err(VerbsError::RemoteTooShort { len, remote });
+    }
+    Ok(len)
 }

@@ -69,7 +69,11 @@ impl Endpoint {
             sq_sig_all: false,
             srq: None,
         };
-        let mut eec = Qp::new(eecn, init);
+        let mut eec = Qp::new(
+            eecn,
+            init,
+            crate::qp::posts::QpPosts::new(eecn, &init, &self.posts),
+        );
         eec.rd = Some(RdRole::Eec(Eec {
             rdd,
             ..Eec::default()
@@ -260,7 +264,7 @@ impl Endpoint {
         e.init.pd = pd;
         e.init.send_cq = send_cq;
         e.init.sq_sig_all = sig_all;
-        e.sq.push_back(SendWqe {
+        e.sq.push_back_uncounted(SendWqe {
             wr,
             len,
             first_psn: e.req.next_psn,

@@ -120,7 +120,11 @@ impl Endpoint {
             srq: None,
         };
         let qpn = self.next_qpn();
-        let mut qp = Qp::new(qpn, init);
+        let mut qp = Qp::new(
+            qpn,
+            init,
+            crate::qp::posts::QpPosts::new(qpn, &init, &self.posts),
+        );
         qp.xrcd = Some(xrcd);
         self.qps.insert(qpn, qp);
         Ok(qpn)

@@ -150,6 +150,45 @@ impl Region {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CopyFault;
 
+/// What a scatter/gather element's check needs of its region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SgeFacts {
+    pub(crate) pd: u32,
+    pub(crate) len: u64,
+    pub(crate) local_write: bool,
+}
+
+/// Checks one scatter/gather element against its region (`None`: no
+/// region has its lkey): the one check of a post, locked or not
+/// (`qp::posts`), and of a request as it executes.
+pub(crate) fn check_sge(
+    mr: Option<SgeFacts>,
+    pd: u32,
+    sge: &Sge,
+    write: bool,
+) -> Result<(), VerbsError> {
+    // Each refusal says why: one message for all of them used to call a
+    // region in another PD or without LOCAL_WRITE "outside the region".
+    let bad = |why| VerbsError::BadSge {
+        lkey: sge.lkey,
+        offset: sge.offset,
+        len: sge.len,
+        why,
+    };
+    let mr = mr.ok_or(bad("no such region"))?;
+    if mr.pd != pd {
+        return Err(bad("region in another protection domain"));
+    }
+    let end = sge.offset.checked_add(u64::from(sge.len));
+    if end.is_none_or(|end| end > mr.len) {
+        return Err(bad("outside the region"));
+    }
+    if write && !mr.local_write {
+        return Err(bad("region without LOCAL_WRITE"));
+    }
+    Ok(())
+}
+
 /// A registered region.
 #[derive(Debug)]
 pub(crate) struct Mr {
@@ -161,6 +200,16 @@ pub(crate) struct Mr {
     pub(crate) region: Arc<Region>,
     /// Invalidated by a SEND with invalidate: remote access refused.
     pub(crate) invalid: bool,
+}
+
+impl Mr {
+    fn facts(&self) -> SgeFacts {
+        SgeFacts {
+            pd: self.pd,
+            len: self.region.len() as u64,
+            local_write: self.access.contains(Access::LOCAL_WRITE),
+        }
+    }
 }
 
 /// What the user learns about a region (as `ibv_mr`).
@@ -191,6 +240,8 @@ pub(crate) struct MrTable {
     rkey_to_lkey: HashMap<u32, u32>,
     /// Memory windows, by their R_Key's index (`window::key_index`).
     mws: HashMap<u32, window::Mw>,
+    /// The regions' lkeys as posters check them (`qp::posts`).
+    pub(crate) lkeys: Arc<crate::qp::posts::LkeyTable>,
 }
 
 impl MrTable {
@@ -202,6 +253,7 @@ impl MrTable {
             len: mr.region.len(),
         };
         self.rkey_to_lkey.insert(mr.rkey, mr.lkey);
+        self.lkeys.set(mr.lkey, mr.facts());
         self.by_lkey.insert(mr.lkey, mr);
         info
     }
@@ -215,6 +267,7 @@ impl MrTable {
 
     pub(crate) fn remove(&mut self, lkey: u32) -> Option<Mr> {
         let mr = self.by_lkey.remove(&lkey)?;
+        self.lkeys.remove(lkey);
         self.rkey_to_lkey.remove(&mr.rkey);
         Some(mr)
     }
@@ -232,26 +285,7 @@ impl MrTable {
 
     /// Checks a local scatter/gather element against its region and PD.
     pub(crate) fn check_sge(&self, pd: u32, sge: &Sge, write: bool) -> Result<(), VerbsError> {
-        // Each refusal says why: one message for all of them used to call a
-        // region in another PD or without LOCAL_WRITE "outside the region".
-        let bad = |why| VerbsError::BadSge {
-            lkey: sge.lkey,
-            offset: sge.offset,
-            len: sge.len,
-            why,
-        };
-        let mr = self.by_lkey.get(&sge.lkey).ok_or(bad("no such region"))?;
-        if mr.pd != pd {
-            return Err(bad("region in another protection domain"));
-        }
-        let end = sge.offset.checked_add(u64::from(sge.len));
-        if end.is_none_or(|end| end > mr.region.len() as u64) {
-            return Err(bad("outside the region"));
-        }
-        if write && !mr.access.contains(Access::LOCAL_WRITE) {
-            return Err(bad("region without LOCAL_WRITE"));
-        }
-        Ok(())
+        check_sge(self.by_lkey.get(&sge.lkey).map(Mr::facts), pd, sge, write)
     }
 
     /// Checks every element of a scatter/gather list ([`Self::check_sge`]):
@@ -348,6 +382,7 @@ impl MrTable {
     pub(crate) fn set_pd_and_access(&mut self, lkey: u32, pd: u32, access: Access) {
         if let Some(m) = self.by_lkey.get_mut(&lkey) {
             (m.pd, m.access) = (pd, access);
+            self.lkeys.set(lkey, m.facts());
         }
     }
 

@@ -358,7 +358,7 @@ fn note_rd_done(qp: &mut Qp, w: &SendWqe, status: WcStatus) {
 pub(crate) fn flush(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>) {
     qp.comp.retransmit_at = None;
     qp.comp.rnr_until = None;
-    for w in std::mem::take(&mut qp.sq) {
+    for w in qp.sq.take_all() {
         note_rd_done(qp, &w, WcStatus::WrFlushErr);
         if let Some(cq) = cqs.get_mut(&qp.init.send_cq) {
             let qpn = w.origin.map_or(qp.qpn, |(q, _)| q);
@@ -370,7 +370,7 @@ pub(crate) fn flush(qp: &mut Qp, cqs: &mut HashMap<u32, Cq>) {
     // An EE context's message under way was the RD QP's receive.
     let recv_qpn = qp.access_as().1;
     let pending = qp.resp.recv.take().map(|(wr, _)| wr);
-    for wr in pending.into_iter().chain(qp.rq.drain(..)) {
+    for wr in pending.into_iter().chain(qp.rq.take_all()) {
         if let Some(cq) = cqs.get_mut(&qp.init.recv_cq) {
             cq.push(WorkCompletion::flushed(wr.wr_id, WcOpcode::Recv, recv_qpn));
         }

@@ -13,6 +13,7 @@
 
 pub(crate) mod completer;
 pub(crate) mod local_ops;
+pub(crate) mod posts;
 pub(crate) mod rd;
 pub(crate) mod replies;
 pub(crate) mod requester;
@@ -291,8 +292,10 @@ pub(crate) struct Qp {
     pub(crate) init: QpInit,
     pub(crate) state: QpState,
     pub(crate) cfg: QpConfig,
-    pub(crate) sq: VecDeque<SendWqe>,
-    pub(crate) rq: VecDeque<QueuedRecv>,
+    pub(crate) sq: posts::WorkQueue<SendWqe>,
+    pub(crate) rq: posts::WorkQueue<QueuedRecv>,
+    /// What the QP shares with its posters (kept through Reset).
+    pub(crate) posts: std::sync::Arc<posts::QpPosts>,
     pub(crate) req: Requester,
     pub(crate) comp: Completer,
     pub(crate) resp: Responder,
@@ -338,6 +341,12 @@ pub(crate) struct QpCc {
 }
 
 impl Qp {
+    /// Tells the QP's posters what they check against (`posts`).
+    pub(crate) fn publish(&self) {
+        self.posts
+            .publish(self.state, self.cfg.mtu, self.local_errors);
+    }
+
     /// RC: PSNs sent (or, for READs, asked for) and not yet acknowledged.
     pub(crate) fn in_flight(&self) -> u32 {
         match (self.init.qp_type, self.comp.acked) {
@@ -348,7 +357,8 @@ impl Qp {
         }
     }
 
-    pub(crate) fn new(qpn: u32, init: QpInit) -> Self {
+    /// A QP in Reset whose posters share `posts`.
+    pub(crate) fn new(qpn: u32, init: QpInit, posts: std::sync::Arc<posts::QpPosts>) -> Self {
         Self {
             qpn,
             init,
@@ -366,8 +376,9 @@ impl Qp {
                 max_rd_atomic: 1,
                 max_dest_rd_atomic: 1,
             },
-            sq: VecDeque::new(),
-            rq: VecDeque::new(),
+            sq: posts::WorkQueue::new(std::sync::Arc::clone(&posts.send_used)),
+            rq: posts::WorkQueue::new(std::sync::Arc::clone(&posts.recv_used)),
+            posts,
             req: Requester {
                 next_psn: Psn::new(0),
                 wqe: 0,

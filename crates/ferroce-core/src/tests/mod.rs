@@ -23,6 +23,7 @@
 //! | `xrc_fuzz` | random XRC packets into an initiator and a target: no panic, no harm |
 //! | `mcast` | UD multicast: attach/detach and refusals, every attached QP's copy, Q_Keys, RoCE v1 and IPv6 groups, hostile packets |
 //! | `log` | the `tracing` events of errors, RNR waits, losses, timeouts and drops |
+//! | `posters` | posting without the engine's lock: the same refusals, order with locked posts, a posting thread, room, Reset and destroy races |
 //! | `shared` | region memory shared with the application: the engine holds nothing back while it reads, writes or scans the same bytes |
 
 mod atomic_write;
@@ -41,6 +42,7 @@ mod log;
 mod many;
 mod mcast;
 mod ops;
+mod posters;
 mod rd;
 mod rd_fuzz;
 mod resources;
