@@ -50,5 +50,5 @@ pub use endpoint::{MAX_QUEUED_CNPS, QpCongestion};
 pub use ferroce_mem::{Backing, Bytes, Fault as MemFault, VolatileMemory, VolatileSlice};
 pub use mr::{MrInfo, RangeError, Region};
 pub use qp::QpInit;
-pub use qp::posts::QpPoster;
+pub use qp::posts::{QpPoster, SrqPoster};
 pub use time::Instant;

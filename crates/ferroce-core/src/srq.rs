@@ -23,7 +23,9 @@
 //!   `qp::responder`); the QPs that use it may be in other PDs (ibverbs
 //!   allows it).
 
-use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::qp::posts::{SrqPosts, WorkQueue};
 
 use crate::verbs::{LocalErrors, QueuedRecv};
 
@@ -38,7 +40,9 @@ pub(crate) struct Srq {
     pub(crate) max_wr: u32,
     /// The armed limit, 0 when not armed.
     pub(crate) limit: u32,
-    pub(crate) wqes: VecDeque<QueuedRecv>,
+    pub(crate) wqes: WorkQueue<QueuedRecv>,
+    /// What it shares with its posters (`qp::posts`).
+    pub(crate) posts: Arc<SrqPosts>,
     /// The limit was crossed and the event not handed out yet.
     pub(crate) limit_reached: bool,
     /// QPs created with this SRQ (`destroy_srq` refuses while any is).
@@ -59,12 +63,13 @@ pub(crate) struct XrcSrq {
 }
 
 impl Srq {
-    pub(crate) fn new(pd: u32, max_wr: u32, limit: u32) -> Self {
+    pub(crate) fn new(pd: u32, max_wr: u32, limit: u32, posts: Arc<SrqPosts>) -> Self {
         Self {
             pd,
             max_wr,
             limit,
-            wqes: VecDeque::new(),
+            wqes: WorkQueue::new(Arc::clone(&posts.used)),
+            posts,
             limit_reached: false,
             users: 0,
             local_errors: LocalErrors::Immediate,

@@ -141,12 +141,17 @@ impl ProtectionDomain {
     /// (`ibv_create_srq`), its limit not armed. QPs created with it in
     /// [`QpInitAttr::srq`] take their receives from it.
     pub fn create_srq(&self, max_wr: u32) -> Result<SharedReceiveQueue> {
-        let handle = self.shared.engine().create_srq(self.handle, max_wr, 0)?;
+        let (handle, poster) = {
+            let mut ep = self.shared.engine();
+            let handle = ep.create_srq(self.handle, max_wr, 0)?;
+            (handle, ep.srq_poster(handle)?)
+        };
         Ok(SharedReceiveQueue {
             inner: Arc::new(SrqHandle {
                 shared: self.shared.clone(),
                 _device: self.device.clone(),
                 handle,
+                poster,
                 _xrcd: None,
             }),
         })

@@ -21,6 +21,8 @@ pub(crate) struct SrqHandle {
     /// Keeps the device (its driver) alive while this object is.
     pub(crate) _device: Arc<DeviceHandle>,
     pub(crate) handle: u32,
+    /// Posts without the engine's lock.
+    pub(crate) poster: ferroce_core::SrqPoster,
     /// An XRC SRQ keeps its domain open.
     pub(crate) _xrcd: Option<Arc<crate::xrcd::XrcdHandle>>,
 }
@@ -50,12 +52,10 @@ impl SharedReceiveQueue {
     }
 
     /// `ibv_post_srq_recv`: one receive work request, for whichever of
-    /// its QPs next needs one.
+    /// its QPs next needs one. Checked and queued in the SRQ's ring without
+    /// the engine's lock, as [`crate::QueuePair::post_recv`].
     pub fn post_recv(&self, wr: RecvWr<'_>) -> Result<()> {
-        self.inner
-            .shared
-            .engine()
-            .post_srq_recv(self.inner.handle, wr)?;
+        self.inner.poster.post_recv(wr)?;
         self.inner.shared.kick();
         Ok(())
     }

@@ -70,18 +70,17 @@ impl ProtectionDomain {
         cq: &CompletionQueue,
         max_wr: u32,
     ) -> Result<SharedReceiveQueue> {
-        let handle = self.shared.engine().create_xrc_srq(
-            self.handle,
-            xrcd.handle(),
-            cq.handle,
-            max_wr,
-            0,
-        )?;
+        let (handle, poster) = {
+            let mut ep = self.shared.engine();
+            let handle = ep.create_xrc_srq(self.handle, xrcd.handle(), cq.handle, max_wr, 0)?;
+            (handle, ep.srq_poster(handle)?)
+        };
         Ok(SharedReceiveQueue {
             inner: Arc::new(SrqHandle {
                 shared: self.shared.clone(),
                 _device: self.device.clone(),
                 handle,
+                poster,
                 _xrcd: Some(xrcd.inner.clone()),
             }),
         })

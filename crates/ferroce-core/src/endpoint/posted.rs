@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::Endpoint;
 use crate::qp::SendWqe;
-use crate::qp::posts::{PostedSend, QpPoster};
+use crate::qp::posts::{PostedSend, QpPoster, SrqPoster};
 use crate::verbs::{QpState, VerbsError, WcOpcode, WcStatus, WorkCompletion};
 
 impl Endpoint {
@@ -18,10 +18,27 @@ impl Endpoint {
         Ok(QpPoster(Arc::clone(&q.posts)))
     }
 
-    /// Takes every QP's posts made through a [`QpPoster`] into its queues.
+    /// A handle that posts to SRQ `srq` without this endpoint's lock
+    /// ([`SrqPoster`]).
+    pub fn srq_poster(&self, srq: u32) -> Result<SrqPoster, VerbsError> {
+        let s = self.srqs.get(&srq).ok_or(VerbsError::NoSuchSrq(srq))?;
+        Ok(SrqPoster(Arc::clone(&s.posts)))
+    }
+
+    /// Takes every QP's and SRQ's posts made through a [`QpPoster`] or an
+    /// [`SrqPoster`] into its queues.
     pub(crate) fn absorb_posts(&mut self) {
         while let Some(qpn) = self.posts.next_ready() {
             self.absorb_qp(qpn);
+        }
+        while let Some(h) = self.posts.next_ready_srq() {
+            // A destroyed SRQ's ring went with it.
+            if let Some(s) = self.srqs.get_mut(&h) {
+                s.posts.unlist();
+                while let Some(wr) = s.posts.recvs.pop() {
+                    s.wqes.push_back(wr);
+                }
+            }
         }
     }
 

@@ -9,6 +9,7 @@ use rand_core::RngCore;
 use super::Endpoint;
 use crate::cq::{Cq, CqReader};
 use crate::mr::{Mr, MrInfo, Region};
+use crate::qp::posts::SrqPosts;
 use crate::srq::{MAX_SRQ_WR, Srq};
 use crate::verbs::{
     Access, AsyncEvent, LocalErrors, QueuedRecv, RecvWr, SrqAttr, SrqInfo, VerbsError,
@@ -300,7 +301,8 @@ impl Endpoint {
             });
         }
         let h = self.handle();
-        self.srqs.insert(h, Srq::new(pd, max_wr, srq_limit));
+        let posts = SrqPosts::new(h, pd, max_wr, &self.posts);
+        self.srqs.insert(h, Srq::new(pd, max_wr, srq_limit, posts));
         Ok(h)
     }
 
@@ -309,6 +311,7 @@ impl Endpoint {
     /// within the device limit and at least the WQEs held; the limit at
     /// most the (new) `max_wr`.
     pub fn modify_srq(&mut self, srq: u32, attr: &SrqAttr) -> Result<(), VerbsError> {
+        self.absorb_posts();
         let s = self.srqs.get_mut(&srq).ok_or(VerbsError::NoSuchSrq(srq))?;
         let max_wr = attr.max_wr.unwrap_or(s.max_wr);
         if let Some(m) = attr.max_wr {
@@ -318,7 +321,7 @@ impl Endpoint {
                     value: m.into(),
                 });
             }
-            if (m as usize) < s.wqes.len() {
+            if m < s.posts.used() {
                 return Err(VerbsError::BadValue {
                     what: "srq max_wr (below the WQEs it holds)",
                     value: m.into(),
@@ -337,6 +340,7 @@ impl Endpoint {
             s.limit = limit;
             s.limit_reached = false;
         }
+        s.posts.publish(s.max_wr, s.local_errors);
         Ok(())
     }
 
@@ -346,19 +350,22 @@ impl Endpoint {
         Ok(SrqInfo {
             max_wr: s.max_wr,
             srq_limit: s.limit,
-            wqes: s.wqes.len() as u32,
+            // Posted without the lock and not yet taken in, too.
+            wqes: s.posts.used(),
         })
     }
 
     /// `ibv_destroy_srq`: refused while a QP uses it. The WQEs it still
     /// holds are discarded without completions, as ibverbs does.
     pub fn destroy_srq(&mut self, srq: u32) -> Result<(), VerbsError> {
+        self.absorb_posts();
         let s = self.srqs.get(&srq).ok_or(VerbsError::NoSuchSrq(srq))?;
         if s.users > 0 {
             return Err(VerbsError::Busy(
                 "queue pairs use this shared receive queue",
             ));
         }
+        s.posts.close();
         self.srqs.remove(&srq);
         self.events
             .retain(|e| *e != AsyncEvent::SrqLimitReached { srq });
@@ -370,6 +377,7 @@ impl Endpoint {
     pub fn set_srq_local_errors(&mut self, srq: u32, mode: LocalErrors) -> Result<(), VerbsError> {
         let s = self.srqs.get_mut(&srq).ok_or(VerbsError::NoSuchSrq(srq))?;
         s.local_errors = mode;
+        s.posts.publish(s.max_wr, s.local_errors);
         Ok(())
     }
 
@@ -377,15 +385,20 @@ impl Endpoint {
     /// the SRQ's protection domain, now or when a QP takes the request (see
     /// [`Self::set_srq_local_errors`]).
     pub fn post_srq_recv(&mut self, srq: u32, wr: RecvWr<'_>) -> Result<(), VerbsError> {
+        // After the posts made without the lock, in order.
+        self.absorb_posts();
         let s = self.srqs.get_mut(&srq).ok_or(VerbsError::NoSuchSrq(srq))?;
-        if s.wqes.len() >= s.max_wr as usize {
+        if !s.posts.reserve() {
             return Err(VerbsError::SrqFull {
                 srq,
                 depth: s.max_wr,
             });
         }
-        if s.local_errors == LocalErrors::Immediate {
-            self.mrs.check_sg(s.pd, wr.sg, true)?;
+        if s.local_errors == LocalErrors::Immediate
+            && let Err(e) = self.mrs.check_sg(s.pd, wr.sg, true)
+        {
+            s.posts.release();
+            return Err(e);
         }
         s.wqes.push_back(QueuedRecv::from(&wr));
         Ok(())

@@ -87,7 +87,8 @@ impl Endpoint {
             });
         }
         let h = self.handle();
-        let mut srq = Srq::new(pd, max_wr, srq_limit);
+        let posts = crate::qp::posts::SrqPosts::new(h, pd, max_wr, &self.posts);
+        let mut srq = Srq::new(pd, max_wr, srq_limit, posts);
         srq.xrc = Some(XrcSrq { xrcd, cq });
         self.srqs.insert(h, srq);
         Ok(h)

@@ -1,6 +1,7 @@
-//! Posting without the engine: each QP's send and receive rings, as a
-//! NIC's send and receive queues, which the application fills through a
-//! [`QpPoster`] while the engine runs, and the engine takes from.
+//! Posting without the engine: each QP's send and receive rings and each
+//! SRQ's ring, as a NIC's queues, which the application fills through a
+//! [`QpPoster`] or an [`SrqPoster`] while the engine runs, and the engine
+//! takes from.
 //!
 //! * [`QpPoster::try_post_send`] and [`QpPoster::try_post_recv`] check a
 //!   work request as [`Endpoint::post_send`] and [`Endpoint::post_recv`]
@@ -9,8 +10,9 @@
 //!   (`modify_qp` sets them before it returns), its queue room, and the
 //!   regions' keys ([`LkeyTable`]). A request that passes is queued in the
 //!   QP's ring: no engine lock, no system call. What needs the engine's
-//!   tables (a BIND_MW or LOCAL_INV, an RD or XRC QP, a receive for an SRQ)
-//!   is left to the locked call (`None`).
+//!   tables (a BIND_MW or LOCAL_INV, an RD or XRC QP's send, a receive of a
+//!   QP that takes them from an SRQ) is left to the locked call (`None`);
+//!   an SRQ's receives go through its own poster.
 //! * The engine takes a QP's posts ([`Endpoint`]'s `absorb_posts`) before
 //!   anything that reads its queues: a round's transmit, timers and
 //!   received packets, `modify_qp`, `destroy_qp` and the locked posts, so
@@ -48,6 +50,8 @@ pub(crate) struct PostBoard {
     /// QPNs whose rings have posts the engine has not taken (each listed
     /// once while its `listed` flag is set).
     ready: SegQueue<u32>,
+    /// The same for SRQs, by handle.
+    srq_ready: SegQueue<u32>,
     pub(crate) lkeys: Arc<LkeyTable>,
 }
 
@@ -55,6 +59,7 @@ impl PostBoard {
     pub(crate) fn new(lkeys: Arc<LkeyTable>) -> Self {
         Self {
             ready: SegQueue::new(),
+            srq_ready: SegQueue::new(),
             lkeys,
         }
     }
@@ -65,6 +70,14 @@ impl PostBoard {
             return None;
         }
         self.ready.pop()
+    }
+
+    /// The next SRQ with posts to take.
+    pub(crate) fn next_ready_srq(&self) -> Option<u32> {
+        if self.srq_ready.is_empty() {
+            return None;
+        }
+        self.srq_ready.pop()
     }
 }
 
@@ -334,6 +347,108 @@ impl QpPoster {
             p.list();
             Ok(())
         })())
+    }
+}
+
+/// What one SRQ shares with its posters: as [`QpPosts`]' receive side,
+/// with a depth `modify_srq` may change.
+#[derive(Debug)]
+pub(crate) struct SrqPosts {
+    srq: u32,
+    pd: u32,
+    depth: AtomicU32,
+    immediate: AtomicBool,
+    gone: AtomicBool,
+    pub(crate) used: Arc<AtomicU32>,
+    pub(crate) recvs: SegQueue<QueuedRecv>,
+    listed: AtomicBool,
+    board: Arc<PostBoard>,
+}
+
+impl SrqPosts {
+    pub(crate) fn new(srq: u32, pd: u32, depth: u32, board: &Arc<PostBoard>) -> Arc<Self> {
+        Arc::new(Self {
+            srq,
+            pd,
+            depth: AtomicU32::new(depth),
+            immediate: AtomicBool::new(true),
+            gone: AtomicBool::new(false),
+            used: Arc::new(AtomicU32::new(0)),
+            recvs: SegQueue::new(),
+            listed: AtomicBool::new(false),
+            board: Arc::clone(board),
+        })
+    }
+
+    /// Publishes what posters check against (create, `modify_srq`, the
+    /// way local errors are reported).
+    pub(crate) fn publish(&self, depth: u32, local_errors: LocalErrors) {
+        self.immediate
+            .store(local_errors == LocalErrors::Immediate, Ordering::Release);
+        self.depth.store(depth, Ordering::Release);
+    }
+
+    /// The SRQ is destroyed: posters get `NoSuchSrq`.
+    pub(crate) fn close(&self) {
+        self.gone.store(true, Ordering::Release);
+    }
+
+    /// Requests posted and not yet taken by a QP, ring and queue.
+    pub(crate) fn used(&self) -> u32 {
+        self.used.load(Ordering::Acquire)
+    }
+
+    /// Whether a locked post may take a slot (then it has).
+    pub(crate) fn reserve(&self) -> bool {
+        QpPosts::reserve(&self.used, self.depth.load(Ordering::Acquire))
+    }
+
+    /// Frees the slot of a locked post refused after it took one.
+    pub(crate) fn release(&self) {
+        free(&self.used, 1);
+    }
+
+    /// See [`QpPosts::unlist`].
+    pub(crate) fn unlist(&self) {
+        self.listed.swap(false, Ordering::AcqRel);
+    }
+}
+
+/// A handle that posts to one SRQ without the engine, as [`QpPoster`]
+/// does to a QP: `Clone + Send + Sync`, from [`Endpoint::srq_poster`].
+///
+/// [`Endpoint::srq_poster`]: crate::endpoint::Endpoint::srq_poster
+#[derive(Debug, Clone)]
+pub struct SrqPoster(pub(crate) Arc<SrqPosts>);
+
+impl SrqPoster {
+    /// `ibv_post_srq_recv` without the engine's lock: checks `wr` as
+    /// [`Endpoint::post_srq_recv`] does, with the same errors, and queues
+    /// it for the engine.
+    ///
+    /// [`Endpoint::post_srq_recv`]: crate::endpoint::Endpoint::post_srq_recv
+    pub fn post_recv(&self, wr: RecvWr<'_>) -> Result<(), VerbsError> {
+        let p = &*self.0;
+        if p.gone.load(Ordering::Acquire) {
+            return Err(VerbsError::NoSuchSrq(p.srq));
+        }
+        if !p.reserve() {
+            return Err(VerbsError::SrqFull {
+                srq: p.srq,
+                depth: p.depth.load(Ordering::Acquire),
+            });
+        }
+        if p.immediate.load(Ordering::Acquire)
+            && let Err(e) = p.board.lkeys.check_sg(p.pd, wr.sg, true)
+        {
+            free(&p.used, 1);
+            return Err(e);
+        }
+        p.recvs.push(QueuedRecv::from(&wr));
+        if !p.listed.swap(true, Ordering::AcqRel) {
+            p.board.srq_ready.push(p.srq);
+        }
+        Ok(())
     }
 }
 

@@ -401,3 +401,53 @@ fn a_destroyed_qps_poster_names_the_qp() {
         Err(VerbsError::NoSuchQp(qpn))
     );
 }
+
+#[test]
+fn an_srq_poster_refuses_as_the_locked_post_and_feeds_its_qps_in_order() {
+    let mut p = Pair::new(304);
+    let (s, peers) = super::srq::shared_srq(&mut p, QpType::Rc, 2, 4, 0);
+    let poster = p.eps[1].srq_poster(s.srq).unwrap();
+    let slot = |i: u64| {
+        vec![Sge {
+            lkey: s.mr.lkey,
+            offset: i * 4096,
+            len: 4096,
+        }]
+    };
+    let bad = vec![Sge {
+        lkey: s.mr.lkey ^ 0x100,
+        offset: 0,
+        len: 8,
+    }];
+    let want_bad = p.eps[1]
+        .post_srq_recv(s.srq, recv_wr(90, &bad))
+        .unwrap_err();
+    assert_eq!(poster.post_recv(recv_wr(91, &bad)), Err(want_bad));
+    // Locked and lock-free posts share the depth of 4 and keep order.
+    p.eps[1].post_srq_recv(s.srq, recv_wr(0, &slot(0))).unwrap();
+    poster.post_recv(recv_wr(1, &slot(1))).unwrap();
+    poster.post_recv(recv_wr(2, &slot(2))).unwrap();
+    assert_eq!(p.eps[1].query_srq(s.srq).unwrap().wqes, 3);
+    p.eps[1].post_srq_recv(s.srq, recv_wr(3, &slot(3))).unwrap();
+    let full = VerbsError::SrqFull {
+        srq: s.srq,
+        depth: 4,
+    };
+    assert_eq!(poster.post_recv(recv_wr(4, &slot(4))), Err(full.clone()));
+    assert_eq!(
+        p.eps[1].post_srq_recv(s.srq, recv_wr(4, &slot(4))),
+        Err(full)
+    );
+    for (i, peer) in [0, 1, 0, 1].iter().enumerate() {
+        let sg = sge(&peers[*peer], 0, 100);
+        let mut wr = send_wr(i as u64, SendOp::Send, &sg);
+        wr.signaled = true;
+        p.eps[0].post_send(peers[*peer].qpn, wr).unwrap();
+        let r = p.wait_cqes(1, s.cq, 1);
+        assert_eq!((r[0].wr_id, r[0].qpn), (i as u64, s.qps[*peer]));
+    }
+    // Each receive taken freed its slot.
+    for i in 0..4 {
+        poster.post_recv(recv_wr(10 + i, &slot(i))).unwrap();
+    }
+}
