@@ -45,7 +45,7 @@ mod gsi;
 mod mcast;
 mod posted;
 mod qp_verbs;
-pub(crate) use qp_verbs::check_send;
+pub(crate) use posted::check_send;
 mod rd;
 mod resources;
 mod windows;

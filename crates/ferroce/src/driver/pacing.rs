@@ -38,6 +38,14 @@
 //! 2-core CI machine, an 80 µs sleep takes a median 179 µs and a 99th
 //! percentile 2.6 ms when the machine is otherwise idle).
 //!
+//! On a single CPU (affinity, quota or machine) the application and the
+//! driver cannot run at once, so the application counts as polling for
+//! longer ([`APP_ACTIVE_ONE_CPU`]), naps grow up to
+//! [`NAP_MAX_ONE_CPU`], and a datagram waiting after a nap is left to the
+//! application's next poll: each nap's wake-up preempts the application,
+//! and with the two-core rules `ib_write_lat` pinned to one CPU took 4 ms
+//! a round trip instead of 9 us.
+//!
 //! A thread about to block ([`crate::CompletionQueue::wait`], or arming a
 //! CQ before waiting on its channel) ends the polling and rings at once:
 //! a blocked waiter never counts as polling.
@@ -56,6 +64,16 @@ const YIELD_EVERY: u64 = 1024;
 /// driver thread stands back for it.
 const APP_ACTIVE: Duration = Duration::from_micros(200);
 
+/// How recent the last poll must be on a single CPU, longer than a
+/// scheduler time slice: there the application cannot run while the
+/// driver thread does, so its last poll always looks old when the driver
+/// wakes, and with [`APP_ACTIVE`] both threads took turns polling the one
+/// CPU (in the rig's 1-vCPU guests, `ib_write_lat` between two ferroce
+/// processes took 3 to 5 times rxe's t_typical). Whether the application
+/// still polls after a nap is told by its polls during the nap, not by
+/// this window, so what it leaves owed is still taken over after a nap.
+const APP_ACTIVE_ONE_CPU: Duration = Duration::from_millis(10);
+
 /// The driver thread's first nap beside a polling application, and the
 /// one it returns to when a nap finds work left. Each nap's wake-up takes
 /// a core from a spinning application, so the length is a trade: for 8-byte SEND ping-pongs between two processes on two
@@ -73,6 +91,10 @@ pub(super) const OWED_BOUND: Duration = Duration::from_micros(80);
 /// 80 µs naps throughout. Longer naps (1 ms) left `ib_write_lat`'s WRITEs
 /// that arrive while it polls memory waiting that long.
 const NAP_MAX: Duration = Duration::from_micros(320);
+
+/// [`NAP_MAX`] on a single CPU: there a nap's wake-up preempts the
+/// application, which moves the engine itself while it polls.
+const NAP_MAX_ONE_CPU: Duration = Duration::from_millis(10);
 
 /// The longest an idle driver sleeps with no timer armed. A datagram, the
 /// doorbell and the next timer end the sleep sooner; this only bounds how
@@ -126,7 +148,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
             shared.stand_back(seen_kick, nap);
             if shared.app_polled_since(since) && !shared.work_waiting() {
                 // The polls take everything: look less often.
-                nap = (nap * 2).min(NAP_MAX);
+                nap = (nap * 2).min(shared.nap_max());
                 continue;
             }
             nap = OWED_BOUND;
@@ -226,10 +248,26 @@ impl Shared {
         }
     }
 
-    /// Whether the application polled within [`APP_ACTIVE`].
+    /// The longest nap beside a polling application: [`NAP_MAX`], or on one
+    /// CPU [`NAP_MAX_ONE_CPU`].
+    fn nap_max(&self) -> Duration {
+        if self.one_cpu {
+            NAP_MAX_ONE_CPU
+        } else {
+            NAP_MAX
+        }
+    }
+
+    /// Whether the application polled within [`APP_ACTIVE`] (on one CPU,
+    /// [`APP_ACTIVE_ONE_CPU`]).
     fn app_polling(&self) -> bool {
+        let window = if self.one_cpu {
+            APP_ACTIVE_ONE_CPU
+        } else {
+            APP_ACTIVE
+        };
         let last = self.app_progress.load(Ordering::Relaxed);
-        last != 0 && self.now().as_nanos().saturating_sub(last) < APP_ACTIVE.as_nanos() as u64
+        last != 0 && self.now().as_nanos().saturating_sub(last) < window.as_nanos() as u64
     }
 
     /// Whether the application waits rather than polls: it has not polled
@@ -249,11 +287,18 @@ impl Shared {
     /// does not take itself: a datagram not yet received (a CQ polled in a
     /// tight loop takes each within a microsecond or so; memory polled
     /// between CQ polls takes none), or a timer due (a held response's
-    /// among them).
+    /// among them). On one CPU a datagram waiting does not count: the
+    /// application could not run while the driver did, so it will receive
+    /// it at its next poll, and counting it kept the driver's naps at
+    /// their shortest, a preempting wake-up every [`OWED_BOUND`].
     fn work_waiting(&self) -> bool {
         self.timer_at.load(Ordering::Relaxed) <= self.now().as_nanos()
-            || ferroce_io::wait::readable(std::os::fd::AsFd::as_fd(&self.rx_wait), Duration::ZERO)
-                .unwrap_or(true)
+            || (!self.one_cpu
+                && ferroce_io::wait::readable(
+                    std::os::fd::AsFd::as_fd(&self.rx_wait),
+                    Duration::ZERO,
+                )
+                .unwrap_or(true))
     }
 
     /// Naps, blind to the socket, while a polling application receives:
