@@ -16,7 +16,6 @@
 //! RECEIVER]]` (ROUNDS 200 by default). `ferroce bench --progress-only`
 //! reads its two lines.
 
-use std::net::IpAddr;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -25,6 +24,9 @@ use ferroce::{
     Access, CompletionQueue, ConnectOptions, Context, QpInitAttr, QpType, RecvWr, SendWr, WcStatus,
     WorkCompletion,
 };
+
+#[path = "shared/args.rs"]
+mod args;
 
 /// How long the receiver spins before each SEND comes: a polling loop
 /// the driver stands back for.
@@ -59,20 +61,7 @@ fn report(what: &str, mut t: Vec<Duration>) {
 }
 
 fn main() -> Result<(), ferroce::Error> {
-    let mut args = std::env::args().skip(1);
-    let rounds: usize = args
-        .next()
-        .map_or(200, |s| s.parse().expect("ROUNDS: a count"));
-    let a_ip: IpAddr = args
-        .next()
-        .map_or("127.0.0.1".into(), |s| s)
-        .parse()
-        .expect("SENDER");
-    let b_ip: IpAddr = args
-        .next()
-        .map_or("127.0.0.2".into(), |s| s)
-        .parse()
-        .expect("RECEIVER");
+    let (rounds, a_ip, b_ip) = args::count_and_addrs(200, "ROUNDS");
     let (a, b) = (Context::open(a_ip)?, Context::open(b_ip)?);
     let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
     let (ca, cb) = (a.create_cq(16)?, b.create_cq(16)?);

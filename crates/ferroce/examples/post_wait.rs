@@ -13,12 +13,14 @@
 //! RECEIVER]]` (POSTS 20000 by default) prints the posts' time quantiles
 //! and the stream's rate.
 
-use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use ferroce::{
     Access, ConnectOptions, Context, QpInitAttr, QpType, SendWr, WcStatus, WorkCompletion,
 };
+
+#[path = "shared/args.rs"]
+mod args;
 
 /// Bytes per WRITE.
 const MSG: u32 = 64 * 1024;
@@ -26,20 +28,7 @@ const MSG: u32 = 64 * 1024;
 const DEPTH: usize = 16;
 
 fn main() -> Result<(), ferroce::Error> {
-    let mut args = std::env::args().skip(1);
-    let posts: usize = args
-        .next()
-        .map_or(20_000, |s| s.parse().expect("POSTS: a count"));
-    let a_ip: IpAddr = args
-        .next()
-        .map_or("127.0.0.1".into(), |s| s)
-        .parse()
-        .expect("SENDER");
-    let b_ip: IpAddr = args
-        .next()
-        .map_or("127.0.0.2".into(), |s| s)
-        .parse()
-        .expect("RECEIVER");
+    let (posts, a_ip, b_ip) = args::count_and_addrs(20_000, "POSTS");
     let (a, b) = (Context::open(a_ip)?, Context::open(b_ip)?);
     let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
     let (ca, cb) = (a.create_cq(64)?, b.create_cq(64)?);

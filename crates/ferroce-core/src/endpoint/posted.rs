@@ -7,10 +7,13 @@ use std::sync::Arc;
 
 use super::{Endpoint, MAX_MSG_SIZE, MULTICAST_QPN, multicast_group, rd};
 use crate::mr::sg_len;
-use crate::qp::SendWqe;
+use rustc_hash::FxHashMap as HashMap;
+
+use crate::cq::Cq;
 use crate::qp::posts::{PostedSend, QpPoster, SrqPoster};
+use crate::qp::{Qp, SendWqe};
 use crate::verbs::{
-    Mtu, QpState, QpType, SendOp, SendWr, Sge, VerbsError, WcOpcode, WcStatus, WorkCompletion,
+    Mtu, QpState, QpType, QueuedRecv, SendOp, SendWr, Sge, VerbsError, WcOpcode, WorkCompletion,
 };
 
 /// The longest FLUSH range: a RETH's DMA length, at most 2^31 bytes (as
@@ -59,46 +62,72 @@ impl Endpoint {
         posts.unlist();
         let mut flushed = false;
         while let Some(wr) = posts.recvs.pop() {
-            match q.state {
-                // The post raced a modify_qp to Reset, which came first.
-                QpState::Reset => posts.release_recv(),
-                QpState::Err => {
-                    posts.release_recv();
-                    if let Some(cq) = self.cqs.get_mut(&q.init.recv_cq) {
-                        cq.push(WorkCompletion::flushed(wr.wr_id, WcOpcode::Recv, qpn));
-                    }
-                    flushed = true;
-                }
-                _ => q.rq.push_back(wr),
-            }
+            flushed |= enqueue_recv(q, &mut self.cqs, wr);
         }
         while let Some(PostedSend { wr, len }) = posts.sends.pop() {
-            let wqe = SendWqe {
-                wr,
-                len,
-                first_psn: q.req.next_psn,
-                npkts: 0,
-                started: false,
-                done: false,
-                status: WcStatus::Success,
-                read_received: 0,
-                origin: None,
-            };
-            match q.state {
-                QpState::Reset | QpState::Init | QpState::Rtr => posts.release_send(),
-                QpState::Err => {
-                    posts.release_send();
-                    if let Some(cq) = self.cqs.get_mut(&q.init.send_cq) {
-                        cq.push(WorkCompletion::flushed(wqe.wr.wr_id, wqe.wc_opcode(), qpn));
-                    }
-                    flushed = true;
-                }
-                _ => q.sq.push_back(wqe),
-            }
+            let wqe = SendWqe::queued(wr, len, q.req.next_psn);
+            flushed |= enqueue_send(q, &mut self.cqs, wqe);
         }
+        self.queued(qpn, flushed);
+    }
+
+    /// After requests went into QP `qpn`'s queues: it may have something
+    /// to send, and a flush may have completed some.
+    pub(super) fn queued(&mut self, qpn: u32, flushed: bool) {
         self.touched(qpn);
         if flushed {
             self.raise_events(qpn);
+        }
+    }
+}
+
+/// Puts a send request whose slot is taken into `q`'s send queue, as `q`'s
+/// state allows: in Err it completes at once, flushed (IBA 10.3.1, Error
+/// state); in Reset, Init or RTR (a lock-free post that raced a
+/// `modify_qp`, which the engine ordered first) it is dropped, as the
+/// Reset would have dropped it. Either way its slot is freed. Returns
+/// whether it was flushed.
+pub(super) fn enqueue_send(q: &mut Qp, cqs: &mut HashMap<u32, Cq>, wqe: SendWqe) -> bool {
+    match q.state {
+        QpState::Reset | QpState::Init | QpState::Rtr => {
+            q.posts.release_send();
+            false
+        }
+        QpState::Err => {
+            q.posts.release_send();
+            if let Some(cq) = cqs.get_mut(&q.init.send_cq) {
+                cq.push(WorkCompletion::flushed(
+                    wqe.wr.wr_id,
+                    wqe.wc_opcode(),
+                    q.qpn,
+                ));
+            }
+            true
+        }
+        _ => {
+            q.sq.push_back(wqe);
+            false
+        }
+    }
+}
+
+/// [`enqueue_send`] for a receive request (dropped in Reset only).
+pub(super) fn enqueue_recv(q: &mut Qp, cqs: &mut HashMap<u32, Cq>, wr: QueuedRecv) -> bool {
+    match q.state {
+        QpState::Reset => {
+            q.posts.release_recv();
+            false
+        }
+        QpState::Err => {
+            q.posts.release_recv();
+            if let Some(cq) = cqs.get_mut(&q.init.recv_cq) {
+                cq.push(WorkCompletion::flushed(wr.wr_id, WcOpcode::Recv, q.qpn));
+            }
+            true
+        }
+        _ => {
+            q.rq.push_back(wr);
+            false
         }
     }
 }

@@ -3,12 +3,13 @@
 
 use std::sync::Arc;
 
+use super::posted::{enqueue_recv, enqueue_send};
 use super::{Endpoint, FIRST_USER_QPN, check_send, windows, xrc};
 use crate::qp::posts::QpPosts;
 use crate::qp::{self, Qp, QpInit, SendWqe, completer, responder};
 use crate::verbs::{
     AsyncEvent, LocalErrors, QpAttr, QpState, QpType, QueuedRecv, QueuedSend, RecvWr, SendOp,
-    SendWr, VerbsError, WcOpcode, WcStatus, WorkCompletion,
+    SendWr, VerbsError,
 };
 
 impl Endpoint {
@@ -320,33 +321,14 @@ impl Endpoint {
                 depth: q.init.max_send_wr,
             });
         }
-        let wqe = SendWqe {
-            wr: QueuedSend::from(&wr),
-            len,
-            first_psn: q.req.next_psn,
-            npkts: 0,
-            started: false,
-            done: false,
-            status: WcStatus::Success,
-            read_received: 0,
-            origin: None,
-        };
-        if q.state == QpState::Err {
-            // Posted to a QP in error: completes at once, flushed, as
-            // post_recv does (IBA 10.3.1, Error state). It used to wait in a
-            // send queue nothing serves, and never completed.
-            q.posts.release_send();
-            if let Some(cq) = self.cqs.get_mut(&q.init.send_cq) {
-                cq.push(WorkCompletion::flushed(wqe.wr.wr_id, wqe.wc_opcode(), qpn));
-            }
-            self.raise_events(qpn);
-            return Ok(());
-        }
-        if let SendOp::BindMw { rkey, .. } = wr.op {
+        if q.state != QpState::Err
+            && let SendOp::BindMw { rkey, .. } = wr.op
+        {
             self.mrs.set_posted_key(rkey);
         }
-        q.sq.push_back(wqe);
-        self.touched(qpn);
+        let wqe = SendWqe::queued(QueuedSend::from(&wr), len, q.req.next_psn);
+        let flushed = enqueue_send(q, &mut self.cqs, wqe);
+        self.queued(qpn, flushed);
         Ok(())
     }
 
@@ -395,17 +377,8 @@ impl Endpoint {
                 depth: q.init.max_recv_wr,
             });
         }
-        if q.state == QpState::Err {
-            // Posted to a QP in error: completes at once, flushed.
-            q.posts.release_recv();
-            if let Some(cq) = self.cqs.get_mut(&q.init.recv_cq) {
-                cq.push(WorkCompletion::flushed(wr.wr_id, WcOpcode::Recv, qpn));
-            }
-            self.raise_events(qpn);
-            return Ok(());
-        }
-        q.rq.push_back(QueuedRecv::from(&wr));
-        self.touched(qpn);
+        let flushed = enqueue_recv(q, &mut self.cqs, QueuedRecv::from(&wr));
+        self.queued(qpn, flushed);
         Ok(())
     }
 }

@@ -265,15 +265,8 @@ impl Endpoint {
         e.init.send_cq = send_cq;
         e.init.sq_sig_all = sig_all;
         e.sq.push_back_uncounted(SendWqe {
-            wr,
-            len,
-            first_psn: e.req.next_psn,
-            npkts: 0,
-            started: false,
-            done: false,
-            status: WcStatus::Success,
-            read_received: 0,
             origin: Some((qpn, token)),
+            ..SendWqe::queued(wr, len, e.req.next_psn)
         });
         e.req.wqe = 0;
         if let Some(r) = self

@@ -95,6 +95,21 @@ pub(crate) struct SendWqe {
 }
 
 impl SendWqe {
+    /// A request as it enters the send queue, not started.
+    pub(crate) fn queued(wr: QueuedSend, len: u64, first_psn: Psn) -> Self {
+        Self {
+            wr,
+            len,
+            first_psn,
+            npkts: 0,
+            started: false,
+            done: false,
+            status: WcStatus::Success,
+            read_received: 0,
+            origin: None,
+        }
+    }
+
     pub(crate) fn last_psn(&self) -> Psn {
         self.first_psn + self.npkts.saturating_sub(1)
     }

@@ -110,6 +110,28 @@ impl LkeyTable {
     }
 }
 
+/// Whether a QP's or SRQ's rings are in the board's `ready` (or
+/// `srq_ready`) queue, so that each is listed once however many posts it
+/// gets before the engine takes them.
+#[derive(Debug, Default)]
+struct Listed(AtomicBool);
+
+impl Listed {
+    /// After a post: lists `id` in `ready` unless it already is.
+    fn list(&self, ready: &SegQueue<u32>, id: u32) {
+        if !self.0.swap(true, Ordering::AcqRel) {
+            ready.push(id);
+        }
+    }
+
+    /// The engine is about to take the rings' posts: a post from now on
+    /// lists them again. The swap's acquire makes every post of a poster
+    /// that found the flag set visible to the takes that follow.
+    fn clear(&self) {
+        self.0.swap(false, Ordering::AcqRel);
+    }
+}
+
 /// A send request checked and waiting in a ring: its copy and length.
 #[derive(Debug)]
 pub(crate) struct PostedSend {
@@ -153,8 +175,7 @@ pub(crate) struct QpPosts {
     pub(crate) recv_used: Arc<AtomicU32>,
     pub(crate) sends: SegQueue<PostedSend>,
     pub(crate) recvs: SegQueue<QueuedRecv>,
-    /// Listed in the board's `ready` queue.
-    listed: AtomicBool,
+    listed: Listed,
     board: Arc<PostBoard>,
 }
 
@@ -176,7 +197,7 @@ impl QpPosts {
             recv_used: Arc::new(AtomicU32::new(0)),
             sends: SegQueue::new(),
             recvs: SegQueue::new(),
-            listed: AtomicBool::new(false),
+            listed: Listed::default(),
             board: Arc::clone(board),
         })
     }
@@ -222,18 +243,14 @@ impl QpPosts {
         free(&self.recv_used, 1);
     }
 
-    /// Says the QP has posts to take, once until the engine takes them.
+    /// Says the QP has posts to take.
     fn list(&self) {
-        if !self.listed.swap(true, Ordering::AcqRel) {
-            self.board.ready.push(self.qpn);
-        }
+        self.listed.list(&self.board.ready, self.qpn);
     }
 
-    /// The engine is about to take the rings' posts: a post from now on
-    /// lists the QP again. The swap's acquire makes every post of a poster
-    /// that found the flag set visible to the takes that follow.
+    /// The engine is about to take the rings' posts ([`Listed::clear`]).
     pub(crate) fn unlist(&self) {
-        self.listed.swap(false, Ordering::AcqRel);
+        self.listed.clear();
     }
 
     fn state(&self) -> Result<QpState, VerbsError> {
@@ -361,7 +378,7 @@ pub(crate) struct SrqPosts {
     gone: AtomicBool,
     pub(crate) used: Arc<AtomicU32>,
     pub(crate) recvs: SegQueue<QueuedRecv>,
-    listed: AtomicBool,
+    listed: Listed,
     board: Arc<PostBoard>,
 }
 
@@ -375,7 +392,7 @@ impl SrqPosts {
             gone: AtomicBool::new(false),
             used: Arc::new(AtomicU32::new(0)),
             recvs: SegQueue::new(),
-            listed: AtomicBool::new(false),
+            listed: Listed::default(),
             board: Arc::clone(board),
         })
     }
@@ -410,7 +427,7 @@ impl SrqPosts {
 
     /// See [`QpPosts::unlist`].
     pub(crate) fn unlist(&self) {
-        self.listed.swap(false, Ordering::AcqRel);
+        self.listed.clear();
     }
 }
 
@@ -445,9 +462,7 @@ impl SrqPoster {
             return Err(e);
         }
         p.recvs.push(QueuedRecv::from(&wr));
-        if !p.listed.swap(true, Ordering::AcqRel) {
-            p.board.srq_ready.push(p.srq);
-        }
+        p.listed.list(&p.board.srq_ready, p.srq);
         Ok(())
     }
 }

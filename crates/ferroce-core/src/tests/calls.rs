@@ -25,6 +25,11 @@ fn refused<T: std::fmt::Debug>(r: Result<T, VerbsError>, want: VerbsError, words
 /// An endpoint with one QP of `qp_type` in RESET (send and receive queues
 /// of 4), and a 4 KiB region with LOCAL_WRITE only.
 fn fresh(qp_type: QpType) -> (Endpoint, u32, crate::MrInfo) {
+    fresh_with(qp_type, 4)
+}
+
+/// [`fresh`] with queues of `depth`.
+pub(super) fn fresh_with(qp_type: QpType, depth: u32) -> (Endpoint, u32, crate::MrInfo) {
     let mut e = Endpoint::new(EndpointConfig { seed: 7 });
     let pd = e.alloc_pd();
     let cq = e.create_cq(64).unwrap();
@@ -34,8 +39,8 @@ fn fresh(qp_type: QpType) -> (Endpoint, u32, crate::MrInfo) {
             qp_type,
             send_cq: cq,
             recv_cq: cq,
-            max_send_wr: 4,
-            max_recv_wr: 4,
+            max_send_wr: depth,
+            max_recv_wr: depth,
             sq_sig_all: false,
             srq: None,
         })

@@ -10,7 +10,7 @@ use crate::verbs::{
     Access, Mtu, Path, QpAttr, QpState, QpType, RecvWr, RoceMode, SendOp, SendWr, Sge, UdDest,
     VerbsError, WcOpcode, WcStatus,
 };
-use crate::{Endpoint, EndpointConfig, QpInit, QpPoster};
+use crate::{Endpoint, QpPoster};
 
 fn write_to(side: &Side) -> SendOp {
     SendOp::Write {
@@ -37,23 +37,8 @@ fn to(state: QpState) -> QpAttr {
 
 /// An endpoint with one QP of `qp_type` (queues of 2) and a 4 KiB region
 /// with LOCAL_WRITE only, brought to `state` (Reset, Init or RTS).
-fn lone(qp_type: QpType, state: QpState) -> (Endpoint, u32, u32, crate::MrInfo) {
-    let mut e = Endpoint::new(EndpointConfig { seed: 9 });
-    let pd = e.alloc_pd();
-    let cq = e.create_cq(64).unwrap();
-    let qpn = e
-        .create_qp(QpInit {
-            pd,
-            qp_type,
-            send_cq: cq,
-            recv_cq: cq,
-            max_send_wr: 2,
-            max_recv_wr: 2,
-            sq_sig_all: false,
-            srq: None,
-        })
-        .unwrap();
-    let mr = e.reg_mr(pd, 4096, Access::LOCAL_WRITE).unwrap();
+fn lone(qp_type: QpType, state: QpState) -> (Endpoint, u32, crate::MrInfo) {
+    let (mut e, qpn, mr) = super::calls::fresh_with(qp_type, 2);
     if state != QpState::Reset {
         e.modify_qp(
             qpn,
@@ -96,17 +81,17 @@ fn lone(qp_type: QpType, state: QpState) -> (Endpoint, u32, u32, crate::MrInfo) 
         )
         .unwrap();
     }
-    (e, qpn, pd, mr)
+    (e, qpn, mr)
 }
 
 /// Posts `wrs` to two identical endpoints, one through the lock and one
 /// through a poster, and asserts each post gets the same answer.
-fn same_answers(qp_type: QpType, state: QpState, wrs: &dyn Fn(&crate::MrInfo, u32) -> Vec<Post>) {
-    let (mut locked, qpn, pd, mr) = lone(qp_type, state);
-    let (free, qpn2, _, _) = lone(qp_type, state);
+fn same_answers(qp_type: QpType, state: QpState, wrs: &dyn Fn(&crate::MrInfo) -> Vec<Post>) {
+    let (mut locked, qpn, mr) = lone(qp_type, state);
+    let (free, qpn2, _) = lone(qp_type, state);
     assert_eq!(qpn, qpn2);
     let poster = free.qp_poster(qpn).unwrap();
-    for (i, post) in wrs(&mr, pd).into_iter().enumerate() {
+    for (i, post) in wrs(&mr).into_iter().enumerate() {
         let (want, got) = match &post {
             Post::Send(wr, sg, inline) => {
                 let wr = SendWr {
@@ -156,11 +141,11 @@ const PEER: SendOp = SendOp::Write {
 #[test]
 fn a_poster_refuses_what_the_locked_post_refuses() {
     for state in [QpState::Reset, QpState::Init] {
-        same_answers(QpType::Rc, state, &|mr, _| {
+        same_answers(QpType::Rc, state, &|mr| {
             vec![send(1, PEER, sg(mr, 0, 8)), Post::Recv(2, sg(mr, 0, 8))]
         });
     }
-    same_answers(QpType::Rc, QpState::Rts, &|mr, _| {
+    same_answers(QpType::Rc, QpState::Rts, &|mr| {
         let atomic = SendOp::FetchAdd {
             remote: crate::verbs::RemoteSlice::new(0x1004, 0x55, 8),
             add: 1,
@@ -198,7 +183,7 @@ fn a_poster_refuses_what_the_locked_post_refuses() {
             Post::Recv(10, sg(mr, 0, 64)),
         ]
     });
-    same_answers(QpType::Ud, QpState::Rts, &|mr, _| {
+    same_answers(QpType::Ud, QpState::Rts, &|mr| {
         let dest = UdDest {
             path: peer_path(),
             qpn: 0x22,
@@ -220,7 +205,7 @@ fn a_poster_refuses_what_the_locked_post_refuses() {
 
 #[test]
 fn requests_that_need_the_engine_are_left_to_the_locked_post() {
-    let (e, qpn, _, mr) = lone(QpType::Rc, QpState::Rts);
+    let (e, qpn, mr) = lone(QpType::Rc, QpState::Rts);
     let poster = e.qp_poster(qpn).unwrap();
     let inv = SendWr::new(1, SendOp::LocalInv(mr.rkey), &[]);
     assert!(poster.try_post_send(inv).is_none());
@@ -313,7 +298,7 @@ fn a_thread_posts_while_another_drives_the_endpoint() {
 }
 
 #[test]
-fn a_poster_on_a_qp_in_error_flushes_and_reset_drops_it() {
+fn a_poster_on_a_qp_in_error_flushes_and_room_comes_back_after_reset() {
     let mut p = Pair::new(303);
     let [a, b] = connect_with(
         &mut p,
@@ -388,7 +373,7 @@ fn a_poster_on_a_qp_in_error_flushes_and_reset_drops_it() {
 
 #[test]
 fn a_destroyed_qps_poster_names_the_qp() {
-    let (mut e, qpn, _, mr) = lone(QpType::Rc, QpState::Rts);
+    let (mut e, qpn, mr) = lone(QpType::Rc, QpState::Rts);
     let poster: QpPoster = e.qp_poster(qpn).unwrap();
     e.destroy_qp(qpn).unwrap();
     let sg = sg(&mr, 0, 8);
