@@ -1,6 +1,6 @@
 //! rsockets on ferroce's `librdmacm.so.1`, with the unmodified Debian
 //! programs: `rstream` (blocking, and nonblocking with `rpoll`),
-//! `riostream` (`riomap`/`riowrite`), `rcopy` (a file, compared after), and
+//! `riostream` (`riomap`/`riowrite`), `rcopy` (a file, eight times through one server, compared after each), and
 //! `iperf3` under rdma-core's `librspreload.so`, whose connections must be
 //! rsockets (no kernel TCP socket on iperf3's port while it runs). Server
 //! on 127.0.5.1, client on 127.0.5.2; every process has a time limit.
@@ -100,8 +100,16 @@ fn riostream_writes_into_the_peers_mapped_buffer() {
     assert_custom_row(&run(&riostream, &args, &client, "riostream"), "50");
 }
 
+/// Copies in a row through one rcopy server. Each is a new connection,
+/// and a connection's first moments are where a race hid: the server lends
+/// the second half of its ring as soon as it accepts, which can land before
+/// the client has taken in the server's private data.
+const RCOPY_ROUNDS: usize = 8;
+/// One copy's limit: a few hundred milliseconds when it works.
+const RCOPY_LIMIT: Duration = Duration::from_secs(20);
+
 #[test]
-fn rcopy_copies_a_file() {
+fn rcopy_copies_a_file_again_and_again() {
     let _g = serial();
     let rcopy = tool("rcopy", "rdmacm-utils");
     let dir = std::env::temp_dir().join(format!("ferroce-rcopy-{}", std::process::id()));
@@ -112,23 +120,43 @@ fn rcopy_copies_a_file() {
         .collect();
     std::fs::write(&src, &data).unwrap();
     let target = format!("{SERVER}:{}", dst.display());
-    let server = command(As::Me, SERVER, &rcopy, &["-p", "7484"]);
-    let client = command(
-        As::Me,
-        CLIENT,
-        &rcopy,
-        &[src.to_str().unwrap(), &target, "-p", "7484"],
-    );
     // The server waits for the next client after each: it is stopped.
-    let (s, c) = pair(server, client, false, "rcopy");
-    let copied = std::fs::read(&dst).unwrap_or_default();
+    let server = command(As::Me, SERVER, &rcopy, &["-p", "7484"])
+        .spawn()
+        .unwrap();
+    let reap = Reap(Some(server.id()));
+    wait_device(SERVER_IP, Duration::from_secs(20));
+    std::thread::sleep(SETTLE);
+    for round in 1..=RCOPY_ROUNDS {
+        let _ = std::fs::remove_file(&dst);
+        let mut client = command(
+            As::Me,
+            CLIENT,
+            &rcopy,
+            &[src.to_str().unwrap(), &target, "-p", "7484"],
+        );
+        let what = format!("rcopy client, copy {round} of {RCOPY_ROUNDS}");
+        let c = finish(client.spawn().unwrap(), RCOPY_LIMIT, &what);
+        let copied = std::fs::read(&dst).unwrap_or_default();
+        if c.status.success() && copied == data {
+            continue;
+        }
+        drop(reap);
+        let s = finish_or_kill(server, Duration::ZERO);
+        std::fs::remove_dir_all(&dir).unwrap();
+        panic!(
+            "copy {round} of {RCOPY_ROUNDS}: client {}, {} bytes of {} copied{}\nclient:\n{}\nserver:\n{}",
+            c.status,
+            copied.len(),
+            data.len(),
+            if copied == data { "" } else { " (they differ)" },
+            text(&c),
+            text(&s)
+        );
+    }
+    drop(reap);
+    let _ = finish_or_kill(server, Duration::ZERO);
     std::fs::remove_dir_all(&dir).unwrap();
-    assert!(
-        copied == data,
-        "the copy differs ({} bytes of {})\nclient:\n{c}\nserver:\n{s}",
-        copied.len(),
-        data.len()
-    );
 }
 
 /// Whether a kernel TCP socket (IPv4 or IPv6) has `port` at either end.

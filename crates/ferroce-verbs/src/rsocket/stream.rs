@@ -173,6 +173,10 @@ impl Stream {
 
     /// Takes in the peer's private data: its SGL array, iomap table,
     /// first lent half (into `sgl[0]`) and credits. Then connected.
+    ///
+    /// `sgl[1]` is left as it is: it starts zeroed, and an accepting peer
+    /// lends its second half there as soon as it is connected, which can
+    /// land before the connecting side gets here.
     pub fn accept_peer(&mut self, peer: &super::wire::ConnData, sgl: &mut impl TargetSgl) {
         self.remote_sgl = peer.target_sgl;
         self.remote_sge = 1;
@@ -185,7 +189,6 @@ impl Stream {
             };
         }
         sgl.set(0, peer.data_buf);
-        sgl.set(1, Sge::default());
         self.sseq_comp = peer.credits;
         self.flags = Flags {
             connected: true,

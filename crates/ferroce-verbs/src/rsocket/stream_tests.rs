@@ -180,3 +180,26 @@ fn control_slots_run_out_until_completions_return_them() {
     assert!(a.s.ctrl_ready());
     assert!(!a.s.all_sends_done());
 }
+
+/// The accepting side lends its second half as soon as it is connected;
+/// that WRITE can land in the connecting side's SGL before the connecting
+/// side has taken in the private data, and must survive it.
+#[test]
+fn a_second_half_lent_before_the_connector_accepts_is_kept() {
+    let cfg = Config::default();
+    let (mut a, mut b) = (end(cfg), end(cfg));
+    let (ca, cb) = (conn_data(&a), conn_data(&b));
+    b.s.accept_peer(&ca, &mut b.sgl);
+    let early = b.s.credits().expect("the second half is due at once");
+    let (sge, at, _) = early.write.expect("it lends the second half");
+    a.sgl.0[((at - SGL_ADDR) / Sge::LEN as u64) as usize] = sge;
+    a.s.accept_peer(&cb, &mut a.sgl);
+    a.s.received(Some(early.msg.encode()));
+    b.s.send_done(early.msg, true);
+    let data = vec![7u8; cfg.rbuf_size as usize];
+    assert_eq!(
+        send(&mut a, &mut b, &data),
+        data.len(),
+        "both halves of the peer's ring are usable with no further credit"
+    );
+}
