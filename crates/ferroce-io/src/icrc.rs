@@ -23,7 +23,7 @@
 
 use std::net::IpAddr;
 
-use ferroce_wire::icrc::compute_v2_parts;
+use ferroce_wire::icrc::V2Headers;
 use ferroce_wire::ipv4::{self, Ipv4Repr};
 use ferroce_wire::ipv6::{self, Ipv6Repr};
 use ferroce_wire::transport::ICRC_LEN;
@@ -93,38 +93,102 @@ pub(crate) fn udp_header(src_port: u16, dst_port: u16, udp_len: usize) -> [u8; u
     u
 }
 
-/// The ICRC value for a datagram `transport` (BTH through ICRC) sent from
-/// `src:src_port` to `dst:dst_port` by this backend (DF set; IPv4
-/// Identification `ident`: 0, or the segment's index in a GSO train).
-pub(crate) fn for_send(
-    src: IpAddr,
-    dst: IpAddr,
-    src_port: u16,
-    dst_port: u16,
-    ident: u16,
-    transport: &[u8],
-) -> Option<u32> {
-    let udp_len = udp::HEADER_LEN + transport.len();
-    let udp = udp_header(src_port, dst_port, udp_len);
-    let body = &transport[..transport.len().checked_sub(ICRC_LEN)?];
-    match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => compute_v2_parts(
-            &ipv4_header(s.octets(), d.octets(), udp_len, ident, true),
-            &udp,
-            body,
-        )
-        .ok(),
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            compute_v2_parts(&ipv6_header(s.octets(), d.octets(), udp_len), &udp, body).ok()
+/// One datagram's addresses, ports and UDP length: what its headers'
+/// ICRC state depends on, besides the IPv4 Identification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Flow {
+    pub(crate) src: IpAddr,
+    pub(crate) dst: IpAddr,
+    pub(crate) src_port: u16,
+    pub(crate) dst_port: u16,
+    pub(crate) udp_len: usize,
+}
+
+impl Flow {
+    /// The flow of a datagram `transport` (BTH through ICRC) long.
+    pub(crate) fn of(
+        src: IpAddr,
+        dst: IpAddr,
+        src_port: u16,
+        dst_port: u16,
+        transport: &[u8],
+    ) -> Self {
+        Self {
+            src,
+            dst,
+            src_port,
+            dst_port,
+            udp_len: udp::HEADER_LEN + transport.len(),
         }
-        _ => None,
+    }
+
+    /// Its masked headers' CRC state (IPv4: Identification 0, DF set);
+    /// None for mixed address families.
+    fn headers(&self) -> Option<V2Headers> {
+        let udp = udp_header(self.src_port, self.dst_port, self.udp_len);
+        let headers = match (self.src, self.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => V2Headers::new(
+                &ipv4_header(s.octets(), d.octets(), self.udp_len, 0, true),
+                &udp,
+            ),
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                V2Headers::new(&ipv6_header(s.octets(), d.octets(), self.udp_len), &udp)
+            }
+            _ => return None,
+        };
+        headers.ok()
+    }
+
+    fn is_v4(&self) -> bool {
+        self.src.is_ipv4()
+    }
+}
+
+/// The headers' CRC state of the last flows seen, direct-mapped: a stream
+/// sends and receives a few lengths to a few peers, and then each datagram
+/// hashes its transport alone. A miss costs what computing them always
+/// did (building and hashing 28 or 48 bytes of headers).
+#[derive(Debug, Default)]
+pub(crate) struct HeaderCache {
+    slots: [Option<(Flow, V2Headers)>; CACHED_FLOWS],
+}
+
+/// Entries of a [`HeaderCache`].
+const CACHED_FLOWS: usize = 8;
+
+impl HeaderCache {
+    /// `flow`'s headers (IPv4: Identification 0, DF set).
+    pub(crate) fn get(&mut self, flow: &Flow) -> Option<V2Headers> {
+        let port = usize::from(flow.src_port ^ flow.dst_port);
+        let slot = &mut self.slots[(flow.udp_len ^ port) % CACHED_FLOWS];
+        match slot {
+            Some((f, h)) if f == flow => Some(*h),
+            _ => {
+                let h = flow.headers()?;
+                *slot = Some((*flow, h));
+                Some(h)
+            }
+        }
+    }
+
+    /// The ICRC value for a datagram `transport` (BTH through ICRC) of
+    /// `flow`, sent by this backend (DF set; IPv4 Identification `ident`:
+    /// 0, or the segment's index in a GSO train).
+    pub(crate) fn for_send(&mut self, flow: &Flow, ident: u16, transport: &[u8]) -> Option<u32> {
+        let body = &transport[..transport.len().checked_sub(ICRC_LEN)?];
+        let mut headers = self.get(flow)?;
+        if flow.is_v4() {
+            headers = headers.with_ident_xor(ident);
+        }
+        headers.icrc(body).ok()
     }
 }
 
 /// Checks received ICRCs. Over IPv4 it solves for the sender's
-/// Identification with one CRC pass and a few dozen word operations per
-/// datagram, whatever its length, and keeps no per-length state (a flood of
-/// random lengths costs what a flood of one length does).
+/// Identification with one CRC pass, one multiplication and four table
+/// look-ups per datagram, whatever its length, and keeps no per-length
+/// state beyond a fixed cache (a flood of random lengths costs what a flood
+/// of one length does).
 ///
 /// How: the ICRC is computed with Identification 0 and DF set; the change
 /// that Identification bits (or a clear DF) cause is, for a reflected CRC,
@@ -132,31 +196,84 @@ pub(crate) fn for_send(
 /// advance `Z` (multiplication by x^8 modulo the polynomial). So the
 /// difference `d` from the received ICRC is `Z^k(c)`, `k` being the number
 /// of ICRC input bytes after the Identification. `Z` is invertible (the
-/// polynomial's constant term is 1), so `Z^-k(d)` is solved against one
-/// basis of the 16 Identification bits' changes, built once.
+/// polynomial's constant term is 1), so `Z^-k(d)` is written in a basis of
+/// GF(2)^32 whose first 16 vectors are the Identification bits' changes
+/// and whose 17th is a clear DF's: its coordinates are the Identification
+/// and the DF bit, and the other 15 must be 0.
 #[derive(Debug)]
 pub(crate) struct RxVerifier {
-    ident: Basis,
+    coords: Coordinates,
     /// `Z^-k` for `k = 2^i`: `unshift[i]` as a polynomial, x^(-8 * 2^i).
     unshift: [u32; 17],
     /// `Z^-k` by `k`, filled in as lengths are seen (0: not yet; a power
     /// of x is never 0). Fixed size, so a flood of lengths can neither grow
     /// it nor make it thrash; longer inputs are computed each time.
     by_len: Vec<u32>,
-    /// The change a clear DF causes, unshifted like the others.
-    df: u32,
+    /// The whole map from a difference to its coordinates for the last
+    /// lengths seen, by `k % RECENT_LENGTHS`: a stream's full packets and
+    /// its ACKs hit here; a miss costs one map's build (about a hundred
+    /// nanoseconds).
+    recent: Vec<Unshifted>,
+    headers: HeaderCache,
+}
+
+/// How many lengths keep their whole map ([`Unshifted`], 512 bytes each).
+const RECENT_LENGTHS: usize = 16;
+
+/// `d -> coords(Z^-k(d))` for one `k`, a linear map applied a nibble at a
+/// time by table: eight look-ups instead of a 32-step multiplication.
+#[derive(Debug, Clone)]
+struct Unshifted {
+    /// 0: not filled (an ICRC input always has bytes after the Identification).
+    k: usize,
+    nibbles: [[u32; 16]; 8],
+}
+
+impl Unshifted {
+    const EMPTY: Self = Self {
+        k: 0,
+        nibbles: [[0; 16]; 8],
+    };
+
+    /// The map for `k`, whose `Z^-k` is `unshift`.
+    fn new(k: usize, unshift: u32, coords: &Coordinates) -> Self {
+        // Bit 31 - i of a difference is its x^i term (reflected order).
+        let mut column = [0u32; 32];
+        let mut p = unshift;
+        for i in 0..32 {
+            column[31 - i] = coords.of(p);
+            p = gf::mul(p, gf::X);
+        }
+        let mut nibbles = [[0u32; 16]; 8];
+        for (j, table) in nibbles.iter_mut().enumerate() {
+            for n in 1..16usize {
+                let low = n.trailing_zeros() as usize;
+                table[n] = table[n & (n - 1)] ^ column[4 * j + low];
+            }
+        }
+        Self { k, nibbles }
+    }
+
+    fn of(&self, d: u32) -> u32 {
+        let mut c = 0;
+        for (j, table) in self.nibbles.iter().enumerate() {
+            c ^= table[(d >> (4 * j)) as usize & 0xf];
+        }
+        c
+    }
 }
 
 impl Default for RxVerifier {
     fn default() -> Self {
         // The ICRC input from the Identification on: its two bytes, then
         // the flags byte (DF is 0x40 in it).
-        let mut changes = [0u32; 16];
-        for (bit, c) in changes.iter_mut().enumerate() {
+        let mut changes = [0u32; 17];
+        for (bit, c) in changes.iter_mut().take(16).enumerate() {
             let [hi, lo] = (1u16 << bit).to_be_bytes();
             // `hi` is followed by `lo`: one more zero byte's advance.
             *c = gf::mul(gf::byte(hi), gf::X8) ^ gf::byte(lo);
         }
+        changes[16] = gf::mul(gf::byte(ipv4::DONT_FRAG.to_be_bytes()[0]), gf::X_MINUS_8);
         let mut unshift = [0u32; 17];
         let mut p = gf::X_MINUS_8;
         for u in unshift.iter_mut() {
@@ -164,10 +281,12 @@ impl Default for RxVerifier {
             p = gf::mul(p, p);
         }
         Self {
-            ident: Basis::new(changes),
+            // Checked by a test: the 17 changes are independent.
+            coords: Coordinates::new(&changes).unwrap_or_else(Coordinates::empty),
             unshift,
             by_len: vec![0; CACHED_LENGTHS],
-            df: gf::mul(gf::byte(ipv4::DONT_FRAG.to_be_bytes()[0]), gf::X_MINUS_8),
+            recent: vec![Unshifted::EMPTY; RECENT_LENGTHS],
+            headers: HeaderCache::default(),
         }
     }
 }
@@ -180,41 +299,62 @@ const CACHED_LENGTHS: usize = 8192;
 /// transport: the rest of the IPv4 header and the UDP header.
 const AFTER_IDENT: usize = ipv4::AFTER_IDENT + udp::HEADER_LEN;
 
-/// A GF(2) basis of the ICRC changes the 16 Identification bits cause:
-/// (change, identification bits producing it), each with a distinct leading bit.
-#[derive(Debug, Clone)]
-struct Basis(Vec<(u32, u16)>);
+/// Coordinates in a basis of GF(2)^32 whose first vectors are given: a
+/// linear map, applied a byte at a time by table (bit `i` of the result is
+/// the coefficient of basis vector `i`).
+#[derive(Debug)]
+struct Coordinates([[u32; 256]; 4]);
 
-impl Basis {
-    /// `changes[k]`: how the ICRC changes when bit k of the Identification flips.
-    fn new(changes: [u32; 16]) -> Self {
-        let mut rows: Vec<(u32, u16)> = Vec::new();
-        for (k, &c) in changes.iter().enumerate() {
-            let (mut v, mut ids) = (c, 1u16 << k);
-            for &(r, rid) in &rows {
+impl Coordinates {
+    /// The basis starts with `first`, completed by unit vectors; None if
+    /// `first` is not linearly independent.
+    fn new(first: &[u32]) -> Option<Self> {
+        // Reduced rows (vector, the basis vectors summing to it), each with
+        // a distinct leading bit, highest first.
+        let mut rows: Vec<(u32, u32)> = Vec::with_capacity(32);
+        let reduce = |rows: &[(u32, u32)], mut v: u32| {
+            let mut combo = 0;
+            for &(r, rc) in rows {
                 if v ^ r < v {
                     v ^= r;
-                    ids ^= rid;
+                    combo ^= rc;
                 }
             }
-            if v != 0 {
-                rows.push((v, ids));
-                rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+            (v, combo)
+        };
+        let units = (0..32).map(|bit| 1u32 << bit);
+        for (i, v) in first.iter().copied().chain(units).enumerate() {
+            let (v, combo) = reduce(&rows, v);
+            if v == 0 {
+                if i < first.len() {
+                    return None;
+                }
+                continue;
+            }
+            rows.push((v, combo ^ (1 << rows.len())));
+            rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+        }
+        let mut tables = [[0u32; 256]; 4];
+        for (byte, table) in tables.iter_mut().enumerate() {
+            for (value, entry) in table.iter_mut().enumerate() {
+                *entry = reduce(&rows, (value as u32) << (8 * byte)).1;
             }
         }
-        Self(rows)
+        Some(Self(tables))
     }
 
-    /// The Identification bits that explain `diff`, if any.
-    fn solve(&self, mut diff: u32) -> Option<u16> {
-        let mut ids = 0;
-        for &(r, rid) in &self.0 {
-            if diff ^ r < diff {
-                diff ^= r;
-                ids ^= rid;
-            }
-        }
-        (diff == 0).then_some(ids)
+    /// A map that explains nothing (every difference has a nonzero
+    /// coordinate past the 17th): what a failed construction leaves.
+    fn empty() -> Self {
+        Self([[u32::MAX; 256]; 4])
+    }
+
+    fn of(&self, v: u32) -> u32 {
+        let [a, b, c, d] = v.to_le_bytes();
+        self.0[0][usize::from(a)]
+            ^ self.0[1][usize::from(b)]
+            ^ self.0[2][usize::from(c)]
+            ^ self.0[3][usize::from(d)]
     }
 }
 
@@ -226,15 +366,14 @@ mod gf {
     /// x^0.
     pub(super) const ONE: u32 = 1 << 31;
 
-    /// `a * b`.
+    /// `a * b`, with no branch on the operands' bits (a data-dependent
+    /// branch per bit cost more than the arithmetic).
     pub(super) const fn mul(a: u32, mut b: u32) -> u32 {
         let mut p = 0;
         let mut i = 0;
         while i < 32 {
-            if a & (ONE >> i) != 0 {
-                p ^= b;
-            }
-            b = times_x(b);
+            p ^= b & ((a >> (31 - i)) & 1).wrapping_neg();
+            b = (b >> 1) ^ (POLY & (b & 1).wrapping_neg());
             i += 1;
         }
         p
@@ -264,6 +403,8 @@ mod gf {
         p
     }
 
+    /// x^1.
+    pub(super) const X: u32 = ONE >> 1;
     /// x^8: one zero byte's advance.
     pub(super) const X8: u32 = pow_x(8, false);
     /// x^-8: undoes one zero byte's advance.
@@ -308,34 +449,39 @@ impl RxVerifier {
         };
         let (body, tail) = transport.split_at(body_len);
         let received = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
-        let udp_len = udp::HEADER_LEN + transport.len();
-        let udp = udp_header(src_port, dst_port, udp_len);
-        match (src, dst) {
-            (IpAddr::V6(s), IpAddr::V6(d)) => {
-                let ip = ipv6_header(s.octets(), d.octets(), udp_len);
-                match compute_v2_parts(&ip, &udp, body) {
-                    Ok(c) if c == received => Verdict::Good,
-                    _ => Verdict::Bad,
-                }
-            }
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                let ip = ipv4_header(s.octets(), d.octets(), udp_len, 0, true);
-                let Ok(base) = compute_v2_parts(&ip, &udp, body) else {
-                    return Verdict::Bad;
-                };
-                let Some(unshift) = self.unshift(AFTER_IDENT + body_len) else {
-                    return Verdict::Bad;
-                };
-                let diff = gf::mul(base ^ received, unshift);
-                // DF set, as RoCE senders set it; then clear.
-                let ident = self.ident.solve(diff);
-                match ident.or_else(|| self.ident.solve(diff ^ self.df)) {
-                    Some(ident) => Verdict::GoodWithIdent(ident),
-                    None => Verdict::Bad,
-                }
-            }
-            _ => Verdict::Bad,
+        let flow = Flow::of(src, dst, src_port, dst_port, transport);
+        let Some(base) = self.headers.get(&flow).and_then(|h| h.icrc(body).ok()) else {
+            return Verdict::Bad;
+        };
+        if !flow.is_v4() {
+            return if base == received {
+                Verdict::Good
+            } else {
+                Verdict::Bad
+            };
         }
+        let Some(map) = self.unshifted(AFTER_IDENT + body_len) else {
+            return Verdict::Bad;
+        };
+        let coords = map.of(base ^ received);
+        // Coordinate 16 is a clear DF (RoCE senders set it); the rest past
+        // the Identification explain nothing.
+        if coords >> 17 == 0 {
+            Verdict::GoodWithIdent(coords as u16)
+        } else {
+            Verdict::Bad
+        }
+    }
+
+    /// The map from a difference to its coordinates for `k` bytes after
+    /// the Identification, if `k` fits the 17 powers kept.
+    fn unshifted(&mut self, k: usize) -> Option<&Unshifted> {
+        let slot = k % RECENT_LENGTHS;
+        if self.recent[slot].k != k {
+            let u = self.unshift(k)?;
+            self.recent[slot] = Unshifted::new(k, u, &self.coords);
+        }
+        Some(&self.recent[slot])
     }
 
     /// `Z^-k`, if `k` fits the 17 powers kept.
@@ -359,6 +505,7 @@ impl RxVerifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferroce_wire::icrc::compute_v2_parts;
     use ferroce_wire::udp::ROCE_V2_PORT;
     use std::net::Ipv4Addr;
 
@@ -413,8 +560,54 @@ mod tests {
     #[test]
     fn identification_spends_sixteen_bits_and_df_one() {
         let v = RxVerifier::default();
-        assert_eq!(v.ident.0.len(), 16);
-        assert_eq!(v.ident.solve(v.df), None);
+        let explained = (0..1u32 << 16)
+            .map(|i| i.wrapping_mul(0x9e37_79b9))
+            .filter(|&d| v.coords.of(d) >> 17 == 0)
+            .count();
+        // 65,536 differences spread over the space: about 2 explained.
+        assert!(
+            explained < 16,
+            "{explained} of 65536 random differences explained"
+        );
+        // Each Identification bit and DF is one coordinate.
+        for bit in 0..16 {
+            let [hi, lo] = (1u16 << bit).to_be_bytes();
+            let change = gf::mul(gf::byte(hi), gf::X8) ^ gf::byte(lo);
+            assert_eq!(v.coords.of(change), 1 << bit);
+        }
+        let df = gf::mul(gf::byte(ipv4::DONT_FRAG.to_be_bytes()[0]), gf::X_MINUS_8);
+        assert_eq!(v.coords.of(df), 1 << 16);
+    }
+
+    #[test]
+    fn dependent_first_vectors_are_refused() {
+        assert!(Coordinates::new(&[0x8000_0001, 0x0000_0001, 0x8000_0000]).is_none());
+        assert!(Coordinates::new(&[0x8000_0001, 0x0000_0001]).is_some());
+    }
+
+    /// The branchless multiplication agrees with the schoolbook one.
+    #[test]
+    fn multiplication_is_the_polynomial_product() {
+        let slow = |a: u32, mut b: u32| {
+            let mut p = 0;
+            for i in 0..32 {
+                if a & (gf::ONE >> i) != 0 {
+                    p ^= b;
+                }
+                b = if b & 1 != 0 {
+                    (b >> 1) ^ 0xedb8_8320
+                } else {
+                    b >> 1
+                };
+            }
+            p
+        };
+        let mut x = 0x1234_5678u32;
+        for _ in 0..1000 {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let y = x.rotate_left(13) ^ 0xdead_beef;
+            assert_eq!(gf::mul(x, y), slow(x, y));
+        }
     }
 
     #[test]
@@ -444,14 +637,14 @@ mod tests {
 /// checking as a receive does, so that the bench times exactly that work.
 #[doc(hidden)]
 #[derive(Debug, Default)]
-pub struct BenchIcrc(RxVerifier);
+pub struct BenchIcrc(RxVerifier, HeaderCache);
 
 impl BenchIcrc {
     /// Writes `transport`'s ICRC as the backend's send does for a datagram
     /// alone (Identification 0) from `src:src_port` to `dst:dst_port`;
     /// false if it cannot be computed (mixed address families, too short).
     pub fn seal(
-        &self,
+        &mut self,
         src: IpAddr,
         dst: IpAddr,
         src_port: u16,
@@ -459,7 +652,8 @@ impl BenchIcrc {
         transport: &mut [u8],
     ) -> bool {
         let len = transport.len();
-        let Some(c) = for_send(src, dst, src_port, dst_port, 0, transport) else {
+        let flow = Flow::of(src, dst, src_port, dst_port, transport);
+        let Some(c) = self.1.for_send(&flow, 0, transport) else {
             return false;
         };
         transport[len - ICRC_LEN..].copy_from_slice(&c.to_le_bytes());

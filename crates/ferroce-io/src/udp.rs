@@ -58,7 +58,7 @@ use ferroce_wire::udp::ROCE_V2_PORT;
 use rustix::event::epoll;
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::icrc::{RxVerifier, Verdict};
+use crate::icrc::{HeaderCache, RxVerifier, Verdict};
 use crate::sys;
 
 mod mcast;
@@ -220,6 +220,8 @@ pub struct UdpBackend {
     trains: Vec<Range<usize>>,
     msgs: Vec<sys::OutMsg>,
     verifier: RxVerifier,
+    /// The ICRC state of the headers sent lately.
+    headers: HeaderCache,
     stats: UdpStats,
     /// The multicast groups joined (see `mcast`).
     groups: Vec<mcast::Group>,
@@ -317,6 +319,7 @@ impl UdpBackend {
             trains: Vec::new(),
             msgs: Vec::new(),
             verifier: RxVerifier::default(),
+            headers: HeaderCache::default(),
             stats: UdpStats::default(),
             groups: Vec::new(),
             wake,

@@ -15,7 +15,7 @@ use socket2::Socket;
 use ferroce_wire::transport::ICRC_LEN;
 
 use super::{MAX_SEGMENTS, MAX_TRAIN, OutDatagram, UdpBackend, new_socket, set_buffers};
-use crate::icrc;
+use crate::icrc::Flow;
 use crate::sys;
 
 impl UdpBackend {
@@ -91,14 +91,8 @@ impl UdpBackend {
                 // Segment k of a GSO train carries Identification k.
                 let ident = if t.len() > 1 { k as u16 } else { 0 };
                 let len = d.transport.len();
-                if let Some(c) = icrc::for_send(
-                    local,
-                    d.remote,
-                    d.src_port,
-                    d.remote_port,
-                    ident,
-                    d.transport,
-                ) {
+                let flow = Flow::of(local, d.remote, d.src_port, d.remote_port, d.transport);
+                if let Some(c) = self.headers.for_send(&flow, ident, d.transport) {
                     d.transport[len - ICRC_LEN..].copy_from_slice(&c.to_le_bytes());
                 }
             }
