@@ -40,6 +40,10 @@ pub(crate) struct Device {
 pub(crate) struct OpenDevice {
     pub(crate) ctx: Option<Context>,
     pub(crate) users: usize,
+    /// The open `ibv_context`s (their [`Ctx`]'s addresses), among which
+    /// the device's asynchronous events are shared out by owner (see
+    /// `ffi::events`).
+    pub(crate) contexts: Vec<usize>,
 }
 
 /// Where a registered region starts in the application's memory, so that
@@ -66,9 +70,11 @@ pub(crate) struct Ctx {
     pub(crate) srqs: Mutex<HashMap<u32, usize>>,
     /// The UD QPs: their receive completions carry a GRH.
     pub(crate) ud_qps: RwLock<HashSet<u32>>,
-    /// `async_fd`: a duplicate of the device's asynchronous-event
-    /// descriptor, readable while events wait (see `ffi::events`).
+    /// `async_fd`: readable while this context has an asynchronous event
+    /// or the device has some not yet shared out (see `ffi::events`).
     pub(crate) async_fd: OwnedFd,
+    /// This context's asynchronous events.
+    pub(crate) inbox: crate::ffi::Inbox,
     /// Its PDs, CQs and completion channels: while any lives,
     /// `ibv_close_device` keeps the context's memory (they point at it).
     pub(crate) users: Users,

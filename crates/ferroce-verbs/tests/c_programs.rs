@@ -29,6 +29,9 @@
 //!   an initiator QP, SENDs naming each SRQ (through `ibv_post_send` and
 //!   `ibv_wr_set_xrc_srqn`), an RDMA WRITE, a SEND naming no SRQ, and which
 //!   destroys are refused while objects are in use.
+//! * `contexts.c`: two contexts of one device (as UCX opens them): each
+//!   `async_fd` and `ibv_get_async_event` carries its own objects' events,
+//!   and O_NONBLOCK on one descriptor leaves the other blocking.
 //! * `errors.c`: O_NONBLOCK on a completion channel and on `async_fd`
 //!   (EAGAIN), `async_fd` readable exactly while an event waits, a blocked
 //!   `ibv_get_async_event` that does not spin, posts to a QP in ERR
@@ -199,6 +202,18 @@ fn xrc_through_the_header() {
         "ok   SRQ 0's CQ: its WQE, 2000 bytes, the target's QP number",
         "ok   a SEND naming no SRQ: REM_INV_REQ_ERR",
         "ok   destroy the SRQs, then close the domain",
+    ] {
+        assert!(out.contains(want), "{out}");
+    }
+}
+
+#[test]
+fn each_context_gets_its_own_objects_events() {
+    let out = build_and_run("contexts", "127.0.0.1");
+    for want in [
+        "ok   O_NONBLOCK on B's leaves A's blocking",
+        "ok   B: EAGAIN, A's event is not B's",
+        "ok   A: QP_FATAL naming A's QP",
     ] {
         assert!(out.contains(want), "{out}");
     }

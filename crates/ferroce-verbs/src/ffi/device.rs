@@ -78,7 +78,13 @@ pub(super) unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ib
     guard_ptr(|| {
         let d = device(dev)?;
         let inner = open_shared(d)?;
-        let async_fd = super::events::async_fd(&inner)?;
+        let (async_fd, inbox) = match super::events::async_fd(&inner) {
+            Ok(made) => made,
+            Err(e) => {
+                close_shared(&d.open);
+                return Err(e);
+            }
+        };
         let fd = async_fd.as_raw_fd();
         let mut vctx = new_verbs_context(
             dev,
@@ -104,8 +110,11 @@ pub(super) unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ib
             users: Default::default(),
             ud_qps: Default::default(),
             async_fd,
+            inbox,
         });
         let raw = Box::into_raw(boxed);
+        // Its share of the device's asynchronous events (`ffi::events`).
+        lock_open(&d.open).contexts.push(raw as usize);
         // SAFETY: `raw` is the live Box just made.
         Ok(unsafe { &raw mut (*raw).vctx.context })
     })
@@ -113,7 +122,7 @@ pub(super) unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ib
 
 /// The device's ferroce context: opened by its first user, shared after.
 fn open_shared(d: &Device) -> Result<Context, c_int> {
-    let mut open = d.open.lock().unwrap_or_else(|p| p.into_inner());
+    let mut open = lock_open(&d.open);
     let ctx = match &open.ctx {
         Some(c) => c.clone(),
         None => {
@@ -137,8 +146,15 @@ fn open_shared(d: &Device) -> Result<Context, c_int> {
     Ok(ctx)
 }
 
+/// The device's open state, locked (a panic elsewhere leaves it usable).
+pub(super) fn lock_open(
+    open: &Mutex<crate::objects::OpenDevice>,
+) -> std::sync::MutexGuard<'_, crate::objects::OpenDevice> {
+    open.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn close_shared(open: &Mutex<crate::objects::OpenDevice>) {
-    let mut open = open.lock().unwrap_or_else(|p| p.into_inner());
+    let mut open = lock_open(open);
     open.users = open.users.saturating_sub(1);
     if open.users == 0 {
         // The last context: the driver thread stops once the objects
@@ -152,6 +168,8 @@ pub(super) unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c
         // SAFETY: module contract.
         let c = unsafe { ctx(context) }?;
         let device = c.device;
+        let addr = std::ptr::from_ref(c) as usize;
+        lock_open(&device.open).contexts.retain(|&a| a != addr);
         if c.users.any() {
             // Objects left alive (perftest leaves some, and rdma-core closes
             // anyway) point at the context: its memory is kept so that they

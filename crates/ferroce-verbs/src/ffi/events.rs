@@ -6,27 +6,111 @@
 //! (rdma-core's read(2) would), and otherwise block in poll(2), failing
 //! with EINTR where that read(2) would (see [`interrupted`]).
 
+use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::Mutex;
 
 use ferroce::AsyncEvent;
+use rustix::event::{EventfdFlags, epoll, eventfd};
+
+use crate::objects::Ctx;
 
 use super::{ctx, guard_errno, put, set_errno};
 use crate::abi::*;
 
-/// The `async_fd` of a new `ibv_context`: a duplicate (close-on-exec) of
-/// the device's asynchronous-event descriptor, made blocking as
-/// rdma-core's is, so that the application's O_NONBLOCK is the only one
-/// `ibv_get_async_event` sees. (Duplicates share their flags: the
-/// device's own use of the descriptor never reads it empty, so it works
-/// either way; see `ferroce::Context::async_event_fd`.)
-pub(super) fn async_fd(dev: &ferroce::Context) -> Result<OwnedFd, c_int> {
-    let fd = dev
+/// One `ibv_context`'s asynchronous events. The device's events (one
+/// engine per device and process) are shared out to the context that owns
+/// each one's object, as the kernel gives each context the events of its
+/// own objects: UCX opens a device more than once and waits on each
+/// context's `async_fd` for that context's events, and a context that
+/// took another's event left that one blocked in `ibv_get_async_event`.
+pub(crate) struct Inbox {
+    events: Mutex<VecDeque<AsyncEvent>>,
+    /// Readable while `events` holds one (an eventfd).
+    ready: OwnedFd,
+    /// The device's own descriptor, in the context's epoll set.
+    _device: OwnedFd,
+}
+
+impl Inbox {
+    fn push(&self, e: AsyncEvent) {
+        let mut q = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        q.push_back(e);
+        if q.len() == 1 {
+            let _ = rustix::io::write(&self.ready, &1u64.to_ne_bytes());
+        }
+    }
+
+    fn pop(&self) -> Option<AsyncEvent> {
+        let mut q = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        let e = q.pop_front();
+        if q.is_empty() {
+            let mut count = [0u8; 8];
+            let _ = rustix::io::read(&self.ready, &mut count);
+        }
+        e
+    }
+}
+
+/// A new context's `async_fd` and inbox. The descriptor is an epoll
+/// instance of its own (so the application's O_NONBLOCK on it is this
+/// context's alone) watching the inbox and the device's descriptor: it is
+/// readable while the context has an event, or while the device has
+/// events not yet shared out (perhaps another context's: a call then
+/// shares them out and finds none of its own). It starts blocking, as
+/// rdma-core's does.
+pub(super) fn async_fd(dev: &ferroce::Context) -> Result<(OwnedFd, Inbox), c_int> {
+    let os = |e: rustix::io::Errno| e.raw_os_error();
+    let device = dev
         .async_event_fd()
         .try_clone_to_owned()
         .map_err(|e| e.raw_os_error().unwrap_or(libc::EMFILE))?;
-    set_blocking(fd.as_fd())?;
-    Ok(fd)
+    let ready = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).map_err(os)?;
+    let set = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(os)?;
+    for fd in [device.as_fd(), ready.as_fd()] {
+        let data = epoll::EventData::new_u64(fd.as_raw_fd() as u64);
+        epoll::add(&set, fd, data, epoll::EventFlags::IN).map_err(os)?;
+    }
+    let inbox = Inbox {
+        events: Mutex::new(VecDeque::new()),
+        ready,
+        _device: device,
+    };
+    Ok((set, inbox))
+}
+
+/// Shares the device's waiting events out to the inboxes of the contexts
+/// that own their objects; an event whose object is gone is dropped, as
+/// the kernel drops a destroyed object's events.
+fn share_out(c: &Ctx) {
+    let open = super::device::lock_open(&c.device.open);
+    while let Some(e) = c.inner.poll_async_event() {
+        for &addr in &open.contexts {
+            // SAFETY: a context is registered in `contexts` from
+            // `ibv_open_device` until `ibv_close_device` takes it out,
+            // both under this lock, and lives at least that long.
+            let owner = unsafe { &*(addr as *const Ctx) };
+            if owns(owner, &e) {
+                owner.inbox.push(e);
+                break;
+            }
+        }
+    }
+}
+
+/// Whether `e`'s object is one of `c`'s.
+fn owns(c: &Ctx, e: &AsyncEvent) -> bool {
+    let has = |map: &Mutex<std::collections::HashMap<u32, usize>>, k: &u32| {
+        map.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(k)
+    };
+    match e {
+        AsyncEvent::QpFatal { qpn } | AsyncEvent::QpLastWqeReached { qpn } => has(&c.qps, qpn),
+        AsyncEvent::CqOverflow { cq } => has(&c.cqs, cq),
+        AsyncEvent::SrqLimitReached { srq } => has(&c.srqs, srq),
+    }
 }
 
 /// Clears O_NONBLOCK on `fd`.
@@ -132,7 +216,8 @@ pub(super) unsafe extern "C" fn ibv_get_async_event(
             return Err(libc::EINVAL);
         }
         loop {
-            let Some(e) = c.inner.poll_async_event() else {
+            share_out(c);
+            let Some(e) = c.inbox.pop() else {
                 if nonblocking(c.async_fd.as_fd()) {
                     return Err(libc::EAGAIN);
                 }

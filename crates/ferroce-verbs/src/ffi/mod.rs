@@ -60,6 +60,7 @@ mod windows;
 // and the event descriptors.
 mod cq_ex;
 mod events;
+pub(crate) use events::Inbox;
 mod qp_ex;
 mod xrc;
 

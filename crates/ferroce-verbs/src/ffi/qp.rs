@@ -237,7 +237,9 @@ pub(super) unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
         }
         // SAFETY: module contract.
         let c = unsafe { ctx(q.qp.qp_base.context) }?;
-        settle(&c.inner);
+        if owes_peer(&q.inner) {
+            settle(&c.inner);
+        }
         c.qps
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -250,6 +252,17 @@ pub(super) unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
         drop(unsafe { take::<Qp, _>(qp) });
         Ok(())
     })
+}
+
+/// Whether `ibv_destroy_qp` lets the device send what the QP owes first
+/// ([`settle`]): not for a QP in Error or Reset, which sends nothing
+/// more. rdma_cm programs destroy their QPs in Error (`rdma_disconnect`
+/// moves the QP there first), and UCX its own; there the wait cost each
+/// connection's teardown a millisecond or more (up to [`SETTLE_MAX`]
+/// while other connections kept the device sending).
+fn owes_peer(qp: &ferroce::QueuePair) -> bool {
+    use ferroce::QpState;
+    !matches!(qp.state(), Ok(QpState::Err | QpState::Reset))
 }
 
 /// How long `ibv_destroy_qp` lets the device send what it owes: until
