@@ -111,13 +111,16 @@ fn perftest_as(who: As, args: &[&str], env: &[(&str, &str)]) -> Vec<f64> {
     let port = free_port();
     let mut all: Vec<&str> = vec!["-p", &port, "-w", "20"];
     all.extend_from_slice(args);
-    let server = ucx_as(who, "ucx_perftest", SERVER, &all, env);
+    // A client that fails or hangs does not leave its server running (it
+    // holds the device's port and fails the tests after it).
+    let mut server = Reap::new(ucx_as(who, "ucx_perftest", SERVER, &all, env));
     wait_listening(&port, LIMIT);
     let mut client_args = vec![SERVER];
     client_args.extend_from_slice(&all);
     let client = ucx_as(who, "ucx_perftest", CLIENT, &client_args, env);
     let what = format!("ucx_perftest {args:?} as {who:?}");
     let c = finish(client, LIMIT, &format!("{what} (client)"));
+    let server = server.0.take().expect("the server was spawned");
     let s = finish(server, LIMIT, &format!("{what} (server)"));
     for (side, out) in [("client", &c), ("server", &s)] {
         assert!(
