@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use ferroce_cm::rdma_cm::PortSpace;
@@ -33,6 +33,9 @@ pub struct EventChannel {
 pub(crate) struct EventQueue {
     fd: EventFd,
     events: Mutex<VecDeque<CmEvent>>,
+    /// Notified at each push: for waiters that take only some events,
+    /// whom the descriptor (readable while any event waits) cannot wake.
+    arrived: Condvar,
 }
 
 impl EventQueue {
@@ -43,6 +46,7 @@ impl EventQueue {
         if events.len() == 1 {
             self.fd.signal();
         }
+        self.arrived.notify_all();
     }
 
     fn pop(&self) -> Option<CmEvent> {
@@ -56,8 +60,11 @@ impl EventQueue {
     }
 
     /// Takes the oldest event that `want` accepts, leaving the others.
-    fn take_matching(&self, want: &dyn Fn(&CmEvent) -> bool) -> Option<CmEvent> {
-        let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
+    fn take_matching(
+        &self,
+        events: &mut VecDeque<CmEvent>,
+        want: &dyn Fn(&CmEvent) -> bool,
+    ) -> Option<CmEvent> {
         let at = events.iter().position(want)?;
         let event = events.remove(at);
         if events.is_empty() {
@@ -74,24 +81,22 @@ impl EventQueue {
     ) -> Result<Option<CmEvent>> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(event) = self.take_matching(want) {
+            let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(event) = self.take_matching(&mut events, want) {
                 return Ok(Some(event));
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Ok(None);
             }
-            // Events that do not match keep the descriptor readable: poll
-            // in short steps then rather than spin.
-            let pending = !self
-                .events
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_empty();
-            if pending {
-                std::thread::sleep(left.min(Duration::from_millis(1)));
-            } else {
+            if events.is_empty() {
+                drop(events);
                 self.fd.wait_readable(left)?;
+            } else {
+                // Events that do not match keep the descriptor readable:
+                // wait for the next push instead (under the lock the look
+                // above held, so none is missed).
+                drop(self.arrived.wait_timeout(events, left));
             }
         }
     }
@@ -104,6 +109,7 @@ impl EventChannel {
             queue: Arc::new(EventQueue {
                 fd: EventFd::new()?,
                 events: Mutex::new(VecDeque::new()),
+                arrived: Condvar::new(),
             }),
         })
     }
