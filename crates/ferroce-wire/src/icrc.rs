@@ -290,8 +290,9 @@ pub fn verify(scope: IcrcScope, packet: &[u8]) -> Result<()> {
 ///
 /// For an option-less IPv4 or an IPv6 header (every RoCE sender's), the
 /// two headers are masked on the stack and hashed, and the transport in
-/// place with the BTH's masked byte folded into the start state
-/// ([`MaskFix`]): two `crc32fast` passes and no copy of the transport.
+/// place with the BTH's masked byte folded into the start state (as the
+/// whole-packet path folds all of them): two `crc32fast` passes and no
+/// copy of the transport.
 pub fn compute_v2_parts(ip_header: &[u8], udp_header: &[u8], transport: &[u8]) -> Result<u32> {
     let scope = match ip_header.first().map(|b| b >> 4) {
         Some(4) => IcrcScope::RoceV2Ipv4,
