@@ -8,8 +8,9 @@
 #   3. rxe client -> ferroce:  ib_* client in A, `ferroce perf --perftest --listen` in B;
 #   4. ferroce <-> ferroce:    `ferroce perf --perftest` server in A, client in B.
 #
-# ferroce runs inside the guests (the release binary, through the rig's 9p
-# share; the guest's initramfs has the glibc and libgcc_s it links), so both
+# ferroce runs inside the guests (the release binary, brought in through
+# the rig's 9p share and copied into the guest's memory; the guest's
+# initramfs has the glibc and libgcc_s it links), so both
 # ends of every case share the same emulated CPU. The rig runs the guests
 # under TCG (1 vCPU each, on a 2-core machine): the figures are relative,
 # not what either stack does on real hardware.
