@@ -185,10 +185,11 @@ impl HeaderCache {
 }
 
 /// Checks received ICRCs. Over IPv4 it solves for the sender's
-/// Identification with one CRC pass, one multiplication and four table
-/// look-ups per datagram, whatever its length, and keeps no per-length
-/// state beyond a fixed cache (a flood of random lengths costs what a flood
-/// of one length does).
+/// Identification with one CRC pass and eight table look-ups per datagram,
+/// whatever its length, in a map kept for the last lengths seen (a length
+/// not seen lately first builds its map). Its state has a fixed size: a
+/// flood of random lengths can neither grow it nor cost more than one map
+/// build a datagram.
 ///
 /// How: the ICRC is computed with Identification 0 and DF set; the change
 /// that Identification bits (or a clear DF) cause is, for a reflected CRC,
@@ -242,7 +243,7 @@ impl Unshifted {
         let mut p = unshift;
         for i in 0..32 {
             column[31 - i] = coords.of(p);
-            p = gf::mul(p, gf::X);
+            p = gf::times_x(p);
         }
         let mut nibbles = [[0u32; 16]; 8];
         for (j, table) in nibbles.iter_mut().enumerate() {
@@ -379,7 +380,8 @@ mod gf {
         p
     }
 
-    const fn times_x(b: u32) -> u32 {
+    /// `b * x`.
+    pub(super) const fn times_x(b: u32) -> u32 {
         if b & 1 != 0 { (b >> 1) ^ POLY } else { b >> 1 }
     }
 
@@ -403,8 +405,6 @@ mod gf {
         p
     }
 
-    /// x^1.
-    pub(super) const X: u32 = ONE >> 1;
     /// x^8: one zero byte's advance.
     pub(super) const X8: u32 = pow_x(8, false);
     /// x^-8: undoes one zero byte's advance.

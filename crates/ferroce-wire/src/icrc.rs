@@ -319,12 +319,12 @@ pub fn compute_v2_parts(ip_header: &[u8], udp_header: &[u8], transport: &[u8]) -
             actual: max_ip,
         });
     }
-    if !V2Headers::fits(ip_header) {
-        return Ok(compute_parts_staged(
+    match V2Headers::mask_of(ip_header) {
+        Some(mask) => V2Headers::masked(mask, ip_header, udp_header).icrc(transport),
+        None => Ok(compute_parts_staged(
             scope, ip_header, udp_header, transport,
-        ));
+        )),
     }
-    V2Headers::new(ip_header, udp_header)?.icrc(transport)
 }
 
 /// The CRC state after a RoCE v2 datagram's masked IP and UDP headers
@@ -340,26 +340,32 @@ impl V2Headers {
     /// Whether [`Self::new`] takes this IP header: an option-less IPv4
     /// header or an IPv6 one.
     pub fn fits(ip_header: &[u8]) -> bool {
-        matches!(
-            (ip_header.first().map(|b| b >> 4), ip_header.len()),
-            (Some(4), ipv4::MIN_HEADER_LEN) | (Some(6), ipv6::HEADER_LEN)
-        )
+        Self::mask_of(ip_header).is_some()
+    }
+
+    /// The masks of this IP header and a UDP header after it, if it fits.
+    fn mask_of(ip_header: &[u8]) -> Option<&'static [u8; STAGE]> {
+        match (ip_header.first().map(|b| b >> 4), ip_header.len()) {
+            (Some(4), ipv4::MIN_HEADER_LEN) => Some(&V4_MASK),
+            (Some(6), ipv6::HEADER_LEN) => Some(&V6_MASK),
+            _ => None,
+        }
     }
 
     /// Masks and hashes the headers (see [`Self::fits`]).
     pub fn new(ip_header: &[u8], udp_header: &[u8]) -> Result<Self> {
-        let mask = match (ip_header.first().map(|b| b >> 4), ip_header.len()) {
-            (Some(4), ipv4::MIN_HEADER_LEN) => &V4_MASK,
-            (Some(6), ipv6::HEADER_LEN) => &V6_MASK,
-            _ => {
-                return Err(Error::BadLength {
-                    field: "ip header (option-less IPv4 or IPv6)",
-                    claimed: ip_header.len(),
-                    actual: ipv4::MIN_HEADER_LEN,
-                });
-            }
-        };
+        let mask = Self::mask_of(ip_header).ok_or(Error::BadLength {
+            field: "ip header (option-less IPv4 or IPv6)",
+            claimed: ip_header.len(),
+            actual: ipv4::MIN_HEADER_LEN,
+        })?;
         crate::field::check(Header::Udp, udp::HEADER_LEN, udp_header.len())?;
+        Ok(Self::masked(mask, ip_header, udp_header))
+    }
+
+    /// [`Self::new`] once the header's `mask` is known and the UDP
+    /// header's length checked.
+    fn masked(mask: &[u8; STAGE], ip_header: &[u8], udp_header: &[u8]) -> Self {
         let ip_len = ip_header.len();
         let headers = ip_len + udp::HEADER_LEN;
         let mut stage = [0u8; ipv6::HEADER_LEN + udp::HEADER_LEN];
@@ -370,9 +376,9 @@ impl V2Headers {
         }
         let mut h = Hasher::new_with_initial(AFTER_MASKED_LRH);
         h.update(&stage[..headers]);
-        Ok(Self {
+        Self {
             state: h.finalize(),
-        })
+        }
     }
 
     /// The same headers with their IPv4 Identification XORed with `xor`
